@@ -1,0 +1,180 @@
+"""Where things live: the raw archive, the lake's tables, reports and staging.
+
+Pure functions on strings. Roots may be local paths (``/data/lake``) or URIs
+(``s3://bucket/prefix``); paths are always joined with ``/`` and never with
+``os.path``, so one setting switches a lake from a laptop to S3.
+
+Raw archive (input), one folder per source and *received* hour (UTC)::
+
+    <archive_root>/<source_id>/day=YYYY-MM-DD/hr=HH/<any name>.jsonl.gz   (or .jsonl / .json / .gz)
+
+Lake (output), Segment's layout, hive-style so every engine reads the keys::
+
+    <lake_root>/data/<source id or slug>/segment_type=<table>/<date partition>/part-*.parquet
+
+with ``<date partition>`` one of the four Segment date layouts (see ``DATE_LAYOUTS``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+ARCHIVE_SUFFIXES = (".jsonl.gz", ".json.gz", ".ndjson.gz", ".gz", ".jsonl", ".json", ".ndjson")
+
+# name -> partition keys, in path order. Values are produced by ``date_partition_values``.
+DATE_LAYOUTS: dict[str, tuple[str, ...]] = {
+    "day_hour": ("day", "hr"),  # day=2026-11-21/hr=09   (Segment's default)
+    "year_month_day_hour": ("year", "month", "day", "hr"),  # year=2026/month=11/day=21/hr=09
+    "year_month_day": ("year", "month", "day"),  # year=2026/month=11/day=21
+    "day": ("day",),  # day=2026-11-21
+}
+DEFAULT_DATE_LAYOUT = "day_hour"
+
+_HOUR_KEY_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})-(\d{2}):00$")
+
+
+def join(root: str, *parts: str) -> str:
+    """Join a root (local path or URI) and relative parts with ``/``."""
+    out = root.rstrip("/") if root not in ("/", "") else root
+    for part in parts:
+        part = part.strip("/")
+        if not part:
+            continue
+        out = f"{out}/{part}" if out not in ("", "/") else f"{out}{part}"
+    return out
+
+
+@dataclass(frozen=True, order=True)
+class ArchiveHour:
+    """One received hour (UTC) of one source's raw archive."""
+
+    start: datetime  # tz-aware UTC, minute = second = 0
+
+    @staticmethod
+    def parse(text: str) -> "ArchiveHour":
+        """Accept a Dagster hourly partition key (``2026-11-21-09:00``) or ``2026-11-21T09``."""
+        m = _HOUR_KEY_RE.match(text)
+        if m:
+            y, mo, d, h = (int(g) for g in m.groups())
+            return ArchiveHour(datetime(y, mo, d, h, tzinfo=UTC))
+        try:
+            dt = datetime.strptime(text, "%Y-%m-%dT%H")
+        except ValueError:
+            raise ValueError(
+                f"not an hour: {text!r} (expected 'YYYY-MM-DD-HH:00' or 'YYYY-MM-DDTHH')"
+            ) from None
+        return ArchiveHour(dt.replace(tzinfo=UTC))
+
+    @staticmethod
+    def of(ts: datetime) -> "ArchiveHour":
+        ts = ts.astimezone(UTC) if ts.tzinfo else ts.replace(tzinfo=UTC)
+        return ArchiveHour(ts.replace(minute=0, second=0, microsecond=0))
+
+    @property
+    def day(self) -> str:
+        return self.start.strftime("%Y-%m-%d")
+
+    @property
+    def hr(self) -> str:
+        return self.start.strftime("%H")
+
+    @property
+    def partition_key(self) -> str:
+        """The Dagster hourly partition key."""
+        return self.start.strftime("%Y-%m-%d-%H:00")
+
+    @property
+    def compact(self) -> str:
+        """``YYYYMMDDHH``: used in file names so an hour's files are recognisable in any layout."""
+        return self.start.strftime("%Y%m%d%H")
+
+    def next(self) -> "ArchiveHour":
+        return ArchiveHour(self.start + timedelta(hours=1))
+
+    def __str__(self) -> str:
+        return self.start.strftime("%Y-%m-%dT%H")
+
+
+def hour_range(first: ArchiveHour, last: ArchiveHour) -> list[ArchiveHour]:
+    """Inclusive range of hours."""
+    if last < first:
+        raise ValueError(f"hour range is reversed: {first} > {last}")
+    out, h = [], first
+    while h <= last:
+        out.append(h)
+        h = h.next()
+    return out
+
+
+def archive_hour_dir(archive_root: str, source_id: str, hour: ArchiveHour) -> str:
+    return join(archive_root, source_id, f"day={hour.day}", f"hr={hour.hr}")
+
+
+def is_archive_file(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    if base.startswith((".", "_")):  # temporary / in-progress files are invisible
+        return False
+    return base.endswith(ARCHIVE_SUFFIXES)
+
+
+def date_partition_values(layout: str, hour: ArchiveHour) -> list[tuple[str, str]]:
+    """The (key, value) pairs of the lake partition holding ``hour`` in ``layout``."""
+    if layout not in DATE_LAYOUTS:
+        raise ValueError(f"unknown date layout {layout!r}; choose one of {sorted(DATE_LAYOUTS)}")
+    values = {
+        "year": hour.start.strftime("%Y"),
+        "month": hour.start.strftime("%m"),
+        "hr": hour.hr,
+    }
+    # Layouts with a separate year/month use the day of month; the others the full date.
+    values["day"] = hour.start.strftime("%d") if "year" in DATE_LAYOUTS[layout] else hour.day
+    return [(k, values[k]) for k in DATE_LAYOUTS[layout]]
+
+
+def date_partition_path(layout: str, hour: ArchiveHour) -> str:
+    return "/".join(f"{k}={v}" for k, v in date_partition_values(layout, hour))
+
+
+def table_root(lake_root: str, source_dir: str, table: str) -> str:
+    return join(lake_root, "data", source_dir, f"segment_type={table}")
+
+
+def table_partition_dir(
+    lake_root: str, source_dir: str, table: str, layout: str, hour: ArchiveHour
+) -> str:
+    return join(table_root(lake_root, source_dir, table), date_partition_path(layout, hour))
+
+
+def quarantine_dir(lake_root: str, source_dir: str, hour: ArchiveHour) -> str:
+    return join(lake_root, "quarantine", source_dir, f"day={hour.day}", f"hr={hour.hr}")
+
+
+def report_path(lake_root: str, source_id: str, run_id: str, day: str) -> str:
+    return join(
+        lake_root, "reports", f"day={day}", f"source={source_id}", f"run_id={run_id}", "report.json"
+    )
+
+
+def schema_record_path(lake_root: str, source_dir: str) -> str:
+    return join(lake_root, "_schemas", source_dir, "tables.json")
+
+
+def staging_dir(lake_root: str, run_id: str) -> str:
+    return join(lake_root, "_staging", run_id)
+
+
+def commit_journal_dir(lake_root: str, source_dir: str) -> str:
+    return join(lake_root, "_commits", source_dir)
+
+
+def data_file_name(hour: ArchiveHour, run_id: str, task: int, seq: int) -> str:
+    """``part-<YYYYMMDDHH>-<run>-<task>-<seq>.parquet``: the hour prefix lets coarse layouts
+    (``day``, ``year_month_day``) replace one hour's files inside a day partition."""
+    return f"part-{hour.compact}-{run_id}-{task:05d}-{seq:03d}.parquet"
+
+
+def hour_of_data_file(name: str) -> str | None:
+    m = re.match(r"^part-(\d{10})-", name.rsplit("/", 1)[-1])
+    return m.group(1) if m else None

@@ -1,0 +1,208 @@
+"""Commit protocol: how a sync replaces hours of a lake without readers seeing half of one.
+
+Stage B writes every new file into the run's staging area, a mirror of the lake:
+``<lake>/_staging/<run_id>/data/<source>/segment_type=<t>/<date partition>/part-*.parquet``
+(and ``.../quarantine/<source>/day=/hr=/``). Nothing in the lake has changed at that point; a
+crash leaves only staging debris that the next run of the source deletes.
+
+Then the driver commits, partition directory by partition directory:
+
+1. **Journal.** It writes ``<lake>/_commits/<source>/<run_id>.json`` listing every swap
+   (staged dir -> lake partition dir, and which hours it replaces). From here on the run is
+   committed: recovery rolls it *forward*, because every staged file is complete.
+2. **Carry-over** (coarse layouts only, ``day`` and ``year_month_day``, where one partition
+   holds 24 hours): the files of the partition's *other* hours are hard-linked into the staged
+   dir, so the staged dir is the partition's complete next version.
+3. **Swap.** Locally, ``renameat2(RENAME_EXCHANGE)`` swaps the staged dir and the live dir in
+   one atomic step (a new partition is a plain rename). A marker ``_COMMITTED_BY`` (ignored by
+   Spark, Hive and ``*.parquet`` globs) in the new dir records the run, so a recovery knows
+   whether a swap already happened. The old version, now in staging, is deleted.
+4. **Done.** The journal is removed; then the schema record and the report are written.
+
+A reader of a partition directory therefore sees the old hour or the new hour, never a mix,
+and a re-run replaces an hour instead of adding to it. Hours of a run whose tables disappeared
+(no rows any more) are swapped with an empty version.
+
+On an object store (``s3://``) there is no rename: new objects are copied in under their final
+names, then the replaced hour's old objects are deleted. A direct-path reader can briefly see
+both versions; catalog readers are switched atomically by the catalog's partition update
+(the catalog issue). The journal and roll-forward recovery work the same way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import shutil
+from dataclasses import asdict, dataclass
+
+import orjson
+import pyarrow.fs as pafs
+
+from datalake_assets.spec import layout
+from datalake_assets.transform import storage
+
+MARKER = "_COMMITTED_BY"
+
+
+@dataclass(frozen=True)
+class Swap:
+    staged: str  # staged partition dir (complete new files of ``hours``)
+    target: str  # live partition dir in the lake
+    hours: tuple[str, ...]  # YYYYMMDDHH of the hours this swap replaces
+
+
+def journal_location(lake_root: str, source_dir: str, run_id: str) -> str:
+    return layout.join(layout.commit_journal_dir(lake_root, source_dir), f"{run_id}.json")
+
+
+def write_journal(lake_root: str, source_dir: str, run_id: str, swaps: list[Swap]) -> str:
+    location = journal_location(lake_root, source_dir, run_id)
+    body = {"run_id": run_id, "swaps": [asdict(s) for s in swaps]}
+    storage.write_bytes_atomic(location, orjson.dumps(body))
+    return location
+
+
+def commit(lake_root: str, source_dir: str, run_id: str, swaps: list[Swap]) -> None:
+    """Steps 1-4 above. Raises on failure; a later ``recover`` finishes what was journaled."""
+    journal = write_journal(lake_root, source_dir, run_id, swaps)
+    for swap in swaps:
+        apply_swap(swap, run_id)
+    _delete_file(journal)
+
+
+def recover(lake_root: str, source_dir: str) -> list[str]:
+    """Roll forward every journaled commit of a source that did not finish; returns run ids."""
+    done = []
+    for location, _ in storage.list_files(layout.commit_journal_dir(lake_root, source_dir)):
+        if not location.endswith(".json") or location.rsplit("/", 1)[-1].startswith("."):
+            continue
+        body = orjson.loads(storage.read_bytes(location))
+        for s in body["swaps"]:
+            apply_swap(Swap(s["staged"], s["target"], tuple(s["hours"])), body["run_id"])
+        _delete_file(location)
+        done.append(body["run_id"])
+    return done
+
+
+def apply_swap(swap: Swap, run_id: str) -> None:
+    """Idempotent: a swap already made (marker present) only cleans up."""
+    if storage.is_uri(swap.target):
+        _apply_object_store(swap, run_id)
+    else:
+        _apply_local(swap, run_id)
+
+
+# ------------------------------------------------------------------------------- local files
+
+
+def _marker_run(directory: str) -> str | None:
+    try:
+        with open(os.path.join(directory, MARKER), encoding="utf-8") as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return None
+
+
+def _apply_local(swap: Swap, run_id: str) -> None:
+    if _marker_run(swap.target) == run_id:  # already swapped; staged holds the old version
+        shutil.rmtree(swap.staged, ignore_errors=True)
+        return
+    if not os.path.isdir(swap.staged):
+        # Nothing staged and not swapped: the staging area was lost; the live data is intact.
+        raise RuntimeError(f"staged partition missing, cannot commit: {swap.staged}")
+    hours = set(swap.hours)
+    if os.path.isdir(swap.target):  # carry over the partition's other hours (coarse layouts)
+        for name in os.listdir(swap.target):
+            hour = layout.hour_of_data_file(name)
+            if hour is None or hour in hours:
+                continue
+            dst = os.path.join(swap.staged, name)
+            if not os.path.exists(dst):
+                try:
+                    os.link(os.path.join(swap.target, name), dst)
+                except OSError:
+                    shutil.copy2(os.path.join(swap.target, name), dst)
+    marker = os.path.join(swap.staged, MARKER)
+    with open(marker, "w", encoding="utf-8") as f:
+        f.write(run_id)
+        f.flush()
+        os.fsync(f.fileno())
+    if os.path.isdir(swap.target):
+        _exchange(swap.staged, swap.target)
+        shutil.rmtree(swap.staged, ignore_errors=True)
+    else:
+        os.makedirs(os.path.dirname(swap.target), exist_ok=True)
+        os.rename(swap.staged, swap.target)
+    _fsync_dir(os.path.dirname(swap.target))
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_libc = None
+
+
+def _exchange(a: str, b: str) -> None:
+    """Atomically swap two directories (Linux ``renameat2``); two renames elsewhere."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    fn = getattr(_libc, "renameat2", None)
+    if fn is not None:
+        res = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+        if res == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+            raise OSError(err, os.strerror(err), a, None, b)
+    # Fallback (no renameat2): the hour is briefly absent, never mixed.
+    aside = f"{b}.old-{os.getpid()}"
+    os.rename(b, aside)
+    os.rename(a, b)
+    os.rename(aside, a)
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------------------ object store
+
+
+def _apply_object_store(swap: Swap, run_id: str) -> None:
+    fs, target = storage.resolve(swap.target)
+    _, staged = storage.resolve(swap.staged)
+    hours = set(swap.hours)
+    new_names = set()
+    for info in fs.get_file_info(pafs.FileSelector(staged, allow_not_found=True)):
+        if info.type != pafs.FileType.File:
+            continue
+        name = info.path.rsplit("/", 1)[-1]
+        new_names.add(name)
+        fs.copy_file(info.path, f"{target}/{name}")
+    if not new_names and not storage.exists(swap.staged):
+        # Already applied (staging cleaned) or only a deletion: fall through to deletes.
+        pass
+    for info in fs.get_file_info(pafs.FileSelector(target, allow_not_found=True)):
+        name = info.path.rsplit("/", 1)[-1]
+        if info.type == pafs.FileType.File and layout.hour_of_data_file(name) in hours:
+            if name not in new_names and run_id not in name:
+                fs.delete_file(info.path)
+    storage.delete_dir(swap.staged)
+
+
+def _delete_file(location: str) -> None:
+    fs, path = storage.resolve(location)
+    try:
+        fs.delete_file(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,440 @@
+"""The sync: one Spark job per source and batch of archive hours (never one per table).
+
+Run it outside Dagster with plain arguments::
+
+    spark-submit datalake_assets/transform/job.py --lake-root /data/lake \\
+        --archive-root /data/archive --source-id demo --hours 2026-11-21T09 2026-11-21T10
+
+or ``python -m datalake_assets.transform.job ...`` (starts a local session). It prints the sync
+report as JSON on stdout and writes it to ``<lake>/reports/day=/source=/run_id=/report.json``.
+
+Passes over the data (see ``stages.py``):
+
+1. Stage A, one task per archive file: each line is read once, parsed, validated, flattened
+   and classified; the output is cached (memory, spilling to disk).
+2. Driver: merges stage A's per-table signature statistics into column types (``schema.py``)
+   against the lake's schema record.
+3. JVM: duplicates are found on ``(messageId, receivedAt, position)`` only (a small shuffle),
+   and removed from the cached rows with a broadcast anti-join: payloads never shuffle.
+4. Stage B: casts and writes each table's Parquet per hour into staging; returns a manifest.
+5. Driver: checks ``lines_in = rows + duplicates + quarantined``, commits (``commit.py``),
+   updates the schema record, writes the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+import orjson
+
+from datalake_assets.spec import layout
+from datalake_assets.spec.naming import TRACKS_TABLE
+from datalake_assets.spec.schema import TableChange, plan_table
+from datalake_assets.transform import commit, storage
+from datalake_assets.transform.stages import (
+    MANIFEST_SCHEMA,
+    QUARANTINED_LINE,
+    ROW,
+    STAGE_A_SCHEMA,
+    STATS,
+    StageAConfig,
+    StageBConfig,
+    TablePlan,
+    merge_signature_stats,
+    run_stage_a,
+    run_stage_b,
+)
+
+QUARANTINE_TABLE = "quarantine"
+
+
+class SyncError(RuntimeError):
+    """A sync that failed; ``code`` is one of Segment's categories."""
+
+    def __init__(self, message: str, code: str = "internal") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    lake_root: str
+    archive_root: str
+    source_id: str
+    hours: tuple[str, ...]  # "YYYY-MM-DDTHH" (UTC)
+    source_dir: str = ""  # lake folder of the source (id or slug); default: source_id
+    database: str = ""
+    date_layout: str = layout.DEFAULT_DATE_LAYOUT
+    run_id: str = ""
+    max_message_bytes: int = 32 * 1024
+    max_depth: int = 16
+    replay: bool = False
+
+    def resolved(self) -> "SyncRequest":
+        run_id = self.run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        return SyncRequest(
+            **{
+                **asdict(self),
+                "source_dir": self.source_dir or self.source_id,
+                "database": self.database or self.source_id,
+                "run_id": run_id,
+                "hours": tuple(str(layout.ArchiveHour.parse(h)) for h in self.hours),
+            }
+        )
+
+    def to_args(self) -> list[str]:
+        args = [
+            "--lake-root", self.lake_root, "--archive-root", self.archive_root,
+            "--source-id", self.source_id, "--source-dir", self.source_dir or self.source_id,
+            "--database", self.database or self.source_id, "--date-layout", self.date_layout,
+            "--max-message-bytes", str(self.max_message_bytes), "--max-depth", str(self.max_depth),
+        ]
+        if self.run_id:
+            args += ["--run-id", self.run_id]
+        if self.replay:
+            args.append("--replay")
+        return args + ["--hours", *self.hours]
+
+
+def parse_args(argv: list[str]) -> SyncRequest:
+    p = argparse.ArgumentParser(prog="datalake-sync", description=__doc__.split("\n\n")[0])
+    p.add_argument("--lake-root", required=True)
+    p.add_argument("--archive-root", required=True)
+    p.add_argument("--source-id", required=True)
+    p.add_argument("--source-dir", default="")
+    p.add_argument("--database", default="")
+    p.add_argument("--date-layout", default=layout.DEFAULT_DATE_LAYOUT, choices=sorted(layout.DATE_LAYOUTS))
+    p.add_argument("--run-id", default="")
+    p.add_argument("--max-message-bytes", type=int, default=32 * 1024)
+    p.add_argument("--max-depth", type=int, default=16)
+    p.add_argument("--replay", action="store_true")
+    p.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
+    a = p.parse_args(argv)
+    return SyncRequest(
+        lake_root=a.lake_root, archive_root=a.archive_root, source_id=a.source_id,
+        source_dir=a.source_dir, database=a.database, date_layout=a.date_layout, run_id=a.run_id,
+        max_message_bytes=a.max_message_bytes, max_depth=a.max_depth, replay=a.replay,
+        hours=tuple(a.hours),
+    )
+
+
+# -------------------------------------------------------------------------- schema record
+
+
+def read_schema_record(lake_root: str, source_dir: str) -> dict[str, list[tuple[str, str]]]:
+    location = layout.schema_record_path(lake_root, source_dir)
+    if not storage.exists(location):
+        return {}
+    body = orjson.loads(storage.read_bytes(location))
+    return {t: [tuple(c) for c in spec["columns"]] for t, spec in body["tables"].items()}
+
+
+def write_schema_record(
+    lake_root: str, source_dir: str, tables: dict[str, list[tuple[str, str]]]
+) -> None:
+    body = {
+        "version": 1,
+        "updated_at": datetime.now(UTC).isoformat(),
+        "tables": {t: {"columns": [list(c) for c in cols]} for t, cols in sorted(tables.items())},
+    }
+    storage.write_bytes_atomic(
+        layout.schema_record_path(lake_root, source_dir),
+        orjson.dumps(body, option=orjson.OPT_INDENT_2),
+    )
+
+
+# ------------------------------------------------------------------------------------ sync
+
+
+@dataclass
+class SyncResult:
+    report: list[dict]  # one object per table, then one for the source
+    source: dict = field(default_factory=dict)
+
+    @property
+    def tables(self) -> dict[str, dict]:
+        return {r["table_name"]: r for r in self.report if r["type"] == "event"}
+
+
+def _hour_compact(h: layout.ArchiveHour) -> str:
+    return h.compact
+
+
+def _hour_from_compact(c: str) -> layout.ArchiveHour:
+    return layout.ArchiveHour.parse(f"{c[:4]}-{c[4:6]}-{c[6:8]}T{c[8:10]}")
+
+
+def list_archive_files(req: SyncRequest) -> list[tuple[str, str, int]]:
+    """``[(location, hour compact, size)]`` of the requested hours' archive files."""
+    out = []
+    for h in sorted(layout.ArchiveHour.parse(x) for x in req.hours):
+        directory = layout.archive_hour_dir(req.archive_root, req.source_id, h)
+        for location, size in storage.list_files(directory):
+            if layout.is_archive_file(location):
+                out.append((location, h.compact, size))
+    return out
+
+
+def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one readable story)
+    """Sync the request's hours; returns the report (also written under ``<lake>/reports``)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    req = request.resolved()
+    started = datetime.now(UTC)
+    t0 = time.monotonic()
+    recovered = commit.recover(req.lake_root, req.source_dir)
+    storage.delete_dir(layout.join(req.lake_root, "_staging", req.source_dir))
+
+    files = list_archive_files(req)
+    existing = read_schema_record(req.lake_root, req.source_dir)
+    base = {
+        "run_id": req.run_id, "source_id": req.source_id, "database": req.database,
+        "start_time": started.isoformat(), "replay": req.replay,
+        "replay_from": req.hours[0] if req.replay else None,
+        "replay_to": req.hours[-1] if req.replay else None,
+        "emr_cluster_id": os.environ.get("EMR_CLUSTER_ID"),
+        "s3_bucket": req.lake_root.split("://", 1)[1].split("/", 1)[0] if "://" in req.lake_root else None,
+    }
+    hours_with_files = sorted({h for _, h, _ in files})
+    if not files:
+        return _finish(req, base, t0, [], {
+            "lines_in": 0, "messages_written": 0, "duplicates": 0, "lines_quarantined": 0,
+            "values_quarantined": 0, "hours_synced": [], "warning": "no_archive_files",
+            "recovered_commits": recovered, "bytes_in": 0, "files_in": 0,
+        })
+
+    sc = spark.sparkContext
+    file_rows = [(i, loc, hour) for i, (loc, hour, _) in enumerate(files)]
+    files_df = spark.createDataFrame(file_rows, "file_idx int, location string, hour string")
+    files_df = files_df.repartition(len(file_rows), "file_idx")
+    a_cfg = StageAConfig(req.max_message_bytes, req.max_depth)
+
+    def stage_a(batches):
+        return run_stage_a(batches, a_cfg)
+
+    parsed = files_df.mapInArrow(stage_a, STAGE_A_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        sc.setJobDescription(f"sync {req.source_id} {req.hours[0]}..{req.hours[-1]}: parse")
+        stats_rows = parsed.filter(F.col("kind") == STATS).select("payload").collect()
+        lines_in, counts, _messages = merge_signature_stats([bytes(r.payload) for r in stats_rows])
+
+        changes: dict[str, TableChange] = {
+            table: plan_table(table, existing.get(table), cols) for table, cols in counts.items()
+        }
+        plans = {
+            t: TablePlan(tuple(c.columns), frozenset(c.cast_columns)) for t, c in changes.items()
+        }
+
+        sc.setJobDescription(f"sync {req.source_id}: find duplicates")
+        order = Window.partitionBy("message_id").orderBy(
+            F.col("received_at").asc_nulls_last(), "file_idx", "line_no"
+        )
+        losers = (
+            parsed.filter(F.col("kind") == ROW)
+            .select("message_id", "received_at", "file_idx", "line_no", "table", "hour")
+            .withColumn("_n", F.row_number().over(order))
+            .filter(F.col("_n") > 1)
+            .select("file_idx", "line_no", "table", "hour")
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        duplicates: Counter[tuple[str, str]] = Counter()
+        for r in losers.groupBy("table", "hour").count().collect():
+            duplicates[(r["table"], r["hour"])] += r["count"]
+
+        staging = layout.join(req.lake_root, "_staging", req.source_dir, req.run_id)
+        b_cfg = StageBConfig(
+            source_id=req.source_id, run_id=req.run_id,
+            staging_root=layout.join(staging, "data"),
+            quarantine_staging_root=layout.join(staging, "quarantine"),
+            date_layout=req.date_layout, tables=plans,
+            archive_files=tuple(loc for loc, _, _ in files),
+        )
+
+        def stage_b(batches):
+            from pyspark import TaskContext
+
+            ctx = TaskContext.get()
+            return run_stage_b(batches, b_cfg, ctx.partitionId() if ctx else 0)
+
+        sc.setJobDescription(f"sync {req.source_id}: write tables")
+        kept = parsed.filter(F.col("kind") != STATS).join(
+            F.broadcast(losers.select("file_idx", "line_no")), ["file_idx", "line_no"], "left_anti"
+        )
+        manifest = [r.asDict() for r in kept.mapInArrow(stage_b, MANIFEST_SCHEMA).collect()]
+        losers.unpersist()
+    finally:
+        parsed.unpersist()
+        sc.setJobDescription(None)
+
+    # ------------------------------------------------------------------ reconcile, commit
+    rows: Counter[tuple[str, str]] = Counter()
+    files_out: defaultdict[tuple[str, str], list[dict]] = defaultdict(list)
+    values_q: Counter[str] = Counter()
+    lines_q = 0
+    quarantine_hours: set[str] = set()
+    for m in manifest:
+        if m["entry"] == "file":
+            rows[(m["table"], m["hour"])] += m["rows"]
+            values_q[m["table"]] += m["values_quarantined"]
+            if m["location"]:
+                files_out[(m["table"], m["hour"])].append(m)
+        elif m["entry"] == "quarantine":
+            lines_q += m["lines_quarantined"]
+            quarantine_hours.add(m["hour"])
+    messages_written = sum(n for (t, _), n in rows.items() if t != TRACKS_TABLE)
+    dup_total = sum(duplicates.values())
+    if lines_in != messages_written + dup_total + lines_q:
+        storage.delete_dir(staging)
+        raise SyncError(
+            f"reconciliation failed, nothing committed: lines_in={lines_in} != rows={messages_written}"
+            f" + duplicates={dup_total} + quarantined={lines_q}"
+        )
+
+    swaps = _plan_swaps(req, staging, existing, files_out, quarantine_hours, hours_with_files)
+    commit.commit(req.lake_root, req.source_dir, req.run_id, swaps)
+    storage.delete_dir(staging)
+
+    tables_after = dict(existing)
+    for t, c in changes.items():
+        tables_after[t] = c.columns
+    write_schema_record(req.lake_root, req.source_dir, tables_after)
+
+    table_reports = []
+    for t in sorted(changes):
+        c = changes[t]
+        hours_t = sorted({h for (tt, h) in rows if tt == t and rows[(tt, h)]})
+        table_reports.append({
+            "type": "event", "table_name": t, **base,
+            "partitions": [{"day": _hour_from_compact(h).day, "hr": _hour_from_compact(h).hr} for h in hours_t],
+            "new_columns": [{"name": n, "type": ty} for n, ty in c.new_columns],
+            "widened_columns": [{"name": n, "from": a, "to": b} for n, a, b in c.widened],
+            "columns": [{"name": n, "type": ty} for n, ty in c.columns],
+            "row_count": sum(n for (tt, _), n in rows.items() if tt == t),
+            "duplicates": sum(n for (tt, _), n in duplicates.items() if tt == t),
+            "values_quarantined": values_q.get(t, 0),
+            "files": sum(len(v) for (tt, _), v in files_out.items() if tt == t),
+            "bytes": sum(m["bytes"] for (tt, _), v in files_out.items() if tt == t for m in v),
+            "is_new": c.is_new,
+        })
+    source = {
+        "lines_in": lines_in, "messages_written": messages_written, "duplicates": dup_total,
+        "lines_quarantined": lines_q, "values_quarantined": sum(values_q.values()),
+        "hours_synced": [str(_hour_from_compact(h)) for h in hours_with_files],
+        "recovered_commits": recovered, "files_in": len(files),
+        "bytes_in": sum(s for _, _, s in files),
+    }
+    return _finish(req, base, t0, table_reports, source)
+
+
+def _plan_swaps(
+    req: SyncRequest,
+    staging: str,
+    existing: dict[str, list[tuple[str, str]]],
+    files_out: dict[tuple[str, str], list[dict]],
+    quarantine_hours: set[str],
+    hours: list[str],
+) -> list[commit.Swap]:
+    """One swap per partition directory touched: written tables, tables that lost all rows of
+    a synced hour (swapped with an empty version), and each hour's quarantine."""
+    by_dir: dict[tuple[str, str], set[str]] = defaultdict(set)
+    tables = {t for t, _ in files_out} | set(existing)
+    for t in tables:
+        for h in hours:
+            part = layout.date_partition_path(req.date_layout, _hour_from_compact(h))
+            by_dir[(f"data/{req.source_dir}/segment_type={t}", part)].add(h)
+    for h in hours:
+        ah = _hour_from_compact(h)
+        by_dir[(f"quarantine/{req.source_dir}", f"day={ah.day}/hr={ah.hr}")].add(h)
+    swaps = []
+    for (prefix, part), hs in sorted(by_dir.items()):
+        target = layout.join(req.lake_root, prefix, part)
+        kind, rest = prefix.split("/", 1)
+        staged = layout.join(staging, kind, *rest.split("/")[1:], part)
+        has_new = storage.exists(staged)
+        if not has_new:
+            # Only swap an empty version in where the live partition has data of these hours.
+            live = [loc for loc, _ in storage.list_files(target)]
+            if not any(layout.hour_of_data_file(loc) in hs for loc in live):
+                continue
+            if not storage.is_uri(staged):
+                os.makedirs(staged, exist_ok=True)
+        swaps.append(commit.Swap(staged=staged, target=target, hours=tuple(sorted(hs))))
+    return swaps
+
+
+def _finish(req: SyncRequest, base: dict, t0: float, tables: list[dict], source: dict) -> SyncResult:
+    finished = datetime.now(UTC)
+    duration = round((time.monotonic() - t0) / 60, 4)
+    for r in tables:
+        r.update(finish_time=finished.isoformat(), duration_mins=duration, status="finished",
+                 error=None, error_code=None)
+    src = {
+        "type": "source", "table_name": None, **base, **source,
+        "finish_time": finished.isoformat(), "duration_mins": duration, "status": "finished",
+        "error": None, "error_code": None,
+        "partitions": [{"day": layout.ArchiveHour.parse(h).day, "hr": layout.ArchiveHour.parse(h).hr}
+                       for h in source.get("hours_synced", [])],
+        "tables": len(tables),
+    }
+    report = tables + [src]
+    write_report(req.lake_root, req.source_id, req.run_id, report)
+    return SyncResult(report=report, source=src)
+
+
+def write_report(lake_root: str, source_id: str, run_id: str, report: list[dict]) -> str:
+    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    location = layout.report_path(lake_root, source_id, run_id, day)
+    body = b"".join(orjson.dumps(r) + b"\n" for r in report)
+    storage.write_bytes_atomic(location, body)
+    return location
+
+
+def local_spark_session(master: str = "local[2]", driver_memory: str = "4g", extra: dict | None = None):
+    """A local session sized for a small machine (used by the CLI, Dagster and the tests)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("datalake-sync")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+    )
+    for k, v in (extra or {}).items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+def main(argv: list[str] | None = None) -> int:
+    req = parse_args(sys.argv[1:] if argv is None else argv)
+    spark = local_spark_session() if os.environ.get("SPARK_ENV_LOADED") is None else None
+    if spark is None:  # under spark-submit: the session comes from the submit's configuration
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.getOrCreate()
+    try:
+        result = run_sync(spark, req)
+    except SyncError as e:
+        print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
+        return 1
+    print(json.dumps(result.source))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

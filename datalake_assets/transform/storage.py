@@ -1,0 +1,139 @@
+"""File access for local paths and URIs (``s3://...``) through ``pyarrow.fs``.
+
+Every path the rest of the code handles is a *location*: a local absolute path or a URI.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import zlib
+from collections.abc import Iterator
+from functools import lru_cache
+
+import pyarrow.fs as pafs
+
+
+def is_uri(location: str) -> bool:
+    return "://" in location
+
+
+@lru_cache(maxsize=32)
+def _fs_for(scheme_root: str) -> pafs.FileSystem:
+    fs, _ = pafs.FileSystem.from_uri(scheme_root)
+    return fs
+
+
+def resolve(location: str) -> tuple[pafs.FileSystem, str]:
+    """``(filesystem, path inside it)`` for a location."""
+    if not is_uri(location):
+        return pafs.LocalFileSystem(), location
+    scheme, rest = location.split("://", 1)
+    bucket = rest.split("/", 1)[0]
+    fs = _fs_for(f"{scheme}://{bucket}")
+    return fs, rest
+
+
+def to_location(template: str, fs_path: str) -> str:
+    """Turn a path inside ``template``'s filesystem back into a location."""
+    if not is_uri(template):
+        return fs_path
+    return f"{template.split('://', 1)[0]}://{fs_path}"
+
+
+def list_files(directory: str, recursive: bool = False) -> list[tuple[str, int]]:
+    """``[(location, size)]`` of the files in a directory; empty if it does not exist."""
+    fs, path = resolve(directory)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=recursive))
+    except FileNotFoundError:
+        return []
+    return sorted(
+        (to_location(directory, i.path), i.size or 0)
+        for i in infos
+        if i.type == pafs.FileType.File
+    )
+
+
+def exists(location: str) -> bool:
+    fs, path = resolve(location)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def read_bytes(location: str) -> bytes:
+    fs, path = resolve(location)
+    with fs.open_input_stream(path) as f:
+        return f.read()
+
+
+def write_bytes_atomic(location: str, data: bytes) -> None:
+    """Readers see the old content or the new, never a part (rename locally; S3 PUT is atomic)."""
+    fs, path = resolve(location)
+    if is_uri(location):
+        with fs.open_output_stream(path) as f:
+            f.write(data)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".tmp-{uuid.uuid4().hex}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def delete_dir(location: str) -> None:
+    fs, path = resolve(location)
+    try:
+        fs.delete_dir(path)
+    except FileNotFoundError:
+        pass
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 1 << 20
+
+
+def iter_lines(location: str) -> Iterator[bytes]:
+    """The lines of a (possibly gzipped, possibly multi-member) file, without line ends.
+
+    Streams in 1 MiB chunks, so memory stays bounded whatever the file size. A final line
+    without ``\\n`` is still a line. Compression is recognised by content, not by name.
+    """
+    fs, path = resolve(location)
+    with fs.open_input_stream(path) as f:
+        first = f.read(_CHUNK)
+        gz = first[:2] == _GZIP_MAGIC
+
+        def chunks() -> Iterator[bytes]:
+            data = first
+            if not gz:
+                while data:
+                    yield data
+                    data = f.read(_CHUNK)
+                return
+            d = zlib.decompressobj(wbits=31)
+            while data:
+                out = d.decompress(data)
+                if out:
+                    yield out
+                while d.eof and d.unused_data:  # concatenated gzip members
+                    rest = d.unused_data
+                    d = zlib.decompressobj(wbits=31)
+                    out = d.decompress(rest)
+                    if out:
+                        yield out
+                data = f.read(_CHUNK)
+            tail = d.flush()
+            if tail:
+                yield tail
+
+        carry = b""
+        for chunk in chunks():
+            if carry:
+                chunk = carry + chunk
+            lines = chunk.split(b"\n")
+            carry = lines.pop()
+            yield from lines
+        if carry:
+            yield carry
