@@ -150,15 +150,15 @@ def _flatten_fast(obj: dict, max_depth: int) -> tuple[dict[str, object], list, l
             name = nm[0]
             tv = type(v)
             if tv is str:
-                k = kind_of_text(v) if v[:1] in _TEXT_NEEDS_LOOK else K_STR
+                kd = kind_of_text(v) if v[:1] in _TEXT_NEEDS_LOOK else K_STR
             elif tv is bool:
-                k = K_BOOL
+                kd = K_BOOL
             elif tv is int:
                 if _INT64_LO <= v < _INT64_HI:
-                    k = K_INT
+                    kd = K_INT
                 else:
                     v = str(v)  # exact digits; typed as text
-                    k = kind_of_text(v)
+                    kd = kind_of_text(v)
             elif tv is dict:
                 if not v:
                     continue
@@ -166,20 +166,20 @@ def _flatten_fast(obj: dict, max_depth: int) -> tuple[dict[str, object], list, l
                     stack.append((v, nm[1], depth + 1))
                     continue
                 v = _json_text(v)
-                k = K_STR
+                kd = K_STR
             elif tv is list:
                 v = _json_text(v)
-                k = K_STR
+                kd = K_STR
             elif tv is float:
                 if v - v != 0.0:  # NaN or infinity
-                    k = K_NONFINITE
+                    kd = K_NONFINITE
                 else:
-                    k = K_FLOAT
+                    kd = K_FLOAT
                     if (v >= _SUSPECT_FLOAT or v <= -_SUSPECT_FLOAT) and v.is_integer():
                         suspect = True
             else:  # not produced by a JSON parser
                 v = str(v)
-                k = K_STR
+                kd = K_STR
             if name is None:
                 where = f"{parent}/{k}" if parent else k
                 problems.append((where, _json_text(v), "unusable_key"))
@@ -187,7 +187,7 @@ def _flatten_fast(obj: dict, max_depth: int) -> tuple[dict[str, object], list, l
             if name in out:
                 raise _Collision
             out[name] = v
-            kinds.append(k)
+            kinds.append(kd)
     return out, kinds, problems, suspect
 
 

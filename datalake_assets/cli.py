@@ -1,0 +1,139 @@
+"""``datalake``: the project's command line.
+
+    datalake dev                 generate demo traffic if the archive is empty, start `dagster dev`
+    datalake demo [--hours N]    write N hours of demo traffic (default: the last 6 closed hours)
+    datalake sync --hours H ...  run one sync outside Dagster (local Spark), print the report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from datalake_assets.settings import LakeSettings, SettingsError, default_home, load_settings
+from datalake_assets.spec import layout
+from datalake_assets.transform import storage
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _last_closed_hours(n: int, now: datetime | None = None) -> list[layout.ArchiveHour]:
+    now = now or datetime.now(UTC)
+    last = layout.ArchiveHour.of(now - timedelta(hours=1))
+    first = layout.ArchiveHour.of(last.start - timedelta(hours=n - 1))
+    return layout.hour_range(first, last)
+
+
+def cmd_demo(settings: LakeSettings, args: argparse.Namespace) -> int:
+    from datalake_assets.demo import generate_archive
+
+    source = settings.source(args.source) if args.source else settings.sources[0]
+    if args.end:
+        last = layout.ArchiveHour.parse(args.end)
+        hours = layout.hour_range(layout.ArchiveHour.of(last.start - timedelta(hours=args.hours - 1)), last)
+    else:
+        hours = _last_closed_hours(args.hours)
+    summary = generate_archive(
+        settings.archive_root, source.id, hours, events_per_hour=args.events_per_hour,
+        files_per_hour=args.files_per_hour, seed=args.seed,
+    )
+    print(
+        f"wrote {summary.lines} lines ({summary.valid_messages} messages, "
+        f"{summary.duplicate_lines} duplicate deliveries, {summary.malformed_lines} malformed) "
+        f"for {len(hours)} hours of source {source.id!r} under {settings.archive_root}"
+    )
+    return 0
+
+
+def archive_is_empty(settings: LakeSettings, source_id: str) -> bool:
+    return not storage.list_files(layout.join(settings.archive_root, source_id), recursive=True)
+
+
+def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
+    for source in settings.sources:
+        if archive_is_empty(settings, source.id) and source.id == "demo":
+            print(f"archive of {source.id!r} is empty: generating 6 hours of demo traffic")
+            cmd_demo(settings, argparse.Namespace(
+                source=source.id, hours=6, end=None, events_per_hour=2000, files_per_hour=2, seed=7,
+            ))
+    home = Path(os.environ.get("DAGSTER_HOME") or Path(default_home(os.environ)) / "dagster_home")
+    home.mkdir(parents=True, exist_ok=True)
+    instance_yaml = home / "dagster.yaml"
+    if not instance_yaml.exists():
+        shutil.copy(PROJECT_ROOT / "dagster.yaml", instance_yaml)
+    env = dict(os.environ, DAGSTER_HOME=str(home))
+    if settings.settings_file:
+        env["DATALAKE_SETTINGS"] = settings.settings_file
+    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),
+           "-h", args.host, "-p", str(args.port)]
+    print(f"DAGSTER_HOME={home}\nlake: {settings.lake_root}\narchive: {settings.archive_root}")
+    print(f"starting Dagster on http://{args.host}:{args.port} (Ctrl-C stops it)")
+    proc = subprocess.Popen(cmd, env=env, cwd=PROJECT_ROOT, start_new_session=True)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGINT)
+        return proc.wait()
+
+
+def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
+    from datalake_assets.transform.job import SyncError, SyncRequest, local_spark_session, run_sync
+
+    source = settings.source(args.source) if args.source else settings.sources[0]
+    request = SyncRequest(
+        lake_root=settings.lake_root, archive_root=settings.archive_root, source_id=source.id,
+        source_dir=source.lake_dir, database=source.database, date_layout=source.date_layout,
+        hours=tuple(args.hours), max_message_bytes=settings.sync.max_message_bytes,
+        max_depth=settings.sync.max_depth, replay=args.replay,
+    )
+    spark = local_spark_session(settings.spark.master, settings.spark.driver_memory,
+                                settings.spark.extra_conf)
+    try:
+        result = run_sync(spark, request)
+    except SyncError as e:
+        print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
+        return 1
+    print(json.dumps(result.source, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="datalake", description=__doc__.split("\n\n")[0])
+    p.add_argument("--settings", help="lake settings file (TOML); default: $DATALAKE_SETTINGS")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("dev", help="demo data if needed, then `dagster dev`")
+    d.add_argument("--host", default="127.0.0.1")
+    d.add_argument("--port", type=int, default=3000)
+
+    g = sub.add_parser("demo", help="write demo traffic into the raw archive")
+    g.add_argument("--source", help="source id or slug (default: the first)")
+    g.add_argument("--hours", type=int, default=6, help="how many hours (default 6)")
+    g.add_argument("--end", help="last hour, YYYY-MM-DDTHH (default: the last closed hour)")
+    g.add_argument("--events-per-hour", type=int, default=2000)
+    g.add_argument("--files-per-hour", type=int, default=2)
+    g.add_argument("--seed", type=int, default=7)
+
+    s = sub.add_parser("sync", help="sync hours now, outside Dagster")
+    s.add_argument("--source", help="source id or slug (default: the first)")
+    s.add_argument("--replay", action="store_true")
+    s.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
+
+    args = p.parse_args(argv)
+    try:
+        settings = load_settings(args.settings)
+    except SettingsError as e:
+        print(f"datalake: invalid settings: {e}", file=sys.stderr)
+        return 2
+    return {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync}[args.command](settings, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,633 @@
+"""Lake settings: where the raw archive and the lake live, which sources exist, how Spark runs.
+
+Loading order, later wins::
+
+    built-in defaults  <-  settings file (TOML)  <-  environment
+
+* The settings file is ``path`` if given, else ``$DATALAKE_SETTINGS`` if set (and not empty),
+  else there is none and the built-in defaults are used. A file that was asked for but cannot
+  be read is an error, never silently skipped.
+* Every key of the file is optional except ``id`` in each ``[[sources]]``; an omitted key keeps
+  its default (an omitted ``sources`` keeps the default ``demo`` source; ``[spark.conf]`` entries
+  are added to the built-in ones). The documented template is the package's ``lake.toml``,
+  which loads to exactly the defaults.
+* Environment overrides: ``DATALAKE_ARCHIVE_ROOT``, ``DATALAKE_LAKE_ROOT``,
+  ``DATALAKE_SPARK_MASTER``, ``DATALAKE_SPARK_DRIVER_MEMORY``, ``DATALAKE_MAX_MESSAGE_BYTES``.
+  An empty variable counts as unset.
+* Roots are local folders or URIs (``s3://bucket/prefix``). A URI is kept as written (minus
+  trailing ``/``; ``os.path`` never touches it). A local path is made absolute: relative to the
+  settings file's folder (from the file), to the home folder (defaults: ``<home>/archive`` and
+  ``<home>/lake``), or to the current directory (from the environment). ``~`` is expanded.
+* Home: ``$DATALAKE_HOME``, else ``<cwd>/.datalake``.
+
+Everything is validated when loaded: unknown keys (typos), wrong types, invalid names, unknown
+date layouts, bad start hours, and sources that would overwrite each other. A ``SettingsError``
+names the file (or ``environment``), the key path (``sources[1].date_layout``), the bad value
+and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from importlib import resources
+from typing import Any
+
+from datalake_assets.spec import naming
+from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
+
+ENV_HOME = "DATALAKE_HOME"
+ENV_SETTINGS = "DATALAKE_SETTINGS"
+ENV_ARCHIVE_ROOT = "DATALAKE_ARCHIVE_ROOT"
+ENV_LAKE_ROOT = "DATALAKE_LAKE_ROOT"
+ENV_SPARK_MASTER = "DATALAKE_SPARK_MASTER"
+ENV_SPARK_DRIVER_MEMORY = "DATALAKE_SPARK_DRIVER_MEMORY"
+ENV_MAX_MESSAGE_BYTES = "DATALAKE_MAX_MESSAGE_BYTES"
+
+SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the documented defaults
+
+DEFAULT_SOURCE_ID = "demo"
+DEFAULT_START = "2025-01-01-00:00"
+DEFAULT_ARCHIVE_DIR = "archive"  # relative to the home (defaults) or the settings file's folder
+DEFAULT_LAKE_DIR = "lake"
+
+
+def _default_spark_conf() -> dict[str, str]:
+    return {"spark.sql.files.maxPartitionBytes": "64m"}
+
+
+DEFAULT_SPARK_CONF: Mapping[str, str] = _default_spark_conf()
+
+# Spark keys that have their own setting: one place to set them, never two.
+_SPARK_CONF_OWNED = {
+    "spark.master": "master",
+    "spark.driver.memory": "driver_memory",
+    "spark.sql.shuffle.partitions": "shuffle_partitions",
+}
+
+MAX_DEPTH_LIMIT = 64
+
+_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_SLUG_RE = re.compile(r"[a-z0-9_]{1,64}")
+_DATABASE_RE = re.compile(r"[a-z0-9_]{1,255}")
+_PREFIX_RE = re.compile(r"[a-z0-9_]*")
+_START_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})-(\d{2}):00")
+_MEMORY_RE = re.compile(r"[0-9]+(?:b|[kmgtp]b?)?", re.IGNORECASE)
+_URI_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://(.*)", re.DOTALL)
+_HALF_URI_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+:/")  # "s3:/bucket": a URI missing a '/'
+_BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+_ID_RULE = "1-128 characters from [A-Za-z0-9_-] (the id is a folder of the raw archive)"
+_SLUG_RULE = "1-64 characters from [a-z0-9_] (Glue-safe)"
+_DATABASE_RULE = "1-255 characters from [a-z0-9_] (Glue-safe)"
+_PREFIX_RULE = "characters from [a-z0-9_], or empty for none"
+_START_RULE = (
+    "an hour as 'YYYY-MM-DD-HH:00' (a Dagster hourly partition key), e.g. '2025-01-01-00:00'"
+)
+_NO_SOURCES = "at least one source is required (add a [[sources]] table)"
+_MEMORY_RULE = "a JVM size such as '512m', '4g' or '4096mb'"
+
+
+# --------------------------------------------------------------------------------------- errors
+
+
+class SettingsError(ValueError):
+    """Invalid or unreadable settings.
+
+    ``str(e)`` reads ``<origin>: <key path>: <problem>``, e.g.
+    ``settings file /srv/lake.toml: sources[1].date_layout: unknown date layout 'weekly'; ...``.
+    ``origin`` is ``settings file <path>``, ``environment`` or ``built-in defaults`` (``None``
+    for a dataclass built directly); ``key`` the key path (or environment variable), if any.
+    """
+
+    def __init__(self, problem: str, *, key: str | None = None, origin: str | None = None):
+        self.problem = problem
+        self.key = key
+        self.origin = origin
+        super().__init__(": ".join(p for p in (origin, key, problem) if p))
+
+    def _within(self, *, origin: str | None = None, prefix: str | None = None) -> SettingsError:
+        key = self.key
+        if prefix:
+            key = f"{prefix}.{key}" if key else prefix
+        return SettingsError(self.problem, key=key, origin=self.origin or origin)
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "table"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, (datetime, date, time)):
+        return "date/time"
+    return type(value).__name__
+
+
+def _got(value: Any) -> str:
+    return f"got {_type_name(value)} {value!r}"
+
+
+def _key(prefix: str, name: str) -> str:
+    shown = name if _BARE_KEY_RE.fullmatch(name) else '"' + name.replace('"', '\\"') + '"'
+    return f"{prefix}.{shown}" if prefix else shown
+
+
+def _need_str(value: Any, key: str, hint: str = "") -> str:
+    if not isinstance(value, str):
+        raise SettingsError(f"must be a string{hint}, {_got(value)}", key=key)
+    return value
+
+
+def _need_int(value: Any, key: str, lo: int, hi: int | None = None) -> int:
+    allowed = f"an integer >= {lo}" if hi is None else f"an integer from {lo} to {hi}"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SettingsError(f"must be {allowed}, {_got(value)}", key=key)
+    if value < lo or (hi is not None and value > hi):
+        raise SettingsError(f"must be {allowed}, got {value!r}", key=key)
+    return value
+
+
+def _need_match(value: str, pattern: re.Pattern[str], key: str, rule: str, what: str) -> None:
+    if not pattern.fullmatch(value):
+        raise SettingsError(f"invalid {what} {value!r}; allowed: {rule}", key=key)
+
+
+# ------------------------------------------------------------------------------------- sections
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    """One Segment source. ``slug`` and ``database`` left empty are derived (``snake(id)``,
+    then ``slug``); the stored values are always the effective ones."""
+
+    id: str  # Segment source id: names the raw archive folder <archive_root>/<id>/
+    slug: str = ""  # Glue-safe name; "" -> naming.snake(id)
+    database: str = ""  # catalog database; "" -> slug
+    table_prefix: str = ""  # prepended to catalog table names ("web" -> web_pages)
+    date_layout: str = DEFAULT_DATE_LAYOUT  # one of layout.DATE_LAYOUTS
+    path_by_slug: bool = False  # lake folders named by slug instead of id
+    start: str = DEFAULT_START  # first hourly partition, 'YYYY-MM-DD-HH:00' (UTC)
+
+    def __post_init__(self) -> None:
+        _need_str(self.id, "id")
+        _need_match(self.id, _ID_RE, "id", _ID_RULE, "source id")
+        for name in ("slug", "database", "table_prefix", "date_layout"):
+            _need_str(getattr(self, name), name)
+        hint = " (quote it: TOML dates are not accepted)" if not isinstance(self.start, str) else ""
+        _need_str(self.start, "start", hint)
+        if not isinstance(self.path_by_slug, bool):
+            raise SettingsError(
+                f"must be true or false, {_got(self.path_by_slug)}", key="path_by_slug"
+            )
+
+        if self.slug:
+            _need_match(self.slug, _SLUG_RE, "slug", _SLUG_RULE, "slug")
+        else:
+            derived = naming.snake(self.id)
+            if not _SLUG_RE.fullmatch(derived):
+                raise SettingsError(
+                    f"cannot derive a slug from id {self.id!r} (snake case gives {derived!r}); "
+                    f"set slug explicitly: {_SLUG_RULE}",
+                    key="slug",
+                )
+            object.__setattr__(self, "slug", derived)
+        if self.database:
+            _need_match(self.database, _DATABASE_RE, "database", _DATABASE_RULE, "database name")
+        else:
+            object.__setattr__(self, "database", self.slug)
+        _need_match(self.table_prefix, _PREFIX_RE, "table_prefix", _PREFIX_RULE, "table prefix")
+        if self.table_prefix and not naming.snake(self.table_prefix):
+            raise SettingsError(
+                f"invalid table prefix {self.table_prefix!r}: it has no letter or digit, so it "
+                f"would add nothing to table names; allowed: {_PREFIX_RULE}",
+                key="table_prefix",
+            )
+        if self.date_layout not in DATE_LAYOUTS:
+            choices = ", ".join(repr(k) for k in sorted(DATE_LAYOUTS))
+            raise SettingsError(
+                f"unknown date layout {self.date_layout!r}; choose one of {choices}",
+                key="date_layout",
+            )
+        _check_start(self.start)
+
+    @property
+    def lake_dir(self) -> str:
+        """The source's folder in the lake (``data/<lake_dir>/...``): slug or id."""
+        return self.slug if self.path_by_slug else self.id
+
+    @property
+    def effective_table_prefix(self) -> str:
+        """The prefix as ``naming.catalog_table_name`` applies it (snake-cased)."""
+        return naming.snake(self.table_prefix) if self.table_prefix else ""
+
+
+def _check_start(start: str) -> None:
+    m = _START_RE.fullmatch(start)
+    if m:
+        try:
+            datetime(*(int(g) for g in m.groups()))
+            return
+        except ValueError:
+            pass
+    raise SettingsError(f"invalid start hour {start!r}; allowed: {_START_RULE}", key="start")
+
+
+def _check_spark_conf(conf: Any, key: str) -> dict[str, str]:
+    if not isinstance(conf, Mapping):
+        raise SettingsError(f"must be a table of Spark settings, {_got(conf)}", key=key)
+    out: dict[str, str] = {}
+    for name, value in conf.items():
+        k = _key(key, name) if isinstance(name, str) else f"{key}[{name!r}]"
+        if not isinstance(name, str) or not name.startswith("spark.") or name == "spark.":
+            raise SettingsError(
+                f"invalid Spark setting name {name!r}; allowed: any key starting with 'spark.'",
+                key=k,
+            )
+        if name in _SPARK_CONF_OWNED:
+            raise SettingsError(
+                f"{name!r} has its own setting: set [spark] {_SPARK_CONF_OWNED[name]} instead",
+                key=k,
+            )
+        if not isinstance(value, str):
+            raise SettingsError(f"Spark setting values must be strings, {_got(value)}", key=k)
+        out[name] = value
+    return out
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[2]"
+    driver_memory: str = "4g"
+    shuffle_partitions: int = 4
+    # any spark.* key -> value; defaults to DEFAULT_SPARK_CONF. Callers apply it after
+    # master / driver_memory / shuffle_partitions (which it may not contain).
+    extra_conf: dict[str, str] = field(default_factory=_default_spark_conf)
+
+    def __post_init__(self) -> None:
+        _need_str(self.master, "master")
+        if not self.master.strip() or self.master != self.master.strip():
+            raise SettingsError(
+                f"invalid Spark master {self.master!r}; allowed: a Spark master URL such as "
+                "'local[2]', 'local[*]' or 'spark://host:7077' (no surrounding spaces)",
+                key="master",
+            )
+        _need_str(self.driver_memory, "driver_memory")
+        _need_match(self.driver_memory, _MEMORY_RE, "driver_memory", _MEMORY_RULE, "driver memory")
+        _need_int(self.shuffle_partitions, "shuffle_partitions", 1)
+        # a private copy: the caller's dict must not change a frozen settings object
+        object.__setattr__(self, "extra_conf", _check_spark_conf(self.extra_conf, "extra_conf"))
+
+    def __hash__(self) -> int:  # extra_conf is a dict: hash its items
+        return hash((self.master, self.driver_memory, self.shuffle_partitions,
+                     tuple(sorted(self.extra_conf.items()))))
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    max_message_bytes: int = 32768  # larger messages are quarantined
+    max_depth: int = 16  # deeper nesting is kept as JSON text
+
+    def __post_init__(self) -> None:
+        _need_int(self.max_message_bytes, "max_message_bytes", 1)
+        _need_int(self.max_depth, "max_depth", 1, MAX_DEPTH_LIMIT)
+
+
+@dataclass(frozen=True)
+class LakeSettings:
+    archive_root: str  # absolute local path or URI (s3://bucket/prefix), no trailing '/'
+    lake_root: str
+    sources: tuple[SourceSettings, ...]
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    sync: SyncSettings = field(default_factory=SyncSettings)
+    settings_file: str | None = None  # absolute path of the file loaded; None: no file
+
+    def __post_init__(self) -> None:
+        for name in ("archive_root", "lake_root"):
+            value = _need_str(getattr(self, name), name)
+            if not value.strip():
+                raise SettingsError("must not be empty", key=name)
+        if isinstance(self.sources, (list, tuple)):
+            object.__setattr__(self, "sources", tuple(self.sources))
+        else:
+            raise SettingsError(
+                f"must be a tuple of SourceSettings, {_got(self.sources)}", key="sources"
+            )
+        for i, s in enumerate(self.sources):
+            if not isinstance(s, SourceSettings):
+                raise SettingsError(f"must be a SourceSettings, {_got(s)}", key=f"sources[{i}]")
+        if not isinstance(self.spark, SparkSettings):
+            raise SettingsError(f"must be a SparkSettings, {_got(self.spark)}", key="spark")
+        if not isinstance(self.sync, SyncSettings):
+            raise SettingsError(f"must be a SyncSettings, {_got(self.sync)}", key="sync")
+        if self.settings_file is not None:
+            _need_str(self.settings_file, "settings_file")
+        _check_sources(self.sources)
+
+    def source(self, id_or_slug: str) -> SourceSettings:
+        """The source with this id, else the one with this slug (never ambiguous: validated)."""
+        for s in self.sources:
+            if s.id == id_or_slug:
+                return s
+        for s in self.sources:
+            if s.slug == id_or_slug:
+                return s
+        known = ", ".join(
+            s.id if s.id == s.slug else f"{s.id} (slug {s.slug})" for s in self.sources
+        )
+        file = self.settings_file
+        origin = f"settings file {file}" if file else "built-in defaults"
+        raise SettingsError(f"unknown source {id_or_slug!r}; known sources: {known}", origin=origin)
+
+
+def _check_sources(sources: tuple[SourceSettings, ...]) -> None:
+    if not sources:
+        raise SettingsError(_NO_SOURCES, key="sources")
+    # Every id and slug names exactly one source: lookups by id-or-slug, archive folders, lake
+    # folders (id or slug) and asset keys (slug) can then never mix two sources up.
+    for what in ("id", "slug"):
+        seen: dict[str, int] = {}
+        for i, s in enumerate(sources):
+            value = getattr(s, what)
+            if value in seen:
+                raise SettingsError(
+                    f"duplicate source {what} {value!r} (also sources[{seen[value]}].{what})",
+                    key=f"sources[{i}].{what}",
+                )
+            seen[value] = i
+    for i, s in enumerate(sources):
+        for j, earlier in enumerate(sources[:i]):
+            for what, value, other in (("id", s.id, "slug"), ("slug", s.slug, "id")):
+                if value == getattr(earlier, other):
+                    raise SettingsError(
+                        f"{what} {value!r} is the {other} of sources[{j}]: a name must refer to "
+                        "one source (lookups by id or slug, lake folders)",
+                        key=f"sources[{i}].{what}",
+                    )
+    tables: dict[tuple[str, str], int] = {}
+    for i, s in enumerate(sources):
+        where = (s.database, s.effective_table_prefix)
+        if where in tables:
+            j = tables[where]
+            prefix = (
+                f"the same table_prefix {s.table_prefix!r}" if s.table_prefix else "no table_prefix"
+            )
+            raise SettingsError(
+                f"sources[{j}] and sources[{i}] both use database {s.database!r} with {prefix}: "
+                "their tables would collide; set a different table_prefix or database on one",
+                key=f"sources[{i}].database",
+            )
+        tables[where] = i
+
+
+# --------------------------------------------------------------------------------------- loader
+
+_TOP_KEYS = ("archive_root", "lake_root", "spark", "sync", "sources")
+_SPARK_KEYS = ("master", "driver_memory", "shuffle_partitions", "conf")
+_SYNC_KEYS = tuple(f.name for f in dataclasses.fields(SyncSettings))
+_SOURCE_KEYS = tuple(f.name for f in dataclasses.fields(SourceSettings))
+
+
+def default_home(env: Mapping[str, str] | None = None) -> str:
+    """``$DATALAKE_HOME`` (absolute, ``~`` expanded), else ``<cwd>/.datalake``. Local only."""
+    env = os.environ if env is None else env
+    home = env.get(ENV_HOME)
+    if not home:
+        return os.path.join(os.getcwd(), ".datalake")
+    if "://" in home:
+        raise SettingsError(
+            f"must be a local folder, got {home!r}; set {ENV_ARCHIVE_ROOT} and {ENV_LAKE_ROOT} "
+            "for URIs",
+            key=ENV_HOME,
+            origin="environment",
+        )
+    return os.path.abspath(os.path.expanduser(home))
+
+
+def default_settings_text() -> str:
+    """The shipped, commented ``lake.toml`` (a template to copy and edit)."""
+    return resources.files("datalake_assets").joinpath(SHIPPED_SETTINGS_FILE).read_text("utf-8")
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> LakeSettings:
+    """Defaults <- settings file (``path``, else ``$DATALAKE_SETTINGS``) <- environment.
+
+    ``env`` replaces ``os.environ`` entirely when given (including for ``DATALAKE_SETTINGS`` and
+    ``DATALAKE_HOME``)."""
+    env = os.environ if env is None else env
+    home = default_home(env)
+    if path is not None:
+        asked, how = os.fspath(path), "given as path"
+    else:
+        asked, how = env.get(ENV_SETTINGS) or None, f"given by ${ENV_SETTINGS}"
+    if asked is not None:
+        if not asked.strip():
+            raise SettingsError("the settings file path is empty", origin="settings file")
+        settings_file: str | None = os.path.abspath(os.path.expanduser(asked))
+        origin = f"settings file {settings_file}"
+        data = _read_toml(settings_file, origin, how)
+        base = os.path.dirname(settings_file)
+    else:
+        settings_file, origin, data, base = None, "built-in defaults", {}, home
+    try:
+        settings = _from_mapping(data, base, settings_file)
+    except SettingsError as e:
+        raise e._within(origin=origin) from None
+    return _apply_env(settings, env)
+
+
+def _read_toml(file: str, origin: str, how: str) -> dict[str, Any]:
+    try:
+        with open(file, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise SettingsError(f"file not found ({how})", origin=origin) from None
+    except IsADirectoryError:
+        raise SettingsError(f"is a folder, not a TOML file ({how})", origin=origin) from None
+    except OSError as e:
+        raise SettingsError(f"cannot read: {e.strerror or e}", origin=origin) from None
+    except UnicodeDecodeError as e:
+        raise SettingsError(f"not UTF-8 text: {e}", origin=origin) from None
+    except tomllib.TOMLDecodeError as e:
+        raise SettingsError(f"invalid TOML: {e}", origin=origin) from None
+
+
+def _check_keys(table: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    unknown = [k for k in table if k not in allowed]
+    if not unknown:
+        return
+    shown = ", ".join(repr(k) for k in unknown)
+    hints = [m for k in unknown for m in difflib.get_close_matches(k, allowed, n=1)]
+    hint = f" (did you mean {', '.join(repr(h) for h in hints)}?)" if hints else ""
+    place = f"[{where}]" if where and not where.endswith("]") else (where or "the top level")
+    raise SettingsError(
+        f"unknown key{'s' if len(unknown) > 1 else ''} {shown} in {place}{hint}; "
+        f"allowed keys: {', '.join(sorted(allowed))}",
+        key=_key(where, unknown[0]),
+    )
+
+
+def _table(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise SettingsError(f"must be a table ([{key}]), {_got(value)}", key=key)
+    return value
+
+
+def _resolve_root(value: Any, base: str, key: str) -> str:
+    root = _need_str(value, key)
+    if not root.strip():
+        raise SettingsError("must not be empty; allowed: a local folder or a URI", key=key)
+    if root != root.strip():
+        raise SettingsError(f"has leading or trailing spaces: {root!r}", key=key)
+    if "://" in root:
+        m = _URI_RE.fullmatch(root)
+        rest = m.group(2).rstrip("/") if m else ""
+        if not m or not rest:
+            raise SettingsError(
+                f"invalid URI {root!r}; allowed: scheme://bucket/prefix (e.g. s3://my-lake/data) "
+                "or a local folder",
+                key=key,
+            )
+        return f"{m.group(1)}://{rest}"
+    if _HALF_URI_RE.match(root):
+        raise SettingsError(
+            f"{root!r} looks like a URI missing a '/' (write scheme://bucket/prefix)", key=key
+        )
+    return os.path.normpath(os.path.join(base, os.path.expanduser(root)))
+
+
+def _from_mapping(data: Mapping[str, Any], base: str, settings_file: str | None) -> LakeSettings:
+    _check_keys(data, _TOP_KEYS, "")
+    archive_root = _resolve_root(
+        data.get("archive_root", DEFAULT_ARCHIVE_DIR), base, "archive_root"
+    )
+    lake_root = _resolve_root(data.get("lake_root", DEFAULT_LAKE_DIR), base, "lake_root")
+    spark = _spark_from(_table(data, "spark"))
+    sync_raw = _table(data, "sync")
+    _check_keys(sync_raw, _SYNC_KEYS, "sync")
+    try:
+        sync = SyncSettings(**sync_raw)
+    except SettingsError as e:
+        raise e._within(prefix="sync") from None
+    if "sources" in data:
+        sources = _sources_from(data["sources"])
+    else:
+        sources = (SourceSettings(DEFAULT_SOURCE_ID),)
+    return LakeSettings(archive_root, lake_root, sources, spark, sync, settings_file)
+
+
+def _spark_from(raw: Mapping[str, Any]) -> SparkSettings:
+    _check_keys(raw, _SPARK_KEYS, "spark")
+    conf_raw = raw.get("conf", {})
+    if not isinstance(conf_raw, Mapping):
+        raise SettingsError(f"must be a table ([spark.conf]), {_got(conf_raw)}", key="spark.conf")
+    given: dict[str, Any] = {}
+    for name, value in conf_raw.items():
+        if isinstance(value, Mapping):
+            raise SettingsError(
+                "a table where a value was expected: quote Spark keys, e.g. "
+                '"spark.sql.files.maxPartitionBytes" = "64m"',
+                key=_key("spark.conf", name),
+            )
+        if isinstance(value, bool):  # TOML true -> Spark's "true"
+            value = "true" if value else "false"
+        elif isinstance(value, int):
+            value = str(value)
+        given[name] = value
+    conf = {**_default_spark_conf(), **_check_spark_conf(given, "spark.conf")}
+    kwargs = {k: raw[k] for k in ("master", "driver_memory", "shuffle_partitions") if k in raw}
+    try:
+        return SparkSettings(**kwargs, extra_conf=conf)
+    except SettingsError as e:
+        raise e._within(prefix="spark") from None
+
+
+def _sources_from(raw: Any) -> tuple[SourceSettings, ...]:
+    if isinstance(raw, Mapping):
+        raise SettingsError(
+            "must be an array of tables: write [[sources]] (double brackets) for each source",
+            key="sources",
+        )
+    if not isinstance(raw, list):
+        raise SettingsError(f"must be an array of [[sources]] tables, {_got(raw)}", key="sources")
+    if not raw:
+        raise SettingsError(_NO_SOURCES, key="sources")
+    out = []
+    for i, item in enumerate(raw):
+        where = f"sources[{i}]"
+        if not isinstance(item, Mapping):
+            raise SettingsError(f"must be a table with at least an id, {_got(item)}", key=where)
+        _check_keys(item, _SOURCE_KEYS, where)
+        if "id" not in item:
+            raise SettingsError(
+                "missing required key 'id' (the Segment source id)", key=f"{where}.id"
+            )
+        for name, default in (("slug", "snake_case of the id"), ("database", "the slug")):
+            if item.get(name) == "":
+                raise SettingsError(f"must not be empty; omit it to default to {default}",
+                                    key=f"{where}.{name}")
+        try:
+            out.append(SourceSettings(**item))
+        except SettingsError as e:
+            raise e._within(prefix=where) from None
+    return tuple(out)
+
+
+def _apply_env(settings: LakeSettings, env: Mapping[str, str]) -> LakeSettings:
+    def get(name: str) -> str | None:
+        return env.get(name) or None
+
+    def failed(e: SettingsError, name: str) -> SettingsError:
+        return SettingsError(e.problem, key=name, origin="environment")
+
+    changes: dict[str, Any] = {}
+    for name, attr in ((ENV_ARCHIVE_ROOT, "archive_root"), (ENV_LAKE_ROOT, "lake_root")):
+        value = get(name)
+        if value is not None:
+            try:
+                changes[attr] = _resolve_root(value, os.getcwd(), name)
+            except SettingsError as e:
+                raise failed(e, name) from None
+
+    spark = settings.spark
+    for name, attr in ((ENV_SPARK_MASTER, "master"), (ENV_SPARK_DRIVER_MEMORY, "driver_memory")):
+        value = get(name)
+        if value is not None:
+            try:
+                spark = dataclasses.replace(spark, **{attr: value})
+            except SettingsError as e:
+                raise failed(e, name) from None
+    if spark is not settings.spark:
+        changes["spark"] = spark
+
+    value = get(ENV_MAX_MESSAGE_BYTES)
+    if value is not None:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise SettingsError(
+                f"must be an integer >= 1, got {value!r}", key=ENV_MAX_MESSAGE_BYTES,
+                origin="environment",
+            ) from None
+        try:
+            changes["sync"] = dataclasses.replace(settings.sync, max_message_bytes=number)
+        except SettingsError as e:
+            raise failed(e, ENV_MAX_MESSAGE_BYTES) from None
+
+    return dataclasses.replace(settings, **changes) if changes else settings
