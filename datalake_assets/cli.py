@@ -75,12 +75,29 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
            "-h", args.host, "-p", str(args.port)]
     print(f"DAGSTER_HOME={home}\nlake: {settings.lake_root}\narchive: {settings.archive_root}")
     print(f"starting Dagster on http://{args.host}:{args.port} (Ctrl-C stops it)")
-    proc = subprocess.Popen(cmd, env=env, cwd=PROJECT_ROOT, start_new_session=True)
+    # Own process group, SIGINT restored (a shell's background job ignores it), and every stop
+    # signal forwarded to the whole group: no webserver or daemon is left behind.
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=PROJECT_ROOT, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+    def stop(signum, _frame):
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
-        return proc.wait()
-    except KeyboardInterrupt:
-        os.killpg(proc.pid, signal.SIGINT)
-        return proc.wait()
+        code = proc.wait()
+    finally:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return code
 
 
 def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:

@@ -122,8 +122,12 @@ TIMESTAMP_FORMATS: tuple[str, ...] = (
 _F_MS_Z, _F_OFFSET, _F_SEC_Z, _F_US_Z, _F_NAIVE = range(5)
 
 _HOUR_MS = 3_600_000
+_CREATED_BASE_US = 1_767_225_600_000_000  # 2026-01-01: users signed up up to 900 days before
 _DAY_US = 86_400_000_000
-_USER_POOL = 3000
+# recurring users per source: one per 20 lines of an hour, within these bounds
+_USERS_MIN, _USERS_MAX = 300, 20_000
+_VISITS = 6  # page contexts per browser user
+_FRESH, _POOL_MIN, _POOL_MAX = 0.25, 64, 4096  # track properties: share built fresh, pool size
 
 
 @dataclass
@@ -148,10 +152,15 @@ class GenerateSummary:
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _SS = [f"{s:02d}" for s in range(60)]
-_SSMMM = [f"{s:02d}.{m:03d}" for s in range(60) for m in range(1000)]
+_SSMMM: list[str] = []  # filled on first use by _tables()
 _MIN_T: dict[int, str] = {}  # minute since the epoch -> "YYYY-MM-DDTHH:MM:"
 _MIN_SP: dict[int, str] = {}  # minute since the epoch -> "YYYY-MM-DD HH:MM:"
 _MIN_CACHE_MAX = 500_000
+
+
+def _tables() -> None:
+    if not _SSMMM:
+        _SSMMM.extend([f"{s:02d}.{m:03d}" for s in range(60) for m in range(1000)])
 
 
 def _min_t(minute: int) -> str:
@@ -178,9 +187,14 @@ def _ms_z(ms: int) -> str:
 
 
 def _offset_suffix(offset_min: int) -> str:
-    sign = "-" if offset_min < 0 else "+"
-    oh, om = divmod(abs(offset_min), 60)
-    return f"{sign}{oh:02d}:{om:02d}"
+    s = _SUFFIX.get(offset_min)
+    if s is None:
+        oh, om = divmod(abs(offset_min), 60)
+        s = _SUFFIX[offset_min] = f"{'-' if offset_min < 0 else '+'}{oh:02d}:{om:02d}"
+    return s
+
+
+_SUFFIX: dict[int, str] = {}
 
 
 def _fmt(us: int, kind: int, offset_min: int) -> str:
@@ -227,22 +241,21 @@ def _table(weights: dict[str, int]) -> list[str]:
 # unique across them with overwhelming probability (about n^2 / 2^123 for n ids).
 
 
-def _uuid(x: int) -> str:
-    return "%08x-%04x-4%03x-%04x-%012x" % (  # noqa: UP031 - fastest here
-        (x >> 96) & 0xFFFFFFFF,
-        (x >> 80) & 0xFFFF,
-        (x >> 68) & 0xFFF,
-        0x8000 | ((x >> 48) & 0x3FFF),
-        x & 0xFFFFFFFFFFFF,
-    )
+_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
 
 
-def _ajs_id(x: int) -> str:
-    return "ajs-next-%032x" % x  # noqa: UP031
+def _uuid(rb) -> str:
+    """A version-4 uuid from ``rb`` (a seeded ``Random.randbytes``)."""
+    h = rb(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
-def _uuid_upper(x: int) -> str:
-    return _uuid(x).upper()
+def _uuid_upper(rb) -> str:
+    return _uuid(rb).upper()
+
+
+def _ajs_id(rb) -> str:
+    return f"ajs-next-{rb(16).hex()}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,14 +408,21 @@ def _build_catalogue(rng: random.Random) -> dict:
             page = {"path": path, "referrer": rng.choice(referrers), "search": search,
                     "title": title, "url": f"https://shop.example.com{path}{search}"}
             pages.append((name, category, page))
-    return {"products": products, "items": items, "item_totals": item_totals, "pages": pages}
+    groups = []
+    for i, (cname, industry, employees) in enumerate(_COMPANIES):
+        traits = {"name": cname, "employees": employees, "industry": industry,
+                  "plan": rng.choice(_PLANS),
+                  "website": f"https://{cname.split()[0].lower()}.example"}
+        groups.append((f"grp_{i:03d}", (traits, {**traits, "employees": str(employees)})))
+    return {"products": products, "items": items, "item_totals": item_totals, "pages": pages,
+            "groups": groups}
 
 
-def _build_users(rng: random.Random) -> list[dict]:
+def _build_users(rng: random.Random, cat: dict, n_users: int) -> list[dict]:
     """The recurring users of one source: identity, device, context and message templates."""
     users = []
-    g = rng.getrandbits
-    for n in range(_USER_POOL):
+    g, rb = rng.getrandbits, rng.randbytes
+    for n in range(n_users):
         r = rng.random()
         channel = "browser" if r < 0.55 else ("mobile" if r < 0.9 else "server")
         zone, offset, locale = rng.choice(_ZONES)
@@ -410,7 +430,7 @@ def _build_users(rng: random.Random) -> list[dict]:
         city, country, zip_code = rng.choice(_CITIES)
         ip = (f"{rng.randrange(2, 223)}.{rng.randrange(256)}.{rng.randrange(256)}."
               f"{rng.randrange(1, 255)}")
-        anon, id_style = _uuid(g(128)), _ajs_id
+        anon, id_style = _uuid(rb), _ajs_id
         if channel == "browser":
             ctx = {"ip": ip, "library": rng.choice(_BROWSER_LIBS), "locale": locale,
                    "timezone": zone, "userAgent": rng.choice(_BROWSER_UAS)}
@@ -426,7 +446,7 @@ def _build_users(rng: random.Random) -> list[dict]:
             ctx = {
                 "app": {"build": str(rng.randrange(900, 999)), "name": "Acme Shop",
                         "namespace": "com.example.shop", "version": app_version},
-                "device": {"id": _uuid(g(128)), "manufacturer": maker, "model": model,
+                "device": {"id": _uuid(rb), "manufacturer": maker, "model": model,
                            "type": "ios" if os_name == "iOS" else "android",
                            "adTrackingEnabled": rng.random() < 0.3},
                 "ip": ip, "library": lib, "locale": locale,
@@ -460,13 +480,40 @@ def _build_users(rng: random.Random) -> list[dict]:
         head_null["userId"] = None
         if not identified:
             del head["userId"]
+        created_days = rng.randrange(1, 900)
+        plan = rng.choice(_PLANS)
+        email = f"{first.lower()}.{last.lower()}{n}@example.com".replace("'", "")
+        visits = []
+        if channel == "browser":
+            for _ in range(_VISITS):
+                page = rng.choice(cat["pages"])
+                if rng.random() < 0.5:
+                    visits.append(({**ctx, "page": page[2], "campaign": rng.choice(_CAMPAIGNS)},
+                                   page))
+                else:
+                    visits.append(({**ctx, "page": page[2]}, page))
+        traits = []
+        for _ in range(2):
+            logins = 1 + created_days // 7 + rng.randrange(5)
+            traits.append({
+                "email": email, "name": f"{first} {last}", "firstName": first,
+                "lastName": last,
+                "createdAt": _fmt(_CREATED_BASE_US - created_days * _DAY_US
+                                  + rng.randrange(86_400) * 1_000_000,
+                                  _pick_format(rng.random()), offset),
+                "plan": plan, "logins": str(logins) if rng.random() < 0.1 else logins,
+                "address": {"city": city, "country": country, "postalCode": zip_code},
+            })
         users.append({
             "anon": anon,
+            "visits": visits,
+            "traits": traits,
             "uid": uid,
             "channel": channel,
             "ctx": ctx,
             "head": head,
-            "head_null": head_null if channel == "browser" and not identified else head,
+            "head_null": head_null,
+            "nullable": channel == "browser" and not identified,
             "head_alias": head_alias,
             "new_id": id_style,
             "offset": offset,
@@ -474,10 +521,9 @@ def _build_users(rng: random.Random) -> list[dict]:
             "skew": skew_us,
             "fmt": _pick_format(rng.random()),
             "first": first, "last": last,
-            "email": f"{first.lower()}.{last.lower()}{n}@example.com".replace("'", ""),
+            "email": email,
             "city": city, "country": country, "zip": zip_code,
-            "created_days": rng.randrange(1, 900),
-            "plan": rng.choice(_PLANS),
+            "plan": plan,
             "company": rng.randrange(len(_COMPANIES)),
             "cart": f"cart_{g(40):010x}",
         })
@@ -491,21 +537,24 @@ def _build_users(rng: random.Random) -> list[dict]:
 class _Hour:
     """The message factory of one source hour (all randomness from one seeded ``Random``)."""
 
-    def __init__(self, rng: random.Random, cat: dict, users: list[dict], hour_start_us: int,
+    def __init__(self, rng: random.Random, cat: dict, users: list[dict],
                  late_rate: float) -> None:
         self.rng = rng
         self.rnd = rng.random
         self.bits = rng.getrandbits
+        self.randbytes = rng.randbytes
         self.items = cat["items"]
         self.item_totals = cat["item_totals"]
         self.products = cat["products"]
         self.pages = cat["pages"]
+        self.groups = cat["groups"]
         self.users = users
+        self.n_users = len(users)
         self.browser = [u for u in users if u["channel"] == "browser"]
         self.mobile = [u for u in users if u["channel"] == "mobile"]
-        self.hour_start_us = hour_start_us
         self.late_rate = late_rate
         self.event_table = _table(EVENTS)
+        self.track_pool: list[tuple[str, dict]] = []
         self.type_table = _table(TYPE_WEIGHTS)
         self.builders = {
             "Product Viewed": self._p_product_viewed,
@@ -670,11 +719,11 @@ class _Hour:
         elif mtype == "screen":
             u = self.mobile[int(rnd() * len(self.mobile))]
         else:
-            u = self.users[int(rnd() * _USER_POOL)]
+            u = self.users[int(rnd() * self.n_users)]
         channel = u["channel"]
         if mtype == "alias":
             msg = u["head_alias"].copy()
-        elif rnd() < 0.3:
+        elif u["nullable"] and rnd() < 0.3:
             msg = u["head_null"].copy()  # analytics.js sends an explicit null userId
         else:
             msg = u["head"].copy()
@@ -709,22 +758,32 @@ class _Hour:
             msg["timestamp"] = _fmt(ts_us, fmt, off)
         m, r = divmod(received_ms, 60_000)
         msg["receivedAt"] = f"{_MIN_T.get(m) or _min_t(m)}{_SSMMM[r]}Z"
-        msg["messageId"] = u["new_id"](self.bits(128))
+        msg["messageId"] = u["new_id"](self.randbytes)
         msg["type"] = mtype
 
         page = None
-        if channel == "browser":
-            page = self.pages[int(rnd() * len(self.pages))]
-            if rnd() < 0.5:
-                msg["context"] = {**u["ctx"], "page": page[2],
-                                  "campaign": _CAMPAIGNS[int(rnd() * len(_CAMPAIGNS))]}
-            else:
-                msg["context"] = {**u["ctx"], "page": page[2]}
+        if channel == "browser":  # the page (and campaign) of one of the user's visits
+            ctx, page = u["visits"][int(rnd() * _VISITS)]
+            msg["context"] = ctx
 
         if mtype == "track":
-            event = self.event_table[int(rnd() * 1000)]
+            # Properties are built fresh for a quarter of the events and otherwise reused from
+            # this hour's recent ones (with new order ids): realistic, and four times cheaper.
+            pool = self.track_pool
+            if rnd() < _FRESH or len(pool) < _POOL_MIN:
+                event = self.event_table[int(rnd() * 1000)]
+                props = self.builders[event](u, ts_us)
+                if len(pool) < _POOL_MAX:
+                    pool.append((event, props))
+                else:
+                    pool[int(rnd() * _POOL_MAX)] = (event, props)
+            else:
+                event, props = pool[int(rnd() * len(pool))]
+                if "orderId" in props and props["orderId"] is not None:
+                    props = props.copy()
+                    props["orderId"] = self.order_id()
             msg["event"] = event
-            msg["properties"] = self.builders[event](u, ts_us)
+            msg["properties"] = props
         elif mtype == "page":
             name, category, props = page
             msg["name"] = name
@@ -732,15 +791,7 @@ class _Hour:
                 msg["category"] = category
             msg["properties"] = props
         elif mtype == "identify":
-            created = self.hour_start_us - u["created_days"] * _DAY_US
-            msg["traits"] = {
-                "email": u["email"], "name": f"{u['first']} {u['last']}",
-                "firstName": u["first"], "lastName": u["last"],
-                "createdAt": self.date_value(created, u["offset"]), "plan": u["plan"],
-                "logins": self.count(1 + u["created_days"] // 7 + int(rnd() * 5)),
-                "address": {"city": u["city"], "country": u["country"],
-                            "postalCode": u["zip"]},
-            }
+            msg["traits"] = u["traits"][int(rnd() * 2)]
         elif mtype == "screen":
             name, category = _SCREENS[int(rnd() * len(_SCREENS))]
             msg["name"] = name
@@ -748,11 +799,9 @@ class _Hour:
                                  "loadTimeMs": self.count(80 + int(rnd() ** 2 * 2500)),
                                  "fromBackground": rnd() < 0.2}
         elif mtype == "group":
-            cname, industry, employees = _COMPANIES[u["company"]]
-            msg["groupId"] = f"grp_{u['company']:03d}"
-            msg["traits"] = {"name": cname, "employees": self.count(employees),
-                             "industry": industry, "plan": u["plan"],
-                             "website": f"https://{cname.split()[0].lower()}.example"}
+            group_id, traits = self.groups[u["company"]]
+            msg["groupId"] = group_id
+            msg["traits"] = traits[rnd() < 0.1]  # employees sent as text 1 time in 10
         else:  # alias: the anonymous id becomes the user id
             msg["previousId"] = u["anon"]
         return msg
@@ -901,9 +950,11 @@ def generate_archive(
     else:
         fs, base = None, archive_root
 
+    _tables()
     pool_rng = random.Random(f"datalake-demo|users|{seed}|{source_id}")
     cat = _build_catalogue(pool_rng)
-    users = _build_users(pool_rng)
+    users = _build_users(pool_rng, cat,
+                         min(_USERS_MAX, max(_USERS_MIN, events_per_hour // 20)))
     summary = GenerateSummary(hours=[], files=[], lines=0, valid_messages=0, duplicate_lines=0,
                               malformed_lines=0, by_type={t: 0 for t in TYPE_WEIGHTS},
                               by_event={}, bytes_uncompressed=0, malformed_by_reason={})
@@ -928,7 +979,7 @@ def _write_hour(fs, base: str, archive_root: str, source_id: str, hour: ArchiveH
     rnd = rng.random
     start_ms = int(hour.start.timestamp()) * 1000
     end_ms = start_ms + _HOUR_MS  # exclusive
-    gen = _Hour(rng, cat, users, start_ms * 1000, late_rate)
+    gen = _Hour(rng, cat, users, late_rate)
     message = gen.message
     dumps = orjson.dumps
     directory = archive_hour_dir(base, source_id, hour)
@@ -966,8 +1017,7 @@ def _write_hour(fs, base: str, archive_root: str, source_id: str, hour: ArchiveH
                         again, rec = None, end_ms - 1
                 if again is not None:
                     msg = again[0].copy()
-                    m, r = divmod(rec, 60_000)
-                    msg["receivedAt"] = f"{_MIN_T.get(m) or _min_t(m)}{_SSMMM[r]}Z"
+                    msg["receivedAt"] = _ms_z(rec)
                     add(dumps(msg))
                     dups += 1
                     if rnd() < 0.05:  # a third delivery, now and then
