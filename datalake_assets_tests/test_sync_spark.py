@@ -220,3 +220,4 @@ def test_reconciliation_failure_commits_nothing(spark, lake, monkeypatch):
     with pytest.raises(SyncError, match="reconciliation failed"):
         sync(spark, lake, "2026-11-21T10")
     assert not os.path.exists(f"{lake['lake_root']}/data")
+

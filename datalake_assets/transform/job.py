@@ -41,7 +41,6 @@ from datalake_assets.spec.schema import TableChange, plan_table
 from datalake_assets.transform import commit, storage
 from datalake_assets.transform.stages import (
     MANIFEST_SCHEMA,
-    QUARANTINED_LINE,
     ROW,
     STAGE_A_SCHEMA,
     STATS,
@@ -215,8 +214,11 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
 
     sc = spark.sparkContext
     file_rows = [(i, loc, hour) for i, (loc, hour, _) in enumerate(files)]
-    files_df = spark.createDataFrame(file_rows, "file_idx int, location string, hour string")
-    files_df = files_df.repartition(len(file_rows), "file_idx")
+    # Exactly one archive file per stage-A task (gzip is not splittable; hash partitioning
+    # would put two files in one task and leave another idle).
+    files_df = spark.createDataFrame(
+        sc.parallelize(file_rows, len(file_rows)), "file_idx int, location string, hour string"
+    )
     a_cfg = StageAConfig(req.max_message_bytes, req.max_depth)
 
     def stage_a(batches):

@@ -28,16 +28,6 @@ from datalake_assets.spec.types import (
     BIGINT,
     BOOLEAN,
     DOUBLE,
-    K_BIGNUM,
-    K_BOOL,
-    K_BOOLSTR,
-    K_FLOAT,
-    K_FLOATSTR,
-    K_INT,
-    K_INTSTR,
-    K_NONFINITE,
-    K_STR,
-    K_TS,
     STRING,
     TIMESTAMP,
     CastError,
@@ -92,13 +82,17 @@ QUARANTINE_SCHEMA = pa.schema(
 class StageAConfig:
     max_message_bytes: int
     max_depth: int
-    buckets: int = 1
+    signature_limit: int = 4096  # distinct signatures per table before counting per column
 
 
 def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterator[pa.RecordBatch]:
     """Input rows: ``file_idx, location, hour``. Output: ``STAGE_A_SCHEMA`` batches."""
     out = _StageAOut()
     sigs: dict[str, dict[tuple, int]] = {}
+    # Tables with too many distinct signatures (keys that vary per event) are counted per column
+    # instead, so memory stays bounded whatever the traffic looks like.
+    folded: dict[str, dict[str, list[int]]] = {}
+    folded_messages: dict[str, int] = {}
     lines_in = 0
     for batch in batches:
         cols = batch.to_pydict()
@@ -118,9 +112,17 @@ def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterato
                     else:
                         per_table = sigs.get(m.table)
                         if per_table is None:
-                            per_table = sigs[m.table] = {}
-                        sig = (tuple(m.flat), tuple(m.kinds))
-                        per_table[sig] = per_table.get(sig, 0) + 1
+                            if m.table in folded:
+                                _count_columns(folded[m.table], m.flat, m.kinds, 1)
+                                folded_messages[m.table] += 1
+                                per_table = None
+                            else:
+                                per_table = sigs[m.table] = {}
+                        if per_table is not None:
+                            sig = (tuple(m.flat), tuple(m.kinds))
+                            per_table[sig] = per_table.get(sig, 0) + 1
+                            if len(per_table) > cfg.signature_limit:
+                                _fold(m.table, sigs, folded, folded_messages)
                         out.add(ROW, m.table, hour, m.message_id, m.received_at, file_idx,
                                 line_no, marshal.dumps((m.flat, m.problems)), None)
                     if out.full():
@@ -131,9 +133,30 @@ def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterato
                 lines_in += 1
                 out.add(QUARANTINED_LINE, None, hour, None, None, file_idx, line_no + 1,
                         b"", f"unreadable_file\t{type(e).__name__}: {e}")
-    stats = {"lines_in": lines_in, "signatures": sigs}
+    stats = {"lines_in": lines_in, "signatures": sigs, "columns": folded,
+             "column_messages": folded_messages}
     out.add(STATS, None, None, None, None, -1, -1, marshal.dumps(stats), None)
     yield out.flush()
+
+
+def _count_columns(per_column: dict[str, list[int]], columns, kinds, n: int) -> None:
+    from datalake_assets.spec.types import N_KINDS
+
+    for col, k in zip(columns, kinds):
+        c = per_column.get(col)
+        if c is None:
+            c = per_column[col] = [0] * N_KINDS
+        c[k] += n
+
+
+def _fold(table: str, sigs: dict, folded: dict, folded_messages: dict) -> None:
+    per_column: dict[str, list[int]] = {}
+    total = 0
+    for (columns, kinds), n in sigs.pop(table).items():
+        _count_columns(per_column, columns, kinds, n)
+        total += n
+    folded[table] = per_column
+    folded_messages[table] = total
 
 
 class _StageAOut:
@@ -200,6 +223,19 @@ def merge_signature_stats(
                 add(table, columns, kinds, n)
                 if track:
                     add(TRACKS_TABLE, columns, kinds, n, keep=is_tracks_column)
+        for table, per_column in stats["columns"].items():
+            targets = [(table, None)]
+            if table not in _STANDARD_TABLES:
+                targets.append((TRACKS_TABLE, is_tracks_column))
+            for target, keep in targets:
+                per = counts.setdefault(target, {})
+                for col, kind_counts in per_column.items():
+                    if keep is not None and not keep(col):
+                        continue
+                    c = per.setdefault(col, [0] * len(kind_counts))
+                    for k, n in enumerate(kind_counts):
+                        c[k] += n
+                messages[target] = messages.get(target, 0) + stats["column_messages"][table]
     return lines_in, counts, messages
 
 
