@@ -237,7 +237,7 @@ def test_timestamps_formats_lateness_and_consistency(archive):
     _, _, rc = archive
     seen_formats = Counter()
     late = 0
-    for m, _raw, _path in rc.unique:
+    for m in rc.unique:
         for key in ("sentAt", "originalTimestamp", "timestamp"):
             for name, rx in FORMATS.items():
                 if rx.match(m[key]):
