@@ -210,13 +210,14 @@ def test_reconciliation_failure_commits_nothing(spark, lake, monkeypatch):
     from datalake_assets.transform import job
 
     write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("a1")])
-    real = job.merge_signature_stats
+    real = job.merge_stats
 
     def one_line_too_many(payloads):
-        lines_in, counts, messages = real(payloads)
-        return lines_in + 1, counts, messages
+        stats = real(payloads)
+        stats.lines_in += 1
+        return stats
 
-    monkeypatch.setattr(job, "merge_signature_stats", one_line_too_many)
+    monkeypatch.setattr(job, "merge_stats", one_line_too_many)
     with pytest.raises(SyncError, match="reconciliation failed"):
         sync(spark, lake, "2026-11-21T10")
     assert not os.path.exists(f"{lake['lake_root']}/data")

@@ -34,18 +34,7 @@ from dataclasses import dataclass
 import orjson
 
 from datalake_assets.spec import naming
-from datalake_assets.spec.types import (
-    K_BOOL,
-    K_FLOAT,
-    K_INT,
-    K_NONFINITE,
-    K_STR,
-    kind_of,
-    kind_of_text,
-    parse_timestamp,
-)
-
-_TEXT_NEEDS_LOOK = frozenset("-0123456789tTfF")
+from datalake_assets.spec.types import kind_of, parse_timestamp
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024
 DEFAULT_MAX_DEPTH = 16
@@ -81,9 +70,14 @@ def decode(raw: bytes, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> object:
     except orjson.JSONDecodeError as first:
         # The stdlib parser accepts NaN/Infinity literals that orjson refuses; nothing else.
         try:
-            return json.loads(raw)
+            obj = json.loads(raw)
         except (ValueError, UnicodeDecodeError, RecursionError):
             raise Rejected("invalid_json", str(first)) from None
+        try:  # "\ud800" escapes decode to text that is not Unicode: no column can hold it
+            json.dumps(obj, ensure_ascii=False, allow_nan=True).encode("utf-8")
+        except UnicodeEncodeError:
+            raise Rejected("invalid_json", "unpaired UTF-16 surrogate escape") from None
+        return obj
 
 
 def _reparse_exact(raw: bytes) -> object:
@@ -130,65 +124,51 @@ class _Collision(Exception):
 _INT64_LO, _INT64_HI = -(2**63), 2**63
 
 
-def _flatten_fast(obj: dict, max_depth: int) -> tuple[dict[str, object], list, list, bool]:
-    """Flatten (and classify each value) without tracking raw paths; raises ``_Collision`` when
-    two keys share a column."""
-    out: dict[str, object] = {}
-    kinds: list[int] = []
-    problems: list[tuple[str, str, str]] = []
+def _flatten_fast(obj: dict, max_depth: int) -> tuple[dict[str, object], list, bool]:
+    """Flatten without tracking raw paths; raises ``_Collision`` when two keys share a column
+    or a key is unusable (the slow path then sorts it out and records the problems).
+
+    The hot loop of a sync: per value only a type dispatch and a cached name lookup. Values'
+    kinds are not computed here: the sync classifies whole columns at once (``columnar.py``).
+    """
+    out: dict = {}
     suspect = False
+    written = 0
     stack: list[tuple[dict, str, int]] = [(obj, "", 1)]
     while stack:
         d, parent, depth = stack.pop()
         names = _names_under(parent)
         for k, v in d.items():
-            if v is None:
-                continue
             nm = names.get(k)
             if nm is None:
                 nm = names[k] = _child_name(parent, k)
-            name = nm[0]
             tv = type(v)
-            if tv is str:
-                kd = kind_of_text(v) if v[:1] in _TEXT_NEEDS_LOOK else K_STR
-            elif tv is bool:
-                kd = K_BOOL
-            elif tv is int:
-                if _INT64_LO <= v < _INT64_HI:
-                    kd = K_INT
-                else:
-                    v = str(v)  # exact digits; typed as text
-                    kd = kind_of_text(v)
+            if tv is str or tv is bool:
+                pass
             elif tv is dict:
                 if not v:
                     continue
-                if depth < max_depth and name is not None:
+                if depth < max_depth and nm[0] is not None:
                     stack.append((v, nm[1], depth + 1))
                     continue
                 v = _json_text(v)
-                kd = K_STR
+            elif v is None:
+                continue
+            elif tv is int:
+                if not (_INT64_LO <= v < _INT64_HI):
+                    v = str(v)  # exact digits; typed as text
+            elif tv is float:
+                if (v >= _SUSPECT_FLOAT or v <= -_SUSPECT_FLOAT) and v.is_integer():
+                    suspect = True
             elif tv is list:
                 v = _json_text(v)
-                kd = K_STR
-            elif tv is float:
-                if v - v != 0.0:  # NaN or infinity
-                    kd = K_NONFINITE
-                else:
-                    kd = K_FLOAT
-                    if (v >= _SUSPECT_FLOAT or v <= -_SUSPECT_FLOAT) and v.is_integer():
-                        suspect = True
             else:  # not produced by a JSON parser
                 v = str(v)
-                kd = K_STR
-            if name is None:
-                where = f"{parent}/{k}" if parent else k
-                problems.append((where, _json_text(v), "unusable_key"))
-                continue
-            if name in out:
-                raise _Collision
-            out[name] = v
-            kinds.append(kd)
-    return out, kinds, problems, suspect
+            out[nm[0]] = v  # an unusable key lands under None: found below
+            written += 1
+    if written != len(out) or None in out:
+        raise _Collision
+    return out, [], suspect
 
 
 def _flatten_tracked(obj: dict, max_depth: int) -> tuple[dict[str, object], list]:
@@ -234,16 +214,22 @@ def _flatten_tracked(obj: dict, max_depth: int) -> tuple[dict[str, object], list
     return out, problems
 
 
-def flatten(
-    obj: dict, max_depth: int = DEFAULT_MAX_DEPTH
-) -> tuple[dict[str, object], list[int], list, bool]:
-    """``(columns, kinds, value problems, suspect)``; ``suspect`` means a float may be a rounded
+def flatten_values(obj: dict, max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[dict[str, object], list, bool]:
+    """``(columns, value problems, suspect)``; ``suspect`` means a float may be a rounded
     integer wider than 64 bits and the line should be re-parsed exactly."""
     try:
         return _flatten_fast(obj, max_depth)
     except _Collision:
         flat, problems = _flatten_tracked(obj, max_depth)
-        return flat, [kind_of(v) for v in flat.values()], problems, False
+        return flat, problems, False
+
+
+def flatten(
+    obj: dict, max_depth: int = DEFAULT_MAX_DEPTH
+) -> tuple[dict[str, object], list[int], list, bool]:
+    """``(columns, kinds, value problems, suspect)``: ``flatten_values`` plus each value's kind."""
+    flat, problems, suspect = flatten_values(obj, max_depth)
+    return flat, [kind_of(v) for v in flat.values()], problems, suspect
 
 
 def _text_id(value: object, missing_reason: str, invalid_reason: str) -> str:
@@ -282,20 +268,32 @@ def validate(obj: object) -> tuple[str, str, str]:
     return mtype, table, message_id
 
 
+def parse_fast(
+    raw: bytes,
+    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> Message:
+    """Decode, validate and flatten one archive line, or raise ``Rejected``; ``kinds`` is left
+    empty (the sync classifies whole columns, see ``columnar.py``)."""
+    obj = decode(raw, max_bytes)
+    mtype, table, message_id = validate(obj)
+    flat, problems, suspect = flatten_values(obj, max_depth)  # type: ignore[arg-type]
+    if suspect:
+        flat, problems, _ = flatten_values(_reparse_exact(raw), max_depth)  # type: ignore[arg-type]
+    received = obj.get("receivedAt")  # type: ignore[union-attr]
+    received_at = parse_timestamp(received) if type(received) is str else None
+    return Message(mtype, table, message_id, received_at, flat, [], problems)
+
+
 def parse_line(
     raw: bytes,
     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> Message:
-    """Decode, validate and flatten one archive line, or raise ``Rejected``."""
-    obj = decode(raw, max_bytes)
-    mtype, table, message_id = validate(obj)
-    flat, kinds, problems, suspect = flatten(obj, max_depth)  # type: ignore[arg-type]
-    if suspect:
-        flat, kinds, problems, _ = flatten(_reparse_exact(raw), max_depth)  # type: ignore[arg-type]
-    received = obj.get("receivedAt")  # type: ignore[union-attr]
-    received_at = parse_timestamp(received) if type(received) is str else None
-    return Message(mtype, table, message_id, received_at, flat, kinds, problems)
+    """``parse_fast`` plus the kind of every value (the per-value reference rules)."""
+    m = parse_fast(raw, max_bytes, max_depth)
+    m.kinds = [kind_of(v) for v in m.flat.values()]
+    return m
 
 
 def is_tracks_column(column: str) -> bool:

@@ -10,13 +10,15 @@ report as JSON on stdout and writes it to ``<lake>/reports/day=/source=/run_id=/
 
 Passes over the data (see ``stages.py``):
 
-1. Stage A, one task per archive file: each line is read once, parsed, validated, flattened
-   and classified; the output is cached (memory, spilling to disk).
-2. Driver: merges stage A's per-table signature statistics into column types (``schema.py``)
-   against the lake's schema record.
-3. JVM: duplicates are found on ``(messageId, receivedAt, position)`` only (a small shuffle),
-   and removed from the cached rows with a broadcast anti-join: payloads never shuffle.
-4. Stage B: casts and writes each table's Parquet per hour into staging; returns a manifest.
+1. Stage A, one task per archive file: each line is read once, parsed, validated and
+   flattened; messages are written per table as columnar work files, kinds counted per
+   column; rejected lines go to the staged quarantine. Only small key rows reach the JVM.
+2. Driver: merges stage A's per-column statistics into column types (``schema.py``) against
+   the lake's schema record.
+3. JVM: duplicates are found on ``(messageId, receivedAt, position)`` only (a small shuffle);
+   the losers' positions go to stage B, which skips them.
+4. Stage B, one task per group of one table's work files: casts every column with Arrow
+   kernels, writes each table's Parquet per hour into staging; returns a manifest.
 5. Driver: checks ``lines_in = rows + duplicates + quarantined``, commits (``commit.py``),
    updates the schema record, writes the report.
 """
@@ -43,11 +45,12 @@ from datalake_assets.transform.stages import (
     MANIFEST_SCHEMA,
     ROW,
     STAGE_A_SCHEMA,
+    STAGE_B_TASK_SCHEMA,
     STATS,
     StageAConfig,
     StageBConfig,
-    TablePlan,
-    merge_signature_stats,
+    merge_stats,
+    plan_stage_b_tasks,
     run_stage_a,
     run_stage_b,
 )
@@ -213,77 +216,94 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
         })
 
     sc = spark.sparkContext
+    staging = layout.join(req.lake_root, "_staging", req.source_dir, req.run_id)
+    timings: dict[str, float] = {}
     file_rows = [(i, loc, hour) for i, (loc, hour, _) in enumerate(files)]
     # Exactly one archive file per stage-A task (gzip is not splittable; hash partitioning
     # would put two files in one task and leave another idle).
     files_df = spark.createDataFrame(
         sc.parallelize(file_rows, len(file_rows)), "file_idx int, location string, hour string"
     )
-    a_cfg = StageAConfig(req.max_message_bytes, req.max_depth)
+    a_cfg = StageAConfig(
+        max_message_bytes=req.max_message_bytes, max_depth=req.max_depth,
+        source_id=req.source_id, run_id=req.run_id,
+        work_root=layout.join(staging, "work"),
+        quarantine_root=layout.join(staging, "quarantine"),
+        archive_files=tuple(loc for loc, _, _ in files),
+    )
 
     def stage_a(batches):
         return run_stage_a(batches, a_cfg)
 
-    parsed = files_df.mapInArrow(stage_a, STAGE_A_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+    # Stage A writes work files as a side effect: its output (small key rows) is persisted so
+    # that it runs once; the first action below computes every partition.
+    keys = files_df.mapInArrow(stage_a, STAGE_A_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        t = time.monotonic()
         sc.setJobDescription(f"sync {req.source_id} {req.hours[0]}..{req.hours[-1]}: parse")
-        stats_rows = parsed.filter(F.col("kind") == STATS).select("payload").collect()
-        lines_in, counts, _messages = merge_signature_stats([bytes(r.payload) for r in stats_rows])
+        stats_rows = keys.filter(F.col("kind") == STATS).select("payload").collect()
+        stats = merge_stats([bytes(r.payload) for r in stats_rows])
+        timings["parse_s"] = time.monotonic() - t
 
         changes: dict[str, TableChange] = {
-            table: plan_table(table, existing.get(table), cols) for table, cols in counts.items()
-        }
-        plans = {
-            t: TablePlan(tuple(c.columns), frozenset(c.cast_columns)) for t, c in changes.items()
+            table: plan_table(table, existing.get(table), cols)
+            for table, cols in stats.counts.items()
         }
 
+        t = time.monotonic()
         sc.setJobDescription(f"sync {req.source_id}: find duplicates")
         order = Window.partitionBy("message_id").orderBy(
             F.col("received_at").asc_nulls_last(), "file_idx", "line_no"
         )
         losers = (
-            parsed.filter(F.col("kind") == ROW)
+            keys.filter(F.col("kind") == ROW)
             .select("message_id", "received_at", "file_idx", "line_no", "table", "hour")
             .withColumn("_n", F.row_number().over(order))
             .filter(F.col("_n") > 1)
-            .select("file_idx", "line_no", "table", "hour")
-            .persist(StorageLevel.MEMORY_AND_DISK)
+            .select("table", "hour", "file_idx", "line_no")
+            .collect()
         )
-        duplicates: Counter[tuple[str, str]] = Counter()
-        for r in losers.groupBy("table", "hour").count().collect():
-            duplicates[(r["table"], r["hour"])] += r["count"]
+        timings["dedup_s"] = time.monotonic() - t
+    finally:
+        keys.unpersist()
+    duplicates: Counter[tuple[str, str]] = Counter()
+    drop: defaultdict[tuple[str, int], list[int]] = defaultdict(list)
+    for r in losers:
+        duplicates[(r["table"], r["hour"])] += 1
+        drop[(r["table"], r["file_idx"])].append(r["line_no"])
+    del losers
 
-        staging = layout.join(req.lake_root, "_staging", req.source_dir, req.run_id)
-        b_cfg = StageBConfig(
-            source_id=req.source_id, run_id=req.run_id,
-            staging_root=layout.join(staging, "data"),
-            quarantine_staging_root=layout.join(staging, "quarantine"),
-            date_layout=req.date_layout, tables=plans,
-            archive_files=tuple(loc for loc, _, _ in files),
-        )
+    b_cfg = StageBConfig(
+        source_id=req.source_id, run_id=req.run_id,
+        staging_root=layout.join(staging, "data"),
+        quarantine_staging_root=layout.join(staging, "quarantine"),
+        date_layout=req.date_layout,
+        tables={t: tuple(c.columns) for t, c in changes.items()},
+    )
+    tasks = plan_stage_b_tasks(stats.work_files, drop)
+    manifest: list[dict] = []
+    if tasks:
 
         def stage_b(batches):
-            from pyspark import TaskContext
+            return run_stage_b(batches, b_cfg)
 
-            ctx = TaskContext.get()
-            return run_stage_b(batches, b_cfg, ctx.partitionId() if ctx else 0)
-
+        t = time.monotonic()
         sc.setJobDescription(f"sync {req.source_id}: write tables")
-        kept = parsed.filter(F.col("kind") != STATS).join(
-            F.broadcast(losers.select("file_idx", "line_no")), ["file_idx", "line_no"], "left_anti"
-        )
-        manifest = [r.asDict() for r in kept.mapInArrow(stage_b, MANIFEST_SCHEMA).collect()]
-        losers.unpersist()
-    finally:
-        parsed.unpersist()
-        sc.setJobDescription(None)
+        try:
+            tasks_df = spark.createDataFrame(sc.parallelize(tasks, len(tasks)), STAGE_B_TASK_SCHEMA)
+            manifest = [r.asDict() for r in tasks_df.mapInArrow(stage_b, MANIFEST_SCHEMA).collect()]
+        finally:
+            sc.setJobDescription(None)
+        timings["write_s"] = time.monotonic() - t
+    storage.delete_dir(layout.join(staging, "work"))
 
     # ------------------------------------------------------------------ reconcile, commit
+    lines_in = stats.lines_in
     rows: Counter[tuple[str, str]] = Counter()
     files_out: defaultdict[tuple[str, str], list[dict]] = defaultdict(list)
     values_q: Counter[str] = Counter()
-    lines_q = 0
-    quarantine_hours: set[str] = set()
+    lines_q = sum(stats.lines_quarantined.values())
+    quarantine_hours: set[str] = {h for h, _, _, _ in stats.quarantine_files}
     for m in manifest:
         if m["entry"] == "file":
             rows[(m["table"], m["hour"])] += m["rows"]
@@ -291,7 +311,6 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
             if m["location"]:
                 files_out[(m["table"], m["hour"])].append(m)
         elif m["entry"] == "quarantine":
-            lines_q += m["lines_quarantined"]
             quarantine_hours.add(m["hour"])
     messages_written = sum(n for (t, _), n in rows.items() if t != TRACKS_TABLE)
     dup_total = sum(duplicates.values())
@@ -334,6 +353,7 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
         "hours_synced": [str(_hour_from_compact(h)) for h in hours_with_files],
         "recovered_commits": recovered, "files_in": len(files),
         "bytes_in": sum(s for _, _, s in files),
+        "timings": {k: round(v, 3) for k, v in timings.items()},
     }
     return _finish(req, base, t0, table_reports, source)
 

@@ -1,13 +1,18 @@
 """The two passes of a sync that run inside Spark's Python workers (``mapInArrow``).
 
-Stage A (one task per archive file) reads each line once: parse, validate, flatten, classify
-every value's kind. It emits one row per line (a message, or a quarantined line) and, last,
-one statistics row: for each table, how often each *signature* (its columns and their kinds)
-was seen. The driver turns those into column types without another pass over the data.
+Stage A (one task per archive file) reads each line once: parse, validate, flatten. Valid
+messages are buffered per table and written, a few thousand rows at a time, as *work files*:
+Arrow IPC files with one column per flattened column, each a plain Arrow array when its
+values share a JSON type, else text plus kind (``columnar.py``). Kinds are counted per column
+with Arrow kernels while the buffer is turned into columns, so the driver learns every
+column's statistics without a second pass. Rejected lines go straight to the staged
+quarantine. The task emits one small *key* row per message (id, receivedAt, position) for the
+deduplication, and one statistics row.
 
-Stage B (one task per cached stage-A partition, duplicates already removed by an anti-join in
-the JVM) casts the messages to the decided types and writes one Parquet file per table and
-hour into the run's staging area, plus the hour's quarantine file. It returns a manifest.
+Stage B (one task per group of work files of one table) drops the duplicates the driver
+found, casts every column to its decided type with Arrow kernels (values that do not fit go
+to quarantine with their reason), and writes one Parquet file per table and hour into the
+run's staging area, plus the values' quarantine. It returns a manifest.
 """
 
 from __future__ import annotations
@@ -16,45 +21,41 @@ import base64
 import marshal
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import repeat
 
+import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.spec import layout
-from datalake_assets.spec.messages import Rejected, is_tracks_column, parse_line
+from datalake_assets.spec.columnar import ARROW_TYPES, cast_array, column_array, kind_counts
+from datalake_assets.spec.messages import Rejected, is_tracks_column, parse_fast
 from datalake_assets.spec.naming import TRACKS_TABLE
-from datalake_assets.spec.types import (
-    BIGINT,
-    BOOLEAN,
-    DOUBLE,
-    STRING,
-    TIMESTAMP,
-    CastError,
-    cast,
-    value_text,
-)
+from datalake_assets.spec.types import N_KINDS
 from datalake_assets.transform import storage
 
-ROW, QUARANTINED_LINE, STATS = 0, 1, 2
+ROW, STATS = 0, 2
 
 STAGE_A_SCHEMA = (
     "kind byte, table string, hour string, message_id string, received_at long, "
-    "file_idx int, line_no long, payload binary, reason string"
+    "file_idx int, line_no long, payload binary"
 )
+STAGE_B_TASK_SCHEMA = "task int, table string, items string"
 MANIFEST_SCHEMA = (
     "entry string, table string, hour string, location string, rows long, bytes long, "
     "values_quarantined long, lines_quarantined long"
 )
+_MANIFEST_ARROW = pa.schema(
+    [("entry", pa.string()), ("table", pa.string()), ("hour", pa.string()),
+     ("location", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64()),
+     ("values_quarantined", pa.int64()), ("lines_quarantined", pa.int64())]
+)
+STANDARD_TABLES = frozenset({"identifies", "pages", "screens", "groups", "aliases"})
 
-ARROW_TYPES = {
-    BIGINT: pa.int64(),
-    DOUBLE: pa.float64(),
-    BOOLEAN: pa.bool_(),
-    STRING: pa.string(),
-    TIMESTAMP: pa.timestamp("us", tz="UTC"),
-}
-_STANDARD_TABLES = frozenset({"identifies", "pages", "screens", "groups", "aliases"})
+# Columns of a work file that are not message columns (message columns are [a-z0-9_]).
+W_LINE, W_MESSAGE_ID, W_PROBLEMS = "#line", "#message_id", "#problems"
 
 QUARANTINE_SCHEMA = pa.schema(
     [
@@ -75,6 +76,22 @@ QUARANTINE_SCHEMA = pa.schema(
 )
 
 
+def _hour(compact: str) -> layout.ArchiveHour:
+    return layout.ArchiveHour.parse(f"{compact[:4]}-{compact[4:6]}-{compact[6:8]}T{compact[8:10]}")
+
+
+def _write_quarantine(root: str, hour: str, name_task: int, seq: int, run_id: str,
+                      records: list[dict]) -> tuple[str, int]:
+    h = _hour(hour)
+    directory = layout.join(root, f"day={h.day}", f"hr={h.hr}")
+    location = layout.join(directory, layout.data_file_name(h, run_id, name_task, seq))
+    fs, path = storage.resolve(location)
+    fs.create_dir(storage.resolve(directory)[1], recursive=True)
+    pq.write_table(pa.Table.from_pylist(records, schema=QUARANTINE_SCHEMA), path, filesystem=fs,
+                   compression="snappy")
+    return location, fs.get_file_info(path).size
+
+
 # ---------------------------------------------------------------------------------- stage A
 
 
@@ -82,375 +99,372 @@ QUARANTINE_SCHEMA = pa.schema(
 class StageAConfig:
     max_message_bytes: int
     max_depth: int
-    signature_limit: int = 4096  # distinct signatures per table before counting per column
+    source_id: str
+    run_id: str
+    work_root: str  # <staging>/work: the work files, by table
+    quarantine_root: str  # <staging>/quarantine: mirrors <lake>/quarantine/<source_dir>
+    archive_files: tuple[str, ...] = ()  # file_idx -> location (for quarantine records)
+    flush_rows: int = 16_384  # rows of one table per work file
+    buffered_rows: int = 65_536  # rows of all tables held by a task before everything is flushed
+
+
+class _TableBuffer:
+    __slots__ = ("rows", "lines", "ids", "problems", "columns", "seq")
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+        self.lines: list[int] = []
+        self.ids: list[str] = []
+        self.problems: list[bytes | None] = []
+        self.columns: set[str] = set()
+        self.seq = 0
+
+
+class _StageA:
+    """The state of one stage-A task: buffers, statistics, what it wrote."""
+
+    def __init__(self, cfg: StageAConfig) -> None:
+        self.cfg = cfg
+        self.lines_in = 0
+        self.counts: dict[str, dict[str, list[int]]] = {}
+        self.messages: dict[str, int] = {}
+        self.lines_quarantined: dict[str, int] = {}
+        self.work_files: list[tuple[str, str, int, str, int]] = []  # table, hour, file, loc, rows
+        self.quarantine_files: list[tuple[str, str, int, int]] = []  # hour, location, rows, bytes
+
+    def read_file(self, file_idx: int, location: str, hour: str) -> Iterator[pa.RecordBatch]:
+        cfg = self.cfg
+        buffers: dict[str, _TableBuffer] = {}
+        rejected: list[dict] = []
+        keys: list[list] = [[], [], [], []]  # table, message id, receivedAt, line
+        buffered = 0
+        line_no = 0
+        try:
+            for raw in storage.iter_lines(location):
+                line_no += 1
+                if not raw.strip():
+                    continue  # blank lines carry nothing (not counted as input)
+                self.lines_in += 1
+                try:
+                    m = parse_fast(raw, cfg.max_message_bytes, cfg.max_depth)
+                except Rejected as r:
+                    rejected.append(self._line_record(file_idx, line_no, raw, r.reason, r.detail))
+                    continue
+                buf = buffers.get(m.table)
+                if buf is None:
+                    buf = buffers[m.table] = _TableBuffer()
+                buf.rows.append(m.flat)
+                buf.lines.append(line_no)
+                buf.ids.append(m.message_id)
+                buf.problems.append(orjson.dumps(m.problems) if m.problems else None)
+                buf.columns.update(m.flat)
+                keys[0].append(m.table)
+                keys[1].append(m.message_id)
+                keys[2].append(m.received_at)
+                keys[3].append(line_no)
+                buffered += 1
+                if len(buf.rows) >= cfg.flush_rows:
+                    buffered -= len(buf.rows)
+                    self._flush(m.table, buf, file_idx, hour)
+                if buffered >= cfg.buffered_rows:
+                    for table, b in buffers.items():
+                        self._flush(table, b, file_idx, hour)
+                    buffered = 0
+                if len(keys[0]) >= 8192:
+                    yield self._keys(keys, file_idx, hour)
+                    keys = [[], [], [], []]
+        except (OSError, zlib.error, EOFError) as e:
+            # A corrupt or unreadable file: what was read stays; the rest is quarantined as
+            # one entry that names the file, so a replay can pick it up once fixed.
+            self.lines_in += 1
+            rejected.append(self._line_record(file_idx, line_no + 1, b"", "unreadable_file",
+                                              f"{type(e).__name__}: {e}"))
+        for table, b in buffers.items():
+            self._flush(table, b, file_idx, hour)
+        if keys[0]:
+            yield self._keys(keys, file_idx, hour)
+        if rejected:
+            location_q, size = _write_quarantine(cfg.quarantine_root, hour, file_idx, 1,
+                                                 cfg.run_id, rejected)
+            self.quarantine_files.append((hour, location_q, len(rejected), size))
+            self.lines_quarantined[hour] = self.lines_quarantined.get(hour, 0) + len(rejected)
+
+    def _line_record(self, file_idx: int, line_no: int, raw: bytes, reason: str, detail: str) -> dict:
+        try:
+            text, b64 = raw.decode("utf-8"), None
+        except UnicodeDecodeError:
+            text, b64 = raw.decode("utf-8", "replace"), base64.b64encode(raw).decode("ascii")
+        files = self.cfg.archive_files
+        return {
+            "source_id": self.cfg.source_id, "run_id": self.cfg.run_id, "level": "line",
+            "reason": reason, "detail": detail,
+            "archive_file": files[file_idx] if file_idx < len(files) else None,
+            "line_number": line_no, "raw_line": text, "raw_line_base64": b64,
+        }
+
+    @staticmethod
+    def _keys(keys: list[list], file_idx: int, hour: str) -> pa.RecordBatch:
+        n = len(keys[0])
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array([ROW] * n, pa.int8()),
+                pa.array(keys[0], pa.string()),
+                pa.array([hour] * n, pa.string()),
+                pa.array(keys[1], pa.string()),
+                pa.array(keys[2], pa.int64()),
+                pa.array([file_idx] * n, pa.int32()),
+                pa.array(keys[3], pa.int64()),
+                pa.nulls(n, pa.binary()),
+            ],
+            names=["kind", "table", "hour", "message_id", "received_at", "file_idx", "line_no",
+                   "payload"],
+        )
+
+    def _flush(self, table: str, buf: _TableBuffer, file_idx: int, hour: str) -> None:
+        rows = buf.rows
+        if not rows:
+            return
+        counts = self.counts.setdefault(table, {})
+        names = [W_LINE, W_MESSAGE_ID, W_PROBLEMS]
+        arrays = [pa.array(buf.lines, pa.int64()), pa.array(buf.ids, pa.string()),
+                  pa.array(buf.problems, pa.binary())]
+        for column in sorted(buf.columns):
+            arr = column_array(list(map(dict.get, rows, repeat(column))))
+            names.append(column)
+            arrays.append(arr)
+            c = kind_counts(arr)
+            total = counts.get(column)
+            if total is None:
+                counts[column] = c
+            else:
+                for k in range(N_KINDS):
+                    total[k] += c[k]
+        self.messages[table] = self.messages.get(table, 0) + len(rows)
+        location = layout.join(self.cfg.work_root, table, f"{hour}-{file_idx:05d}-{buf.seq:04d}.arrow")
+        fs, path = storage.resolve(location)
+        fs.create_dir(storage.resolve(layout.join(self.cfg.work_root, table))[1], recursive=True)
+        batch = pa.RecordBatch.from_arrays(arrays, names=names)
+        with fs.open_output_stream(path) as sink, pa.ipc.new_file(sink, batch.schema) as w:
+            w.write_batch(batch)
+        self.work_files.append((table, hour, file_idx, location, len(rows)))
+        buf.seq += 1
+        buf.rows, buf.lines, buf.ids, buf.problems, buf.columns = [], [], [], [], set()
+
+    def stats(self) -> pa.RecordBatch:
+        payload = marshal.dumps({
+            "lines_in": self.lines_in, "counts": self.counts, "messages": self.messages,
+            "lines_quarantined": self.lines_quarantined, "work_files": self.work_files,
+            "quarantine_files": self.quarantine_files,
+        })
+        return pa.RecordBatch.from_arrays(
+            [pa.array([STATS], pa.int8()), pa.nulls(1, pa.string()), pa.nulls(1, pa.string()),
+             pa.nulls(1, pa.string()), pa.nulls(1, pa.int64()), pa.array([-1], pa.int32()),
+             pa.array([-1], pa.int64()), pa.array([payload], pa.binary())],
+            names=["kind", "table", "hour", "message_id", "received_at", "file_idx", "line_no",
+                   "payload"],
+        )
 
 
 def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterator[pa.RecordBatch]:
-    """Input rows: ``file_idx, location, hour``. Output: ``STAGE_A_SCHEMA`` batches."""
-    out = _StageAOut()
-    sigs: dict[str, dict[tuple, int]] = {}
-    # Tables with too many distinct signatures (keys that vary per event) are counted per column
-    # instead, so memory stays bounded whatever the traffic looks like.
-    folded: dict[str, dict[str, list[int]]] = {}
-    folded_messages: dict[str, int] = {}
-    lines_in = 0
+    """Input rows: ``file_idx, location, hour``. Output: ``STAGE_A_SCHEMA`` batches: key rows,
+    then one statistics row."""
+    task = _StageA(cfg)
     for batch in batches:
         cols = batch.to_pydict()
         for file_idx, location, hour in zip(cols["file_idx"], cols["location"], cols["hour"]):
-            line_no = 0
-            try:
-                for raw in storage.iter_lines(location):
-                    line_no += 1
-                    if not raw.strip():
-                        continue  # blank lines carry nothing (not counted as input)
-                    lines_in += 1
-                    try:
-                        m = parse_line(raw, cfg.max_message_bytes, cfg.max_depth)
-                    except Rejected as r:
-                        out.add(QUARANTINED_LINE, None, hour, None, None, file_idx, line_no,
-                                raw, f"{r.reason}\t{r.detail}")
-                    else:
-                        per_table = sigs.get(m.table)
-                        if per_table is None:
-                            if m.table in folded:
-                                _count_columns(folded[m.table], m.flat, m.kinds, 1)
-                                folded_messages[m.table] += 1
-                                per_table = None
-                            else:
-                                per_table = sigs[m.table] = {}
-                        if per_table is not None:
-                            sig = (tuple(m.flat), tuple(m.kinds))
-                            per_table[sig] = per_table.get(sig, 0) + 1
-                            if len(per_table) > cfg.signature_limit:
-                                _fold(m.table, sigs, folded, folded_messages)
-                        out.add(ROW, m.table, hour, m.message_id, m.received_at, file_idx,
-                                line_no, marshal.dumps((m.flat, m.problems)), None)
-                    if out.full():
-                        yield out.flush()
-            except (OSError, zlib.error, EOFError) as e:
-                # A corrupt or unreadable file: what was read stays; the rest is quarantined
-                # as one entry that names the file, so a replay can pick it up once fixed.
-                lines_in += 1
-                out.add(QUARANTINED_LINE, None, hour, None, None, file_idx, line_no + 1,
-                        b"", f"unreadable_file\t{type(e).__name__}: {e}")
-    stats = {"lines_in": lines_in, "signatures": sigs, "columns": folded,
-             "column_messages": folded_messages}
-    out.add(STATS, None, None, None, None, -1, -1, marshal.dumps(stats), None)
-    yield out.flush()
+            yield from task.read_file(file_idx, location, hour)
+    yield task.stats()
 
 
-def _count_columns(per_column: dict[str, list[int]], columns, kinds, n: int) -> None:
-    from datalake_assets.spec.types import N_KINDS
+@dataclass
+class StageAStats:
+    """Stage A's statistics of all tasks, merged on the driver."""
 
-    for col, k in zip(columns, kinds):
-        c = per_column.get(col)
-        if c is None:
-            c = per_column[col] = [0] * N_KINDS
-        c[k] += n
-
-
-def _fold(table: str, sigs: dict, folded: dict, folded_messages: dict) -> None:
-    per_column: dict[str, list[int]] = {}
-    total = 0
-    for (columns, kinds), n in sigs.pop(table).items():
-        _count_columns(per_column, columns, kinds, n)
-        total += n
-    folded[table] = per_column
-    folded_messages[table] = total
+    lines_in: int
+    counts: dict[str, dict[str, list[int]]]  # table -> column -> kind counts
+    messages: dict[str, int]
+    lines_quarantined: dict[str, int]  # hour -> lines
+    work_files: list[tuple[str, str, int, str, int]]  # (table, hour, file_idx, location, rows)
+    quarantine_files: list[tuple[str, str, int, int]]  # (hour, location, rows, bytes)
 
 
-class _StageAOut:
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self.cols: list[list] = [[] for _ in range(9)]
+def merge_stats(payloads: list[bytes]) -> StageAStats:
+    """Merge the statistics rows of every stage-A task. The ``tracks`` table's statistics are
+    derived here from the track tables' (their columns without ``properties_*``)."""
+    out = StageAStats(0, {}, {}, {}, [], [])
 
-    def add(self, *values: object) -> None:
-        for col, v in zip(self.cols, values):
-            col.append(v)
-
-    def full(self) -> bool:
-        return len(self.cols[0]) >= self.size
-
-    def flush(self) -> pa.RecordBatch:
-        c = self.cols
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.array(c[0], pa.int8()),
-                pa.array(c[1], pa.string()),
-                pa.array(c[2], pa.string()),
-                pa.array(c[3], pa.string()),
-                pa.array(c[4], pa.int64()),
-                pa.array(c[5], pa.int32()),
-                pa.array(c[6], pa.int64()),
-                pa.array(c[7], pa.binary()),
-                pa.array(c[8], pa.string()),
-            ],
-            names=["kind", "table", "hour", "message_id", "received_at", "file_idx",
-                   "line_no", "payload", "reason"],
-        )
-        self.cols = [[] for _ in range(9)]
-        return batch
-
-
-def merge_signature_stats(
-    stats_payloads: list[bytes],
-) -> tuple[int, dict[str, dict[str, list[int]]], dict[str, int]]:
-    """``(lines_in, {table: {column: kind counts}}, {table: messages})`` from stage A's stats
-    rows. The ``tracks`` table is derived here from the track tables' signatures."""
-    from datalake_assets.spec.types import N_KINDS
-
-    lines_in = 0
-    counts: dict[str, dict[str, list[int]]] = {}
-    messages: dict[str, int] = {}
-
-    def add(table: str, columns: tuple, kinds: tuple, n: int, keep=None) -> None:
-        per = counts.setdefault(table, {})
-        for col, k in zip(columns, kinds):
+    def add(table: str, per_column: dict[str, list[int]], n: int, keep=None) -> None:
+        per = out.counts.setdefault(table, {})
+        for col, kinds in per_column.items():
             if keep is not None and not keep(col):
                 continue
             c = per.get(col)
             if c is None:
-                c = per[col] = [0] * N_KINDS
-            c[k] += n
-        messages[table] = messages.get(table, 0) + n
+                per[col] = list(kinds)
+            else:
+                for k, v in enumerate(kinds):
+                    c[k] += v
+        out.messages[table] = out.messages.get(table, 0) + n
 
-    for payload in stats_payloads:
-        stats = marshal.loads(payload)
-        lines_in += stats["lines_in"]
-        for table, sigs in stats["signatures"].items():
-            track = table not in _STANDARD_TABLES
-            for (columns, kinds), n in sigs.items():
-                add(table, columns, kinds, n)
-                if track:
-                    add(TRACKS_TABLE, columns, kinds, n, keep=is_tracks_column)
-        for table, per_column in stats["columns"].items():
-            targets = [(table, None)]
-            if table not in _STANDARD_TABLES:
-                targets.append((TRACKS_TABLE, is_tracks_column))
-            for target, keep in targets:
-                per = counts.setdefault(target, {})
-                for col, kind_counts in per_column.items():
-                    if keep is not None and not keep(col):
-                        continue
-                    c = per.setdefault(col, [0] * len(kind_counts))
-                    for k, n in enumerate(kind_counts):
-                        c[k] += n
-                messages[target] = messages.get(target, 0) + stats["column_messages"][table]
-    return lines_in, counts, messages
+    for payload in payloads:
+        s = marshal.loads(payload)
+        out.lines_in += s["lines_in"]
+        for table, per_column in s["counts"].items():
+            n = s["messages"][table]
+            add(table, per_column, n)
+            if table not in STANDARD_TABLES:
+                add(TRACKS_TABLE, per_column, n, keep=is_tracks_column)
+        for hour, n in s["lines_quarantined"].items():
+            out.lines_quarantined[hour] = out.lines_quarantined.get(hour, 0) + n
+        out.work_files.extend(tuple(w) for w in s["work_files"])
+        out.quarantine_files.extend(tuple(q) for q in s["quarantine_files"])
+    return out
 
 
 # ---------------------------------------------------------------------------------- stage B
 
 
 @dataclass(frozen=True)
-class TablePlan:
-    """How stage B writes one table: its columns in order, their types, which need casting."""
-
-    columns: tuple[tuple[str, str], ...]
-    cast_columns: frozenset[str] = field(default_factory=frozenset)
-
-    def arrow_schema(self) -> pa.Schema:
-        return pa.schema([(c, ARROW_TYPES[t]) for c, t in self.columns])
-
-
-@dataclass(frozen=True)
 class StageBConfig:
     source_id: str
     run_id: str
-    staging_root: str  # <staging>/<source_dir>: mirrors <lake>/data/<source_dir>
-    quarantine_staging_root: str  # mirrors <lake>/quarantine/<source_dir>
+    staging_root: str  # <staging>/data: mirrors <lake>/data/<source_dir>
+    quarantine_staging_root: str  # <staging>/quarantine: mirrors <lake>/quarantine/<source_dir>
     date_layout: str
-    tables: dict[str, TablePlan]
-    archive_files: tuple[str, ...]  # file_idx -> location
-    rows_per_group: int = 100_000
+    tables: dict[str, tuple[tuple[str, str], ...]]  # table -> columns and types, in order
 
 
-def run_stage_b(
-    batches: Iterator[pa.RecordBatch], cfg: StageBConfig, task: int
-) -> Iterator[pa.RecordBatch]:
-    writer = _StageBWriter(cfg, task)
+def plan_stage_b_tasks(
+    work_files: list[tuple[str, str, int, str, int]],
+    drop: dict[tuple[str, int], list[int]],
+    target_rows: int = 250_000,
+) -> list[tuple[int, str, str]]:
+    """Group work files into stage-B tasks: ``(task, table, items JSON)``. A task writes one
+    table; big tables are split so no task gets much more than ``target_rows``. The ``tracks``
+    table reads every track table's work files. ``drop`` holds the duplicate lines to skip, by
+    ``(table, file_idx)``."""
+    by_table: dict[str, list[tuple[str, int, str, int, str]]] = {}
+    for table, hour, file_idx, location, rows in work_files:
+        entry = (hour, file_idx, location, rows, table)
+        by_table.setdefault(table, []).append(entry)
+        if table not in STANDARD_TABLES:
+            by_table.setdefault(TRACKS_TABLE, []).append(entry)
+    groups: list[tuple[int, str, list]] = []
+    for table in sorted(by_table):
+        current: list[dict] = []
+        size = 0
+        for hour, file_idx, location, rows, src in sorted(by_table[table]):
+            current.append({"hour": hour, "file_idx": file_idx, "location": location,
+                            "drop": drop.get((src, file_idx), [])})
+            size += rows
+            if size >= target_rows:
+                groups.append((size, table, current))
+                current, size = [], 0
+        if current:
+            groups.append((size, table, current))
+    groups.sort(key=lambda g: -g[0])  # biggest first: better packing on few cores
+    return [(i, table, orjson.dumps(items).decode()) for i, (_, table, items) in enumerate(groups)]
+
+
+def run_stage_b(batches: Iterator[pa.RecordBatch], cfg: StageBConfig) -> Iterator[pa.RecordBatch]:
+    """Input: ``STAGE_B_TASK_SCHEMA`` rows. Output: the manifest of what was written."""
     for batch in batches:
         d = batch.to_pydict()
-        for kind, table, hour, mid, file_idx, line_no, payload, reason in zip(
-            d["kind"], d["table"], d["hour"], d["message_id"], d["file_idx"], d["line_no"],
-            d["payload"], d["reason"],
-        ):
-            if kind == ROW:
-                flat, problems = marshal.loads(payload)
-                writer.add_row(table, hour, flat)
-                for column, value, why in problems:
-                    writer.quarantine_value(hour, table, column, value, why, mid)
-            elif kind == QUARANTINED_LINE:
-                writer.quarantine_line(hour, file_idx, line_no, payload, reason)
-    yield from writer.close()
+        for task, table, items in zip(d["task"], d["table"], d["items"]):
+            yield from _StageBTask(cfg, task, table).run(orjson.loads(items))
 
 
-class _StageBWriter:
-    def __init__(self, cfg: StageBConfig, task: int) -> None:
+class _StageBTask:
+    def __init__(self, cfg: StageBConfig, task: int, table: str) -> None:
         self.cfg = cfg
         self.task = task
-        self.buffers: dict[tuple[str, str], list[dict]] = {}
-        self.writers: dict[tuple[str, str], tuple[pq.ParquetWriter, str, list[int]]] = {}
-        self.values_quarantined: dict[tuple[str, str], int] = {}
+        self.table = table
+        self.columns = cfg.tables[table]
+        self.schema = pa.schema([(c, ARROW_TYPES[t]) for c, t in self.columns])
+        self.writers: dict[str, tuple[pq.ParquetWriter, str, list[int]]] = {}
+        self.values_quarantined: dict[str, int] = {}
         self.quarantine: dict[str, list[dict]] = {}
-        self.lines_quarantined: dict[str, int] = {}
 
-    # rows ----------------------------------------------------------------------------
-    def add_row(self, table: str, hour: str, flat: dict) -> None:
-        self._buffer(table, hour).append(flat)
-        if table not in _STANDARD_TABLES:
-            self._buffer(TRACKS_TABLE, hour).append(flat)
+    def run(self, items: list[dict]) -> Iterator[pa.RecordBatch]:
+        for item in items:
+            self._one(item)
+        yield self._close()
 
-    def _buffer(self, table: str, hour: str) -> list[dict]:
-        key = (table, hour)
-        buf = self.buffers.get(key)
-        if buf is None:
-            buf = self.buffers[key] = []
-        elif len(buf) >= self.cfg.rows_per_group:
-            self._write(key, buf)
-            buf = self.buffers[key] = []
-        return buf
-
-    def _write(self, key: tuple[str, str], rows: list[dict]) -> None:
-        table, hour = key
-        plan = self.cfg.tables[table]
-        arrow_table = self._to_arrow(table, hour, plan, rows)
-        entry = self.writers.get(key)
-        if entry is None:
-            h = layout.ArchiveHour.parse(f"{hour[:4]}-{hour[4:6]}-{hour[6:8]}T{hour[8:10]}")
-            directory = layout.join(
-                self.cfg.staging_root,
-                f"segment_type={table}",
-                layout.date_partition_path(self.cfg.date_layout, h),
-            )
-            location = layout.join(
-                directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0)
-            )
-            fs, path = storage.resolve(location)
-            fs.create_dir(storage.resolve(directory)[1], recursive=True)
-            pq_writer = pq.ParquetWriter(
-                path, plan.arrow_schema(), filesystem=fs, compression="snappy"
-            )
-            entry = self.writers[key] = (pq_writer, location, [0])
-        entry[0].write_table(arrow_table)
-        entry[2][0] += len(rows)
-
-    def _to_arrow(self, table: str, hour: str, plan: TablePlan, rows: list[dict]) -> pa.Table:
-        plain = [(c, t) for c, t in plan.columns if c not in plan.cast_columns]
-        base = pa.Table.from_pylist(rows, schema=pa.schema([(c, ARROW_TYPES[t]) for c, t in plain]))
+    def _one(self, item: dict) -> None:
+        hour = item["hour"]
+        fs, path = storage.resolve(item["location"])
+        with fs.open_input_file(path) as f:
+            data = pa.ipc.open_file(f).read_all()
+        if item["drop"]:
+            keep = pc.invert(pc.is_in(data.column(W_LINE), value_set=pa.array(item["drop"], pa.int64())))
+            data = data.filter(keep)
+        n = data.num_rows
+        if n == 0:
+            return
+        ids = data.column(W_MESSAGE_ID).combine_chunks()
+        present = set(data.column_names)
         arrays = []
-        for column, typ in plan.columns:
-            if column not in plan.cast_columns:
-                arrays.append(base.column(column))
+        for column, typ in self.columns:
+            if column not in present:
+                arrays.append(pa.nulls(n, ARROW_TYPES[typ]))
                 continue
-            arrays.append(self._cast_column(table, hour, column, typ, rows))
-        return pa.Table.from_arrays(arrays, schema=plan.arrow_schema())
+            out, misfits = cast_array(data.column(column).combine_chunks(), typ)
+            arrays.append(out)
+            for row, value, reason in misfits:
+                self._value(hour, column, value, "type_mismatch", reason, ids[row].as_py())
+        if self.table != TRACKS_TABLE:  # flatten's problems, once per message (not in tracks)
+            problems = data.column(W_PROBLEMS).combine_chunks()
+            if problems.null_count < n:
+                for row in pc.indices_nonzero(pc.is_valid(problems)).to_pylist():
+                    for column, value, why in orjson.loads(problems[row].as_py()):
+                        reason, _, detail = why.partition(": ")
+                        if reason == "column_name_collision":
+                            detail = f"lost key path: {detail}"
+                        self._value(hour, column, value, reason, detail, ids[row].as_py())
+        self._writer(hour).write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        self.writers[hour][2][0] += n
 
-    def _cast_column(self, table: str, hour: str, column: str, typ: str, rows: list[dict]):
-        values = [r.get(column) for r in rows]
-        if typ == TIMESTAMP:
-            try:  # vectorised fast path: Arrow parses strict ISO-8601 with a zone
-                return pa.array(values, pa.string()).cast(ARROW_TYPES[TIMESTAMP])
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                pass
-        out = []
-        for r, v in zip(rows, values):
-            if v is None:
-                out.append(None)
-                continue
-            try:
-                out.append(cast(v, typ))
-            except CastError as e:
-                out.append(None)
-                self.quarantine_value(
-                    hour, table, column, value_text(v), f"type_mismatch\t{e}",
-                    r.get("message_id"),
-                )
-        return pa.array(out, ARROW_TYPES[typ]) if typ != TIMESTAMP else pa.array(
-            out, pa.int64()
-        ).cast(ARROW_TYPES[TIMESTAMP])
-
-    # quarantine --------------------------------------------------------------------------
-    def quarantine_value(
-        self, hour: str, table: str, column: str, value: str, why: str, message_id
-    ) -> None:
-        reason, _, detail = why.partition("\t")
-        if reason.startswith("column_name_collision"):
-            reason, _, detail = why.partition(": ")
-            detail = f"lost key path: {detail}"
-        self.quarantine.setdefault(hour, []).append(
-            {
-                "source_id": self.cfg.source_id, "run_id": self.cfg.run_id, "level": "value",
-                "reason": reason, "detail": detail, "table_name": table, "column_name": column,
-                "value": value, "message_id": message_id,
-            }
-        )
-        key = (table, hour)
-        self.values_quarantined[key] = self.values_quarantined.get(key, 0) + 1
-
-    def quarantine_line(self, hour: str, file_idx: int, line_no: int, raw: bytes, why: str) -> None:
-        reason, _, detail = why.partition("\t")
-        try:
-            text, b64 = raw.decode("utf-8"), None
-        except UnicodeDecodeError:
-            text, b64 = raw.decode("utf-8", "replace"), base64.b64encode(raw).decode("ascii")
-        self.quarantine.setdefault(hour, []).append(
-            {
-                "source_id": self.cfg.source_id, "run_id": self.cfg.run_id, "level": "line",
-                "reason": reason, "detail": detail,
-                "archive_file": self.cfg.archive_files[file_idx], "line_number": line_no,
-                "raw_line": text, "raw_line_base64": b64,
-            }
-        )
-        self.lines_quarantined[hour] = self.lines_quarantined.get(hour, 0) + 1
-
-    # close -----------------------------------------------------------------------------------
-    def close(self) -> Iterator[pa.RecordBatch]:
-        for key, rows in list(self.buffers.items()):
-            if rows:
-                self._write(key, rows)
-        manifest: list[dict] = []
-        for (table, hour), (pq_writer, location, n) in self.writers.items():
-            pq_writer.close()
-            fs, path = storage.resolve(location)
-            manifest.append(
-                {
-                    "entry": "file", "table": table, "hour": hour, "location": location,
-                    "rows": n[0], "bytes": fs.get_file_info(path).size,
-                    "values_quarantined": self.values_quarantined.get((table, hour), 0),
-                    "lines_quarantined": 0,
-                }
-            )
-        for (table, hour), n in self.values_quarantined.items():
-            if (table, hour) not in self.writers:  # values quarantined from rows never written
-                manifest.append(
-                    {"entry": "file", "table": table, "hour": hour, "location": None, "rows": 0,
-                     "bytes": 0, "values_quarantined": n, "lines_quarantined": 0}
-                )
-        for hour, records in self.quarantine.items():
-            h = layout.ArchiveHour.parse(f"{hour[:4]}-{hour[4:6]}-{hour[6:8]}T{hour[8:10]}")
-            directory = layout.join(
-                self.cfg.quarantine_staging_root, f"day={h.day}", f"hr={h.hr}"
-            )
+    def _writer(self, hour: str) -> pq.ParquetWriter:
+        entry = self.writers.get(hour)
+        if entry is None:
+            h = _hour(hour)
+            directory = layout.join(self.cfg.staging_root, f"segment_type={self.table}",
+                                    layout.date_partition_path(self.cfg.date_layout, h))
             location = layout.join(directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0))
             fs, path = storage.resolve(location)
             fs.create_dir(storage.resolve(directory)[1], recursive=True)
-            pq.write_table(
-                pa.Table.from_pylist(records, schema=QUARANTINE_SCHEMA), path, filesystem=fs,
-                compression="snappy",
-            )
-            manifest.append(
-                {"entry": "quarantine", "table": None, "hour": hour, "location": location,
-                 "rows": len(records), "bytes": fs.get_file_info(path).size,
-                 "values_quarantined": sum(1 for r in records if r["level"] == "value"),
-                 "lines_quarantined": self.lines_quarantined.get(hour, 0)}
-            )
-        if manifest:
-            yield pa.RecordBatch.from_pylist(
-                manifest,
-                schema=pa.schema(
-                    [("entry", pa.string()), ("table", pa.string()), ("hour", pa.string()),
-                     ("location", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64()),
-                     ("values_quarantined", pa.int64()), ("lines_quarantined", pa.int64())]
-                ),
-            )
+            w = pq.ParquetWriter(path, self.schema, filesystem=fs, compression="snappy")
+            entry = self.writers[hour] = (w, location, [0])
+        return entry[0]
+
+    def _value(self, hour: str, column: str, value: str, reason: str, detail: str,
+               message_id: str | None) -> None:
+        self.quarantine.setdefault(hour, []).append({
+            "source_id": self.cfg.source_id, "run_id": self.cfg.run_id, "level": "value",
+            "reason": reason, "detail": detail, "table_name": self.table, "column_name": column,
+            "value": value, "message_id": message_id,
+        })
+        self.values_quarantined[hour] = self.values_quarantined.get(hour, 0) + 1
+
+    def _close(self) -> pa.RecordBatch:
+        manifest: list[dict] = []
+        for hour, (w, location, n) in self.writers.items():
+            w.close()
+            fs, path = storage.resolve(location)
+            manifest.append({"entry": "file", "table": self.table, "hour": hour,
+                             "location": location, "rows": n[0],
+                             "bytes": fs.get_file_info(path).size,
+                             "values_quarantined": self.values_quarantined.get(hour, 0),
+                             "lines_quarantined": 0})
+        for hour, n in self.values_quarantined.items():
+            if hour not in self.writers:  # values quarantined from rows never written
+                manifest.append({"entry": "file", "table": self.table, "hour": hour,
+                                 "location": None, "rows": 0, "bytes": 0,
+                                 "values_quarantined": n, "lines_quarantined": 0})
+        for hour, records in self.quarantine.items():
+            location, size = _write_quarantine(self.cfg.quarantine_staging_root, hour, self.task,
+                                               0, self.cfg.run_id, records)
+            manifest.append({"entry": "quarantine", "table": self.table, "hour": hour,
+                             "location": location, "rows": len(records), "bytes": size,
+                             "values_quarantined": len(records), "lines_quarantined": 0})
+        return pa.RecordBatch.from_pylist(manifest, schema=_MANIFEST_ARROW)

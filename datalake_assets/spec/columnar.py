@@ -1,0 +1,347 @@
+"""Whole-column versions of ``types.py``'s per-value rules, on Arrow arrays.
+
+A sync classifies and casts *columns*, not values: stage A turns each table's buffered rows
+into one Arrow array per column (``column_array``) and counts the kinds in it
+(``kind_counts``); stage B casts each array to the column's decided type (``cast_array``) and
+gets back the values that do not fit, for the quarantine. The results are those of
+``types.kind_of`` and ``types.cast`` applied value by value (``test_columnar.py`` checks it on
+tricky values); only the speed differs: Arrow's C++ kernels instead of a Python call per value.
+
+A column whose values are all of one JSON type becomes a plain Arrow array (``int64``,
+``double``, ``bool``, ``string``, or ``null`` when every value is missing). A column that mixes
+JSON types (``1`` and ``"1"``, ``1`` and ``1.5``, ``true`` and ``"yes"``) becomes a ``MIXED``
+struct array: each value's text (``types.cast(v, "string")``) and its kind, computed per value.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from datalake_assets.spec.types import (
+    BIGINT,
+    BOOLEAN,
+    CASTABLE,
+    DOUBLE,
+    INT64_MAX,
+    INT64_MIN,
+    K_BIGNUM,
+    K_BOOL,
+    K_BOOLSTR,
+    K_FLOAT,
+    K_FLOATSTR,
+    K_INT,
+    K_INTSTR,
+    K_NONFINITE,
+    K_STR,
+    K_TS,
+    KIND_NAMES,
+    N_KINDS,
+    STRING,
+    TIMESTAMP,
+    cast,
+    kind_of,
+    parse_timestamp,
+    value_text,
+)
+
+MIXED = pa.struct([("text", pa.string()), ("kind", pa.int8())])
+TS_TYPE = pa.timestamp("us", tz="UTC")
+ARROW_TYPES = {
+    BIGINT: pa.int64(),
+    DOUBLE: pa.float64(),
+    BOOLEAN: pa.bool_(),
+    STRING: pa.string(),
+    TIMESTAMP: TS_TYPE,
+}
+_PLAIN = (pa.string(), pa.int64(), pa.float64(), pa.bool_(), pa.null())
+
+# The same patterns as types.py (RE2 syntax: "$" is the end of the text).
+_INT_RE = r"^-?(?:0|[1-9][0-9]*)$"
+_FLOAT_RE = r"^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?$"
+_TS_RE = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
+    r"(?:Z|z|[-+][0-9]{2}(?::?[0-9]{2})?)?$"
+)
+# Stricter than the pattern above: the fields of a real date-time. Arrow's parser is only
+# trusted with text that passes it (e.g. it would read "24:00" as the next day); anything else
+# that looks like a timestamp is decided by types.parse_timestamp, one value at a time.
+_TS_STRICT_RE = (
+    r"^[0-9]{3}[1-9]-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])[T ](?:[01][0-9]|2[0-3]):"
+    r"[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,9})?)?(?:Z|z|[-+](?:[01][0-9]|2[0-3])(?::?[0-5][0-9])?)?$"
+)
+_HAS_ZONE_RE = r"(?:Z|z|[-+][0-9]{2}(?::?[0-9]{2})?)$"
+_LOOKS_TYPED_RE = r"^[-0-9tTfF]"  # text that may be a number, a timestamp or a boolean
+_BOOL_WORDS = pa.array(["true", "false"])
+_BISECT_LEAF = 32
+
+# kinds that fit each type (the inverse of types.CASTABLE)
+FITS: dict[str, pa.Array] = {
+    t: pa.array([k for k in range(N_KINDS) if t in CASTABLE[k]], pa.int8())
+    for t in (BIGINT, DOUBLE, BOOLEAN, TIMESTAMP, STRING)
+}
+
+
+# ----------------------------------------------------------------------------------- build
+
+
+def column_array(values: list) -> pa.Array:
+    """One column of flattened values (``str``/``int``/``float``/``bool`` or ``None``)."""
+    try:
+        arr = pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return mixed_array(values)
+    t = arr.type
+    if t == pa.float64():
+        # [1, 2.5] infers double: the integer's text would change ("1" -> "1.0")
+        if any(type(v) is int for v in values):
+            return mixed_array(values)
+    elif t not in _PLAIN:
+        return mixed_array(values)
+    return arr
+
+
+def mixed_array(values: list) -> pa.Array:
+    texts: list[str | None] = []
+    kinds: list[int | None] = []
+    for v in values:
+        if v is None:
+            texts.append(None)
+            kinds.append(None)
+        else:
+            texts.append(cast(v, STRING))  # type: ignore[arg-type]
+            kinds.append(kind_of(v))
+    mask = pa.array([v is None for v in values], pa.bool_())
+    return pa.StructArray.from_arrays(
+        [pa.array(texts, pa.string()), pa.array(kinds, pa.int8())], fields=list(MIXED), mask=mask
+    )
+
+
+def is_mixed(arr: pa.Array) -> bool:
+    return arr.type == MIXED
+
+
+# ----------------------------------------------------------------------------------- kinds
+
+
+def _scatter(mask: pa.Array, values: pa.Array, default) -> pa.Array:
+    """An array as long as ``mask``: ``values`` (one per true of ``mask``) in order, else
+    ``default``."""
+    idx = pc.subtract(pc.cumulative_sum(pc.cast(mask, pa.int64())), 1)
+    idx = pc.if_else(mask, idx, pa.scalar(None, pa.int64()))
+    taken = values.take(idx) if len(values) else pa.nulls(len(mask), values.type)
+    if default is None:
+        return taken
+    return pc.if_else(mask, taken, pa.scalar(default, values.type))
+
+
+def _int_in_range(texts: pa.Array) -> pa.Array:
+    """For integer text: whether it fits 64 bits (checked in Python only past 18 digits)."""
+    long = pc.greater(pc.utf8_length(texts), 18)
+    if not pc.any(long).as_py():
+        return pc.is_valid(texts)
+    out = [
+        None if t is None else (not lg or INT64_MIN <= int(t) <= INT64_MAX)
+        for t, lg in zip(texts.to_pylist(), long.to_pylist())
+    ]
+    return pa.array(out, pa.bool_())
+
+
+def _finite_double(texts: pa.Array) -> pa.Array:
+    try:
+        return pc.is_finite(pc.cast(texts, pa.float64()))
+    except pa.ArrowInvalid:  # pragma: no cover - the pattern only lets numbers through
+        return pa.array([None if t is None else _py_finite(t) for t in texts.to_pylist()])
+
+
+def _py_finite(t: str) -> bool:
+    import math
+
+    try:
+        return math.isfinite(float(t))
+    except ValueError:
+        return False
+
+
+def parse_timestamps(texts: pa.Array) -> pa.Array:
+    """``timestamp[us, UTC]`` of each text, NULL where ``types.parse_timestamp`` says it is
+    not a timestamp."""
+    n = len(texts)
+    if n == 0:
+        return pa.array([], TS_TYPE)
+    strict = pc.fill_null(pc.match_substring_regex(texts, _TS_STRICT_RE), False)
+    loose = pc.fill_null(pc.match_substring_regex(texts, _TS_RE), False)
+    other = pc.and_(loose, pc.invert(strict))
+    s = texts.filter(strict)
+    out = pa.nulls(n, TS_TYPE)
+    if len(s):
+        s = pc.replace_substring_regex(s, r"z$", "Z")
+        s = pc.replace_substring_regex(s, r"(\.[0-9]{6})[0-9]+", r"\1")
+        zoned = pc.match_substring_regex(s, _HAS_ZONE_RE)
+        s = pc.if_else(zoned, s, pc.binary_join_element_wise(s, "Z", ""))
+        out = _scatter(strict, _cast_ts(s, texts.filter(strict)), None)
+    if pc.any(other).as_py():
+        slow = texts.filter(other)
+        parsed = pa.array([parse_timestamp(t) for t in slow.to_pylist()], pa.int64()).cast(TS_TYPE)
+        out = pc.if_else(other, _scatter(other, parsed, None), out)
+    return out
+
+
+def _cast_ts(normalized: pa.Array, original: pa.Array) -> pa.Array:
+    """Arrow's parser on the whole array; where it refuses one value, halves until the bad
+    values are found and decides those in Python."""
+    try:
+        return pc.cast(normalized, TS_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    n = len(normalized)
+    if n <= _BISECT_LEAF:
+        micros = [None if t is None else parse_timestamp(t) for t in original.to_pylist()]
+        return pa.array(micros, pa.int64()).cast(TS_TYPE)
+    mid = n // 2
+    return pa.concat_arrays([
+        _cast_ts(normalized.slice(0, mid), original.slice(0, mid)),
+        _cast_ts(normalized.slice(mid), original.slice(mid)),
+    ])
+
+
+def string_kinds(texts: pa.Array) -> pa.Array:
+    """The kind (``types.K_*``) of each text, as ``types.kind_of_text`` decides it."""
+    looks = pc.fill_null(pc.match_substring_regex(texts, _LOOKS_TYPED_RE), False)
+    kinds = pc.if_else(pc.is_valid(texts), pa.scalar(K_STR, pa.int8()), pa.scalar(None, pa.int8()))
+    if not pc.any(looks).as_py():
+        return kinds
+    t = texts.filter(looks)
+    is_int = pc.match_substring_regex(t, _INT_RE)
+    is_float = pc.and_(pc.match_substring_regex(t, _FLOAT_RE), pc.invert(is_int))
+    k = pc.if_else(
+        pc.is_in(pc.utf8_lower(t), value_set=_BOOL_WORDS),
+        pa.scalar(K_BOOLSTR, pa.int8()), pa.scalar(K_STR, pa.int8()),
+    )
+    maybe_ts = pc.and_(pc.invert(pc.or_(is_int, is_float)), pc.greater_equal(pc.utf8_length(t), 16))
+    if pc.any(maybe_ts).as_py():
+        ts_ok = pc.is_valid(parse_timestamps(pc.if_else(maybe_ts, t, pa.scalar(None, pa.string()))))
+        k = pc.if_else(ts_ok, pa.scalar(K_TS, pa.int8()), k)
+    if pc.any(is_float).as_py():
+        finite = _scatter(is_float, _finite_double(t.filter(is_float)), False)
+        k = pc.if_else(is_float, pc.if_else(finite, pa.scalar(K_FLOATSTR, pa.int8()), pa.scalar(K_STR, pa.int8())), k)
+    if pc.any(is_int).as_py():
+        in_range = _scatter(is_int, _int_in_range(t.filter(is_int)), False)
+        k = pc.if_else(is_int, pc.if_else(in_range, pa.scalar(K_INTSTR, pa.int8()), pa.scalar(K_BIGNUM, pa.int8())), k)
+    return pc.if_else(looks, _scatter(looks, k, None), kinds)
+
+
+def value_kinds(arr: pa.Array) -> pa.Array:
+    """The kind of each value of a column (NULL where the value is missing)."""
+    t = arr.type
+    if t == MIXED:
+        return pc.struct_field(arr, "kind")
+    if t == pa.string():
+        return string_kinds(arr)
+    if t == pa.int64():
+        return _const_kind(arr, K_INT)
+    if t == pa.bool_():
+        return _const_kind(arr, K_BOOL)
+    if t == pa.float64():
+        return pc.if_else(pc.is_finite(arr), pa.scalar(K_FLOAT, pa.int8()), pa.scalar(K_NONFINITE, pa.int8()))
+    if t == pa.null():
+        return pa.nulls(len(arr), pa.int8())
+    raise TypeError(f"not a column array: {t}")
+
+
+def _const_kind(arr: pa.Array, kind: int) -> pa.Array:
+    return pc.if_else(pc.is_valid(arr), pa.scalar(kind, pa.int8()), pa.scalar(None, pa.int8()))
+
+
+def kind_counts(arr: pa.Array) -> list[int]:
+    """How many values of each kind the column holds (``N_KINDS`` counters)."""
+    counts = [0] * N_KINDS
+    t = arr.type
+    valid = len(arr) - arr.null_count
+    if valid == 0:
+        return counts
+    if t == pa.int64():
+        counts[K_INT] = valid
+    elif t == pa.bool_():
+        counts[K_BOOL] = valid
+    elif t == pa.float64():
+        finite = pc.sum(pc.cast(pc.is_finite(arr), pa.int64())).as_py() or 0
+        counts[K_FLOAT] = finite
+        counts[K_NONFINITE] = valid - finite
+    else:
+        vc = pc.value_counts(value_kinds(arr))
+        for kind, n in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+            if kind is not None:
+                counts[kind] += n
+    return counts
+
+
+# ------------------------------------------------------------------------------------ cast
+
+
+def cast_array(arr: pa.Array, typ: str) -> tuple[pa.Array, list[tuple[int, str, str]]]:
+    """The column cast to ``typ`` (a ``types`` name) and its misfits: ``(row, value text,
+    reason)`` for each value that does not fit and is NULL in the result."""
+    target = ARROW_TYPES[typ]
+    t = arr.type
+    n = len(arr)
+    if t == pa.null() or arr.null_count == n:
+        return pa.nulls(n, target), []
+    if t == MIXED:
+        texts = pc.struct_field(arr, "text")
+        kinds = pc.struct_field(arr, "kind")
+        fits = pc.fill_null(pc.is_in(kinds, value_set=FITS[typ]), False)
+        return _from_text(texts, fits, typ, kinds), _misfits(arr, fits, typ)
+    if t == pa.string():
+        if typ == STRING:
+            return arr, []
+        if typ == TIMESTAMP:
+            out = parse_timestamps(arr)
+            fits = pc.is_valid(out)
+            return out, _misfits(arr, fits, typ)
+        kinds = string_kinds(arr)
+        fits = pc.fill_null(pc.is_in(kinds, value_set=FITS[typ]), False)
+        return _from_text(arr, fits, typ, kinds), _misfits(arr, fits, typ)
+    # int64, double, bool: each fits a fixed set of types
+    kind = {pa.int64(): K_INT, pa.bool_(): K_BOOL}.get(t)
+    if t == pa.float64():
+        if typ == DOUBLE:
+            return arr, []
+        if typ == STRING:
+            return pa.array([None if v is None else cast(v, STRING) for v in arr.to_pylist()], pa.string()), []
+    elif kind is None:
+        raise TypeError(f"not a column array: {t}")
+    elif typ in CASTABLE[kind]:
+        return pc.cast(arr, target, safe=False), []
+    fits = pa.array([False] * n)  # nothing of this JSON type fits the column
+    return pa.nulls(n, target), _misfits(arr, fits, typ)
+
+
+def _from_text(texts: pa.Array, fits: pa.Array, typ: str, kinds: pa.Array) -> pa.Array:
+    """Text values that fit ``typ`` converted to it; NULL elsewhere."""
+    kept = pc.if_else(fits, texts, pa.scalar(None, pa.string()))
+    if typ == STRING:
+        return kept
+    if typ == BIGINT:
+        return pc.cast(kept, pa.int64())
+    if typ == DOUBLE:
+        return pc.cast(kept, pa.float64())
+    if typ == BOOLEAN:
+        return pc.equal(pc.utf8_lower(kept), "true")
+    return parse_timestamps(kept)
+
+
+def _misfits(arr: pa.Array, fits: pa.Array, typ: str) -> list[tuple[int, str, str]]:
+    bad = pc.and_(pc.is_valid(arr), pc.invert(fits))
+    rows = pc.indices_nonzero(bad).to_pylist()
+    if not rows:
+        return []
+    values = arr.take(pa.array(rows, pa.int64())).to_pylist()
+    out = []
+    for row, v in zip(rows, values):
+        if isinstance(v, dict):  # MIXED: the text and kind were kept
+            text, kind = v["text"], v["kind"]
+        else:
+            text, kind = value_text(v), kind_of(v)
+        out.append((row, text, f"{KIND_NAMES[kind]} does not fit {typ}"))
+    return out
