@@ -11,6 +11,9 @@ asset at the next reload of the code location (``Reload definitions`` in the UI,
 
 
 from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
     AssetMaterialization,
@@ -28,13 +31,91 @@ from datalake_assets.resources import SparkCompute
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import TYPE_TABLES
-from datalake_assets.transform.job import SyncRequest, read_schema_record
+from datalake_assets.transform.job import SyncError, SyncRequest, read_schema_record
 
 STANDARD_TABLES = tuple(sorted(TYPE_TABLES.values()))
 QUARANTINE = "quarantine"
 SYNC_REPORTS = "sync_reports"
 RAW_ARCHIVE = "raw_archive"
 BACKFILL_HOURS_PER_RUN = 24
+
+# Asset checks, evaluated on every sync from what its Spark job measured (never by loading the
+# partitions into Dagster). Blocking checks (ERROR) stop downstream assets from running on a
+# bad hour; the others warn.
+CHECK_COMPLETENESS = "completeness"  # on sync_reports: lines_in = rows + duplicates + quarantined
+CHECK_DUPLICATES = "duplicates"  # per table: no message id written twice (re-read from output)
+CHECK_TYPE_DRIFT = "type_drift"  # per table: a column widened or values did not fit (WARN)
+CHECK_CONFORMANCE = "schema_conformance"  # per table: pandera rules of the fixed columns
+
+
+def _check_specs(slug: str, tables: list[str]) -> list[AssetCheckSpec]:
+    specs = [AssetCheckSpec(
+        CHECK_COMPLETENESS, asset=AssetKey([slug, SYNC_REPORTS]), blocking=True,
+        description="lines_in = rows written + duplicates + lines quarantined, for the hours synced",
+    )]
+    for t in tables:
+        key = AssetKey([slug, t])
+        specs += [
+            AssetCheckSpec(CHECK_DUPLICATES, asset=key, blocking=True,
+                           description="No messageId appears twice in what the sync wrote"),
+            AssetCheckSpec(CHECK_TYPE_DRIFT, asset=key,
+                           description="Warns when a column widened or values were quarantined "
+                                       "for not fitting their column's type"),
+            AssetCheckSpec(CHECK_CONFORMANCE, asset=key,
+                           description="pandera rules of the fixed columns (ids, type, event, "
+                                       "received_at) hold on every written row"),
+        ]
+    return specs
+
+
+def table_check_results(slug: str, table: str, report: dict | None) -> list[AssetCheckResult]:
+    """The three per-table checks from the table's sync report (``None``: no rows this time)."""
+    key = AssetKey([slug, table])
+    if report is None:
+        return [AssetCheckResult(asset_key=key, check_name=name, passed=True,
+                                 metadata={"note": "no rows for this table in these hours"})
+                for name in (CHECK_DUPLICATES, CHECK_TYPE_DRIFT, CHECK_CONFORMANCE)]
+    checks = report.get("checks", {})
+    repeated = checks.get("repeated_message_ids", 0)
+    misfits = checks.get("misfits_by_column", {})
+    widened = report.get("widened_columns", [])
+    failures = checks.get("conformance_failures", [])
+    return [
+        AssetCheckResult(
+            asset_key=key, check_name=CHECK_DUPLICATES, passed=repeated == 0,
+            severity=AssetCheckSeverity.ERROR,
+            metadata={"repeated_message_ids": repeated,
+                      "duplicates_removed": report.get("duplicates", 0)},
+        ),
+        AssetCheckResult(
+            asset_key=key, check_name=CHECK_TYPE_DRIFT, passed=not widened and not misfits,
+            severity=AssetCheckSeverity.WARN,
+            metadata={"widened_columns": MetadataValue.json(widened),
+                      "misfits_by_column": MetadataValue.json(misfits),
+                      "values_quarantined": sum(misfits.values())},
+        ),
+        AssetCheckResult(
+            asset_key=key, check_name=CHECK_CONFORMANCE, passed=not failures,
+            severity=AssetCheckSeverity.ERROR,
+            metadata={"failures": MetadataValue.json(failures),
+                      "failing_values": sum(f["failures"] for f in failures)},
+        ),
+    ]
+
+
+def completeness_result(slug: str, src: dict | None, error: str | None = None) -> AssetCheckResult:
+    key = AssetKey([slug, SYNC_REPORTS])
+    if src is None:
+        return AssetCheckResult(asset_key=key, check_name=CHECK_COMPLETENESS, passed=False,
+                                severity=AssetCheckSeverity.ERROR,
+                                metadata={"error": error or "", "committed": False})
+    accounted = src["messages_written"] + src["duplicates"] + src["lines_quarantined"]
+    return AssetCheckResult(
+        asset_key=key, check_name=CHECK_COMPLETENESS, passed=src["lines_in"] == accounted,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={"lines_in": src["lines_in"], "rows": src["messages_written"],
+                  "duplicates": src["duplicates"], "lines_quarantined": src["lines_quarantined"]},
+    )
 
 
 def source_partitions(source: SourceSettings) -> HourlyPartitionsDefinition:
@@ -116,6 +197,7 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings) -> list:
         specs=table_specs + side_specs,
         partitions_def=partitions,
         backfill_policy=BackfillPolicy.multi_run(BACKFILL_HOURS_PER_RUN),
+        check_specs=_check_specs(slug, tables),
         can_subset=False,
         pool="spark_local",
     )
@@ -135,7 +217,15 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings) -> list:
             replay=len(hours) > 1 or context.has_tag("dagster/backfill"),
         )
         context.log.info(f"syncing {source.id} hours {hours[0]} .. {hours[-1]}")
-        result = compute.run_sync(request)
+        try:
+            result = compute.run_sync(request)
+        except SyncError as e:
+            # Report the failed reconciliation as a check, then fail the run: nothing was
+            # committed, so there is no materialization to attach data to.
+            yield completeness_result(slug, None, str(e))
+            for t in tables:
+                yield from table_check_results(slug, t, None)
+            raise
         src = result.source
         for name, report in result.tables.items():
             key = AssetKey([slug, name])
@@ -151,6 +241,9 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings) -> list:
                             description="new table: it becomes an asset at the next reload",
                         )
                     )
+        for t in tables:
+            yield from table_check_results(slug, t, result.tables.get(t))
+        yield completeness_result(slug, src)
         yield MaterializeResult(
             asset_key=AssetKey([slug, QUARANTINE]),
             metadata={

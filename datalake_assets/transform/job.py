@@ -295,6 +295,11 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
         finally:
             sc.setJobDescription(None)
         timings["write_s"] = time.monotonic() - t
+        t = time.monotonic()
+        repeated_ids = _repeated_message_ids(spark, layout.join(staging, "data"))
+        timings["check_s"] = time.monotonic() - t
+    else:
+        repeated_ids = {}
     storage.delete_dir(layout.join(staging, "work"))
 
     # ------------------------------------------------------------------ reconcile, commit
@@ -303,6 +308,8 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
     files_out: defaultdict[tuple[str, str], list[dict]] = defaultdict(list)
     values_q: Counter[str] = Counter()
     lines_q = sum(stats.lines_quarantined.values())
+    misfits_by_column: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    conformance: defaultdict[str, list[dict]] = defaultdict(list)
     quarantine_hours: set[str] = {h for h, _, _, _ in stats.quarantine_files}
     for m in manifest:
         if m["entry"] == "file":
@@ -312,6 +319,11 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
                 files_out[(m["table"], m["hour"])].append(m)
         elif m["entry"] == "quarantine":
             quarantine_hours.add(m["hour"])
+        elif m["entry"] == "misfits":
+            misfits_by_column[m["table"]][m["location"]] += m["rows"]
+        elif m["entry"] == "conformance":
+            for f in orjson.loads(m["location"]):
+                conformance[m["table"]].append({**f, "hour": str(_hour_from_compact(m["hour"]))})
     messages_written = sum(n for (t, _), n in rows.items() if t != TRACKS_TABLE)
     dup_total = sum(duplicates.values())
     if lines_in != messages_written + dup_total + lines_q:
@@ -346,6 +358,12 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
             "files": sum(len(v) for (tt, _), v in files_out.items() if tt == t),
             "bytes": sum(m["bytes"] for (tt, _), v in files_out.items() if tt == t for m in v),
             "is_new": c.is_new,
+            "checks": {
+                # message ids written more than once in this sync's output (re-read from it)
+                "repeated_message_ids": repeated_ids.get(t, 0),
+                "misfits_by_column": dict(sorted(misfits_by_column[t].items())),
+                "conformance_failures": conformance[t],
+            },
         })
     source = {
         "lines_in": lines_in, "messages_written": messages_written, "duplicates": dup_total,
@@ -356,6 +374,25 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
         "timings": {k: round(v, 3) for k, v in timings.items()},
     }
     return _finish(req, base, t0, table_reports, source)
+
+
+def _repeated_message_ids(spark, staged_data: str) -> dict[str, int]:
+    """Per table: how many message ids appear more than once in the staged output. Reads the
+    written Parquet back (the ``message_id`` column only), so it checks what was written, not
+    what the dedup intended."""
+    from pyspark.sql import functions as F
+
+    if not storage.list_files(staged_data, recursive=True):
+        return {}
+    ids = (
+        spark.read.option("basePath", staged_data).option("recursiveFileLookup", "false")
+        .schema("message_id string").parquet(staged_data)
+        .select(F.regexp_extract(F.input_file_name(), r"/segment_type=([^/]+)/", 1).alias("t"),
+                "message_id")
+    )
+    rows = (ids.groupBy("t", "message_id").count().filter(F.col("count") > 1)
+            .groupBy("t").count().collect())
+    return {r["t"]: r["count"] for r in rows}
 
 
 def _plan_swaps(

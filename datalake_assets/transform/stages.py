@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from datalake_assets.spec import layout
 from datalake_assets.spec.columnar import ARROW_TYPES, cast_array, column_array, kind_counts
+from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance
 from datalake_assets.spec.messages import Rejected, is_tracks_column, parse_fast
 from datalake_assets.spec.naming import TRACKS_TABLE
 from datalake_assets.spec.types import N_KINDS
@@ -383,7 +384,10 @@ class _StageBTask:
         self.schema = pa.schema([(c, ARROW_TYPES[t]) for c, t in self.columns])
         self.writers: dict[str, tuple[pq.ParquetWriter, str, list[int]]] = {}
         self.values_quarantined: dict[str, int] = {}
+        self.misfits: dict[tuple[str, str], int] = {}  # (hour, column) -> values
         self.quarantine: dict[str, list[dict]] = {}
+        self.checked = [c for c, _ in self.columns if c in CHECKED_COLUMNS]
+        self.checked_data: dict[str, list[pa.Table]] = {}  # hour -> fixed columns written
 
     def run(self, items: list[dict]) -> Iterator[pa.RecordBatch]:
         for item in items:
@@ -412,6 +416,8 @@ class _StageBTask:
             arrays.append(out)
             for row, value, reason in misfits:
                 self._value(hour, column, value, "type_mismatch", reason, ids[row].as_py())
+            if misfits:
+                self.misfits[(hour, column)] = self.misfits.get((hour, column), 0) + len(misfits)
         if self.table != TRACKS_TABLE:  # flatten's problems, once per message (not in tracks)
             problems = data.column(W_PROBLEMS).combine_chunks()
             if problems.null_count < n:
@@ -421,8 +427,10 @@ class _StageBTask:
                         if reason == "column_name_collision":
                             detail = f"lost key path: {detail}"
                         self._value(hour, column, value, reason, detail, ids[row].as_py())
-        self._writer(hour).write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        written = pa.Table.from_arrays(arrays, schema=self.schema)
+        self._writer(hour).write_table(written)
         self.writers[hour][2][0] += n
+        self.checked_data.setdefault(hour, []).append(written.select(self.checked))
 
     def _writer(self, hour: str) -> pq.ParquetWriter:
         entry = self.writers.get(hour)
@@ -461,6 +469,17 @@ class _StageBTask:
                 manifest.append({"entry": "file", "table": self.table, "hour": hour,
                                  "location": None, "rows": 0, "bytes": 0,
                                  "values_quarantined": n, "lines_quarantined": 0})
+        for (hour, column), n in self.misfits.items():
+            manifest.append({"entry": "misfits", "table": self.table, "hour": hour,
+                             "location": column, "rows": n, "bytes": 0,
+                             "values_quarantined": 0, "lines_quarantined": 0})
+        for hour, parts in self.checked_data.items():  # schema conformance (pandera)
+            failures = check_conformance(self.table, pa.concat_tables(parts))
+            if failures:
+                manifest.append({"entry": "conformance", "table": self.table, "hour": hour,
+                                 "location": orjson.dumps(failures).decode(),
+                                 "rows": sum(f["failures"] for f in failures), "bytes": 0,
+                                 "values_quarantined": 0, "lines_quarantined": 0})
         for hour, records in self.quarantine.items():
             location, size = _write_quarantine(self.cfg.quarantine_staging_root, hour, self.task,
                                                0, self.cfg.run_id, records)

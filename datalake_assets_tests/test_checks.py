@@ -1,0 +1,91 @@
+"""Asset checks: each fails on purpose-built bad data and passes on good data (real Spark)."""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dagster import AssetCheckSeverity, DagsterInstance, materialize
+
+from datalake_assets.assets import build_source_assets, table_check_results
+from datalake_assets.resources import LocalSparkCompute
+from datalake_assets.settings import load_settings
+from datalake_assets.transform import job
+from datalake_assets_tests.archive_builders import msg, write_hour
+
+pytestmark = [pytest.mark.spark, pytest.mark.dagster]
+HOUR = "2026-11-21T10"
+
+
+@pytest.fixture()
+def settings(tmp_path):
+    f = tmp_path / "lake.toml"
+    f.write_text('archive_root = "archive"\nlake_root = "lake"\n'
+                 '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n')
+    return load_settings(str(f), env={})
+
+
+def run(settings, raise_on_error=True):
+    result = materialize(build_source_assets(settings, settings.sources[0]),
+                         resources={"compute": LocalSparkCompute()}, partition_key="2026-11-21-10:00",
+                         instance=DagsterInstance.ephemeral(), raise_on_error=raise_on_error)
+    return result, {(e.asset_key.path[-1], e.check_name): e for e in result.get_asset_check_evaluations()}
+
+
+def test_checks_pass_on_good_data(spark, settings):
+    write_hour(settings.archive_root, "web", HOUR,
+               [msg(f"m{i}", type="page", name="Home") for i in range(20)] + [msg("m1", type="page")])
+    result, checks = run(settings)
+    assert result.success
+    assert checks[("sync_reports", "completeness")].passed
+    for name in ("duplicates", "type_drift", "schema_conformance"):
+        assert checks[("pages", name)].passed, name
+    assert checks[("pages", "duplicates")].metadata["duplicates_removed"].value == 1
+
+
+def test_type_drift_and_conformance_fail_on_bad_data(spark, settings):
+    page = {"type": "page", "name": "Home"}
+    lines = [msg(f"m{i}", properties={"n": i}, **page) for i in range(20)]
+    lines += [msg("bad-n", properties={"n": "not a number"}, **page),
+              msg("no-received", receivedAt=None, **page)]
+    write_hour(settings.archive_root, "web", HOUR, lines)
+    result, checks = run(settings)
+    assert result.success  # warnings and non-blocking failures do not fail the run
+    drift = checks[("pages", "type_drift")]
+    assert not drift.passed and drift.severity == AssetCheckSeverity.WARN
+    assert drift.metadata["misfits_by_column"].value == {"properties_n": 1}
+    conf = checks[("pages", "schema_conformance")]
+    assert not conf.passed
+    failures = conf.metadata["failures"].value
+    assert [(f["column"], f["check"], f["failures"]) for f in failures] == [("received_at", "not_nullable", 1)]
+    assert checks[("pages", "duplicates")].passed
+
+
+def test_duplicates_check_reads_the_written_output(spark, tmp_path):
+    staged = tmp_path / "data"
+    for part, ids in (("day=2026-11-21/hr=10", ["a", "b"]), ("day=2026-11-21/hr=11", ["b", "c"])):
+        d = staged / "segment_type=pages" / part
+        d.mkdir(parents=True)
+        pq.write_table(pa.table({"message_id": ids, "x": [1, 2]}), d / "part-0.parquet")
+    d = staged / "segment_type=tracks" / "day=2026-11-21/hr=10"
+    d.mkdir(parents=True)
+    pq.write_table(pa.table({"message_id": ["a", "b"]}), d / "part-0.parquet")
+    repeated = job._repeated_message_ids(spark, str(staged))
+    assert repeated == {"pages": 1}
+    report = {"checks": {"repeated_message_ids": repeated["pages"]}, "duplicates": 0}
+    dup = [r for r in table_check_results("web", "pages", report) if r.check_name == "duplicates"][0]
+    assert not dup.passed and dup.severity == AssetCheckSeverity.ERROR
+
+
+def test_completeness_fails_and_nothing_is_committed_when_lines_go_missing(spark, settings, monkeypatch):
+    write_hour(settings.archive_root, "web", HOUR, [msg("a1"), msg("a2")])
+    real = job.merge_stats
+
+    def one_line_lost(payloads):
+        stats = real(payloads)
+        stats.lines_in += 1
+        return stats
+
+    monkeypatch.setattr(job, "merge_stats", one_line_lost)
+    result, checks = run(settings, raise_on_error=False)
+    assert not result.success
+    c = checks[("sync_reports", "completeness")]
+    assert not c.passed and "reconciliation failed" in c.metadata["error"].value
