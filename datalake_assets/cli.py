@@ -66,8 +66,13 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     home = Path(os.environ.get("DAGSTER_HOME") or Path(default_home(os.environ)) / "dagster_home")
     home.mkdir(parents=True, exist_ok=True)
     instance_yaml = home / "dagster.yaml"
-    if not instance_yaml.exists():
-        shutil.copy(PROJECT_ROOT / "dagster.yaml", instance_yaml)
+    shipped = PROJECT_ROOT / "dagster.yaml"
+    if not os.environ.get("DAGSTER_HOME"):
+        # Our own home: keep its instance settings those of the project (queue lanes, pools).
+        if not instance_yaml.exists() or instance_yaml.read_bytes() != shipped.read_bytes():
+            shutil.copy(shipped, instance_yaml)
+    elif not instance_yaml.exists():
+        shutil.copy(shipped, instance_yaml)  # a user's home: only filled in, never overwritten
     env = dict(os.environ, DAGSTER_HOME=str(home))
     if settings.settings_file:
         env["DATALAKE_SETTINGS"] = settings.settings_file

@@ -1,4 +1,5 @@
-"""The code location: every source's assets, and the compute resource."""
+"""The code location: every source's assets, its sync job and archive sensor, the compute
+resource."""
 
 from __future__ import annotations
 
@@ -6,12 +7,27 @@ from dagster import Definitions
 
 from datalake_assets.assets import build_source_assets
 from datalake_assets.resources import LocalSparkCompute
+from datalake_assets.sensors import ArchiveLister, Clock, build_automation, utc_now
 from datalake_assets.settings import LakeSettings, load_settings
 
 
-def build_definitions(settings: LakeSettings | None = None) -> Definitions:
+def build_definitions(
+    settings: LakeSettings | None = None,
+    *,
+    clock: Clock = utc_now,
+    lister: ArchiveLister | None = None,
+) -> Definitions:
+    """``clock`` and ``lister`` reach the archive sensors (tests, benchmarks)."""
     settings = settings or load_settings()
-    assets = [a for source in settings.sources for a in build_source_assets(settings, source)]
+    assets, jobs, sensors = [], [], []
+    for source in settings.sources:
+        source_assets = build_source_assets(settings, source)
+        assets.extend(source_assets)
+        job, archive_sensor = build_automation(
+            settings, source, source_assets, clock=clock, lister=lister
+        )
+        jobs.append(job)
+        sensors.append(archive_sensor)
     compute = LocalSparkCompute(
         master=settings.spark.master,
         driver_memory=settings.spark.driver_memory,
@@ -20,7 +36,7 @@ def build_definitions(settings: LakeSettings | None = None) -> Definitions:
             **settings.spark.extra_conf,
         },
     )
-    return Definitions(assets=assets, resources={"compute": compute})
+    return Definitions(assets=assets, jobs=jobs, sensors=sensors, resources={"compute": compute})
 
 
 defs = build_definitions()

@@ -1,0 +1,571 @@
+"""Archive sensors: one per source, they turn new or changed raw-archive hours into syncs.
+
+Each tick of ``<slug>_archive_sensor``:
+
+1. **Lists** the source's archive from the cursor's *position* (an hour) onwards (or from where
+   the previous tick's listing was cut, see below), never from the start: local folders list only the ``day=`` folders at or after the position's day; S3 lists
+   with ``list_objects_v2(StartAfter=<key of the position>)``, page by page.
+2. **Fingerprints** every hour found: a short hash of its sorted (file name, size, mtime or
+   ETag). Only files the sync reads count (``layout.is_archive_file``: no ``.``/``_`` names).
+3. For each hour that is **due** (closed for ``settle_minutes``, not before the source's
+   ``start``) and whose fingerprint is new or different from the one recorded, oldest first:
+   records an ``AssetMaterialization`` of ``[<slug>, raw_archive]`` for the hour (files, bytes,
+   fingerprint) and requests ``<slug>_sync_job`` for its partition with run key
+   ``<source id>:<hour>:<fingerprint>``. A late file changes the fingerprint, hence a new run
+   (the sync replaces the hour: no duplicates). An unchanged hour requests nothing.
+4. **Moves the position** to the oldest of: the start of the re-check window (``recheck_hours``
+   before the current hour), the oldest hour still waiting to settle, and the oldest due hour
+   left for a later tick. Fingerprints of hours before the position are dropped.
+
+So the cursor is bounded: the position plus one fingerprint per hour since it, about
+``recheck_hours`` + 2 entries per source in steady state (~2 KB for 48 hours), whatever the
+age of the archive. The bound is also the contract: a file that lands in an hour more than
+``recheck_hours`` after the hour began is not seen (replay that hour with a backfill). 48 hours
+covers an archive writer that retries for a day and a weekend's worth of stuck uploads, while a
+tick still lists only ~50 hour folders.
+
+Bounded ticks: while ``max_queued_runs`` of the sensor's runs of the job wait in the queue, it
+requests nothing more (and does not list), and a tick lists about ``list_limit`` entries at
+most, stopping at an hour boundary; the next tick goes on from there (``resume`` in the cursor,
+with ``hold``, the oldest hour of the pass still waiting or deferred, so the position never
+passes it). A long history (the first ticks on an old archive) is thus worked off a queue-full
+at a time, instead of thousands of runs created by one tick that might exceed Dagster's 60 s
+sensor timeout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    AssetsDefinition,
+    AssetSelection,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    MetadataValue,
+    RunRequest,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    define_asset_job,
+    sensor,
+)
+
+from datalake_assets.settings import AutomationSettings, LakeSettings, SourceSettings
+from datalake_assets.spec import layout
+from datalake_assets.spec.layout import ArchiveHour
+
+TRIGGER_TAG = "datalake/trigger"
+FINGERPRINT_TAG = "datalake/archive_fingerprint"
+PRIORITY_TAG = "dagster/priority"  # the run queue launches higher priorities first
+SENSOR_PRIORITY = "1"  # hourly syncs go before queued backfill runs (priority 0)
+RAW_ARCHIVE = "raw_archive"  # same key as assets.RAW_ARCHIVE
+CURSOR_VERSION = 1
+DEFAULT_LIST_LIMIT = 200_000  # entries (files, folders or keys) listed per tick at most
+S3_SCHEMES = ("s3", "s3a", "s3n")
+
+Clock = Callable[[], datetime]
+AssetJob = Any  # what define_asset_job returns (its class is not exported by dagster)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def job_name(source: SourceSettings) -> str:
+    return f"{source.slug}_sync_job"
+
+
+def sensor_name(source: SourceSettings) -> str:
+    return f"{source.slug}_archive_sensor"
+
+
+# ------------------------------------------------------------------------------------- listing
+
+
+@dataclass(frozen=True, order=True)
+class ArchiveFile:
+    name: str  # base name in the hour folder
+    size: int
+    version: str  # mtime in ns (local) or ETag (S3)
+
+
+@dataclass
+class Listing:
+    """What one tick saw of a source's archive, from ``since`` on."""
+
+    hours: dict[ArchiveHour, list[ArchiveFile]] = field(default_factory=dict)
+    calls: int = 0  # folder listings (local) or list_objects_v2 requests (S3)
+    entries: int = 0  # folder entries or keys returned
+    truncated_at: ArchiveHour | None = None  # first hour not completely listed (list_limit)
+
+
+class ArchiveLister(Protocol):
+    def list_hours(self, archive_root: str, source_id: str, since: ArchiveHour,
+                   limit: int = DEFAULT_LIST_LIMIT) -> Listing: ...
+
+
+def _parse_day(name: str) -> str | None:
+    if not name.startswith("day=") or len(name) != 14:
+        return None
+    try:
+        datetime.strptime(name[4:], "%Y-%m-%d")
+    except ValueError:
+        return None
+    return name[4:]
+
+
+def _parse_hour(day: str, name: str) -> ArchiveHour | None:
+    if not name.startswith("hr=") or len(name) != 5 or not name[3:].isdigit():
+        return None
+    hr = int(name[3:])
+    if hr > 23:
+        return None
+    return ArchiveHour(datetime.strptime(day, "%Y-%m-%d").replace(hour=hr, tzinfo=UTC))
+
+
+class LocalArchiveLister:
+    """Walks ``<root>/<source>/day=*/hr=*/`` with ``os.scandir``, skipping days before ``since``
+    by name (one listing of the source folder, then only the days at or after it)."""
+
+    def list_hours(self, archive_root: str, source_id: str, since: ArchiveHour,
+                   limit: int = DEFAULT_LIST_LIMIT) -> Listing:
+        out = Listing()
+        base = layout.join(archive_root, source_id)
+        days = self._names(base, out, dirs_only=True)
+        listed_one = False
+        for day_name in sorted(days):
+            day = _parse_day(day_name)
+            if day is None or day < since.day:
+                continue
+            hours = self._names(f"{base}/{day_name}", out, dirs_only=True)
+            for hr_name in sorted(hours):
+                hour = _parse_hour(day, hr_name)
+                if hour is None or hour < since:
+                    continue
+                if out.entries >= limit and listed_one:  # at least one hour a tick: progress
+                    out.truncated_at = hour
+                    return out
+                listed_one = True
+                files = self._files(f"{base}/{day_name}/{hr_name}", out)
+                if files:
+                    out.hours[hour] = files
+        return out
+
+    @staticmethod
+    def _names(path: str, out: Listing, dirs_only: bool) -> list[str]:
+        try:
+            with os.scandir(path) as it:
+                out.calls += 1
+                names = [e.name for e in it if not dirs_only or e.is_dir()]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out.entries += len(names)
+        return names
+
+    @staticmethod
+    def _files(path: str, out: Listing) -> list[ArchiveFile]:
+        files = []
+        try:
+            with os.scandir(path) as it:
+                out.calls += 1
+                for e in it:
+                    out.entries += 1
+                    if not layout.is_archive_file(e.name) or not e.is_file():
+                        continue
+                    try:
+                        st = e.stat()
+                    except FileNotFoundError:  # removed while listing
+                        continue
+                    files.append(ArchiveFile(e.name, st.st_size, str(st.st_mtime_ns)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(files)
+
+
+class S3ArchiveLister:
+    """``list_objects_v2`` under ``<prefix>/<source>/``, ``StartAfter`` the position's key,
+    paginated (``page_size`` keys a request, 1000 at most on S3). ``client`` defaults to
+    ``boto3.client("s3")`` (credentials, region and ``AWS_ENDPOINT_URL_S3`` from the
+    environment), created at the first tick."""
+
+    def __init__(self, client: Any = None, page_size: int = 1000):
+        if not 1 <= page_size <= 1000:
+            raise ValueError(f"page_size must be from 1 to 1000, got {page_size!r}")
+        self._client = client
+        self.page_size = page_size
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("s3")
+        return self._client
+
+    @staticmethod
+    def split(archive_root: str, source_id: str) -> tuple[str, str]:
+        """``(bucket, key prefix of the source ending in '/')``."""
+        rest = archive_root.split("://", 1)[1]
+        bucket, _, prefix = rest.partition("/")
+        return bucket, layout.join(prefix, source_id).lstrip("/") + "/"
+
+    def list_hours(self, archive_root: str, source_id: str, since: ArchiveHour,
+                   limit: int = DEFAULT_LIST_LIMIT) -> Listing:
+        out = Listing()
+        bucket, prefix = self.split(archive_root, source_id)
+        # Keys of hour `since` extend this string, so they sort after it; earlier hours before.
+        start_after = f"{prefix}day={since.day}/hr={since.hr}"
+        kwargs: dict[str, Any] = {
+            "Bucket": bucket, "Prefix": prefix, "StartAfter": start_after,
+            "MaxKeys": self.page_size,
+        }
+        last_hour: ArchiveHour | None = None
+        cut: ArchiveHour | None = None  # past the limit: finish this hour, then stop
+        while True:
+            page = self.client.list_objects_v2(**kwargs)
+            out.calls += 1
+            for obj in page.get("Contents", ()):
+                out.entries += 1
+                parts = obj["Key"][len(prefix):].split("/")
+                if len(parts) != 3:
+                    continue
+                day = _parse_day(parts[0])
+                hour = _parse_hour(day, parts[1]) if day else None
+                if hour is None or hour < since:
+                    continue
+                if cut is not None and hour > cut:
+                    out.truncated_at = hour  # the next tick lists again from this hour
+                    break
+                last_hour = hour
+                if layout.is_archive_file(parts[2]):
+                    out.hours.setdefault(hour, []).append(ArchiveFile(
+                        parts[2], int(obj["Size"]), str(obj.get("ETag", "")).strip('"')))
+            if out.truncated_at is not None or not page.get("IsTruncated"):
+                break
+            if cut is None and out.entries >= limit and last_hour is not None:
+                cut = last_hour
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+        for files in out.hours.values():
+            files.sort()
+        return out
+
+
+def lister_for(archive_root: str) -> ArchiveLister:
+    scheme = archive_root.split("://", 1)[0].lower() if "://" in archive_root else ""
+    if not scheme:
+        return LocalArchiveLister()
+    if scheme in S3_SCHEMES:
+        return S3ArchiveLister()
+    raise ValueError(
+        f"archive sensors list local folders and s3:// roots; {archive_root!r} is neither"
+    )
+
+
+# ------------------------------------------------------------------------------ fingerprints
+
+
+def fingerprint(files: Iterable[ArchiveFile]) -> str:
+    """16 hex digits of SHA-256 over the sorted (name, size, version) of an hour's files."""
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(f"{f.name}\t{f.size}\t{f.version}\n".encode())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class SensorCursor:
+    """``{"v": 1, "pos": "2026-11-19T10", "fp": {"2026-11-21T09": "<fingerprint>", ...}}``,
+    plus ``"resume"`` and ``"hold"`` while a listing pass spans several ticks (list_limit)."""
+
+    position: ArchiveHour | None = None  # list from this hour; None: from the source's start
+    fingerprints: dict[ArchiveHour, str] = field(default_factory=dict)
+    resume: ArchiveHour | None = None  # a pass cut by list_limit continues from this hour
+    hold: ArchiveHour | None = None  # oldest hour of the pass so far still waiting or deferred
+
+    @staticmethod
+    def parse(text: str | None) -> SensorCursor:
+        if not text:
+            return SensorCursor()
+        try:
+            data = json.loads(text)
+            if data.get("v") != CURSOR_VERSION:
+                raise ValueError(f"unknown cursor version {data.get('v')!r}")
+            def hour(key: str) -> ArchiveHour | None:
+                return ArchiveHour.parse(data[key]) if data.get(key) else None
+
+            return SensorCursor(
+                hour("pos"),
+                {ArchiveHour.parse(h): str(fp) for h, fp in data.get("fp", {}).items()},
+                hour("resume"),
+                hour("hold"),
+            )
+        except (ValueError, TypeError, AttributeError) as e:
+            raise ValueError(
+                f"archive sensor cursor not understood ({e}): {text[:200]!r}. Resetting it in "
+                "the UI makes the sensor list the archive from the source's start again."
+            ) from None
+
+    def serialize(self) -> str:
+        data: dict[str, Any] = {
+            "v": CURSOR_VERSION,
+            "pos": str(self.position) if self.position else None,
+            "fp": {str(h): fp for h, fp in sorted(self.fingerprints.items())},
+        }
+        for key, value in (("resume", self.resume), ("hold", self.hold)):
+            if value is not None:
+                data[key] = str(value)
+        return json.dumps(data, separators=(",", ":"))
+
+    def listing_start(self, start: ArchiveHour) -> ArchiveHour:
+        """Where this tick lists from: the cut of an unfinished pass, else the position."""
+        return max(self.resume or self.position or start, start)
+
+
+# -------------------------------------------------------------------------------- evaluation
+
+
+@dataclass(frozen=True)
+class HourRequest:
+    hour: ArchiveHour
+    files: tuple[ArchiveFile, ...]
+    fingerprint: str
+    previous: str | None  # the fingerprint requested before (a late file), or None (new hour)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass
+class Evaluation:
+    requests: list[HourRequest]
+    waiting: list[tuple[ArchiveHour, datetime]]  # hours not yet due, with the time they are
+    deferred: int  # due and new/changed, left for a later tick (queue full)
+    unchanged: int
+    cursor: SensorCursor
+
+
+def due_at(hour: ArchiveHour, settle_minutes: int) -> datetime:
+    return hour.start + timedelta(hours=1, minutes=settle_minutes)
+
+
+def evaluate(
+    listing: Listing,
+    cursor: SensorCursor,
+    *,
+    start: ArchiveHour,
+    now: datetime,
+    automation: AutomationSettings,
+    budget: int,
+) -> Evaluation:
+    """Decide what to request and the next cursor. Pure: no I/O, no Dagster.
+
+    ``listing`` starts at ``cursor.listing_start(start)``. The position may only advance over
+    hours that were listed and are settled: to the oldest of the window's start, the oldest
+    hour still waiting or deferred (in this pass, which may span ticks: ``hold``), and the
+    point a cut listing stopped at."""
+    position = max(cursor.position or start, start)
+    since = cursor.listing_start(start)
+    window_start = ArchiveHour.of(now - timedelta(hours=automation.recheck_hours))
+    requests: list[HourRequest] = []
+    waiting: list[tuple[ArchiveHour, datetime]] = []
+    deferred: list[ArchiveHour] = []
+    unchanged = 0
+    fingerprints = dict(cursor.fingerprints)
+    for hour in sorted(listing.hours):
+        if hour < since:
+            continue
+        files = listing.hours[hour]
+        when = due_at(hour, automation.settle_minutes)
+        if now < when:
+            waiting.append((hour, when))
+            continue
+        fp = fingerprint(files)
+        previous = fingerprints.get(hour)
+        if previous == fp:
+            unchanged += 1
+            continue
+        if len(requests) >= budget:
+            deferred.append(hour)
+            continue
+        requests.append(HourRequest(hour, tuple(files), fp, previous))
+        fingerprints[hour] = fp
+
+    blockers = [h for h in (cursor.hold if cursor.resume else None,
+                            waiting[0][0] if waiting else None,
+                            deferred[0] if deferred else None) if h is not None]
+    hold = min(blockers) if blockers else None
+    limits = [window_start, *blockers]
+    if listing.truncated_at is not None:
+        limits.append(listing.truncated_at)
+    position = max(position, min(limits))
+    kept = {h: fp for h, fp in fingerprints.items() if h >= position}
+    if listing.truncated_at is not None:  # the pass goes on at the next tick
+        new = SensorCursor(position, kept, listing.truncated_at, hold)
+    else:
+        new = SensorCursor(position, kept)
+    return Evaluation(requests, waiting, len(deferred), unchanged, new)
+
+
+# ------------------------------------------------------------------------------ Dagster wiring
+
+
+def find_lake_sync(source: SourceSettings, assets: Sequence[Any]) -> AssetsDefinition:
+    """The source's ``<slug>_lake_sync`` multi-asset among ``build_source_assets``' result."""
+    name = f"{source.slug}_lake_sync"
+    for a in assets:
+        if isinstance(a, AssetsDefinition) and a.node_def is not None and a.node_def.name == name:
+            return a
+    raise ValueError(f"no multi-asset named {name!r} among the assets of source {source.id!r}")
+
+
+def build_sync_job(source: SourceSettings, lake_sync: AssetsDefinition) -> AssetJob:
+    """``<slug>_sync_job``: the source's lake-sync multi-asset; its partitions (the source's
+    hourly partitions) are inferred from the asset (passing them is deprecated in 1.13)."""
+    return define_asset_job(
+        job_name(source),
+        selection=AssetSelection.assets(lake_sync),
+        description=f"Sync hours of source `{source.id}` from the raw archive to the lake.",
+    )
+
+
+def _queued_runs(context: SensorEvaluationContext, job: str) -> int:
+    return context.instance.get_runs_count(
+        RunsFilter(
+            job_name=job,
+            statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED],
+            tags={TRIGGER_TAG: "sensor"},
+        )
+    )
+
+
+def _clock_time(clock: Clock) -> datetime:
+    now = clock()
+    return now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
+
+
+def build_archive_sensor(
+    settings: LakeSettings,
+    source: SourceSettings,
+    job: AssetJob,
+    *,
+    clock: Clock = utc_now,
+    lister: ArchiveLister | None = None,
+    list_limit: int = DEFAULT_LIST_LIMIT,
+) -> SensorDefinition:
+    """The sensor of one source (see the module docstring). ``clock`` and ``lister`` are for
+    tests and benchmarks: the current time, and how the archive is listed."""
+    auto = settings.automation
+    start = ArchiveHour.parse(source.start)
+    raw_key = AssetKey([source.slug, RAW_ARCHIVE])
+    source_dir = layout.join(settings.archive_root, source.id)
+    jname = job_name(source)
+    listers: list[ArchiveLister] = [lister] if lister is not None else []
+
+    def get_lister() -> ArchiveLister:
+        if not listers:  # created at the first tick: loading the code location never lists
+            listers.append(lister_for(settings.archive_root))
+        return listers[0]
+
+    @sensor(
+        name=sensor_name(source),
+        job=job,
+        minimum_interval_seconds=auto.interval_seconds,
+        default_status=(DefaultSensorStatus.RUNNING if auto.sensors == "running"
+                        else DefaultSensorStatus.STOPPED),
+        description=(
+            f"Lists new or changed hours of `{source_dir}` (re-checking the last "
+            f"{auto.recheck_hours} h for late files) and requests `{jname}` for each hour "
+            f"{auto.settle_minutes} min after it closes."
+        ),
+    )
+    def archive_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
+        cursor = SensorCursor.parse(context.cursor)
+        now = _clock_time(clock)
+        queued = _queued_runs(context, jname)
+        budget = auto.max_queued_runs - queued
+        if budget <= 0:
+            return SkipReason(
+                f"{queued} runs of {jname} requested by this sensor are still queued "
+                f"(max_queued_runs = {auto.max_queued_runs}): listing again once they start"
+            )
+        since = cursor.listing_start(start)
+        listing = get_lister().list_hours(settings.archive_root, source.id, since, list_limit)
+        result = evaluate(listing, cursor, start=start, now=now, automation=auto, budget=budget)
+        new_cursor = result.cursor.serialize()
+        seen = (f"listed {source_dir} from {since} ({listing.calls} listings, "
+                f"{listing.entries} entries, {len(listing.hours)} hours with files)")
+        context.log.info(
+            f"{seen}: {len(result.requests)} to sync, {result.unchanged} unchanged, "
+            f"{len(result.waiting)} waiting to settle, {result.deferred} deferred; "
+            f"next listing from {result.cursor.listing_start(start)}"
+        )
+        if not result.requests:
+            why = [f"nothing new or changed: {seen}" if listing.hours
+                   else f"no archive files under {source_dir} from {since} on"]
+            if result.waiting:
+                hour, when = result.waiting[0]
+                why.append(f"hour {hour} is due at {when:%Y-%m-%d %H:%M} UTC "
+                           f"(closed + settle_minutes = {auto.settle_minutes})")
+            if listing.truncated_at is not None:
+                why.append(f"listing stopped at {listing.truncated_at} (list limit "
+                           f"{list_limit} entries a tick): the next tick goes on from there")
+            return SensorResult(skip_reason="; ".join(why), cursor=new_cursor)
+
+        run_requests, events = [], []
+        for r in result.requests:
+            metadata: dict[str, Any] = {
+                "files": len(r.files),
+                "bytes": r.bytes,
+                "fingerprint": r.fingerprint,
+                "path": MetadataValue.path(
+                    layout.archive_hour_dir(settings.archive_root, source.id, r.hour)
+                ),
+            }
+            if r.previous:
+                metadata["previous_fingerprint"] = r.previous
+            events.append(
+                AssetMaterialization(
+                    asset_key=raw_key,
+                    partition=r.hour.partition_key,
+                    metadata=metadata,
+                    description=("files changed after the hour was requested (late files): "
+                                 "synced again" if r.previous else "new archive hour"),
+                )
+            )
+            run_requests.append(
+                RunRequest(
+                    run_key=f"{source.id}:{r.hour}:{r.fingerprint}",
+                    partition_key=r.hour.partition_key,
+                    tags={TRIGGER_TAG: "sensor", PRIORITY_TAG: SENSOR_PRIORITY,
+                          FINGERPRINT_TAG: r.fingerprint},
+                )
+            )
+        return SensorResult(run_requests=run_requests, asset_events=events, cursor=new_cursor)
+
+    return archive_sensor
+
+
+def build_automation(
+    settings: LakeSettings,
+    source: SourceSettings,
+    source_assets: Sequence[Any],
+    *,
+    clock: Clock = utc_now,
+    lister: ArchiveLister | None = None,
+) -> tuple[AssetJob, SensorDefinition]:
+    """The sync job and the archive sensor of one source."""
+    job = build_sync_job(source, find_lake_sync(source, source_assets))
+    return job, build_archive_sensor(settings, source, job, clock=clock, lister=lister)
+
