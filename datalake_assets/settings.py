@@ -12,7 +12,8 @@ Loading order, later wins::
   are added to the built-in ones). The documented template is the package's ``lake.toml``,
   which loads to exactly the defaults.
 * Environment overrides: ``DATALAKE_ARCHIVE_ROOT``, ``DATALAKE_LAKE_ROOT``,
-  ``DATALAKE_SPARK_MASTER``, ``DATALAKE_SPARK_DRIVER_MEMORY``, ``DATALAKE_MAX_MESSAGE_BYTES``.
+  ``DATALAKE_SPARK_MASTER``, ``DATALAKE_SPARK_DRIVER_MEMORY``, ``DATALAKE_MAX_MESSAGE_BYTES``,
+  ``DATALAKE_CATALOG_BACKEND``.
   An empty variable counts as unset.
 * Roots are local folders or URIs (``s3://bucket/prefix``). A URI is kept as written (minus
   trailing ``/``; ``os.path`` never touches it). A local path is made absolute: relative to the
@@ -49,6 +50,7 @@ ENV_LAKE_ROOT = "DATALAKE_LAKE_ROOT"
 ENV_SPARK_MASTER = "DATALAKE_SPARK_MASTER"
 ENV_SPARK_DRIVER_MEMORY = "DATALAKE_SPARK_DRIVER_MEMORY"
 ENV_MAX_MESSAGE_BYTES = "DATALAKE_MAX_MESSAGE_BYTES"
+ENV_CATALOG_BACKEND = "DATALAKE_CATALOG_BACKEND"
 
 SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the documented defaults
 
@@ -306,6 +308,105 @@ class SyncSettings:
         _need_int(self.max_depth, "max_depth", 1, MAX_DEPTH_LIMIT)
 
 
+SENSOR_STATUSES = ("running", "stopped")
+
+
+@dataclass(frozen=True)
+class AutomationSettings:
+    """The archive sensors (``datalake_assets.sensors``), one per source."""
+
+    sensors: str = "running"  # default status of the sensors: "running" or "stopped"
+    interval_seconds: int = 60  # minimum time between two ticks of a sensor
+    settle_minutes: int = 5  # an hour is synced this long after it closes
+    recheck_hours: int = 48  # hours this recent are listed again for late files
+    max_queued_runs: int = 24  # per source: no new requests while this many sensor runs wait
+
+    def __post_init__(self) -> None:
+        _need_str(self.sensors, "sensors")
+        if self.sensors not in SENSOR_STATUSES:
+            raise SettingsError(
+                f"invalid sensor status {self.sensors!r}; allowed: 'running' or 'stopped'",
+                key="sensors",
+            )
+        _need_int(self.interval_seconds, "interval_seconds", 10, 86400)
+        _need_int(self.settle_minutes, "settle_minutes", 0, 1440)
+        _need_int(self.recheck_hours, "recheck_hours", 1, 720)
+        _need_int(self.max_queued_runs, "max_queued_runs", 1, 10000)
+
+
+CATALOG_BACKENDS = ("glue", "hive", "none")  # = datalake_assets.catalog.config.BACKENDS
+DEFAULT_METASTORE_DIR = "metastore"  # relative like the roots: <home>/metastore by default
+_REGION_RE = re.compile(r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}")
+_CATALOG_ID_RE = re.compile(r"[0-9]{12}")
+_ENDPOINT_RE = re.compile(r"https?://[^\s'\"\\;`]+")
+_THRIFT_RE = re.compile(r"thrift://[A-Za-z0-9.\-]+:[0-9]{1,5}(?:,thrift://[A-Za-z0-9.\-]+:[0-9]{1,5})*")
+
+
+@dataclass(frozen=True)
+class CatalogSettings:
+    """Where the tables are registered (``datalake_assets.catalog``).
+
+    ``backend``: ``"hive"`` (default: an embedded Derby metastore under ``metastore_dir``
+    that Spark SQL queries; one JVM at a time, which the ``spark_local`` pool guarantees for
+    syncs), ``"glue"`` (AWS Glue, for Athena) or ``"none"`` (files only).
+    ``metastore_dir`` is resolved at load like the roots; ``""`` (direct construction only)
+    means ``$DATALAKE_HOME/metastore`` when used."""
+
+    backend: str = "hive"
+    reports_database: str = "segment_datalake_meta"  # holds the sync_reports table
+    metastore_dir: str = ""  # embedded Derby metastore and warehouse (local folder)
+    hive_metastore_uri: str = ""  # thrift://host:9083: a remote metastore instead of Derby
+    glue_region: str = ""  # "" -> AWS_REGION / ~/.aws/config
+    glue_catalog_id: str = ""  # 12-digit account id of the Glue catalog; "" -> your account
+    glue_endpoint_url: str = ""  # a VPC endpoint or a test server; "" -> AWS
+
+    def __post_init__(self) -> None:
+        for name in (f.name for f in dataclasses.fields(self)):
+            _need_str(getattr(self, name), name)
+        if self.backend not in CATALOG_BACKENDS:
+            raise SettingsError(
+                f"unknown catalog backend {self.backend!r}; choose one of "
+                f"{', '.join(repr(b) for b in CATALOG_BACKENDS)}",
+                key="backend",
+            )
+        _need_match(self.reports_database, _DATABASE_RE, "reports_database", _DATABASE_RULE,
+                    "database name")
+        if "://" in self.metastore_dir:
+            raise SettingsError(
+                f"must be a local folder (an embedded Derby metastore), got {self.metastore_dir!r}"
+                "; for a shared metastore set hive_metastore_uri",
+                key="metastore_dir",
+            )
+        if any(c.isspace() or c == ";" for c in self.metastore_dir):
+            raise SettingsError(
+                f"invalid folder {self.metastore_dir!r}: spaces and ';' are not allowed "
+                "(Spark's Java options and Derby's JDBC URL cannot carry them)",
+                key="metastore_dir",
+            )
+        for name, pattern, rule in (
+            ("hive_metastore_uri", _THRIFT_RE, "thrift://host:port (comma-separated for several)"),
+            ("glue_region", _REGION_RE, "an AWS region such as 'us-east-1'"),
+            ("glue_catalog_id", _CATALOG_ID_RE, "a 12-digit AWS account id"),
+            ("glue_endpoint_url", _ENDPOINT_RE, "an http:// or https:// URL"),
+        ):
+            value = getattr(self, name)
+            if value:
+                _need_match(value, pattern, name, f"{rule}, or empty", name.replace("_", " "))
+
+    def to_config(self, home: str | None = None):
+        """The ``CatalogConfig`` the sync job gets (``datalake_assets.catalog``)."""
+        from datalake_assets.catalog.config import CatalogConfig
+
+        metastore_dir = self.metastore_dir or os.path.join(
+            home or default_home(), DEFAULT_METASTORE_DIR)
+        return CatalogConfig(
+            backend=self.backend, glue_region=self.glue_region,
+            glue_endpoint_url=self.glue_endpoint_url, glue_catalog_id=self.glue_catalog_id,
+            hive_metastore_uri=self.hive_metastore_uri, metastore_dir=metastore_dir,
+            reports_database=self.reports_database,
+        )
+
+
 @dataclass(frozen=True)
 class LakeSettings:
     archive_root: str  # absolute local path or URI (s3://bucket/prefix), no trailing '/'
@@ -314,6 +415,8 @@ class LakeSettings:
     spark: SparkSettings = field(default_factory=SparkSettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
     settings_file: str | None = None  # absolute path of the file loaded; None: no file
+    automation: AutomationSettings = field(default_factory=AutomationSettings)
+    catalog: CatalogSettings = field(default_factory=CatalogSettings)
 
     def __post_init__(self) -> None:
         for name in ("archive_root", "lake_root"):
@@ -335,7 +438,17 @@ class LakeSettings:
             raise SettingsError(f"must be a SyncSettings, {_got(self.sync)}", key="sync")
         if self.settings_file is not None:
             _need_str(self.settings_file, "settings_file")
+        if not isinstance(self.automation, AutomationSettings):
+            raise SettingsError(
+                f"must be an AutomationSettings, {_got(self.automation)}", key="automation"
+            )
+        if not isinstance(self.catalog, CatalogSettings):
+            raise SettingsError(f"must be a CatalogSettings, {_got(self.catalog)}", key="catalog")
         _check_sources(self.sources)
+
+    def catalog_config(self):
+        """The ``datalake_assets.catalog.CatalogConfig`` of these settings."""
+        return self.catalog.to_config()
 
     def source(self, id_or_slug: str) -> SourceSettings:
         """The source with this id, else the one with this slug (never ambiguous: validated)."""
@@ -395,9 +508,11 @@ def _check_sources(sources: tuple[SourceSettings, ...]) -> None:
 
 # --------------------------------------------------------------------------------------- loader
 
-_TOP_KEYS = ("archive_root", "lake_root", "spark", "sync", "sources")
+_TOP_KEYS = ("archive_root", "lake_root", "spark", "sync", "sources", "automation", "catalog")
 _SPARK_KEYS = ("master", "driver_memory", "shuffle_partitions", "conf")
 _SYNC_KEYS = tuple(f.name for f in dataclasses.fields(SyncSettings))
+_AUTOMATION_KEYS = tuple(f.name for f in dataclasses.fields(AutomationSettings))
+_CATALOG_KEYS = tuple(f.name for f in dataclasses.fields(CatalogSettings))
 _SOURCE_KEYS = tuple(f.name for f in dataclasses.fields(SourceSettings))
 
 
@@ -529,7 +644,34 @@ def _from_mapping(data: Mapping[str, Any], base: str, settings_file: str | None)
         sources = _sources_from(data["sources"])
     else:
         sources = (SourceSettings(DEFAULT_SOURCE_ID),)
-    return LakeSettings(archive_root, lake_root, sources, spark, sync, settings_file)
+    automation_raw = _table(data, "automation")
+    _check_keys(automation_raw, _AUTOMATION_KEYS, "automation")
+    try:
+        automation = AutomationSettings(**automation_raw)
+    except SettingsError as e:
+        raise e._within(prefix="automation") from None
+    catalog = _catalog_from(_table(data, "catalog"), base)
+    return LakeSettings(archive_root, lake_root, sources, spark, sync, settings_file,
+                        automation=automation, catalog=catalog)
+
+
+def _catalog_from(raw: Mapping[str, Any], base: str) -> CatalogSettings:
+    """``[catalog]``; ``metastore_dir`` is resolved like the roots (relative to the file's
+    folder, or to the home for the defaults)."""
+    _check_keys(raw, _CATALOG_KEYS, "catalog")
+    values = dict(raw)
+    folder = values.get("metastore_dir", DEFAULT_METASTORE_DIR)
+    if isinstance(folder, str):
+        if not folder.strip():
+            raise SettingsError("must not be empty; omit it for the default (metastore)",
+                                key="catalog.metastore_dir")
+        if "://" not in folder:
+            folder = os.path.normpath(os.path.join(base, os.path.expanduser(folder)))
+    values["metastore_dir"] = folder
+    try:
+        return CatalogSettings(**values)
+    except SettingsError as e:
+        raise e._within(prefix="catalog") from None
 
 
 def _spark_from(raw: Mapping[str, Any]) -> SparkSettings:
@@ -629,5 +771,12 @@ def _apply_env(settings: LakeSettings, env: Mapping[str, str]) -> LakeSettings:
             changes["sync"] = dataclasses.replace(settings.sync, max_message_bytes=number)
         except SettingsError as e:
             raise failed(e, ENV_MAX_MESSAGE_BYTES) from None
+
+    value = get(ENV_CATALOG_BACKEND)
+    if value is not None:
+        try:
+            changes["catalog"] = dataclasses.replace(settings.catalog, backend=value.strip())
+        except SettingsError as e:
+            raise failed(e, ENV_CATALOG_BACKEND) from None
 
     return dataclasses.replace(settings, **changes) if changes else settings

@@ -52,7 +52,9 @@ def test_defaults_without_a_file(tmp_path):
         "local[2]", "4g", 4, {"spark.sql.files.maxPartitionBytes": "64m"}
     )
     assert s.sync == SyncSettings(32768, 16)
-    assert s == LakeSettings(f"{home}/archive", f"{home}/lake", (SourceSettings("demo"),))
+    assert s.catalog == st.CatalogSettings("hive", "segment_datalake_meta", f"{home}/metastore")
+    assert s == LakeSettings(f"{home}/archive", f"{home}/lake", (SourceSettings("demo"),),
+                             catalog=st.CatalogSettings(metastore_dir=f"{home}/metastore"))
 
 
 def test_default_home(tmp_path, monkeypatch):
@@ -98,12 +100,14 @@ def test_shipped_lake_toml_is_exactly_the_defaults(tmp_path):
 
 def test_shipped_lake_toml_documents_every_key():
     text = SHIPPED.read_text(encoding="utf-8")
-    keys = (list(st._TOP_KEYS) + list(st._SPARK_KEYS) + list(st._SYNC_KEYS) + list(st._SOURCE_KEYS))
+    keys = (list(st._TOP_KEYS) + list(st._SPARK_KEYS) + list(st._SYNC_KEYS) + list(st._SOURCE_KEYS)
+            + list(st._AUTOMATION_KEYS) + list(st._CATALOG_KEYS))
     for key in keys:
-        if key in ("spark", "sync", "sources", "conf"):
+        if key in ("spark", "sync", "sources", "conf", "automation", "catalog"):
             continue
         assert re.search(rf"^(# )?{key} = ", text, re.M), key
-    for section in ("[spark]", "[spark.conf]", "[sync]", "[[sources]]"):
+    for section in ("[spark]", "[spark.conf]", "[sync]", "[automation]", "[catalog]",
+                    "[[sources]]"):
         assert section in text
     for layout in DATE_LAYOUTS:
         assert f'"{layout}"' in text
@@ -219,7 +223,8 @@ SOURCE = '[[sources]]\nid = "web"\n'
 INVALID = [
     # unknown keys, with the allowed ones listed
     ('archive_rot = "x"\n', "archive_rot", ["'archive_rot'", "did you mean 'archive_root'",
-                                            "allowed keys: archive_root, lake_root, sources"]),
+                                            "allowed keys: archive_root, automation,",
+                                            "lake_root, sources"]),
     ('[spark]\nshufle_partitions = 2\n', "spark.shufle_partitions",
      ["'shufle_partitions'", "[spark]", "'shuffle_partitions'", "conf, driver_memory"]),
     ('[sync]\nmax_bytes = 2\n', "sync.max_bytes", ["'max_bytes'", "max_depth, max_message_bytes"]),
@@ -242,6 +247,33 @@ INVALID = [
     ("[sync]\nmax_message_bytes = 0\n", "sync.max_message_bytes", [">= 1", "got 0"]),
     ("[sync]\nmax_depth = 65\n", "sync.max_depth", ["from 1 to 64", "got 65"]),
     ("[sync]\nmax_depth = 0\n", "sync.max_depth", ["from 1 to 64", "got 0"]),
+    ('[automation]\nsettle = 5\n', "automation.settle",
+     ["'settle'", "did you mean 'settle_minutes'", "recheck_hours"]),
+    ('[automation]\nsensors = "on"\n', "automation.sensors", ["'on'", "'running' or 'stopped'"]),
+    ("[automation]\nsettle_minutes = -1\n", "automation.settle_minutes", ["0 to 1440", "got -1"]),
+    ('[automation]\nsettle_minutes = "5"\n', "automation.settle_minutes", ["integer", "'5'"]),
+    ("[automation]\nrecheck_hours = 0\n", "automation.recheck_hours", ["1 to 720", "got 0"]),
+    ("[automation]\ninterval_seconds = 1\n", "automation.interval_seconds", ["10 to 86400"]),
+    ("[automation]\nmax_queued_runs = 0\n", "automation.max_queued_runs", ["1 to 10000"]),
+    ("automation = 1\n", "automation", ["must be a table", "1"]),
+    # catalog
+    ('[catalog]\nbackend = "athena"\n', "catalog.backend",
+     ["'athena'", "'glue', 'hive', 'none'"]),
+    ('[catalog]\nbakend = "glue"\n', "catalog.bakend", ["did you mean 'backend'", "glue_region"]),
+    ("catalog = 1\n", "catalog", ["must be a table", "1"]),
+    ('[catalog]\nreports_database = "Meta-DB"\n', "catalog.reports_database",
+     ["'Meta-DB'", "[a-z0-9_]"]),
+    ('[catalog]\nmetastore_dir = "s3://b/meta"\n', "catalog.metastore_dir",
+     ["local folder", "hive_metastore_uri"]),
+    ('[catalog]\nmetastore_dir = ""\n', "catalog.metastore_dir", ["must not be empty"]),
+    ('[catalog]\nmetastore_dir = "my meta"\n', "catalog.metastore_dir", ["spaces"]),
+    ('[catalog]\nhive_metastore_uri = "http://h:9083"\n', "catalog.hive_metastore_uri",
+     ["'http://h:9083'", "thrift://host:port"]),
+    ('[catalog]\nglue_region = "US East"\n', "catalog.glue_region", ["'US East'", "us-east-1"]),
+    ('[catalog]\nglue_catalog_id = "12345"\n', "catalog.glue_catalog_id", ["12-digit"]),
+    ('[catalog]\nglue_endpoint_url = "localhost:5000"\n', "catalog.glue_endpoint_url",
+     ["'localhost:5000'", "http://"]),
+    ('[catalog]\nglue_region = 1\n', "catalog.glue_region", ["must be a string", "integer 1"]),
     (SOURCE + "path_by_slug = 1\n", "sources[0].path_by_slug", ["true or false", "integer 1"]),
     (SOURCE + "slug = 7\n", "sources[0].slug", ["must be a string", "integer 7"]),
     # sources list
@@ -392,6 +424,48 @@ def test_full_file(tmp_path):
     assert ios == SourceSettings("ios", "ios_app", "mobile", "ios", "year_month_day", True,
                                  "2026-11-21-09:00")
     assert hash(s) == hash(dataclasses.replace(s))  # usable as a cache key
+
+
+def test_automation_section(tmp_path):
+    assert load_settings(env=home_env(tmp_path)).automation == st.AutomationSettings(
+        "running", 60, 5, 48, 24)
+    s = load_settings(write(tmp_path, "[automation]\nsensors = 'stopped'\nsettle_minutes = 0\n"
+                                      "recheck_hours = 6\n"), env=home_env(tmp_path))
+    assert s.automation == st.AutomationSettings("stopped", 60, 0, 6, 24)
+
+
+def test_catalog_section(tmp_path, monkeypatch):
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    path = write(folder, """
+        [catalog]
+        backend = "glue"
+        reports_database = "meta"
+        metastore_dir = "../meta"
+        glue_region = "eu-west-1"
+        glue_catalog_id = "123456789012"
+        glue_endpoint_url = "http://127.0.0.1:5000"
+        hive_metastore_uri = "thrift://hms-1:9083,thrift://hms-2:9083"
+    """)
+    s = load_settings(path, env=home_env(tmp_path))
+    assert s.catalog == st.CatalogSettings(
+        "glue", "meta", str(tmp_path / "meta"), "thrift://hms-1:9083,thrift://hms-2:9083",
+        "eu-west-1", "123456789012", "http://127.0.0.1:5000")
+    cfg = s.catalog_config()
+    assert (cfg.backend, cfg.glue_region, cfg.glue_catalog_id, cfg.glue_endpoint_url) == (
+        "glue", "eu-west-1", "123456789012", "http://127.0.0.1:5000")
+    assert (cfg.reports_database, cfg.metastore_dir) == ("meta", str(tmp_path / "meta"))
+    assert type(cfg).from_args(cfg.to_args()) == cfg  # survives spark-submit's argv
+    # the environment picks the backend; a bad one names the variable
+    env = home_env(tmp_path, DATALAKE_CATALOG_BACKEND="none")
+    assert load_settings(path, env=env).catalog.backend == "none"
+    with pytest.raises(SettingsError) as err:
+        load_settings(path, env=home_env(tmp_path, DATALAKE_CATALOG_BACKEND="hdfs"))
+    assert str(err.value).startswith("environment: DATALAKE_CATALOG_BACKEND: ")
+    assert "'hdfs'" in str(err.value)
+    # a directly built CatalogSettings resolves the metastore under the home when used
+    monkeypatch.setenv("DATALAKE_HOME", str(tmp_path / "h"))
+    assert st.CatalogSettings().to_config().metastore_dir == str(tmp_path / "h" / "metastore")
 
 
 def test_spark_conf_is_added_to_the_defaults(tmp_path):

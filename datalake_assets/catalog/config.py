@@ -1,0 +1,194 @@
+"""Which catalog a sync registers its tables in, as a value that survives ``spark-submit``.
+
+The sync job runs under ``spark-submit`` with plain command-line arguments, so the catalog
+configuration is a frozen dataclass that round-trips through argv::
+
+    cfg = CatalogConfig(backend="glue", glue_region="eu-west-1")
+    argv = cfg.to_args()     # ["--catalog-backend", "glue", "--catalog-glue-region", ...]
+    assert CatalogConfig.from_args(argv) == cfg
+
+    parser = argparse.ArgumentParser(); CatalogConfig.add_arguments(parser)
+    cfg = CatalogConfig.from_args(parser.parse_args(argv))      # a Namespace works too
+
+``catalog_from_config(cfg, spark)`` builds the backend (the Hive backend needs the session).
+
+The Hive backend needs a session configured for it *before* the session starts:
+``hive_spark_conf(metastore_dir, warehouse_dir, metastore_uri)`` returns those entries.
+
+Derby, the embedded metastore, allows **one JVM at a time** on a metastore folder. Locally
+that is fine because every sync's Spark session lives in the one process that runs it, and
+syncs are serialized by the Dagster pool ``spark_local`` (limit 1). A second JVM on the same
+folder at the same moment (a ``pyspark`` shell, ``datalake sync`` while a run is in progress)
+fails to boot the metastore ("Another instance of Derby may have already booted the
+database"). Use a remote metastore (``hive_metastore_uri``) for concurrent access, or
+``backend = "none"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+BACKENDS = ("glue", "hive", "none")
+DEFAULT_BACKEND = "hive"
+DEFAULT_REPORTS_DATABASE = "segment_datalake_meta"
+DEFAULT_PARTITION_BATCH_SIZE = 100  # Glue's BatchCreatePartition limit
+DEFAULT_MAX_ATTEMPTS = 5
+
+_ARG_PREFIX = "--catalog-"
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """Where and how a sync registers its tables. Empty strings mean "not set"."""
+
+    backend: str = DEFAULT_BACKEND  # "hive" | "glue" | "none"
+    glue_region: str = ""  # "" -> boto3's default (AWS_REGION, ~/.aws/config)
+    glue_endpoint_url: str = ""  # tests (moto) or VPC endpoints
+    glue_catalog_id: str = ""  # AWS account id of the catalog; "" -> the caller's account
+    hive_metastore_uri: str = ""  # thrift://host:9083; "" -> embedded Derby in metastore_dir
+    metastore_dir: str = ""  # embedded Derby metastore + warehouse folder (local path)
+    reports_database: str = DEFAULT_REPORTS_DATABASE  # holds the sync_reports table
+    partition_batch_size: int = DEFAULT_PARTITION_BATCH_SIZE
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS  # Glue throttling retries (total attempts)
+
+    def __post_init__(self) -> None:
+        from datalake_assets.catalog.base import CatalogError, check_identifier
+
+        if self.backend not in BACKENDS:
+            raise CatalogError(
+                f"unknown catalog backend {self.backend!r}; choose one of "
+                f"{', '.join(repr(b) for b in BACKENDS)}",
+                "invalid_settings",
+            )
+        check_identifier(self.reports_database, "reports database")
+        for name in ("partition_batch_size", "max_attempts"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise CatalogError(f"{name} must be an integer >= 1, got {value!r}",
+                                   "invalid_settings")
+        if self.partition_batch_size > 100 and self.backend == "glue":
+            raise CatalogError("partition_batch_size must be at most 100 for Glue "
+                               f"(BatchCreatePartition's limit), got {self.partition_batch_size}",
+                               "invalid_settings")
+
+    # ----------------------------------------------------------------------------- argv
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """Add ``--catalog-*`` options (all optional) to a job's parser."""
+        group = parser.add_argument_group("catalog")
+        for f in dataclasses.fields(CatalogConfig):
+            flag = _ARG_PREFIX + f.name.replace("_", "-")
+            if f.name == "backend":
+                group.add_argument(flag, dest=f"catalog_{f.name}", choices=BACKENDS,
+                                   default=f.default)
+            elif f.type in ("int", int):
+                group.add_argument(flag, dest=f"catalog_{f.name}", type=int, default=f.default)
+            else:
+                group.add_argument(flag, dest=f"catalog_{f.name}", default=f.default)
+
+    def to_args(self) -> list[str]:
+        """Every field as ``--catalog-<field> <value>`` (fields left at "" are omitted)."""
+        out: list[str] = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value == "":
+                continue
+            out += [_ARG_PREFIX + f.name.replace("_", "-"), str(value)]
+        return out
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace | list[str] | tuple[str, ...]) -> "CatalogConfig":
+        """From a namespace parsed with ``add_arguments`` or from argv (other options in the
+        argv are ignored, so a job's whole argv can be passed)."""
+        if not isinstance(args, argparse.Namespace):
+            parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+            cls.add_arguments(parser)
+            args, _ = parser.parse_known_args(list(args))
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            key = f"catalog_{f.name}"
+            if hasattr(args, key):
+                values[f.name] = getattr(args, key)
+        return cls(**values)
+
+    # ------------------------------------------------------------------------------- spark
+
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark settings this catalog needs (``{}`` unless the backend is Hive)."""
+        if self.backend != "hive":
+            return {}
+        if not self.metastore_dir and not self.hive_metastore_uri:
+            from datalake_assets.catalog.base import CatalogError
+
+            raise CatalogError("the Hive catalog needs metastore_dir (embedded Derby) or "
+                               "hive_metastore_uri", "invalid_settings")
+        base = self.metastore_dir.rstrip("/")
+        return hive_spark_conf(base, f"{base}/warehouse" if base else "",
+                               self.hive_metastore_uri or None)
+
+
+def hive_spark_conf(
+    metastore_dir: str, warehouse_dir: str, metastore_uri: str | None = None
+) -> dict[str, str]:
+    """Spark settings that make a session use a Hive metastore.
+
+    * embedded (``metastore_uri`` None): a Derby database ``<metastore_dir>/metastore_db``
+      (created on first use), with ``derby.system.home=<metastore_dir>`` so ``derby.log``
+      goes there too: nothing lands in the current directory. One JVM at a time (see the
+      module doc).
+    * remote: ``spark.hadoop.hive.metastore.uris`` (a thrift URI, or several comma-separated).
+
+    ``spark.driver.extraJavaOptions`` is set to ``-Duser.timezone=UTC`` plus the Derby home:
+    these entries are meant to be applied after the job's own (which sets the time zone).
+    ``hive.metastore.disallow.incompatible.col.type.changes=false`` lets an embedded metastore
+    widen ``boolean`` to ``string`` in place (see ``hive.py``).
+    """
+    conf = {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
+    }
+    if warehouse_dir:
+        conf["spark.sql.warehouse.dir"] = warehouse_dir
+    java_options = ["-Duser.timezone=UTC"]
+    if metastore_uri:
+        conf["spark.hadoop.hive.metastore.uris"] = metastore_uri
+    else:
+        if not metastore_dir or "://" in metastore_dir:
+            raise ValueError(f"an embedded metastore needs a local folder, got {metastore_dir!r}")
+        home = metastore_dir.rstrip("/") or "/"
+        if any(c.isspace() for c in home) or ";" in home:
+            # extraJavaOptions is split on spaces, the JDBC URL on ';'
+            raise ValueError(f"the metastore folder may not contain spaces or ';': {home!r}")
+        conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+            f"jdbc:derby:;databaseName={home}/metastore_db;create=true"
+        )
+        java_options.append(f"-Dderby.system.home={home}")
+    conf["spark.driver.extraJavaOptions"] = " ".join(java_options)
+    return conf
+
+
+def catalog_from_config(cfg: CatalogConfig, spark: Any = None):
+    """The backend for ``cfg``. The Hive backend needs ``spark`` (a session created with
+    ``cfg.spark_conf()`` / ``hive_spark_conf``)."""
+    from datalake_assets.catalog.base import CatalogError, NoCatalog
+
+    if cfg.backend == "none":
+        return NoCatalog()
+    if cfg.backend == "glue":
+        from datalake_assets.catalog.glue import GlueCatalog
+
+        return GlueCatalog(
+            region=cfg.glue_region or None, endpoint_url=cfg.glue_endpoint_url or None,
+            catalog_id=cfg.glue_catalog_id or None, batch_size=cfg.partition_batch_size,
+            max_attempts=cfg.max_attempts,
+        )
+    if spark is None:
+        raise CatalogError("the Hive catalog needs a Spark session (catalog_from_config(cfg, "
+                           "spark))", "internal")
+    from datalake_assets.catalog.hive import HiveCatalog
+
+    return HiveCatalog(spark, batch_size=cfg.partition_batch_size)
