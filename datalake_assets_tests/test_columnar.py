@@ -106,3 +106,90 @@ def test_cast_array_matches_cast_value_by_value(typ, shape):
                 continue
             assert i not in bad, (v, typ)
             assert _same(got[i], want), (v, typ, got[i], want)
+
+
+# ----------------------------------------------------------------------------- columnize
+
+def _row_path(objs, max_depth=16):
+    from datalake_assets.spec.messages import flatten_values
+
+    rows = [flatten_values(o, max_depth)[0] for o in objs]
+    names = {}
+    for r in rows:
+        names.update(r)
+    return {c: C.column_array([r.get(c) for r in rows]) for c in names}
+
+
+def _same_columns(objs, max_depth=16):
+    from datalake_assets.spec.messages import _child_name
+
+    got = C.columnize(objs, max_depth, _child_name)
+    want = _row_path(objs, max_depth)
+    assert sorted(got) == sorted(want)
+    for c in want:
+        assert got[c].type == want[c].type, c
+        assert got[c].to_pylist() == want[c].to_pylist(), c
+
+
+def test_columnize_matches_the_per_row_rules_on_demo_traffic(tmp_path):
+    import gzip
+
+    import orjson
+
+    from datalake_assets.demo import generate_archive
+    from datalake_assets.spec.layout import ArchiveHour
+    from datalake_assets.spec.messages import Rejected, decode, validate
+
+    generate_archive(str(tmp_path), "s", [ArchiveHour.parse("2026-11-21T10")],
+                     events_per_hour=3000, files_per_hour=1, seed=5)
+    by_table = {}
+    for f in tmp_path.rglob("*.gz"):
+        for line in gzip.open(f):
+            try:
+                obj = decode(line.rstrip(b"\n"))
+                by_table.setdefault(validate(obj)[1], []).append(obj)
+            except Rejected:
+                pass
+    assert len(by_table) > 10
+    for objs in by_table.values():
+        try:
+            _same_columns(objs)
+        except C.NeedsRowPath:
+            pass  # allowed: the sync then takes the per-row path
+    del orjson
+
+
+@pytest.mark.parametrize("objs", [
+    [{"a": 1}, {"a": "1"}, {"a": None}, {}],                       # mixed leaf
+    [{"a": {"b": 1}}, {"a": 2}, {"a": {"c": [1, {"d": 2}]}}],      # object and scalar at one path
+    [{"p": {"x": 1, "y": 2.5}}, {"p": {"x": 2.5, "y": 3}}],        # ints among doubles
+    [{"p": {"list": [1, 2]}}, {"p": {"list": []}}, {"p": {"list": None}}],
+    [{"p": {}}, {"p": {"q": {}}}],                                 # empty objects: no column
+    [{"p": {"big": 2**70}}, {"p": {"big": 1}}],                    # beyond 64 bits: text
+    [{"t": True}, {"t": 1}, {"t": "true"}],
+    [{"Day": "monday", "hr": 3}],                                  # partition-key names
+])
+def test_columnize_matches_the_per_row_rules_on_awkward_batches(objs):
+    _same_columns(objs)
+
+
+@pytest.mark.parametrize("objs", [
+    [{"p": {"firstName": "A", "first_name": "B"}}],                # collision in one message
+    [{"p": {"firstName": "A"}}, {"p": {"first_name": "B"}}],       # same column, other rows
+    [{"p": {"": 1}}],                                              # unusable key
+    [{"p": {"x": 2.0**70}}],                                       # a rounded big integer
+])
+def test_columnize_hands_exact_cases_to_the_per_row_rules(objs):
+    from datalake_assets.spec.messages import _child_name
+
+    with pytest.raises(C.NeedsRowPath):
+        C.columnize(objs, 16, _child_name)
+
+
+def test_columnize_defers_deep_nesting_to_the_per_row_rules():
+    from datalake_assets.spec.messages import _child_name
+
+    deep = {"a": {"b": {"c": {"d": 1}}}}
+    with pytest.raises(C.NeedsRowPath):
+        C.columnize([deep], 3, _child_name)
+    _same_columns([deep], 8)
