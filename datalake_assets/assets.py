@@ -43,7 +43,8 @@ BACKFILL_HOURS_PER_RUN = 24
 # partitions into Dagster). Blocking checks (ERROR) stop downstream assets from running on a
 # bad hour; the others warn.
 CHECK_COMPLETENESS = "completeness"  # on sync_reports: lines_in = rows + duplicates + quarantined
-CHECK_DUPLICATES = "duplicates"  # per table: no message id written twice (re-read from output)
+CHECK_DUPLICATES = "duplicates"  # per table: no message id written twice, in the synced hours or
+# in another hour of the dedup lookback window (re-read from the output, against the id index)
 CHECK_TYPE_DRIFT = "type_drift"  # per table: a column widened or values did not fit (WARN)
 CHECK_CONFORMANCE = "schema_conformance"  # per table: pandera rules of the fixed columns
 
@@ -85,7 +86,8 @@ def table_check_results(slug: str, table: str, report: dict | None) -> list[Asse
             asset_key=key, check_name=CHECK_DUPLICATES, passed=repeated == 0,
             severity=AssetCheckSeverity.ERROR,
             metadata={"repeated_message_ids": repeated,
-                      "duplicates_removed": report.get("duplicates", 0)},
+                      "duplicates_removed": report.get("duplicates", 0),
+                      "cross_hour_duplicates_removed": report.get("cross_hour_duplicates", 0)},
         ),
         AssetCheckResult(
             asset_key=key, check_name=CHECK_TYPE_DRIFT, passed=not widened and not misfits,
@@ -148,7 +150,17 @@ def _table_metadata(report: dict, settings: LakeSettings, source: SourceSettings
             layout.table_root(settings.lake_root, source.lake_dir, report["table_name"])
         ),
         "run_id": report["run_id"],
+        **_catalog_metadata(report.get("catalog")),
     }
+
+
+def _catalog_metadata(entry: dict | None) -> dict:
+    if not entry:
+        return {}
+    out = {"catalog_table": f"{entry['database']}.{entry['catalog_table']}"}
+    if entry.get("partitions") is not None:
+        out["catalog_partitions"] = entry["partitions"]
+    return out
 
 
 def build_source_assets(settings: LakeSettings, source: SourceSettings) -> list:
@@ -215,6 +227,9 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings) -> list:
             max_message_bytes=settings.sync.max_message_bytes,
             max_depth=settings.sync.max_depth,
             replay=len(hours) > 1 or context.has_tag("dagster/backfill"),
+            table_prefix=source.effective_table_prefix,
+            catalog=settings.catalog_config(),
+            dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
         )
         context.log.info(f"syncing {source.id} hours {hours[0]} .. {hours[-1]}")
         try:
@@ -260,9 +275,13 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings) -> list:
                 "lines_in": src["lines_in"],
                 "messages_written": src["messages_written"],
                 "duplicates": src["duplicates"],
+                "cross_hour_duplicates": src.get("cross_hour_duplicates", 0),
                 "lines_quarantined": src["lines_quarantined"],
                 "values_quarantined": src["values_quarantined"],
                 "tables": src["tables"],
+                "replay": src["replay"],
+                "replay_from": src["replay_from"] or "",
+                "replay_to": src["replay_to"] or "",
                 "hours_synced": MetadataValue.json(src["hours_synced"]),
                 "warning": src.get("warning") or "",
                 "duration_mins": src["duration_mins"],

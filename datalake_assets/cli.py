@@ -114,15 +114,29 @@ def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
         source_dir=source.lake_dir, database=source.database, date_layout=source.date_layout,
         hours=tuple(args.hours), max_message_bytes=settings.sync.max_message_bytes,
         max_depth=settings.sync.max_depth, replay=args.replay,
+        table_prefix=source.effective_table_prefix, catalog=settings.catalog_config(),
+        dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
     )
     spark = local_spark_session(settings.spark.master, settings.spark.driver_memory,
-                                settings.spark.extra_conf)
+                                {**settings.spark.extra_conf, **request.catalog.spark_conf()})
     try:
         result = run_sync(spark, request)
     except SyncError as e:
         print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
         return 1
     print(json.dumps(result.source, indent=2))
+    return 0
+
+
+def cmd_ddl(settings: LakeSettings, args: argparse.Namespace) -> int:
+    from datalake_assets.catalog import CatalogError, print_table_ddl
+
+    source = settings.source(args.source) if args.source else settings.sources[0]
+    try:
+        print(print_table_ddl(settings, source, args.table))
+    except CatalogError as e:
+        print(f"datalake: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -148,13 +162,17 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--replay", action="store_true")
     s.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
 
+    t = sub.add_parser("ddl", help="print CREATE EXTERNAL TABLE / ADD PARTITION statements")
+    t.add_argument("--source", help="source id or slug (default: the first)")
+    t.add_argument("table", nargs="?", help="lake table name (default: every table)")
+
     args = p.parse_args(argv)
     try:
         settings = load_settings(args.settings)
     except SettingsError as e:
         print(f"datalake: invalid settings: {e}", file=sys.stderr)
         return 2
-    return {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync}[args.command](settings, args)
+    return {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl}[args.command](settings, args)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ def build_definitions(
         conf={
             "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
             **settings.spark.extra_conf,
+            **settings.catalog_config().spark_conf(),  # a Hive catalog needs the session's help
         },
     )
     return Definitions(assets=assets, jobs=jobs, sensors=sensors, resources={"compute": compute})

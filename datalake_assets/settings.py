@@ -302,10 +302,12 @@ class SparkSettings:
 class SyncSettings:
     max_message_bytes: int = 32768  # larger messages are quarantined
     max_depth: int = 16  # deeper nesting is kept as JSON text
+    dedup_lookback_days: int = 7  # messageId unique across this many days of earlier hours
 
     def __post_init__(self) -> None:
         _need_int(self.max_message_bytes, "max_message_bytes", 1)
         _need_int(self.max_depth, "max_depth", 1, MAX_DEPTH_LIMIT)
+        _need_int(self.dedup_lookback_days, "dedup_lookback_days", 0, 90)
 
 
 SENSOR_STATUSES = ("running", "stopped")

@@ -65,11 +65,17 @@ def test_duplicates_check_reads_the_written_output(spark, tmp_path):
         d = staged / "segment_type=pages" / part
         d.mkdir(parents=True)
         pq.write_table(pa.table({"message_id": ids, "x": [1, 2]}), d / "part-0.parquet")
-    d = staged / "segment_type=tracks" / "day=2026-11-21/hr=10"
+    d = staged / "segment_type=screens" / "day=2026-11-21/hr=10"
     d.mkdir(parents=True)
-    pq.write_table(pa.table({"message_id": ["a", "b"]}), d / "part-0.parquet")
-    repeated = job._repeated_message_ids(spark, str(staged))
-    assert repeated == {"pages": 1}
+    pq.write_table(pa.table({"message_id": ["s1"]}), d / "part-0.parquet")
+    assert job._repeated_message_ids(spark, str(staged), ["pages", "screens"], []) == {"pages": 1}
+    # an id that the lake already holds for another hour of the window is repeated too
+    prior = tmp_path / "index" / "hour=2026112109"
+    prior.mkdir(parents=True)
+    pq.write_table(pa.table({"message_id": ["s1", "zzz"]}), prior / "part-0.parquet")
+    repeated = job._repeated_message_ids(spark, str(staged), ["pages", "screens"],
+                                         [str(prior / "part-0.parquet")])
+    assert repeated == {"pages": 1, "screens": 1}
     report = {"checks": {"repeated_message_ids": repeated["pages"]}, "duplicates": 0}
     dup = [r for r in table_check_results("web", "pages", report) if r.check_name == "duplicates"][0]
     assert not dup.passed and dup.severity == AssetCheckSeverity.ERROR

@@ -68,3 +68,31 @@ def test_materialize_an_hour_then_reload_picks_up_new_event_tables(spark, settin
     glob = f"{settings.lake_root}/data/{source.id}/segment_type=order_completed/*/*/*.parquet"
     (n,), = duckdb.sql(f"select count(*) from read_parquet('{glob}', hive_partitioning=true)").fetchall()
     assert n == summary.by_event["Order Completed"]
+
+
+def test_a_24_hour_backfill_is_one_spark_job_and_a_replay(spark, settings):
+    from datalake_assets.demo import generate_archive
+
+    source = settings.sources[0]
+    hours = [ArchiveHour.parse(f"2026-11-20T{h:02d}") for h in range(24)]
+    summary = generate_archive(settings.archive_root, source.id, hours, events_per_hour=40,
+                               files_per_hour=1, seed=3)
+    instance = DagsterInstance.ephemeral()
+    result = materialize(
+        build_source_assets(settings, source), resources={"compute": LocalSparkCompute()},
+        instance=instance,
+        tags={"dagster/asset_partition_range_start": "2026-11-20-00:00",
+              "dagster/asset_partition_range_end": "2026-11-20-23:00",
+              "dagster/backfill": "replay-test"},
+    )
+    assert result.success
+    md = instance.get_latest_materialization_event(
+        AssetKey(["web_prod", "sync_reports"])).asset_materialization.metadata
+    assert len(md["hours_synced"].value) == 24  # the 24 hours in one sync, one Spark job
+    assert md["replay"].value is True
+    assert (md["replay_from"].value, md["replay_to"].value) == ("2026-11-20T00", "2026-11-20T23")
+    assert md["lines_in"].value == summary.lines
+    assert md["lines_in"].value == (md["messages_written"].value + md["duplicates"].value
+                                    + md["lines_quarantined"].value)
+    parts = instance.get_materialized_partitions(AssetKey(["web_prod", "tracks"]))
+    assert len(parts) == 24

@@ -222,3 +222,35 @@ def test_reconciliation_failure_commits_nothing(spark, lake, monkeypatch):
         sync(spark, lake, "2026-11-21T10")
     assert not os.path.exists(f"{lake['lake_root']}/data")
 
+
+
+def test_a_message_delivered_in_two_hours_is_kept_once_across_syncs(spark, lake):
+    write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("a"), msg("b")])
+    write_hour(lake["archive_root"], SRC, "2026-11-21T12",
+               [msg("b", hour="2026-11-21T12"), msg("c", hour="2026-11-21T12")])
+    sync(spark, lake, "2026-11-21T10")
+    second = sync(spark, lake, "2026-11-21T12")
+    assert second.source["cross_hour_duplicates"] == 1 and second.source["messages_written"] == 1
+    table = second.tables["order_completed"]
+    assert table["cross_hour_duplicates"] == 1 and table["checks"]["repeated_message_ids"] == 0
+    # re-syncing the first hour keeps "b" there: it is already in the lake for hour 10 only
+    again = sync(spark, lake, "2026-11-21T10")
+    assert again.source["cross_hour_duplicates"] == 0 and again.source["messages_written"] == 2
+    ids = duckdb.sql(
+        f"select message_id, hr from read_parquet('{lake['lake_root']}/data/{SRC}/segment_type="
+        "order_completed/*/*/*.parquet', hive_partitioning=true) order by 1").fetchall()
+    assert ids == [("a", 10), ("b", 10), ("c", 12)]
+    # out of the window, the same id is a new message
+    write_hour(lake["archive_root"], SRC, "2026-11-30T10", [msg("a", hour="2026-11-30T10")])
+    assert sync(spark, lake, "2026-11-30T10").source["messages_written"] == 1
+
+
+def test_lookback_zero_dedups_only_within_the_batch(spark, lake):
+    from datalake_assets.transform.job import SyncRequest, run_sync
+
+    write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("a")])
+    write_hour(lake["archive_root"], SRC, "2026-11-21T11", [msg("a", hour="2026-11-21T11")])
+    for h in ("2026-11-21T10", "2026-11-21T11"):
+        r = run_sync(spark, SyncRequest(lake_root=lake["lake_root"], archive_root=lake["archive_root"],
+                                        source_id=SRC, hours=(h,), dedup_lookback_hours=0))
+    assert r.source["messages_written"] == 1 and r.source["cross_hour_duplicates"] == 0

@@ -165,6 +165,12 @@ def staging_dir(lake_root: str, run_id: str) -> str:
     return join(lake_root, "_staging", run_id)
 
 
+def index_root(lake_root: str, source_dir: str) -> str:
+    """The message-id index of a source: ``<lake>/_index/<source>/hour=<YYYYMMDDHH>/*.parquet``,
+    one ``message_id`` column per hour (every message the lake holds for that hour)."""
+    return join(lake_root, "_index", source_dir)
+
+
 def commit_journal_dir(lake_root: str, source_dir: str) -> str:
     return join(lake_root, "_commits", source_dir)
 

@@ -28,15 +28,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import uuid
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 
 import orjson
 
+from datalake_assets.catalog import (
+    CatalogConfig,
+    CatalogError,
+    catalog_from_config,
+    read_schemas,
+    register_reports,
+    register_sync,
+    write_report_table,
+)
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange, plan_table
@@ -46,6 +56,7 @@ from datalake_assets.transform.stages import (
     ROW,
     STAGE_A_SCHEMA,
     STAGE_B_TASK_SCHEMA,
+    STANDARD_TABLES,
     STATS,
     StageAConfig,
     StageBConfig,
@@ -79,17 +90,18 @@ class SyncRequest:
     max_message_bytes: int = 32 * 1024
     max_depth: int = 16
     replay: bool = False
+    table_prefix: str = ""  # catalog table names: <prefix><table>
+    dedup_lookback_hours: int = 7 * 24  # messageId unique across this window (id index)
+    catalog: CatalogConfig = field(default_factory=lambda: CatalogConfig(backend="none"))
 
     def resolved(self) -> "SyncRequest":
         run_id = self.run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-        return SyncRequest(
-            **{
-                **asdict(self),
-                "source_dir": self.source_dir or self.source_id,
-                "database": self.database or self.source_id,
-                "run_id": run_id,
-                "hours": tuple(str(layout.ArchiveHour.parse(h)) for h in self.hours),
-            }
+        return replace(
+            self,
+            source_dir=self.source_dir or self.source_id,
+            database=self.database or self.source_id,
+            run_id=run_id,
+            hours=tuple(str(layout.ArchiveHour.parse(h)) for h in self.hours),
         )
 
     def to_args(self) -> list[str]:
@@ -98,7 +110,11 @@ class SyncRequest:
             "--source-id", self.source_id, "--source-dir", self.source_dir or self.source_id,
             "--database", self.database or self.source_id, "--date-layout", self.date_layout,
             "--max-message-bytes", str(self.max_message_bytes), "--max-depth", str(self.max_depth),
+            "--dedup-lookback-hours", str(self.dedup_lookback_hours),
+            *self.catalog.to_args(),
         ]
+        if self.table_prefix:
+            args += ["--table-prefix", self.table_prefix]
         if self.run_id:
             args += ["--run-id", self.run_id]
         if self.replay:
@@ -118,13 +134,17 @@ def parse_args(argv: list[str]) -> SyncRequest:
     p.add_argument("--max-message-bytes", type=int, default=32 * 1024)
     p.add_argument("--max-depth", type=int, default=16)
     p.add_argument("--replay", action="store_true")
+    p.add_argument("--table-prefix", default="")
+    p.add_argument("--dedup-lookback-hours", type=int, default=7 * 24)
     p.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
+    CatalogConfig.add_arguments(p)
     a = p.parse_args(argv)
     return SyncRequest(
         lake_root=a.lake_root, archive_root=a.archive_root, source_id=a.source_id,
         source_dir=a.source_dir, database=a.database, date_layout=a.date_layout, run_id=a.run_id,
         max_message_bytes=a.max_message_bytes, max_depth=a.max_depth, replay=a.replay,
-        hours=tuple(a.hours),
+        hours=tuple(a.hours), table_prefix=a.table_prefix,
+        dedup_lookback_hours=a.dedup_lookback_hours, catalog=CatalogConfig.from_args(a),
     )
 
 
@@ -215,6 +235,7 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
             "recovered_commits": recovered, "bytes_in": 0, "files_in": 0,
         })
 
+    catalog = catalog_from_config(req.catalog, spark)
     sc = spark.sparkContext
     staging = layout.join(req.lake_root, "_staging", req.source_dir, req.run_id)
     timings: dict[str, float] = {}
@@ -245,6 +266,10 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
         stats = merge_stats([bytes(r.payload) for r in stats_rows])
         timings["parse_s"] = time.monotonic() - t
 
+        # The catalog may know a column wider than the lake's record (widened by another
+        # writer or by hand): the sync never writes a type narrower than the catalog's.
+        for table, cols in _catalog_schemas(catalog, req, stats.counts).items():
+            existing[table] = _widest(existing.get(table, []), cols)
         changes: dict[str, TableChange] = {
             table: plan_table(table, existing.get(table), cols)
             for table, cols in stats.counts.items()
@@ -255,21 +280,36 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
         order = Window.partitionBy("message_id").orderBy(
             F.col("received_at").asc_nulls_last(), "file_idx", "line_no"
         )
-        losers = (
+        ranked = (
             keys.filter(F.col("kind") == ROW)
             .select("message_id", "received_at", "file_idx", "line_no", "table", "hour")
             .withColumn("_n", F.row_number().over(order))
-            .filter(F.col("_n") > 1)
-            .select("table", "hour", "file_idx", "line_no")
+        )
+        # Across hours: ids the lake already holds for other hours of the lookback window
+        # (the id index, never the tables) are duplicates; the message stays where it was.
+        prior_files = _index_files(req, hours_with_files)
+        if prior_files:
+            prior = (spark.read.parquet(*prior_files).select("message_id").distinct()
+                     .withColumn("_seen", F.lit(True)))
+            ranked = ranked.join(prior, "message_id", "left")
+        else:
+            ranked = ranked.withColumn("_seen", F.lit(None).cast("boolean"))
+        losers = (
+            ranked.filter((F.col("_n") > 1) | F.col("_seen").isNotNull())
+            .select("table", "hour", "file_idx", "line_no",
+                    (F.col("_n") == 1).alias("cross_hour"))
             .collect()
         )
         timings["dedup_s"] = time.monotonic() - t
     finally:
         keys.unpersist()
     duplicates: Counter[tuple[str, str]] = Counter()
+    cross_hour: Counter[tuple[str, str]] = Counter()
     drop: defaultdict[tuple[str, int], list[int]] = defaultdict(list)
     for r in losers:
         duplicates[(r["table"], r["hour"])] += 1
+        if r["cross_hour"]:
+            cross_hour[(r["table"], r["hour"])] += 1
         drop[(r["table"], r["file_idx"])].append(r["line_no"])
     del losers
 
@@ -279,6 +319,7 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
         quarantine_staging_root=layout.join(staging, "quarantine"),
         date_layout=req.date_layout,
         tables={t: tuple(c.columns) for t, c in changes.items()},
+        index_staging_root=layout.join(staging, "_index"),
     )
     tasks = plan_stage_b_tasks(stats.work_files, drop)
     manifest: list[dict] = []
@@ -296,7 +337,10 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
             sc.setJobDescription(None)
         timings["write_s"] = time.monotonic() - t
         t = time.monotonic()
-        repeated_ids = _repeated_message_ids(spark, layout.join(staging, "data"))
+        repeated_ids = _repeated_message_ids(
+            spark, layout.join(staging, "data"), [t for t in changes if t != TRACKS_TABLE],
+            prior_files,
+        )
         timings["check_s"] = time.monotonic() - t
     else:
         repeated_ids = {}
@@ -325,6 +369,10 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
             for f in orjson.loads(m["location"]):
                 conformance[m["table"]].append({**f, "hour": str(_hour_from_compact(m["hour"]))})
     messages_written = sum(n for (t, _), n in rows.items() if t != TRACKS_TABLE)
+    track_rows = sum(n for (t, _), n in rows.items() if t not in STANDARD_TABLES and t != TRACKS_TABLE)
+    tracks_rows = sum(n for (t, _), n in rows.items() if t == TRACKS_TABLE)
+    repeated_ids[TRACKS_TABLE] = abs(tracks_rows - track_rows) + sum(
+        n for t, n in repeated_ids.items() if t not in STANDARD_TABLES and t != TRACKS_TABLE)
     dup_total = sum(duplicates.values())
     if lines_in != messages_written + dup_total + lines_q:
         storage.delete_dir(staging)
@@ -333,6 +381,11 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
             f" + duplicates={dup_total} + quarantined={lines_q}"
         )
 
+    try:  # before anything is committed: a missing permission fails with nothing changed
+        catalog.ensure_database(req.database, "Segment data lake tables (datalake-assets)")
+    except CatalogError as e:
+        storage.delete_dir(staging)
+        raise SyncError(f"catalog: {e}; nothing committed", e.code) from e
     swaps = _plan_swaps(req, staging, existing, files_out, quarantine_hours, hours_with_files)
     commit.commit(req.lake_root, req.source_dir, req.run_id, swaps)
     storage.delete_dir(staging)
@@ -341,6 +394,20 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
     for t, c in changes.items():
         tables_after[t] = c.columns
     write_schema_record(req.lake_root, req.source_dir, tables_after)
+    try:
+        registered = register_sync(
+            catalog, database=req.database, table_prefix=req.table_prefix,
+            lake_root=req.lake_root, source_dir=req.source_dir, date_layout=req.date_layout,
+            tables={t: c.columns for t, c in changes.items()},
+            partitions={t: [h for (tt, h), n in rows.items() if tt == t and n] for t in changes},
+            quarantine_hours=sorted(quarantine_hours),
+            count_partitions=req.catalog.backend != "glue",
+        )
+    except CatalogError as e:
+        raise SyncError(
+            f"data committed, but the catalog registration failed: {e}. Re-run the sync to "
+            "register it (every step is idempotent)", e.code,
+        ) from e
 
     table_reports = []
     for t in sorted(changes):
@@ -354,10 +421,12 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
             "columns": [{"name": n, "type": ty} for n, ty in c.columns],
             "row_count": sum(n for (tt, _), n in rows.items() if tt == t),
             "duplicates": sum(n for (tt, _), n in duplicates.items() if tt == t),
+            "cross_hour_duplicates": sum(n for (tt, _), n in cross_hour.items() if tt == t),
             "values_quarantined": values_q.get(t, 0),
             "files": sum(len(v) for (tt, _), v in files_out.items() if tt == t),
             "bytes": sum(m["bytes"] for (tt, _), v in files_out.items() if tt == t for m in v),
             "is_new": c.is_new,
+            "catalog": _catalog_entry(registered.get(t)),
             "checks": {
                 # message ids written more than once in this sync's output (re-read from it)
                 "repeated_message_ids": repeated_ids.get(t, 0),
@@ -368,30 +437,87 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
     source = {
         "lines_in": lines_in, "messages_written": messages_written, "duplicates": dup_total,
         "lines_quarantined": lines_q, "values_quarantined": sum(values_q.values()),
+        "cross_hour_duplicates": sum(cross_hour.values()),
+        "dedup_lookback_hours": req.dedup_lookback_hours,
+        "index_ids_written": sum(m["rows"] for m in manifest if m["entry"] == "index"),
         "hours_synced": [str(_hour_from_compact(h)) for h in hours_with_files],
         "recovered_commits": recovered, "files_in": len(files),
         "bytes_in": sum(s for _, _, s in files),
         "timings": {k: round(v, 3) for k, v in timings.items()},
     }
-    return _finish(req, base, t0, table_reports, source)
+    return _finish(req, base, t0, table_reports, source, catalog)
 
 
-def _repeated_message_ids(spark, staged_data: str) -> dict[str, int]:
-    """Per table: how many message ids appear more than once in the staged output. Reads the
-    written Parquet back (the ``message_id`` column only), so it checks what was written, not
-    what the dedup intended."""
+def _index_files(req: SyncRequest, batch_hours: list[str]) -> list[str]:
+    """Index files of the hours within ``dedup_lookback_hours`` of the batch (before its first
+    hour or after its last), the batch's own hours excluded."""
+    if req.dedup_lookback_hours <= 0 or not batch_hours:
+        return []
+    first = _hour_from_compact(min(batch_hours)).start
+    last = _hour_from_compact(max(batch_hours)).start
+    span = timedelta(hours=req.dedup_lookback_hours)
+    lo = layout.ArchiveHour.of(first - span).compact
+    hi = layout.ArchiveHour.of(last + span).compact
+    own = set(batch_hours)
+    out = []
+    for location, _ in storage.list_files(layout.index_root(req.lake_root, req.source_dir), recursive=True):
+        m = re.search(r"/hour=(\d{10})/[^/]+\.parquet$", location)
+        if m and lo <= m.group(1) <= hi and m.group(1) not in own:
+            out.append(location)
+    return out
+
+
+def _catalog_schemas(catalog, req: SyncRequest, tables) -> dict[str, list[tuple[str, str]]]:
+    try:
+        return read_schemas(catalog, req.database, req.table_prefix, list(tables))
+    except CatalogError as e:
+        raise SyncError(f"catalog: {e}", e.code) from e
+
+
+def _widest(record: list[tuple[str, str]], catalog: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The record's columns in order, each at the wider of its two types, then the catalog's
+    other columns."""
+    from datalake_assets.spec.types import TYPES, widen
+
+    theirs = {n: t for n, t in catalog if t in TYPES}
+    out = [(n, widen(t, theirs[n]) if n in theirs else t) for n, t in record]
+    known = {n for n, _ in record}
+    return out + [(n, t) for n, t in catalog if n not in known and t in TYPES]
+
+
+def _catalog_entry(info: dict | None) -> dict | None:
+    if not info:
+        return None
+    return {k: info.get(k) for k in ("catalog_table", "database", "partitions", "partitions_added",
+                                     "is_new", "location")}
+
+
+def _repeated_message_ids(spark, staged_data: str, tables: list[str],
+                          prior_files: list[str]) -> dict[str, int]:
+    """Per table: how many message ids were written more than once (in one table or in two),
+    or also live in another hour of the lookback window (per the lake's id index). It reads
+    the written Parquet back (the ``message_id`` column only), so it checks what was written,
+    not what the dedup intended. ``tracks`` is made of the track tables' rows: it is checked
+    through them (and its row count against theirs, by the caller)."""
     from pyspark.sql import functions as F
 
-    if not storage.list_files(staged_data, recursive=True):
+    dirs = [layout.join(staged_data, f"segment_type={t}") for t in tables]
+    dirs = [d for d in dirs if storage.list_files(d, recursive=True)]
+    if not dirs:
         return {}
     ids = (
-        spark.read.option("basePath", staged_data).option("recursiveFileLookup", "false")
-        .schema("message_id string").parquet(staged_data)
+        spark.read.option("basePath", staged_data).schema("message_id string").parquet(*dirs)
         .select(F.regexp_extract(F.input_file_name(), r"/segment_type=([^/]+)/", 1).alias("t"),
                 "message_id")
     )
-    rows = (ids.groupBy("t", "message_id").count().filter(F.col("count") > 1)
-            .groupBy("t").count().collect())
+    counted = ids.groupBy("message_id").agg(F.count("*").alias("n"), F.min("t").alias("t"))
+    bad = F.col("n") > 1
+    if prior_files:
+        seen = (spark.read.parquet(*prior_files).select("message_id").distinct()
+                .withColumn("_seen", F.lit(1)))
+        counted = counted.join(seen, "message_id", "left")
+        bad = bad | F.col("_seen").isNotNull()
+    rows = counted.filter(bad).groupBy("t").count().collect()
     return {r["t"]: r["count"] for r in rows}
 
 
@@ -414,6 +540,7 @@ def _plan_swaps(
     for h in hours:
         ah = _hour_from_compact(h)
         by_dir[(f"quarantine/{req.source_dir}", f"day={ah.day}/hr={ah.hr}")].add(h)
+        by_dir[(f"_index/{req.source_dir}", f"hour={h}")].add(h)
     swaps = []
     for (prefix, part), hs in sorted(by_dir.items()):
         target = layout.join(req.lake_root, prefix, part)
@@ -431,7 +558,8 @@ def _plan_swaps(
     return swaps
 
 
-def _finish(req: SyncRequest, base: dict, t0: float, tables: list[dict], source: dict) -> SyncResult:
+def _finish(req: SyncRequest, base: dict, t0: float, tables: list[dict], source: dict,
+            catalog=None) -> SyncResult:
     finished = datetime.now(UTC)
     duration = round((time.monotonic() - t0) / 60, 4)
     for r in tables:
@@ -447,6 +575,13 @@ def _finish(req: SyncRequest, base: dict, t0: float, tables: list[dict], source:
     }
     report = tables + [src]
     write_report(req.lake_root, req.source_id, req.run_id, report)
+    day = finished.strftime("%Y-%m-%d")
+    try:  # the reports table: a row per table and one per source, queryable by SQL
+        write_report_table(req.lake_root, req.source_id, req.run_id, report, day)
+        if catalog is not None:
+            register_reports(catalog, req.catalog.reports_database, req.lake_root, req.source_id, day)
+    except (CatalogError, OSError) as e:  # the sync itself is committed: say so, don't fail
+        src["warning"] = f"sync report table not updated: {e}"
     return SyncResult(report=report, source=src)
 
 
@@ -481,7 +616,8 @@ def local_spark_session(master: str = "local[2]", driver_memory: str = "4g", ext
 
 def main(argv: list[str] | None = None) -> int:
     req = parse_args(sys.argv[1:] if argv is None else argv)
-    spark = local_spark_session() if os.environ.get("SPARK_ENV_LOADED") is None else None
+    local = os.environ.get("SPARK_ENV_LOADED") is None
+    spark = local_spark_session(extra=req.catalog.spark_conf()) if local else None
     if spark is None:  # under spark-submit: the session comes from the submit's configuration
         from pyspark.sql import SparkSession
 

@@ -30,11 +30,27 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.spec import layout
-from datalake_assets.spec.columnar import ARROW_TYPES, cast_array, column_array, kind_counts
+from datalake_assets.spec.columnar import (
+    ARROW_TYPES,
+    NeedsRowPath,
+    cast_array,
+    column_array,
+    columnize,
+    kind_counts,
+    parse_timestamps,
+)
 from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance
-from datalake_assets.spec.messages import Rejected, is_tracks_column, parse_fast
+from datalake_assets.spec.messages import (
+    Rejected,
+    _child_name,
+    _reparse_exact,
+    decode,
+    flatten_values,
+    is_tracks_column,
+    validate,
+)
 from datalake_assets.spec.naming import TRACKS_TABLE
-from datalake_assets.spec.types import N_KINDS
+from datalake_assets.spec.types import N_KINDS, parse_timestamp
 from datalake_assets.transform import storage
 
 ROW, STATS = 0, 2
@@ -110,14 +126,13 @@ class StageAConfig:
 
 
 class _TableBuffer:
-    __slots__ = ("rows", "lines", "ids", "problems", "columns", "seq")
+    __slots__ = ("objs", "raws", "lines", "ids", "seq")
 
     def __init__(self) -> None:
-        self.rows: list[dict] = []
+        self.objs: list[dict] = []  # decoded, validated messages (flattened at flush)
+        self.raws: list[bytes] = []
         self.lines: list[int] = []
         self.ids: list[str] = []
-        self.problems: list[bytes | None] = []
-        self.columns: set[str] = set()
         self.seq = 0
 
 
@@ -137,7 +152,6 @@ class _StageA:
         cfg = self.cfg
         buffers: dict[str, _TableBuffer] = {}
         rejected: list[dict] = []
-        keys: list[list] = [[], [], [], []]  # table, message id, receivedAt, line
         buffered = 0
         line_no = 0
         try:
@@ -147,33 +161,27 @@ class _StageA:
                     continue  # blank lines carry nothing (not counted as input)
                 self.lines_in += 1
                 try:
-                    m = parse_fast(raw, cfg.max_message_bytes, cfg.max_depth)
+                    obj = decode(raw, cfg.max_message_bytes)
+                    _, table, message_id = validate(obj)
                 except Rejected as r:
                     rejected.append(self._line_record(file_idx, line_no, raw, r.reason, r.detail))
                     continue
-                buf = buffers.get(m.table)
+                buf = buffers.get(table)
                 if buf is None:
-                    buf = buffers[m.table] = _TableBuffer()
-                buf.rows.append(m.flat)
+                    buf = buffers[table] = _TableBuffer()
+                buf.objs.append(obj)  # type: ignore[arg-type]
+                buf.raws.append(raw)
                 buf.lines.append(line_no)
-                buf.ids.append(m.message_id)
-                buf.problems.append(orjson.dumps(m.problems) if m.problems else None)
-                buf.columns.update(m.flat)
-                keys[0].append(m.table)
-                keys[1].append(m.message_id)
-                keys[2].append(m.received_at)
-                keys[3].append(line_no)
+                buf.ids.append(message_id)
                 buffered += 1
-                if len(buf.rows) >= cfg.flush_rows:
-                    buffered -= len(buf.rows)
-                    self._flush(m.table, buf, file_idx, hour)
+                if len(buf.objs) >= cfg.flush_rows:
+                    buffered -= len(buf.objs)
+                    yield self._flush(table, buf, file_idx, hour)
                 if buffered >= cfg.buffered_rows:
-                    for table, b in buffers.items():
-                        self._flush(table, b, file_idx, hour)
+                    for t, b in buffers.items():
+                        if b.objs:
+                            yield self._flush(t, b, file_idx, hour)
                     buffered = 0
-                if len(keys[0]) >= 8192:
-                    yield self._keys(keys, file_idx, hour)
-                    keys = [[], [], [], []]
         except (OSError, zlib.error, EOFError) as e:
             # A corrupt or unreadable file: what was read stays; the rest is quarantined as
             # one entry that names the file, so a replay can pick it up once fixed.
@@ -181,9 +189,8 @@ class _StageA:
             rejected.append(self._line_record(file_idx, line_no + 1, b"", "unreadable_file",
                                               f"{type(e).__name__}: {e}"))
         for table, b in buffers.items():
-            self._flush(table, b, file_idx, hour)
-        if keys[0]:
-            yield self._keys(keys, file_idx, hour)
+            if b.objs:
+                yield self._flush(table, b, file_idx, hour)
         if rejected:
             location_q, size = _write_quarantine(cfg.quarantine_root, hour, file_idx, 1,
                                                  cfg.run_id, rejected)
@@ -203,35 +210,33 @@ class _StageA:
             "line_number": line_no, "raw_line": text, "raw_line_base64": b64,
         }
 
-    @staticmethod
-    def _keys(keys: list[list], file_idx: int, hour: str) -> pa.RecordBatch:
-        n = len(keys[0])
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.array([ROW] * n, pa.int8()),
-                pa.array(keys[0], pa.string()),
-                pa.array([hour] * n, pa.string()),
-                pa.array(keys[1], pa.string()),
-                pa.array(keys[2], pa.int64()),
-                pa.array([file_idx] * n, pa.int32()),
-                pa.array(keys[3], pa.int64()),
-                pa.nulls(n, pa.binary()),
-            ],
-            names=["kind", "table", "hour", "message_id", "received_at", "file_idx", "line_no",
-                   "payload"],
-        )
-
-    def _flush(self, table: str, buf: _TableBuffer, file_idx: int, hour: str) -> None:
-        rows = buf.rows
-        if not rows:
-            return
+    def _flush(self, table: str, buf: _TableBuffer, file_idx: int, hour: str) -> pa.RecordBatch:
+        """Write the buffered messages of a table as a work file; returns their key rows."""
+        objs = buf.objs
+        n = len(objs)
+        problems: list[bytes | None] = [None] * n
+        try:
+            columns = columnize(objs, self.cfg.max_depth, _child_name)
+        except NeedsRowPath:  # the exact per-row rules (collisions, unusable keys, ...)
+            rows = []
+            for i, (obj, raw) in enumerate(zip(objs, buf.raws)):
+                flat, probs, suspect = flatten_values(obj, self.cfg.max_depth)
+                if suspect:
+                    flat, probs, _ = flatten_values(_reparse_exact(raw), self.cfg.max_depth)
+                rows.append(flat)
+                if probs:
+                    problems[i] = orjson.dumps(probs)
+            names: dict = {}
+            for r in rows:
+                names.update(r)
+            columns = {c: column_array(list(map(dict.get, rows, repeat(c)))) for c in names}
         counts = self.counts.setdefault(table, {})
-        names = [W_LINE, W_MESSAGE_ID, W_PROBLEMS]
+        names_out = [W_LINE, W_MESSAGE_ID, W_PROBLEMS]
         arrays = [pa.array(buf.lines, pa.int64()), pa.array(buf.ids, pa.string()),
-                  pa.array(buf.problems, pa.binary())]
-        for column in sorted(buf.columns):
-            arr = column_array(list(map(dict.get, rows, repeat(column))))
-            names.append(column)
+                  pa.array(problems, pa.binary())]
+        for column in sorted(columns):
+            arr = columns[column]
+            names_out.append(column)
             arrays.append(arr)
             c = kind_counts(arr)
             total = counts.get(column)
@@ -240,16 +245,43 @@ class _StageA:
             else:
                 for k in range(N_KINDS):
                     total[k] += c[k]
-        self.messages[table] = self.messages.get(table, 0) + len(rows)
+        self.messages[table] = self.messages.get(table, 0) + n
         location = layout.join(self.cfg.work_root, table, f"{hour}-{file_idx:05d}-{buf.seq:04d}.arrow")
         fs, path = storage.resolve(location)
         fs.create_dir(storage.resolve(layout.join(self.cfg.work_root, table))[1], recursive=True)
-        batch = pa.RecordBatch.from_arrays(arrays, names=names)
+        batch = pa.RecordBatch.from_arrays(arrays, names=names_out)
         with fs.open_output_stream(path) as sink, pa.ipc.new_file(sink, batch.schema) as w:
             w.write_batch(batch)
-        self.work_files.append((table, hour, file_idx, location, len(rows)))
+        self.work_files.append((table, hour, file_idx, location, n))
+        keys = self._keys(table, objs, buf, file_idx, hour)
         buf.seq += 1
-        buf.rows, buf.lines, buf.ids, buf.problems, buf.columns = [], [], [], [], set()
+        buf.objs, buf.raws, buf.lines, buf.ids = [], [], [], []
+        return keys
+
+    @staticmethod
+    def _keys(table: str, objs: list[dict], buf: _TableBuffer, file_idx: int,
+              hour: str) -> pa.RecordBatch:
+        n = len(objs)
+        received = [o.get("receivedAt") for o in objs]
+        try:
+            micros = parse_timestamps(pa.array(received, pa.string())).cast(pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # not all text: one by one
+            micros = pa.array([parse_timestamp(v) if type(v) is str else None for v in received],
+                              pa.int64())
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array([ROW] * n, pa.int8()),
+                pa.array([table] * n, pa.string()),
+                pa.array([hour] * n, pa.string()),
+                pa.array(buf.ids, pa.string()),
+                micros,
+                pa.array([file_idx] * n, pa.int32()),
+                pa.array(buf.lines, pa.int64()),
+                pa.nulls(n, pa.binary()),
+            ],
+            names=["kind", "table", "hour", "message_id", "received_at", "file_idx", "line_no",
+                   "payload"],
+        )
 
     def stats(self) -> pa.RecordBatch:
         payload = marshal.dumps({
@@ -269,11 +301,21 @@ class _StageA:
 def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterator[pa.RecordBatch]:
     """Input rows: ``file_idx, location, hour``. Output: ``STAGE_A_SCHEMA`` batches: key rows,
     then one statistics row."""
+    import gc
+
     task = _StageA(cfg)
-    for batch in batches:
-        cols = batch.to_pydict()
-        for file_idx, location, hour in zip(cols["file_idx"], cols["location"], cols["hour"]):
-            yield from task.read_file(file_idx, location, hour)
+    # The buffers hold tens of thousands of decoded messages: Python's cycle collector would
+    # scan them again and again (about 15% of the stage) for cycles that JSON cannot make.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for batch in batches:
+            cols = batch.to_pydict()
+            for file_idx, location, hour in zip(cols["file_idx"], cols["location"], cols["hour"]):
+                yield from task.read_file(file_idx, location, hour)
+    finally:
+        if enabled:
+            gc.enable()
     yield task.stats()
 
 
@@ -333,6 +375,7 @@ class StageBConfig:
     quarantine_staging_root: str  # <staging>/quarantine: mirrors <lake>/quarantine/<source_dir>
     date_layout: str
     tables: dict[str, tuple[tuple[str, str], ...]]  # table -> columns and types, in order
+    index_staging_root: str = ""  # <staging>/_index: the kept message ids per hour
 
 
 def plan_stage_b_tasks(
@@ -388,6 +431,7 @@ class _StageBTask:
         self.quarantine: dict[str, list[dict]] = {}
         self.checked = [c for c, _ in self.columns if c in CHECKED_COLUMNS]
         self.checked_data: dict[str, list[pa.Table]] = {}  # hour -> fixed columns written
+        self.kept_ids: dict[str, list[pa.Array]] = {}  # hour -> message ids written
 
     def run(self, items: list[dict]) -> Iterator[pa.RecordBatch]:
         for item in items:
@@ -406,6 +450,8 @@ class _StageBTask:
         if n == 0:
             return
         ids = data.column(W_MESSAGE_ID).combine_chunks()
+        if self.table != TRACKS_TABLE and self.cfg.index_staging_root:
+            self.kept_ids.setdefault(hour, []).append(ids)
         present = set(data.column_names)
         arrays = []
         for column, typ in self.columns:
@@ -480,6 +526,18 @@ class _StageBTask:
                                  "location": orjson.dumps(failures).decode(),
                                  "rows": sum(f["failures"] for f in failures), "bytes": 0,
                                  "values_quarantined": 0, "lines_quarantined": 0})
+        for hour, parts in self.kept_ids.items():  # the id index of the hour (this task's part)
+            kept = pa.concat_arrays(parts)
+            h = _hour(hour)
+            directory = layout.join(self.cfg.index_staging_root, f"hour={hour}")
+            location = layout.join(directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0))
+            fs, path = storage.resolve(location)
+            fs.create_dir(storage.resolve(directory)[1], recursive=True)
+            pq.write_table(pa.table({"message_id": pc.array_take(kept, pc.array_sort_indices(kept))}),
+                           path, filesystem=fs, compression="zstd")
+            manifest.append({"entry": "index", "table": self.table, "hour": hour,
+                             "location": location, "rows": len(kept), "bytes": 0,
+                             "values_quarantined": 0, "lines_quarantined": 0})
         for hour, records in self.quarantine.items():
             location, size = _write_quarantine(self.cfg.quarantine_staging_root, hour, self.task,
                                                0, self.cfg.run_id, records)
