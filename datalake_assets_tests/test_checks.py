@@ -95,3 +95,19 @@ def test_completeness_fails_and_nothing_is_committed_when_lines_go_missing(spark
     assert not result.success
     c = checks[("sync_reports", "completeness")]
     assert not c.passed and "reconciliation failed" in c.metadata["error"].value
+
+
+def test_duplicates_check_driver_and_spark_paths_agree(spark, tmp_path, monkeypatch):
+    staged = tmp_path / "data"
+    for table, part, ids in (("pages", "day=2026-11-21/hr=10", ["a", "b", "b"]),
+                             ("pages", "day=2026-11-21/hr=11", ["c"]),
+                             ("screens", "day=2026-11-21/hr=10", ["c", "d"])):
+        d = staged / f"segment_type={table}" / part
+        d.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"message_id": ids}), d / f"part-{len(ids)}.parquet")
+    tables = ["pages", "screens"]
+    driver = job._repeated_in_output(str(staged), tables)
+    monkeypatch.setattr(job, "_DRIVER_CHECK_MAX_ROWS", 0)  # too big for the driver: Spark
+    assert job._repeated_in_output(str(staged), tables) is None
+    spark_side = job._repeated_message_ids(spark, str(staged), tables, [])
+    assert driver == spark_side == {"pages": 2}  # "b" twice in pages; "c" in pages and screens

@@ -15,6 +15,7 @@ struct array: each value's text (``types.cast(v, "string")``) and its kind, comp
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -67,7 +68,7 @@ _TS_RE = (
 # trusted with text that passes it (e.g. it would read "24:00" as the next day); anything else
 # that looks like a timestamp is decided by types.parse_timestamp, one value at a time.
 _TS_STRICT_RE = (
-    r"^[0-9]{3}[1-9]-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])[T ](?:[01][0-9]|2[0-3]):"
+    r"^(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])[T ](?:[01][0-9]|2[0-3]):"
     r"[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,9})?)?(?:Z|z|[-+](?:[01][0-9]|2[0-3])(?::?[0-5][0-9])?)?$"
 )
 _HAS_ZONE_RE = r"(?:Z|z|[-+][0-9]{2}(?::?[0-9]{2})?)$"
@@ -205,30 +206,101 @@ def _cast_ts(normalized: pa.Array, original: pa.Array) -> pa.Array:
     ])
 
 
+def timestamp_like(texts: pa.Array) -> pa.Array | None:
+    """Whether each text is a timestamp for ``types.parse_timestamp`` (``None``: none is),
+    without parsing the common case: the strict pattern decides, except days 29-31 (is the
+    date real?) and the rare forms only the loose pattern allows, which are parsed."""
+    strict = pc.fill_null(pc.match_substring_regex(texts, _TS_STRICT_RE), False)
+    if pc.all(strict).as_py():
+        loose = strict
+    else:  # the loose pattern only where the strict one failed
+        loose = pc.or_(strict, pc.fill_null(pc.match_substring_regex(
+            pc.if_else(strict, pa.scalar(None, pa.string()), texts), _TS_RE), False))
+        if not pc.any(loose).as_py():
+            return None
+    late_day = pc.and_(strict, pc.greater_equal(pc.utf8_slice_codeunits(texts, 8, 10), "29"))
+    unsure = pc.or_(pc.and_(loose, pc.invert(strict)), late_day)
+    ok = pc.and_(strict, pc.invert(late_day))
+    if pc.any(unsure).as_py():
+        parsed = parse_timestamps(pc.if_else(unsure, texts, pa.scalar(None, pa.string())))
+        ok = pc.or_(ok, pc.is_valid(parsed))
+    return ok
+
+
+_TYPED_FIRST = np.zeros(256, dtype=bool)
+for _c in b"-0123456789tTfF":
+    _TYPED_FIRST[_c] = True
+
+
+def _looks_typed(texts: pa.Array) -> pa.Array:
+    """``^[-0-9tTfF]`` on each text, from the first byte of the string data (no regex)."""
+    if texts.offset or len(texts) == 0:
+        return pc.fill_null(pc.match_substring_regex(texts, _LOOKS_TYPED_RE), False)
+    lengths, (first,) = _bytes_at(texts, (0,))
+    looks = _TYPED_FIRST[first] & (lengths > 0)
+    return pc.and_(pa.array(looks), pc.is_valid(texts))
+
+
+def _bytes_at(texts: pa.Array, positions: tuple[int, ...]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``(lengths, [byte at each position])`` of an offset-0 string array (0 past the end)."""
+    _, offsets, data = texts.buffers()
+    starts = np.frombuffer(offsets, dtype=np.int32, count=len(texts) + 1)
+    lengths = starts[1:] - starts[:-1]
+    body = np.frombuffer(data, dtype=np.uint8) if data is not None and len(data) else np.zeros(1, np.uint8)
+    out = []
+    for p in positions:
+        idx = np.minimum(starts[:-1] + p, len(body) - 1)
+        out.append(np.where(lengths > p, body[idx], 0))
+    return lengths, out
+
+
+_DIGIT = np.zeros(256, dtype=bool)
+_DIGIT[ord("0"):ord("9") + 1] = True
+_NUMBER_FIRST = _DIGIT.copy()
+_NUMBER_FIRST[ord("-")] = True
+_BOOL_FIRST = np.zeros(256, dtype=bool)
+for _c in b"tTfF":
+    _BOOL_FIRST[_c] = True
+
+
 def string_kinds(texts: pa.Array) -> pa.Array:
-    """The kind (``types.K_*``) of each text, as ``types.kind_of_text`` decides it."""
-    looks = pc.fill_null(pc.match_substring_regex(texts, _LOOKS_TYPED_RE), False)
+    """The kind (``types.K_*``) of each text, as ``types.kind_of_text`` decides it.
+
+    Cheap byte tests route each text to the patterns it may match (a number, a timestamp:
+    ``YYYY-`` and 16+ characters, a boolean word), so most texts meet no regex at all."""
+    looks = _looks_typed(texts)
     kinds = pc.if_else(pc.is_valid(texts), pa.scalar(K_STR, pa.int8()), pa.scalar(None, pa.int8()))
     if not pc.any(looks).as_py():
         return kinds
     t = texts.filter(looks)
-    is_int = pc.match_substring_regex(t, _INT_RE)
-    is_float = pc.and_(pc.match_substring_regex(t, _FLOAT_RE), pc.invert(is_int))
-    k = pc.if_else(
-        pc.is_in(pc.utf8_lower(t), value_set=_BOOL_WORDS),
-        pa.scalar(K_BOOLSTR, pa.int8()), pa.scalar(K_STR, pa.int8()),
-    )
-    maybe_ts = pc.and_(pc.invert(pc.or_(is_int, is_float)), pc.greater_equal(pc.utf8_length(t), 16))
-    if pc.any(maybe_ts).as_py():
-        ts_ok = pc.is_valid(parse_timestamps(pc.if_else(maybe_ts, t, pa.scalar(None, pa.string()))))
-        k = pc.if_else(ts_ok, pa.scalar(K_TS, pa.int8()), k)
-    if pc.any(is_float).as_py():
-        finite = _scatter(is_float, _finite_double(t.filter(is_float)), False)
-        k = pc.if_else(is_float, pc.if_else(finite, pa.scalar(K_FLOATSTR, pa.int8()), pa.scalar(K_STR, pa.int8())), k)
-    if pc.any(is_int).as_py():
-        in_range = _scatter(is_int, _int_in_range(t.filter(is_int)), False)
-        k = pc.if_else(is_int, pc.if_else(in_range, pa.scalar(K_INTSTR, pa.int8()), pa.scalar(K_BIGNUM, pa.int8())), k)
-    return pc.if_else(looks, _scatter(looks, k, None), kinds)
+    lengths, (b0, b4) = _bytes_at(t, (0, 4))
+    ts_route = (lengths >= 16) & _DIGIT[b0] & (b4 == ord("-"))
+    num_route = _NUMBER_FIRST[b0] & ~ts_route
+    bool_route = _BOOL_FIRST[b0] & ((lengths == 4) | (lengths == 5))
+    k = np.full(len(t), K_STR, dtype=np.int8)
+    if num_route.any():
+        cand = t.filter(pa.array(num_route))
+        is_int = pc.fill_null(pc.match_substring_regex(cand, _INT_RE), False)
+        is_float = pc.and_(pc.fill_null(pc.match_substring_regex(cand, _FLOAT_RE), False),
+                           pc.invert(is_int))
+        ck = np.full(len(cand), K_STR, dtype=np.int8)
+        if pc.any(is_float).as_py():
+            finite = _finite_double(cand.filter(is_float)).to_numpy(zero_copy_only=False)
+            ck[np.flatnonzero(is_float.to_numpy(zero_copy_only=False))] = np.where(finite, K_FLOATSTR, K_STR)
+        if pc.any(is_int).as_py():
+            in_range = _int_in_range(cand.filter(is_int)).to_numpy(zero_copy_only=False)
+            ck[np.flatnonzero(is_int.to_numpy(zero_copy_only=False))] = np.where(in_range, K_INTSTR, K_BIGNUM)
+        k[np.flatnonzero(num_route)] = ck
+    if ts_route.any():
+        cand = t.filter(pa.array(ts_route))
+        ok = timestamp_like(cand)
+        if ok is not None:
+            k[np.flatnonzero(ts_route)] = np.where(ok.to_numpy(zero_copy_only=False), K_TS, K_STR)
+    if bool_route.any():
+        cand = t.filter(pa.array(bool_route))
+        is_bool = pc.is_in(pc.utf8_lower(cand), value_set=_BOOL_WORDS).to_numpy(zero_copy_only=False)
+        k[np.flatnonzero(bool_route)] = np.where(is_bool, K_BOOLSTR, K_STR)
+    return pc.if_else(looks, _scatter(looks, pa.array(k), None), kinds)
 
 
 def value_kinds(arr: pa.Array) -> pa.Array:

@@ -505,6 +505,10 @@ def _repeated_message_ids(spark, staged_data: str, tables: list[str],
     dirs = [d for d in dirs if storage.list_files(d, recursive=True)]
     if not dirs:
         return {}
+    if not prior_files:
+        local = _repeated_in_output(staged_data, tables)
+        if local is not None:
+            return local
     ids = (
         spark.read.option("basePath", staged_data).schema("message_id string").parquet(*dirs)
         .select(F.regexp_extract(F.input_file_name(), r"/segment_type=([^/]+)/", 1).alias("t"),
@@ -519,6 +523,44 @@ def _repeated_message_ids(spark, staged_data: str, tables: list[str],
         bad = bad | F.col("_seen").isNotNull()
     rows = counted.filter(bad).groupBy("t").count().collect()
     return {r["t"]: r["count"] for r in rows}
+
+
+_DRIVER_CHECK_MAX_ROWS = 20_000_000
+
+
+def _repeated_in_output(staged_data: str, tables: list[str]) -> dict[str, int] | None:
+    """``_repeated_message_ids`` without a lookback window, on the driver with Arrow: reads
+    the ``message_id`` column of the written files. ``None`` when the output is too big for
+    the driver (the caller then uses Spark)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    files = [(i, loc) for i, t in enumerate(tables)
+             for loc, _ in storage.list_files(layout.join(staged_data, f"segment_type={t}"), recursive=True)
+             if loc.endswith(".parquet")]
+    rows = 0
+    for _, loc in files:
+        fs, path = storage.resolve(loc)
+        with fs.open_input_file(path) as f:
+            rows += pq.ParquetFile(f).metadata.num_rows
+    if rows > _DRIVER_CHECK_MAX_ROWS:
+        return None
+    ids, owner = [], []
+    for i, loc in files:
+        fs, path = storage.resolve(loc)
+        col = pq.read_table(path, columns=["message_id"], filesystem=fs).column(0).combine_chunks()
+        ids.append(col)
+        owner.append(pa.array([i] * len(col), pa.int32()))
+    if not ids:
+        return {}
+    table = pa.table({"id": pa.concat_arrays(ids), "t": pa.concat_arrays(owner)})
+    per_id = table.group_by("id").aggregate([("t", "count"), ("t", "min")])
+    repeated = per_id.filter(pc.greater(per_id["t_count"], 1))
+    out: dict[str, int] = {}
+    for t in repeated["t_min"].to_pylist():
+        out[tables[t]] = out.get(tables[t], 0) + 1
+    return out
 
 
 def _plan_swaps(
