@@ -37,7 +37,6 @@ STANDARD_TABLES = tuple(sorted(TYPE_TABLES.values()))
 QUARANTINE = "quarantine"
 SYNC_REPORTS = "sync_reports"
 RAW_ARCHIVE = "raw_archive"
-BACKFILL_HOURS_PER_RUN = 24
 
 # Asset checks, evaluated on every sync from what its Spark job measured (never by loading the
 # partitions into Dagster). Blocking checks (ERROR) stop downstream assets from running on a
@@ -208,7 +207,7 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings) -> list:
         name=f"{slug}_lake_sync",
         specs=table_specs + side_specs,
         partitions_def=partitions,
-        backfill_policy=BackfillPolicy.multi_run(BACKFILL_HOURS_PER_RUN),
+        backfill_policy=BackfillPolicy.multi_run(settings.automation.backfill_hours_per_run),
         check_specs=_check_specs(slug, tables),
         can_subset=False,
         pool="spark_local",

@@ -322,6 +322,7 @@ class AutomationSettings:
     settle_minutes: int = 5  # an hour is synced this long after it closes
     recheck_hours: int = 48  # hours this recent are listed again for late files
     max_queued_runs: int = 24  # per source: no new requests while this many sensor runs wait
+    backfill_hours_per_run: int = 24  # a backfill (replay) runs one Spark job per this many hours
 
     def __post_init__(self) -> None:
         _need_str(self.sensors, "sensors")
@@ -334,6 +335,7 @@ class AutomationSettings:
         _need_int(self.settle_minutes, "settle_minutes", 0, 1440)
         _need_int(self.recheck_hours, "recheck_hours", 1, 720)
         _need_int(self.max_queued_runs, "max_queued_runs", 1, 10000)
+        _need_int(self.backfill_hours_per_run, "backfill_hours_per_run", 1, 744)
 
 
 CATALOG_BACKENDS = ("glue", "hive", "none")  # = datalake_assets.catalog.config.BACKENDS

@@ -194,3 +194,13 @@ def test_columnize_defers_deep_nesting_to_the_per_row_rules():
     with pytest.raises(C.NeedsRowPath):
         C.columnize([deep], 3, _child_name)
     _same_columns([deep], 8)
+
+
+@pytest.mark.parametrize("texts", [
+    ["2026-11-21T10:00:00Z", "2026-11-21 10:00:00.5+02:00", "2026-11-21T10:00:00.123456-0530",
+     "2020-02-29T23:59:59Z", "2026-11-21T10:00-03", None],
+    ["2026-11-21T10:00:00Z", "2026-02-30T10:00:00Z", "2021-02-29T00:00:00+01:00"],  # bad dates
+])
+def test_parse_timestamps_fast_path_matches_parse_timestamp(texts):
+    got = C.parse_timestamps(pa.array(texts, pa.string())).cast(pa.int64()).to_pylist()
+    assert got == [None if t is None else T.parse_timestamp(t) for t in texts]

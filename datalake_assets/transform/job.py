@@ -401,7 +401,7 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
             tables={t: c.columns for t, c in changes.items()},
             partitions={t: [h for (tt, h), n in rows.items() if tt == t and n] for t in changes},
             quarantine_hours=sorted(quarantine_hours),
-            count_partitions=req.catalog.backend != "glue",
+            count_partitions=True,  # Glue: one paginated listing per table written
         )
     except CatalogError as e:
         raise SyncError(

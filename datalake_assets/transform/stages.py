@@ -121,8 +121,8 @@ class StageAConfig:
     work_root: str  # <staging>/work: the work files, by table
     quarantine_root: str  # <staging>/quarantine: mirrors <lake>/quarantine/<source_dir>
     archive_files: tuple[str, ...] = ()  # file_idx -> location (for quarantine records)
-    flush_rows: int = 16_384  # rows of one table per work file
-    buffered_rows: int = 65_536  # rows of all tables held by a task before everything is flushed
+    flush_rows: int = 32_768  # rows of one table per work file
+    buffered_rows: int = 131_072  # rows of all tables held by a task before everything is flushed
 
 
 class _TableBuffer:
