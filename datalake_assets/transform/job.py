@@ -289,8 +289,10 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
         # (the id index, never the tables) are duplicates; the message stays where it was.
         prior_files = _index_files(req, hours_with_files)
         if prior_files:
-            prior = (spark.read.parquet(*prior_files).select("message_id").distinct()
-                     .withColumn("_seen", F.lit(True)))
+            # The window's index is big, the batch small: the batch's ids are broadcast and the
+            # index is scanned once, without shuffling it; only the ids found come back.
+            batch_ids = keys.filter(F.col("kind") == ROW).select("message_id").distinct()
+            prior = (_ids_in_index(spark, prior_files, batch_ids).withColumn("_seen", F.lit(True)))
             ranked = ranked.join(prior, "message_id", "left")
         else:
             ranked = ranked.withColumn("_seen", F.lit(None).cast("boolean"))
@@ -492,6 +494,15 @@ def _catalog_entry(info: dict | None) -> dict | None:
                                      "is_new", "location")}
 
 
+def _ids_in_index(spark, index_files: list[str], ids):
+    """The distinct ``message_id`` of ``ids`` that the index files hold (a broadcast semi-join:
+    the index is read once and never shuffled)."""
+    from pyspark.sql import functions as F
+
+    index = spark.read.parquet(*index_files).select("message_id")
+    return index.join(F.broadcast(ids), "message_id", "left_semi").distinct()
+
+
 def _repeated_message_ids(spark, staged_data: str, tables: list[str],
                           prior_files: list[str]) -> dict[str, int]:
     """Per table: how many message ids were written more than once (in one table or in two),
@@ -517,8 +528,8 @@ def _repeated_message_ids(spark, staged_data: str, tables: list[str],
     counted = ids.groupBy("message_id").agg(F.count("*").alias("n"), F.min("t").alias("t"))
     bad = F.col("n") > 1
     if prior_files:
-        seen = (spark.read.parquet(*prior_files).select("message_id").distinct()
-                .withColumn("_seen", F.lit(1)))
+        seen = _ids_in_index(spark, prior_files, ids.select("message_id").distinct()).withColumn(
+            "_seen", F.lit(1))
         counted = counted.join(seen, "message_id", "left")
         bad = bad | F.col("_seen").isNotNull()
     rows = counted.filter(bad).groupBy("t").count().collect()
