@@ -443,11 +443,10 @@ def test_dagster_yaml_loads_with_the_run_queue_lanes(tmp_path):
     with DagsterInstance.from_config(str(home)) as instance:
         config = instance.get_concurrency_config()
         queue = config.run_queue_config
-        assert queue.max_concurrent_runs == 4
+        assert queue.max_concurrent_runs == 1  # one Spark JVM at a time (embedded metastore)
         limits = {(lim["key"], lim.get("value")): lim["limit"]
                   for lim in queue.tag_concurrency_limits}
         assert limits == {("dagster/backfill", None): 1, (sn.TRIGGER_TAG, "sensor"): 3}
-        assert limits[("dagster/backfill", None)] < queue.max_concurrent_runs
         assert config.pool_config.default_pool_limit == 1
         assert config.pool_config.pool_granularity.value == "run"
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
