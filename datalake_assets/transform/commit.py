@@ -42,7 +42,7 @@ import orjson
 import pyarrow.fs as pafs
 
 from datalake_assets.spec import layout
-from datalake_assets.transform import storage
+from datalake_assets.transform import faults, storage
 
 MARKER = "_COMMITTED_BY"
 
@@ -68,8 +68,10 @@ def write_journal(lake_root: str, source_dir: str, run_id: str, swaps: list[Swap
 def commit(lake_root: str, source_dir: str, run_id: str, swaps: list[Swap]) -> None:
     """Steps 1-4 above. Raises on failure; a later ``recover`` finishes what was journaled."""
     journal = write_journal(lake_root, source_dir, run_id, swaps)
-    for swap in swaps:
+    for i, swap in enumerate(swaps):
         apply_swap(swap, run_id)
+        if i == 0:
+            faults.checkpoint("mid_commit")
     _delete_file(journal)
 
 

@@ -50,7 +50,8 @@ from datalake_assets.catalog import (
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange, plan_table
-from datalake_assets.transform import commit, storage
+from datalake_assets.transform import commit, faults, storage
+from datalake_assets.transform.lock import LockLost, LockTimeout, SourceLock
 from datalake_assets.transform.stages import (
     MANIFEST_SCHEMA,
     ROW,
@@ -92,6 +93,7 @@ class SyncRequest:
     replay: bool = False
     table_prefix: str = ""  # catalog table names: <prefix><table>
     dedup_lookback_hours: int = 7 * 24  # messageId unique across this window (id index)
+    lock_wait_seconds: float = 600.0  # wait this long for another sync of the source to end
     catalog: CatalogConfig = field(default_factory=lambda: CatalogConfig(backend="none"))
 
     def resolved(self) -> "SyncRequest":
@@ -111,6 +113,7 @@ class SyncRequest:
             "--database", self.database or self.source_id, "--date-layout", self.date_layout,
             "--max-message-bytes", str(self.max_message_bytes), "--max-depth", str(self.max_depth),
             "--dedup-lookback-hours", str(self.dedup_lookback_hours),
+            "--lock-wait-seconds", str(self.lock_wait_seconds),
             *self.catalog.to_args(),
         ]
         if self.table_prefix:
@@ -136,6 +139,7 @@ def parse_args(argv: list[str]) -> SyncRequest:
     p.add_argument("--replay", action="store_true")
     p.add_argument("--table-prefix", default="")
     p.add_argument("--dedup-lookback-hours", type=int, default=7 * 24)
+    p.add_argument("--lock-wait-seconds", type=float, default=600.0)
     p.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
     CatalogConfig.add_arguments(p)
     a = p.parse_args(argv)
@@ -145,6 +149,7 @@ def parse_args(argv: list[str]) -> SyncRequest:
         max_message_bytes=a.max_message_bytes, max_depth=a.max_depth, replay=a.replay,
         hours=tuple(a.hours), table_prefix=a.table_prefix,
         dedup_lookback_hours=a.dedup_lookback_hours, catalog=CatalogConfig.from_args(a),
+        lock_wait_seconds=a.lock_wait_seconds,
     )
 
 
@@ -205,15 +210,31 @@ def list_archive_files(req: SyncRequest) -> list[tuple[str, str, int]]:
     return out
 
 
-def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one readable story)
-    """Sync the request's hours; returns the report (also written under ``<lake>/reports``)."""
+def run_sync(spark, request: SyncRequest) -> SyncResult:
+    """Sync the request's hours; returns the report (also written under ``<lake>/reports``).
+
+    Holds the source's lock (``lock.py``) throughout: a second sync of the source waits for
+    this one, then runs against its committed result.
+    """
+    req = request.resolved()
+    try:
+        with SourceLock(req.lake_root, req.source_dir, req.run_id,
+                        wait_s=req.lock_wait_seconds) as held:
+            return _run_sync_locked(spark, req, held)
+    except LockTimeout as e:
+        raise SyncError(str(e), "locked") from e
+    except LockLost as e:
+        raise SyncError(str(e), "locked") from e
+
+
+def _run_sync_locked(spark, req: SyncRequest, held: SourceLock) -> SyncResult:  # noqa: C901
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    req = request.resolved()
     started = datetime.now(UTC)
     t0 = time.monotonic()
+    timings: dict[str, float] = {"lock_wait_s": held.waited_s}
     recovered = commit.recover(req.lake_root, req.source_dir)
     storage.delete_dir(layout.join(req.lake_root, "_staging", req.source_dir))
 
@@ -238,7 +259,6 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
     catalog = catalog_from_config(req.catalog, spark)
     sc = spark.sparkContext
     staging = layout.join(req.lake_root, "_staging", req.source_dir, req.run_id)
-    timings: dict[str, float] = {}
     file_rows = [(i, loc, hour) for i, (loc, hour, _) in enumerate(files)]
     # Exactly one archive file per stage-A task (gzip is not splittable; hash partitioning
     # would put two files in one task and leave another idle).
@@ -265,6 +285,7 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
         stats_rows = keys.filter(F.col("kind") == STATS).select("payload").collect()
         stats = merge_stats([bytes(r.payload) for r in stats_rows])
         timings["parse_s"] = time.monotonic() - t
+        faults.checkpoint("parsed")
 
         # The catalog may know a column wider than the lake's record (widened by another
         # writer or by hand): the sync never writes a type narrower than the catalog's.
@@ -389,7 +410,10 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
         storage.delete_dir(staging)
         raise SyncError(f"catalog: {e}; nothing committed", e.code) from e
     swaps = _plan_swaps(req, staging, existing, files_out, quarantine_hours, hours_with_files)
+    faults.checkpoint("staged")
+    held.check()  # an S3 lease lost during a long pause: fail here, before the lake changes
     commit.commit(req.lake_root, req.source_dir, req.run_id, swaps)
+    faults.checkpoint("committed")
     storage.delete_dir(staging)
 
     tables_after = dict(existing)
@@ -410,6 +434,7 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:  # noqa: C901 (one read
             f"data committed, but the catalog registration failed: {e}. Re-run the sync to "
             "register it (every step is idempotent)", e.code,
         ) from e
+    faults.checkpoint("registered")
 
     table_reports = []
     for t in sorted(changes):
