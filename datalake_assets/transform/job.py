@@ -700,6 +700,10 @@ def main(argv: list[str] | None = None) -> int:
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.getOrCreate()
+        # What the local session sets at build time and a cluster's defaults may not: the job
+        # reads and writes UTC wall clock, and hands key rows to the JVM through Arrow.
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
     try:
         result = run_sync(spark, req)
     except SyncError as e:
