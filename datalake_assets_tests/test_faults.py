@@ -336,3 +336,17 @@ def test_partition_state_helper_sees_a_doubled_hour(spark, lake):
     doubled = lake_state(lake["lake_root"])
     with pytest.raises(AssertionError, match="neither version"):
         assert_each_partition_whole(doubled, v1, defaultdict(list))
+
+
+def test_a_file_shorter_than_listed_fails_the_read_instead_of_passing_for_complete(tmp_path):
+    """A truncated or replaced archive file must not silently lose its missing lines."""
+    import gzip
+
+    from datalake_assets.transform.storage import ShortRead, iter_lines
+
+    path = tmp_path / "part.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"a":1}\n{"a":2}\n'))
+    size = path.stat().st_size
+    assert list(iter_lines(str(path), expected_size=size)) == [b'{"a":1}', b'{"a":2}']
+    with pytest.raises(ShortRead, match="listed with"):
+        list(iter_lines(str(path), expected_size=size + 100))

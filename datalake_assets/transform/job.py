@@ -225,6 +225,27 @@ def run_sync(spark, request: SyncRequest) -> SyncResult:
         raise SyncError(str(e), "locked") from e
     except LockLost as e:
         raise SyncError(str(e), "locked") from e
+    except Exception as e:
+        cause = _task_failure(e)
+        if cause is None:
+            raise
+        raise SyncError(f"a Spark task failed, nothing committed: {cause}",
+                        "storage" if "ShortRead" in cause or "OSError" in cause else "internal") from e
+
+
+_PY_ERROR_LINE = re.compile(r"^\s*((?:[\w.]+\.)?\w*(?:Error|ShortRead|Exception)): (.+)$", re.M)
+
+
+def _task_failure(e: Exception) -> str | None:
+    """The Python error that failed a Spark task, from the JVM's wrapping of it."""
+    if type(e).__name__ not in ("Py4JJavaError", "PythonException"):
+        return None
+    text = str(e)
+    if "Traceback" not in text:
+        return None
+    lines = [m for m in _PY_ERROR_LINE.finditer(text) if "py4j" not in m.group(1).lower()
+             and "org.apache" not in m.group(1)]
+    return f"{lines[-1].group(1).rsplit('.', 1)[-1]}: {lines[-1].group(2)[:1000]}" if lines else None
 
 
 def _run_sync_locked(spark, req: SyncRequest, held: SourceLock) -> SyncResult:  # noqa: C901
@@ -271,6 +292,7 @@ def _run_sync_locked(spark, req: SyncRequest, held: SourceLock) -> SyncResult:  
         work_root=layout.join(staging, "work"),
         quarantine_root=layout.join(staging, "quarantine"),
         archive_files=tuple(loc for loc, _, _ in files),
+        archive_sizes=tuple(size for _, _, size in files),
     )
 
     def stage_a(batches):
@@ -708,6 +730,15 @@ def main(argv: list[str] | None = None) -> int:
         result = run_sync(spark, req)
     except SyncError as e:
         print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
+        return 1
+    except Exception as e:  # storage, Spark, anything: still one machine-readable last line
+        import traceback
+
+        traceback.print_exc()
+        code = "storage" if isinstance(e, OSError) else "internal"
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(json.dumps({"status": "failed", "error": f"{type(e).__name__}: {first}"[:2000],
+                          "error_code": code}))
         return 1
     print(json.dumps(result.source))
     return 0

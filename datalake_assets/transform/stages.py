@@ -121,6 +121,7 @@ class StageAConfig:
     work_root: str  # <staging>/work: the work files, by table
     quarantine_root: str  # <staging>/quarantine: mirrors <lake>/quarantine/<source_dir>
     archive_files: tuple[str, ...] = ()  # file_idx -> location (for quarantine records)
+    archive_sizes: tuple[int, ...] = ()  # file_idx -> size when listed (a short read fails)
     flush_rows: int = 32_768  # rows of one table per work file
     buffered_rows: int = 131_072  # rows of all tables held by a task before everything is flushed
 
@@ -155,7 +156,9 @@ class _StageA:
         buffered = 0
         line_no = 0
         try:
-            for raw in storage.iter_lines(location):
+            sizes = self.cfg.archive_sizes
+            expected = sizes[file_idx] if file_idx < len(sizes) else None
+            for raw in storage.iter_lines(location, expected_size=expected):
                 line_no += 1
                 if not raw.strip():
                     continue  # blank lines carry nothing (not counted as input)

@@ -94,15 +94,23 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 1 << 16  # small reads: a corrupt gzip loses at most one chunk before the damage
 
 
-def iter_lines(location: str) -> Iterator[bytes]:
+class ShortRead(OSError):
+    """A file yielded fewer (or more) bytes than its listed size: truncated or replaced."""
+
+
+def iter_lines(location: str, expected_size: int | None = None) -> Iterator[bytes]:
     """The lines of a (possibly gzipped, possibly multi-member) file, without line ends.
 
     Streams in 64 KiB chunks, so memory stays bounded whatever the file size. A final line
     without ``\\n`` is still a line. Compression is recognised by content, not by name.
+    With ``expected_size`` (the size the file was listed with), a read that ends at another
+    size raises ``ShortRead`` after the last line instead of passing for a complete file.
     """
     fs, path = resolve(location)
-    with fs.open_input_stream(path) as f:
+    # compression=None: the raw bytes (pyarrow would otherwise gunzip ``*.gz`` by name).
+    with fs.open_input_stream(path, compression=None) as f:
         first = f.read(_CHUNK)
+        got = [len(first)]
         gz = first[:2] == _GZIP_MAGIC
 
         def chunks() -> Iterator[bytes]:
@@ -111,6 +119,7 @@ def iter_lines(location: str) -> Iterator[bytes]:
                 while data:
                     yield data
                     data = f.read(_CHUNK)
+                    got[0] += len(data)
                 return
             d = zlib.decompressobj(wbits=31)
             while data:
@@ -124,6 +133,7 @@ def iter_lines(location: str) -> Iterator[bytes]:
                     if out:
                         yield out
                 data = f.read(_CHUNK)
+                got[0] += len(data)
             tail = d.flush()
             if tail:
                 yield tail
@@ -137,3 +147,7 @@ def iter_lines(location: str) -> Iterator[bytes]:
             yield from lines
         if carry:
             yield carry
+        if expected_size is not None and got[0] != expected_size:
+            raise ShortRead(
+                f"read {got[0]} bytes of {location}, listed with {expected_size}: the file was "
+                "truncated or replaced while the sync read it; nothing is committed, re-run")

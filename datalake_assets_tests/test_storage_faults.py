@@ -1,0 +1,218 @@
+"""Storage and catalog faults on an ``s3://`` lake: moto behind a proxy that injects errors.
+
+Every sync here is a real process with ``AWS_ENDPOINT_URL`` on the proxy (loopback only), its
+archive and lake in a moto bucket, Glue in moto as its catalog. Throttling is retried and the
+result is exact; an outage fails the sync with a clear error, leaves the lake and the catalog
+consistent, and one re-run after the outage converges to the clean result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from datalake_assets.catalog import CatalogConfig
+from datalake_assets.demo import generate_archive
+from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.transform.job import SyncRequest
+from datalake_assets_tests.s3_fault_proxy import FaultProxy
+
+pytestmark = [pytest.mark.spark, pytest.mark.reliability]
+
+SRC = "s3src"
+HOURS = ("2026-11-21T10", "2026-11-21T11")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+         "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="module")
+def aws():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    proxy = FaultProxy(host, port).start()
+    yield {"moto": f"http://{host}:{port}", "proxy": proxy}
+    proxy.stop()
+    server.stop()
+
+
+def s3fs(endpoint: str) -> pafs.S3FileSystem:
+    return pafs.S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
+                             endpoint_override=endpoint, scheme="http")
+
+
+@pytest.fixture()
+def bucket(aws, monkeypatch):
+    """A fresh bucket with two archive hours (written straight to moto, not through faults)."""
+    import boto3
+
+    name = f"lake-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=aws["moto"], **{
+        "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
+        "region_name": "us-east-1"}).create_bucket(Bucket=name)
+    for k, v in CREDS.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws["moto"])
+    s = generate_archive(f"s3://{name}/archive", SRC, [ArchiveHour.parse(h) for h in HOURS],
+                         events_per_hour=300, files_per_hour=2, seed=13)
+    aws["proxy"].fail = lambda m, p, h: None
+    return {"name": name, "lines": s.lines, "lake": f"s3://{name}/lake",
+            "archive": f"s3://{name}/archive"}
+
+
+def glue_config(aws) -> CatalogConfig:
+    return CatalogConfig(backend="glue", glue_region="us-east-1",
+                         glue_endpoint_url=aws["proxy"].url, max_attempts=3)
+
+
+def sync(aws, b: dict, database: str) -> tuple[int, dict]:
+    req = SyncRequest(b["lake"], b["archive"], SRC, HOURS, database=database,
+                      catalog=glue_config(aws), lock_wait_seconds=30)
+    env = {**os.environ, **CREDS, "AWS_ENDPOINT_URL": aws["proxy"].url,
+           "PYTHONPATH": REPO, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run([sys.executable, "-m", "datalake_assets.transform.job", *req.to_args()],
+                          env=env, capture_output=True, timeout=600)
+    out = done.stdout.decode().strip().splitlines()
+    assert out, done.stderr.decode()[-3000:]
+    return done.returncode, json.loads(out[-1])
+
+
+def s3_state(aws, b: dict) -> dict[tuple[str, str], list[str]]:
+    fs = s3fs(aws["moto"])
+    state: dict[tuple[str, str], list[str]] = {}
+    base = f"{b['name']}/lake/data/{SRC}"
+    infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    for i in infos:
+        if i.type != pafs.FileType.File or not i.path.endswith(".parquet"):
+            continue
+        rel = i.path[len(base) + 1:].split("/")
+        key = (rel[0].split("=", 1)[1], f"{rel[1]}/{rel[2]}")
+        ids = pq.read_table(i.path, filesystem=fs, columns=["message_id"]).column(0).to_pylist()
+        state.setdefault(key, []).extend(ids)
+    return {k: sorted(v) for k, v in state.items()}
+
+
+def glue_partitions(aws, database: str) -> dict[str, int]:
+    import boto3
+
+    glue = boto3.client("glue", endpoint_url=aws["moto"], region_name="us-east-1")
+    try:
+        tables = glue.get_tables(DatabaseName=database)["TableList"]
+    except glue.exceptions.EntityNotFoundException:
+        return {}
+    return {t["Name"]: len(glue.get_partitions(DatabaseName=database, TableName=t["Name"])
+                           ["Partitions"]) for t in tables}
+
+
+@pytest.fixture(scope="module")
+def reference(aws, tmp_path_factory):
+    """A clean sync of the same archive (same seed) with no fault: the truth to converge to."""
+    import boto3
+
+    name = f"lake-ref-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=aws["moto"], aws_access_key_id="testing",
+                 aws_secret_access_key="testing", region_name="us-east-1").create_bucket(Bucket=name)
+    old = os.environ.get("AWS_ENDPOINT_URL")
+    os.environ.update(CREDS)
+    os.environ["AWS_ENDPOINT_URL"] = aws["moto"]
+    try:
+        s = generate_archive(f"s3://{name}/archive", SRC, [ArchiveHour.parse(h) for h in HOURS],
+                             events_per_hour=300, files_per_hour=2, seed=13)
+    finally:
+        if old is None:
+            os.environ.pop("AWS_ENDPOINT_URL")
+        else:
+            os.environ["AWS_ENDPOINT_URL"] = old
+    b = {"name": name, "lines": s.lines, "lake": f"s3://{name}/lake",
+         "archive": f"s3://{name}/archive"}
+    aws["proxy"].fail = lambda m, p, h: None
+    code, report = sync(aws, b, "ref_db")
+    assert code == 0, report
+    assert report["lines_in"] == s.lines and report["messages_written"] > 0
+    return {"state": s3_state(aws, b), "report": report,
+            "partitions": glue_partitions(aws, "ref_db")}
+
+
+def _ledger(request, **kw) -> None:
+    try:
+        request.getfixturevalue("ledger").add(**kw)
+    except pytest.FixtureLookupError:
+        pass
+
+
+def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
+        aws, bucket, reference, request):
+    proxy = aws["proxy"]
+    n = {"i": 0}
+
+    def every_fourth(method, path, headers):  # S3 SlowDown / Glue ThrottlingException
+        n["i"] += 1
+        return 503 if n["i"] % 4 == 0 else None
+
+    proxy.fail = every_fourth
+    before = proxy.failed
+    code, report = sync(aws, bucket, "throttled_db")
+    injected = proxy.failed - before
+    proxy.fail = lambda m, p, h: None
+    assert code == 0, report
+    assert injected >= 5  # the sync really went through throttling
+    assert s3_state(aws, bucket) == reference["state"]
+    assert glue_partitions(aws, "throttled_db") == reference["partitions"]
+    for k in ("lines_in", "messages_written", "duplicates", "lines_quarantined"):
+        assert report[k] == reference["report"][k]
+    _ledger(request, faults=injected, messages_in=bucket["lines"],
+            accounted=report["messages_written"] + report["duplicates"]
+            + report["lines_quarantined"])
+
+
+def test_a_storage_outage_mid_commit_fails_clearly_and_one_rerun_converges(
+        aws, bucket, reference, request):
+    proxy = aws["proxy"]
+    # Every write into the live tables fails: the commit's copies (staging -> lake) break.
+    proxy.fail = lambda m, p, h: 500 if m == "PUT" and "/lake/data/" in p else None
+    before = proxy.failed
+    code, report = sync(aws, bucket, "outage_db")
+    injected = proxy.failed - before
+    proxy.fail = lambda m, p, h: None
+    assert code == 1, report
+    assert report["status"] == "failed" and report["error"]
+    assert injected >= 1
+    assert glue_partitions(aws, "outage_db") == {}  # nothing registered for a failed commit
+
+    code, report = sync(aws, bucket, "outage_db")
+    assert code == 0, report
+    assert report["recovered_commits"]  # the journaled commit was rolled forward first
+    assert s3_state(aws, bucket) == reference["state"]
+    assert glue_partitions(aws, "outage_db") == reference["partitions"]
+    _ledger(request, faults=1, messages_in=bucket["lines"],
+            accounted=report["messages_written"] + report["duplicates"]
+            + report["lines_quarantined"])
+
+
+def test_an_unavailable_catalog_commits_nothing_and_a_rerun_registers_everything(
+        aws, bucket, reference, request):
+    proxy = aws["proxy"]
+    proxy.fail = lambda m, p, h: 500 if any(
+        k.lower() == "x-amz-target" and v.startswith("AWSGlue") for k, v in h.items()) else None
+    code, report = sync(aws, bucket, "down_db")
+    proxy.fail = lambda m, p, h: None
+    assert code == 1
+    assert "nothing committed" in report["error"]
+    assert s3_state(aws, bucket) == {}  # the lake was not touched
+    code, report = sync(aws, bucket, "down_db")
+    assert code == 0, report
+    assert s3_state(aws, bucket) == reference["state"]
+    assert glue_partitions(aws, "down_db") == reference["partitions"]
+    _ledger(request, faults=1, messages_in=bucket["lines"],
+            accounted=report["messages_written"] + report["duplicates"]
+            + report["lines_quarantined"])
