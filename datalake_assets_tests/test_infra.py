@@ -23,9 +23,10 @@ import shutil
 import stat
 import subprocess
 import textwrap
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -239,7 +240,8 @@ def test_orchestrator_emr_actions_require_the_lake_tag(module):
 
 def test_orchestrator_serverless_and_pass_role_are_scoped(module):
     statements = list(_statements(module["data"]["aws_iam_policy_document.orchestrator_submit"]))
-    serverless = [s for s in statements if any(a.startswith("emr-serverless:") for a in s["actions"])]
+    serverless = [s for s in statements
+                  if any(a.startswith("emr-serverless:") for a in s["actions"])]
     assert {a for s in serverless for a in s["actions"]} == {
         "emr-serverless:StartJobRun", "emr-serverless:GetJobRun", "emr-serverless:CancelJobRun"}
     for statement in serverless:
@@ -288,7 +290,8 @@ def test_s3_and_glue_grants_name_only_the_lake(module):
     for statement in _statements(document):
         resources = statement["resources"]
         if isinstance(resources, str):  # concat(...) of the Glue ARNs
-            assert resources.startswith("${concat([local.glue_catalog_arn], local.glue_database_arns"), resources
+            assert resources.startswith(
+                "${concat([local.glue_catalog_arn], local.glue_database_arns"), resources
             assert all(a.startswith("glue:") for a in statement["actions"])
         else:
             assert set(resources) <= allowed, statement
@@ -320,7 +323,8 @@ def test_emr_cluster_uses_glue_bootstrap_scaling_and_encryption(module):
     assert module["locals"]["glue_metastore_factory"] == factory
     for classification in ("spark-hive-site", "hive-site"):
         properties = configurations[classification]["Properties"]
-        assert properties["hive.metastore.client.factory.class"] == "${local.glue_metastore_factory}"
+        factory_ref = properties["hive.metastore.client.factory.class"]
+        assert factory_ref == "${local.glue_metastore_factory}"
     exports = _one(configurations["spark-env"]["Configurations"])["Properties"]
     assert exports["PYSPARK_PYTHON"] == "${local.emr_python}"
     bootstrap = _one(cluster["bootstrap_action"])
@@ -334,6 +338,26 @@ def test_emr_cluster_uses_glue_bootstrap_scaling_and_encryption(module):
     packages = module["variable"]["bootstrap_python_packages"]["default"]
     for name in ("pyarrow", "orjson", "numpy", "pandas", "pandera"):
         assert any(p.startswith(name) for p in packages), name
+
+
+def test_cluster_egress_is_intra_cluster_or_https(module):
+    """EMR only adds inbound rules to the groups it is given: the nodes' traffic to each other
+    must be allowed outbound by the module, and nothing else but HTTPS may leave."""
+    egress = {k: b for k, b in module["resource"].items()
+              if k.startswith("aws_vpc_security_group_egress_rule.")}
+    intra = egress.pop("aws_vpc_security_group_egress_rule.emr_intra_cluster")
+    assert intra["ip_protocol"] == "-1" and "cidr_ipv4" not in intra
+    assert "referenced_security_group_id" in intra
+    pairs = module["locals"]["emr_intra_cluster_egress"]
+    assert 'setproduct(["primary", "core"], ["primary", "core"])' in pairs
+    for key, body in egress.items():
+        if "cidr_ipv4" in body:
+            assert (body["ip_protocol"], body["from_port"], body["to_port"]) == ("tcp", 443, 443), key
+        else:
+            assert "referenced_security_group_id" in body and body["ip_protocol"] == "tcp", key
+    for key, body in module["resource"].items():
+        if key.startswith("aws_security_group."):
+            assert "egress" not in body and "ingress" not in body, f"{key}: inline rules"
 
 
 def test_cluster_and_serverless_are_each_optional(module):
@@ -381,7 +405,7 @@ def test_the_readme_documents_every_variable_and_output(module):
     readme = (INFRA / "README.md").read_text(encoding="utf-8")
     for kind in ("variable", "output"):
         for name in module[kind]:
-            assert re.search(rf"^\|\s*`{name}`\s*\|", readme, re.M), \
+            assert re.search(rf"^\|\s*`{name}`\s*\|", readme, re.MULTILINE), \
                 f"{kind} {name} is missing from the tables of infra/README.md"
 
 
@@ -429,10 +453,11 @@ def _run_checkov(checkov: str) -> subprocess.CompletedProcess:
         [checkov, "--framework", "terraform", "--directory", "infra",
          "--var-file", str(ALL_FEATURES_TFVARS.relative_to(REPO)),
          "--compact", "--quiet", "-o", "json", "--skip-download"],
-        cwd=REPO, env=_offline_env(), capture_output=True, text=True, timeout=900)
+        cwd=REPO, env=_offline_env(), capture_output=True, text=True, timeout=900, check=False)
 
 
-def _run_terraform(terraform: str, plugin_dir: Path, workdir: Path) -> dict[str, subprocess.CompletedProcess]:
+def _run_terraform(terraform: str, plugin_dir: Path,
+                   workdir: Path) -> dict[str, subprocess.CompletedProcess]:
     shutil.copytree(INFRA, workdir, ignore=shutil.ignore_patterns(".terraform*"))
     results = {}
     # `terraform test` validates the configuration against the provider's schema first, so a
@@ -443,7 +468,7 @@ def _run_terraform(terraform: str, plugin_dir: Path, workdir: Path) -> dict[str,
     ):
         results[step] = subprocess.run([terraform, *args, "-no-color"], cwd=workdir,
                                        env=_offline_env(), capture_output=True, text=True,
-                                       timeout=900)
+                                       timeout=900, check=False)
         if results[step].returncode != 0:
             break
     return results
@@ -514,9 +539,9 @@ def test_terraform_fmt_is_clean():
     terraform = shutil.which("terraform")
     if not terraform:
         pytest.skip("the terraform binary is not installed; formatting is not checked")
-    result = subprocess.run([terraform, "fmt", "-check", "-recursive", "-diff", "-no-color", "infra"],
-                            cwd=REPO, env=_offline_env(), capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [terraform, "fmt", "-check", "-recursive", "-diff", "-no-color", "infra"],
+        cwd=REPO, env=_offline_env(), capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, f"terraform fmt would change:\n{result.stdout}{result.stderr}"
 
 
@@ -548,7 +573,9 @@ def bootstrap_sandbox(tmp_path) -> dict[str, Any]:
         printf 'python3.11' >> {log}; printf ' [%s]' "$@" >> {log}; echo >> {log}
         if [ "$1 $2" = "-m venv" ]; then
           mkdir -p "$3/bin"
-          printf '#!/usr/bin/env bash\\nprintf "venv-python" >> {log}; printf " [%%s]" "$@" >> {log}; echo >> {log}\\n' > "$3/bin/python"
+          {{ echo '#!/usr/bin/env bash'
+             echo 'printf "venv-python" >> {log}; printf " [%s]" "$@" >> {log}; echo >> {log}'
+          }} > "$3/bin/python"
           chmod +x "$3/bin/python"
         fi
         """)
@@ -563,17 +590,18 @@ def test_bootstrap_installs_python_and_the_packages_into_a_venv(bootstrap_sandbo
     result = subprocess.run(
         ["bash", str(BOOTSTRAP), "--python", "3.11", "--venv", venv,
          "--index-url", "https://pypi.example.test/simple", "--import", "pyarrow",
-         "--import", "dagster_pipes", "--", "pyarrow>=16", "pandas>=2.2,<3", "pandera[pandas]>=0.20"],
-        env=box["env"], capture_output=True, text=True, timeout=60)
+         "--import", "dagster_pipes",
+         "--", "pyarrow>=16", "pandas>=2.2,<3", "pandera[pandas]>=0.20"],
+        env=box["env"], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     calls = box["log"].read_text(encoding="utf-8").splitlines()
-    index = "[--index-url] [https://pypi.example.test/simple]"
+    pip_install = ("venv-python [-m] [pip] [install] [--no-cache-dir] [--retries] [10] "
+                   "[--timeout] [60] [--index-url] [https://pypi.example.test/simple]")
     assert calls == [
         "dnf [install] [-y] [python3.11] [python3.11-pip]",
         f"python3.11 [-m] [venv] [{venv}]",
-        f"venv-python [-m] [pip] [install] [--no-cache-dir] [--retries] [10] [--timeout] [60] {index} [--upgrade] [pip]",
-        f"venv-python [-m] [pip] [install] [--no-cache-dir] [--retries] [10] [--timeout] [60] {index} "
-        "[pyarrow>=16] [pandas>=2.2,<3] [pandera[pandas]>=0.20]",
+        f"{pip_install} [--upgrade] [pip]",
+        f"{pip_install} [pyarrow>=16] [pandas>=2.2,<3] [pandera[pandas]>=0.20]",
         "venv-python [-m] [pip] [check]",
         "venv-python [-c] [import pyarrow]",
         "venv-python [-c] [import dagster_pipes]",
@@ -591,7 +619,7 @@ def test_bootstrap_installs_python_and_the_packages_into_a_venv(bootstrap_sandbo
 def test_bootstrap_refuses_bad_arguments_before_installing_anything(bootstrap_sandbox, args,
                                                                     message):
     result = subprocess.run(["bash", str(BOOTSTRAP), *args], env=bootstrap_sandbox["env"],
-                            capture_output=True, text=True, timeout=60)
+                            capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not bootstrap_sandbox["log"].exists()
 

@@ -75,8 +75,10 @@ resource "aws_ec2_tag" "emr_subnet" {
   value       = "true"
 }
 
-# EMR-managed security groups: EMR adds and maintains the rules between the cluster's nodes
-# itself. The module only declares what EMR does not add: HTTPS out (AWS APIs, the package
+# EMR-managed security groups. EMR adds the *inbound* rules the cluster needs to groups you
+# give it, not outbound ones (its default groups allow all outbound traffic), and Terraform
+# removes the default allow-all egress of a group it creates. So the module declares the
+# outbound rules: all traffic between the cluster's own groups, HTTPS out (AWS APIs, the package
 # index) and, in a private subnet, the service-access rules. Rules are separate resources, so
 # Terraform never removes the ones EMR adds.
 resource "aws_security_group" "emr_primary" {
@@ -122,22 +124,55 @@ resource "aws_security_group" "emr_service_access" {
 }
 
 locals {
+  emr_security_group_ids = local.create_emr ? {
+    primary = aws_security_group.emr_primary[0].id
+    core    = aws_security_group.emr_core[0].id
+  } : {}
+
   emr_https_egress = local.create_emr ? {
     for pair in setproduct(["primary", "core"], var.emr_egress_cidr_blocks) :
     "${pair[0]}-${pair[1]}" => { group = pair[0], cidr = pair[1] }
+  } : {}
+
+  emr_intra_cluster_egress = local.create_emr ? {
+    for pair in setproduct(["primary", "core"], ["primary", "core"]) :
+    "${pair[0]}-to-${pair[1]}" => { from = pair[0], to = pair[1] }
   } : {}
 }
 
 resource "aws_vpc_security_group_egress_rule" "emr_https" {
   for_each = local.emr_https_egress
 
-  security_group_id = each.value.group == "primary" ? aws_security_group.emr_primary[0].id : aws_security_group.emr_core[0].id
+  security_group_id = local.emr_security_group_ids[each.value.group]
   description       = "HTTPS to AWS APIs (S3, Glue, KMS, EMR) and the package index of the bootstrap action"
   ip_protocol       = "tcp"
   from_port         = 443
   to_port           = 443
   cidr_ipv4         = each.value.cidr
   tags              = local.tags
+}
+
+# YARN, HDFS and Spark connect between the cluster's nodes on many ports.
+resource "aws_vpc_security_group_egress_rule" "emr_intra_cluster" {
+  for_each = local.emr_intra_cluster_egress
+
+  security_group_id            = local.emr_security_group_ids[each.value.from]
+  description                  = "EMR: ${each.value.from} nodes to ${each.value.to} nodes of the same cluster, all protocols"
+  ip_protocol                  = "-1"
+  referenced_security_group_id = local.emr_security_group_ids[each.value.to]
+  tags                         = local.tags
+}
+
+resource "aws_vpc_security_group_egress_rule" "emr_primary_to_service_access" {
+  count = local.create_emr && var.emr_subnet_is_private ? 1 : 0
+
+  security_group_id            = aws_security_group.emr_primary[0].id
+  description                  = "EMR: the primary node reaches the service access group on 9443"
+  ip_protocol                  = "tcp"
+  from_port                    = 9443
+  to_port                      = 9443
+  referenced_security_group_id = aws_security_group.emr_service_access[0].id
+  tags                         = local.tags
 }
 
 resource "aws_vpc_security_group_ingress_rule" "emr_service_access_from_primary" {
@@ -443,6 +478,8 @@ resource "aws_emr_cluster" "lake" {
     aws_iam_role_policy_attachment.emr_instance_job_extra,
     aws_s3_bucket_policy.lake,
     aws_vpc_security_group_egress_rule.emr_https,
+    aws_vpc_security_group_egress_rule.emr_intra_cluster,
+    aws_vpc_security_group_egress_rule.emr_primary_to_service_access,
     aws_vpc_security_group_ingress_rule.emr_service_access_from_primary,
     aws_vpc_security_group_egress_rule.emr_service_access_to_nodes,
   ]

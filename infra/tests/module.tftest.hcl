@@ -107,6 +107,10 @@ run "defaults_make_an_emr_cluster_and_no_serverless_application" {
     error_message = "The bootstrap action must receive the package list after --."
   }
   assert {
+    condition     = length(aws_vpc_security_group_egress_rule.emr_intra_cluster) == 4 && length(aws_vpc_security_group_egress_rule.emr_https) == 2 && alltrue([for r in aws_vpc_security_group_egress_rule.emr_https : r.from_port == 443 && r.to_port == 443])
+    error_message = "The cluster's groups need all traffic between them and HTTPS out, nothing else."
+  }
+  assert {
     condition     = length(aws_security_group.emr_service_access) == 1 && length(aws_ec2_tag.emr_subnet) == 1
     error_message = "A private subnet needs the service-access group; the subnet gets the EMR managed-policy tag."
   }
