@@ -265,9 +265,17 @@ data "aws_iam_policy_document" "emr_service_extra" {
 
   # EBS encryption of the security configuration: EMR creates the volumes' grants on the key.
   statement {
-    sid       = "EncryptEbsVolumesWithTheLakeKey"
-    effect    = "Allow"
-    actions   = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKeyWithoutPlaintext", "kms:DescribeKey"]
+    sid    = "EncryptEbsVolumesWithTheLakeKey"
+    effect = "Allow"
+    actions = [
+      "kms:Encrypt",
+      "kms:Decrypt",
+      "kms:ReEncryptFrom",
+      "kms:ReEncryptTo",
+      "kms:GenerateDataKey",
+      "kms:GenerateDataKeyWithoutPlaintext",
+      "kms:DescribeKey",
+    ]
     resources = [local.kms_key_arn]
   }
 

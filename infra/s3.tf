@@ -197,6 +197,13 @@ resource "aws_s3_bucket" "access_logs" {
 
   bucket = "${var.bucket_name}-access-logs"
   tags   = local.tags
+
+  lifecycle {
+    precondition {
+      condition     = length(var.bucket_name) <= 51
+      error_message = "<bucket_name>-access-logs would exceed 63 characters: set access_log_bucket_name."
+    }
+  }
 }
 
 resource "aws_s3_bucket_ownership_controls" "access_logs" {

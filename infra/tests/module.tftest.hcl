@@ -199,3 +199,13 @@ run "bad_settings_are_refused_at_plan" {
     var.kms_key_arn,
   ]
 }
+
+run "a_long_bucket_name_needs_an_access_log_bucket_name" {
+  command = plan
+
+  variables {
+    bucket_name = "acme-segment-datalake-production-eu-west-1-archive-lake"
+  }
+
+  expect_failures = [aws_s3_bucket.access_logs]
+}
