@@ -84,7 +84,7 @@ resource "aws_ec2_tag" "emr_subnet" {
 resource "aws_security_group" "emr_primary" {
   count = local.create_emr ? 1 : 0
 
-  name                   = "${var.name}-emr-primary"
+  name_prefix            = "${var.name}-emr-primary-"
   description            = "EMR-managed security group of the primary node of ${var.name}"
   vpc_id                 = data.aws_subnet.emr[0].vpc_id
   revoke_rules_on_delete = true
@@ -98,7 +98,7 @@ resource "aws_security_group" "emr_primary" {
 resource "aws_security_group" "emr_core" {
   count = local.create_emr ? 1 : 0
 
-  name                   = "${var.name}-emr-core"
+  name_prefix            = "${var.name}-emr-core-"
   description            = "EMR-managed security group of the core and task nodes of ${var.name}"
   vpc_id                 = data.aws_subnet.emr[0].vpc_id
   revoke_rules_on_delete = true
@@ -112,7 +112,7 @@ resource "aws_security_group" "emr_core" {
 resource "aws_security_group" "emr_service_access" {
   count = local.create_emr && var.emr_subnet_is_private ? 1 : 0
 
-  name                   = "${var.name}-emr-service-access"
+  name_prefix            = "${var.name}-emr-service-access-"
   description            = "EMR service access to the nodes of ${var.name} in a private subnet"
   vpc_id                 = data.aws_subnet.emr[0].vpc_id
   revoke_rules_on_delete = true
