@@ -287,7 +287,12 @@ def test_s3_and_glue_grants_name_only_the_lake(module):
     lake's Glue ARNs, never another bucket or database."""
     document = module["data"]["aws_iam_policy_document.lake_data"]
     allowed = {"${local.bucket_arn}", "${local.bucket_arn}/*", "${local.kms_key_arn}"}
+    denies = [s for s in _statements(document) if s.get("effect") == "Deny"]
+    assert [d["resources"] for d in denies] == [["${local.bucket_arn}/${local.bootstrap_prefix}*"]]
+    assert module["locals"]["bootstrap_prefix"] == "_bootstrap/"
     for statement in _statements(document):
+        if statement.get("effect") == "Deny":
+            continue
         resources = statement["resources"]
         if isinstance(resources, str):  # concat(...) of the Glue ARNs
             assert resources.startswith(

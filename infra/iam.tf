@@ -39,6 +39,14 @@ data "aws_iam_policy_document" "lake_data" {
     resources = [local.kms_key_arn]
   }
 
+  # Every node the cluster adds runs the bootstrap script as root: only Terraform writes it.
+  statement {
+    sid       = "NeverRewriteTheBootstrapScript"
+    effect    = "Deny"
+    actions   = ["s3:PutObject", "s3:DeleteObject"]
+    resources = ["${local.bucket_arn}/${local.bootstrap_prefix}*"]
+  }
+
   statement {
     sid    = "ReadTheLakeGlueDatabases"
     effect = "Allow"
