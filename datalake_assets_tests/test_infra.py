@@ -357,7 +357,8 @@ def test_cluster_egress_is_intra_cluster_or_https(module):
     assert 'setproduct(["primary", "core"], ["primary", "core"])' in pairs
     for key, body in egress.items():
         if "cidr_ipv4" in body:
-            assert (body["ip_protocol"], body["from_port"], body["to_port"]) == ("tcp", 443, 443), key
+            port = (body["ip_protocol"], body["from_port"], body["to_port"])
+            assert port == ("tcp", 443, 443), key
         else:
             assert "referenced_security_group_id" in body and body["ip_protocol"] == "tcp", key
     for key, body in module["resource"].items():
