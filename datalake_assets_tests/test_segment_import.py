@@ -755,3 +755,18 @@ def test_import_then_sync_finds_every_message_once(spark, tmp_path):
         "hive_partitioning = true) where level = 'line'").fetchall()
     assert sorted(r[0] for r in quarantined) == ["invalid_json", "not_an_object"]
     assert {(str(r[1]), int(r[2])) for r in quarantined} == {(D1, 0)}
+
+
+@pytest.mark.spark
+def test_cli_import_then_sync(spark, tmp_path, capsys):
+    import duckdb
+
+    s = settings_file(tmp_path, "segment", extra='[catalog]\nbackend = "none"\n')
+    build_segment_archive(s.sources[0].segment_archive)
+    assert cli.main(["--settings", s.settings_file, "import", "--from", D2, "--sync"]) == 0
+    out = capsys.readouterr().out
+    assert "synced 2026-11-21T01 .. 2026-11-21T02: 2 lines, 2 rows" in out
+    (n,), = duckdb.sql(
+        f"select count(*) from read_parquet('{s.lake_root}/data/{SOURCE}/"
+        "segment_type=order_completed/*/*/*.parquet')").fetchall()
+    assert n == 2
