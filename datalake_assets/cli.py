@@ -3,6 +3,7 @@
     datalake dev                 generate demo traffic if the archive is empty, start `dagster dev`
     datalake demo [--hours N]    write N hours of demo traffic (default: the last 6 closed hours)
     datalake sync --hours H ...  run one sync outside Dagster (local Spark), print the report
+    datalake import [--from D]   import Segment's S3-destination archive into the raw archive
 """
 
 from __future__ import annotations
@@ -128,6 +129,85 @@ def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
+    """Import received days of a source's Segment archive; then sync the changed hours
+    (``--sync``) or print how to (a Dagster backfill)."""
+    from datalake_assets.segment_import import SegmentImporter, hour_ranges
+
+    source = settings.source(args.source) if args.source else settings.sources[0]
+    if not source.segment_archive:
+        print(f"datalake: source {source.id!r} has no segment_archive to import (set it in its "
+              "[[sources]] entry)", file=sys.stderr)
+        return 2
+    for day in (args.first, args.last):
+        if day:
+            try:
+                datetime.strptime(day, "%Y-%m-%d")
+            except ValueError:
+                print(f"datalake: not a day: {day!r} (expected YYYY-MM-DD)", file=sys.stderr)
+                return 2
+    importer = SegmentImporter.for_source(settings.archive_root, source)
+
+    def progress(day: str, report) -> None:
+        s = report.summary()
+        print(f"{day}: {s['files']} files ({s['files_imported']} imported, "
+              f"{s['files_unchanged']} unchanged, {s['files_failed']} failed), "
+              f"{s['lines_in']} lines, {len(s['hours_changed'])} hours changed", flush=True)
+        for f in report.failures:
+            print(f"  FAILED {f.day}/{f.name}: {f.error}", file=sys.stderr)
+
+    print(f"importing {importer.segment_archive}/segment-logs/{source.segment_source_id} "
+          f"({args.first or 'first day'} .. {args.last or 'last day'}) into "
+          f"{layout.join(settings.archive_root, source.id)}", flush=True)
+    report = importer.import_range(args.first, args.last, force=args.force, progress=progress)
+    summary = report.summary()
+    if report.invalid_folders:
+        print(f"skipped {len(report.invalid_folders)} folders that are not a day's epoch ms: "
+              f"{', '.join(report.invalid_folders[:10])}", file=sys.stderr)
+    changed = report.hours_changed
+    ranges = hour_ranges(changed, settings.automation.backfill_hours_per_run)
+    print(json.dumps({k: v for k, v in summary.items() if k != "hours_changed"}, indent=2))
+    code = 1 if report.failures else 0
+    if not changed:
+        print("no archive hour changed: nothing to sync")
+        return code
+    print(f"{len(changed)} archive hours changed, {changed[0]} .. {changed[-1]} "
+          f"({len(ranges)} syncs of up to {settings.automation.backfill_hours_per_run} hours)")
+    if not args.sync:
+        print(
+            "sync them with `datalake import ... --sync` (local Spark, same ranges), or in Dagster:"
+            f" backfill `{source.slug}/sync_reports` (the `{source.slug}_lake_sync` assets) over "
+            f"partitions {changed[0].partition_key} ... {changed[-1].partition_key}; hours "
+            f"within the last {settings.automation.recheck_hours} h are synced by "
+            f"`{source.slug}_archive_sensor` anyway"
+        )
+        return code
+    from datalake_assets.transform.job import SyncError, SyncRequest, local_spark_session, run_sync
+
+    catalog = settings.catalog_config()
+    spark = local_spark_session(settings.spark.master, settings.spark.driver_memory,
+                                {**settings.spark.extra_conf, **catalog.spark_conf()})
+    for first, last in ranges:
+        hours = tuple(str(h) for h in layout.hour_range(first, last))
+        request = SyncRequest(
+            lake_root=settings.lake_root, archive_root=settings.archive_root,
+            source_id=source.id, source_dir=source.lake_dir, database=source.database,
+            date_layout=source.date_layout, hours=hours,
+            max_message_bytes=settings.sync.max_message_bytes, max_depth=settings.sync.max_depth,
+            replay=True, table_prefix=source.effective_table_prefix, catalog=catalog,
+            dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
+        )
+        try:
+            result = run_sync(spark, request).source
+        except SyncError as e:
+            print(f"sync {first} .. {last} failed: {e}", file=sys.stderr)
+            return 1
+        print(f"synced {first} .. {last}: {result['lines_in']} lines, "
+              f"{result['messages_written']} rows, {result['duplicates']} duplicates, "
+              f"{result['lines_quarantined']} quarantined", flush=True)
+    return code
+
+
 def cmd_ddl(settings: LakeSettings, args: argparse.Namespace) -> int:
     from datalake_assets.catalog import CatalogError, print_table_ddl
 
@@ -162,6 +242,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--replay", action="store_true")
     s.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
 
+    i = sub.add_parser("import", help="import Segment's S3-destination archive (segment-logs/)")
+    i.add_argument("--source", help="source id or slug (default: the first)")
+    i.add_argument("--from", dest="first", help="first received day, YYYY-MM-DD (default: all)")
+    i.add_argument("--to", dest="last", help="last received day, YYYY-MM-DD (default: all)")
+    i.add_argument("--force", action="store_true",
+                   help="import files again even if their manifest says they are unchanged")
+    i.add_argument("--sync", action="store_true",
+                   help="then sync the changed hours here (local Spark), a day per Spark job")
+
     t = sub.add_parser("ddl", help="print CREATE EXTERNAL TABLE / ADD PARTITION statements")
     t.add_argument("--source", help="source id or slug (default: the first)")
     t.add_argument("table", nargs="?", help="lake table name (default: every table)")
@@ -172,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as e:
         print(f"datalake: invalid settings: {e}", file=sys.stderr)
         return 2
-    return {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl}[args.command](settings, args)
+    commands = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
+                "import": cmd_import}
+    return commands[args.command](settings, args)
 
 
 if __name__ == "__main__":

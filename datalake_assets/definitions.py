@@ -1,11 +1,12 @@
-"""The code location: every source's assets, its sync job and archive sensor, the compute
-resource."""
+"""The code location: every source's assets, its sync job and archive sensor, the import of
+Segment's archive for sources that have one, the compute resource."""
 
 from __future__ import annotations
 
 from dagster import Definitions
 
 from datalake_assets.assets import build_source_assets
+from datalake_assets.import_sensors import build_import_automation
 from datalake_assets.resources import LocalSparkCompute
 from datalake_assets.sensors import ArchiveLister, Clock, build_automation, utc_now
 from datalake_assets.settings import LakeSettings, load_settings
@@ -28,6 +29,12 @@ def build_definitions(
         )
         jobs.append(job)
         sensors.append(archive_sensor)
+        if source.segment_archive:
+            more_assets, more_jobs, more_sensors = build_import_automation(
+                settings, source, job, clock=clock)
+            assets.extend(more_assets)
+            jobs.extend(more_jobs)
+            sensors.extend(more_sensors)
     compute = LocalSparkCompute(
         master=settings.spark.master,
         driver_memory=settings.spark.driver_memory,

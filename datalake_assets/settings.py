@@ -84,6 +84,7 @@ _MEMORY_RE = re.compile(r"[0-9]+(?:b|[kmgtp]b?)?", re.IGNORECASE)
 _URI_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://(.*)", re.DOTALL)
 _HALF_URI_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+:/")  # "s3:/bucket": a URI missing a '/'
 _BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
+_SEGMENT_SCHEMES = ("s3", "s3a", "s3n")  # what the importer lists (besides local folders)
 
 _ID_RULE = "1-128 characters from [A-Za-z0-9_-] (the id is a folder of the raw archive)"
 _SLUG_RULE = "1-64 characters from [a-z0-9_] (Glue-safe)"
@@ -183,6 +184,10 @@ class SourceSettings:
     date_layout: str = DEFAULT_DATE_LAYOUT  # one of layout.DATE_LAYOUTS
     path_by_slug: bool = False  # lake folders named by slug instead of id
     start: str = DEFAULT_START  # first hourly partition, 'YYYY-MM-DD-HH:00' (UTC)
+    # Segment's S3-destination archive to import (datalake_assets.segment_import): a local
+    # folder or s3:// URI holding segment-logs/<segment_source_id>/<day epoch ms>/*.gz; "": none
+    segment_archive: str = ""
+    segment_source_id: str = ""  # the source's folder in segment-logs/; "" -> id (with an archive)
 
     def __post_init__(self) -> None:
         _need_str(self.id, "id")
@@ -225,6 +230,36 @@ class SourceSettings:
                 key="date_layout",
             )
         _check_start(self.start)
+        self._check_segment_import()
+
+    def _check_segment_import(self) -> None:
+        _need_str(self.segment_archive, "segment_archive")
+        _need_str(self.segment_source_id, "segment_source_id")
+        if not self.segment_archive:
+            if self.segment_source_id:
+                raise SettingsError(
+                    "only applies to an import: set segment_archive too (or remove this key)",
+                    key="segment_source_id",
+                )
+            return
+        root = self.segment_archive
+        if root != root.strip() or root.endswith("/"):
+            raise SettingsError(f"has surrounding spaces or a trailing '/': {root!r}",
+                                key="segment_archive")
+        m = _URI_RE.fullmatch(root)
+        if m and (m.group(1).lower() not in _SEGMENT_SCHEMES or not m.group(2)):
+            raise SettingsError(
+                f"invalid archive {root!r}; allowed: a local folder or s3://bucket[/prefix]",
+                key="segment_archive",
+            )
+        if not m and ("://" in root or _HALF_URI_RE.match(root)):
+            raise SettingsError(f"invalid URI {root!r}; write s3://bucket/prefix",
+                                key="segment_archive")
+        if self.segment_source_id:
+            _need_match(self.segment_source_id, _ID_RE, "segment_source_id", _ID_RULE,
+                        "Segment source id")
+        else:
+            object.__setattr__(self, "segment_source_id", self.id)
 
     @property
     def lake_dir(self) -> str:
@@ -508,6 +543,19 @@ def _check_sources(sources: tuple[SourceSettings, ...]) -> None:
                 key=f"sources[{i}].database",
             )
         tables[where] = i
+    imports: dict[tuple[str, str], int] = {}
+    for i, s in enumerate(sources):
+        if not s.segment_archive:
+            continue
+        what = (s.segment_archive, s.segment_source_id)
+        if what in imports:
+            raise SettingsError(
+                f"sources[{imports[what]}] already imports Segment source "
+                f"{s.segment_source_id!r} of {s.segment_archive!r}: its messages would be in "
+                "two sources of the lake",
+                key=f"sources[{i}].segment_source_id",
+            )
+        imports[what] = i
 
 
 # --------------------------------------------------------------------------------------- loader
@@ -645,7 +693,7 @@ def _from_mapping(data: Mapping[str, Any], base: str, settings_file: str | None)
     except SettingsError as e:
         raise e._within(prefix="sync") from None
     if "sources" in data:
-        sources = _sources_from(data["sources"])
+        sources = _sources_from(data["sources"], base)
     else:
         sources = (SourceSettings(DEFAULT_SOURCE_ID),)
     automation_raw = _table(data, "automation")
@@ -704,7 +752,7 @@ def _spark_from(raw: Mapping[str, Any]) -> SparkSettings:
         raise e._within(prefix="spark") from None
 
 
-def _sources_from(raw: Any) -> tuple[SourceSettings, ...]:
+def _sources_from(raw: Any, base: str) -> tuple[SourceSettings, ...]:
     if isinstance(raw, Mapping):
         raise SettingsError(
             "must be an array of tables: write [[sources]] (double brackets) for each source",
@@ -728,6 +776,9 @@ def _sources_from(raw: Any) -> tuple[SourceSettings, ...]:
             if item.get(name) == "":
                 raise SettingsError(f"must not be empty; omit it to default to {default}",
                                     key=f"{where}.{name}")
+        if item.get("segment_archive"):  # a local folder: relative to the settings file
+            item = {**item, "segment_archive": _resolve_root(
+                item["segment_archive"], base, f"{where}.segment_archive")}
         try:
             out.append(SourceSettings(**item))
         except SettingsError as e:
