@@ -69,13 +69,15 @@ def test_nulls_and_empty_objects_make_no_columns():
 
 
 def test_integers_beyond_64_bits_keep_their_digits():
-    m = parse_line(b'{"type":"identify","messageId":"m","userId":"u","traits":{"big":123456789012345678901234567890}}')
+    m = parse_line(b'{"type":"identify","messageId":"m","userId":"u","receivedAt":"2026-11-21T10:00:00Z",'
+                   b'"traits":{"big":123456789012345678901234567890}}')
     assert m.flat["traits_big"] == "123456789012345678901234567890"
     assert m.kinds[list(m.flat).index("traits_big")] == T.K_BIGNUM
 
 
 def test_nan_and_infinity_are_accepted_as_non_finite_numbers():
-    m = parse_line(b'{"type":"identify","messageId":"m","userId":"u","traits":{"x":NaN,"y":-Infinity}}')
+    m = parse_line(b'{"type":"identify","messageId":"m","userId":"u","receivedAt":"2026-11-21T10:00:00Z",'
+                   b'"traits":{"x":NaN,"y":-Infinity}}')
     kinds = dict(zip(m.flat, m.kinds))
     assert kinds["traits_x"] == T.K_NONFINITE and kinds["traits_y"] == T.K_NONFINITE
 
@@ -95,7 +97,7 @@ def test_collisions_keep_canonical_key_and_quarantine_the_other_value():
     flat, _, problems, _ = flatten({"properties": {"firstName": "A", "first_name": "B", "FirstName": "B"}})
     assert flat["properties_first_name"] == "B"  # canonical snake_case spelling wins
     lost = sorted((p[1], p[2]) for p in problems)
-    assert lost == [('"A"', "column_name_collision: properties/firstName")]
+    assert lost == [('A', "column_name_collision: properties/firstName")]
 
 
 def test_unusable_keys_are_quarantined_not_merged():
@@ -125,3 +127,46 @@ def test_plan_table_appends_new_columns_and_widens():
     assert change.new_columns == [("properties_a", "string"), ("received_at", "timestamp")]
     assert change.expected_misfits == {"received_at": 1}
     assert "received_at" in change.cast_columns and "properties_a" not in change.cast_columns
+
+
+R = b'"receivedAt":"2026-11-21T10:00:00Z",'
+
+
+def test_missing_or_unparseable_received_at_is_quarantined_with_its_reason():
+    with pytest.raises(Rejected, match="missing_received_at"):
+        parse_line(b'{"type":"identify","messageId":"m","userId":"u"}')
+    with pytest.raises(Rejected, match="invalid_received_at"):
+        parse_line(b'{"type":"identify","messageId":"m","userId":"u","receivedAt":"yesterday"}')
+    with pytest.raises(Rejected, match="invalid_received_at"):
+        parse_line(b'{"type":"identify","messageId":"m","userId":"u","receivedAt":1700000000}')
+
+
+def test_nesting_beyond_the_limit_is_quarantined_not_a_crash():
+    line = b'{"type":"identify","messageId":"m","userId":"u",' + R + b'"traits":' + \
+        b'{"n":' * 1020 + b'1' + b'}' * 1021
+    with pytest.raises(Rejected, match="nesting_too_deep"):
+        parse_line(line)
+    ok = b'{"type":"identify","messageId":"m","userId":"u",' + R + b'"traits":' + \
+        b'{"n":' * 150 + b'1' + b'}' * 151
+    assert parse_line(ok).flat  # 150 levels: cut to JSON text at depth 16, kept
+
+
+def test_wide_integers_keep_their_digits_inside_arrays_and_cut_objects():
+    big = b"1180591620717411303425"
+    m = parse_line(b'{"type":"identify","messageId":"m","userId":"u",' + R +
+                   b'"traits":{"a":[' + big + b',1],"o":' + b'{"n":' * 20 + big + b'}' * 20 + b'}}')
+    assert m.flat["traits_a"] == "[" + big.decode() + ",1]"
+    cut = [v for k, v in m.flat.items() if k.startswith("traits_o")]
+    assert len(cut) == 1 and big.decode() in cut[0]
+
+
+def test_a_numeric_message_id_beyond_64_bits_is_rejected_not_rounded_into_a_collision():
+    for mid in (b"1180591620717411303424", b"1180591620717411303425"):
+        with pytest.raises(Rejected, match="invalid_message_id"):
+            parse_line(b'{"type":"identify","messageId":' + mid + b',"userId":"u",' + R[:-1] + b'}')
+    assert parse_line(b'{"type":"identify","messageId":12345,"userId":"u",' + R[:-1] + b'}').message_id == "12345"
+
+
+def test_an_object_under_an_unusable_key_is_quarantined_as_json():
+    _, _, problems, _ = flatten({"properties": {"": {"a": True}}})
+    assert [(p[1], p[2]) for p in problems] == [('{"a":true}', "unusable_key")]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import orjson
 
 from datalake_assets.spec import naming
-from datalake_assets.spec.types import kind_of, parse_timestamp
+from datalake_assets.spec.types import kind_of, parse_timestamp, value_text
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024
 DEFAULT_MAX_DEPTH = 16
@@ -62,11 +62,34 @@ class Message:
     problems: list[tuple[str, str, str]]  # (column or raw key path, value text, reason)
 
 
+MAX_NESTING = 200  # deeper messages are quarantined: no JSON writer here can store them
+
+
+def _nesting(obj: object) -> int:
+    depth, stack = 0, [(obj, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > depth:
+            depth = d
+        if type(v) is dict:
+            stack.extend((c, d + 1) for c in v.values() if type(c) in (dict, list))
+        elif type(v) is list:
+            stack.extend((c, d + 1) for c in v if type(c) in (dict, list))
+    return depth
+
+
+def _check_nesting(raw: bytes, obj: object) -> object:
+    # Two C-speed counts per line; the walk only for lines with that many brackets at all.
+    if raw.count(b"{") + raw.count(b"[") > MAX_NESTING and _nesting(obj) > MAX_NESTING:
+        raise Rejected("nesting_too_deep", f"more than {MAX_NESTING} levels of objects/arrays")
+    return obj
+
+
 def decode(raw: bytes, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> object:
     if len(raw) > max_bytes:
         raise Rejected("oversize", f"{len(raw)} bytes > limit {max_bytes}")
     try:
-        return orjson.loads(raw)
+        return _check_nesting(raw, orjson.loads(raw))
     except orjson.JSONDecodeError as first:
         # The stdlib parser accepts NaN/Infinity literals that orjson refuses; nothing else.
         try:
@@ -77,7 +100,9 @@ def decode(raw: bytes, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> object:
             json.dumps(obj, ensure_ascii=False, allow_nan=True).encode("utf-8")
         except UnicodeEncodeError:
             raise Rejected("invalid_json", "unpaired UTF-16 surrogate escape") from None
-        return obj
+        except RecursionError:
+            raise Rejected("nesting_too_deep", "too deep to re-encode") from None
+        return _check_nesting(raw, obj)
 
 
 def _reparse_exact(raw: bytes) -> object:
@@ -110,11 +135,28 @@ def _names_under(parent: str) -> dict[str, tuple[str | None, str]]:
     return names
 
 
+class _TooDeep(Exception):
+    pass
+
+
 def _json_text(v: object) -> str:
     try:
         return orjson.dumps(v).decode()
     except TypeError:  # integers wider than 64 bits (stdlib parse path)
-        return json.dumps(v, ensure_ascii=False, allow_nan=True)
+        pass
+    except orjson.JSONEncodeError as e:  # nested deeper than orjson writes (255 levels)
+        raise _TooDeep(str(e)) from None
+    try:
+        return json.dumps(v, ensure_ascii=False, allow_nan=True, separators=(",", ":"))
+    except RecursionError:
+        raise _TooDeep("nesting too deep to store as JSON text") from None
+
+
+def _json_text_exact(v: object) -> tuple[str, bool]:
+    """``(JSON text, suspect)``: suspect when a float >= 1e16 inside may be a wide integer
+    that orjson's parse rounded (the line is then re-parsed exactly)."""
+    text = _json_text(v)
+    return text, "e+" in text and type(v) in (list, dict)
 
 
 class _Collision(Exception):
@@ -151,7 +193,8 @@ def _flatten_fast(obj: dict, max_depth: int) -> tuple[dict[str, object], list, b
                 if depth < max_depth and nm[0] is not None:
                     stack.append((v, nm[1], depth + 1))
                     continue
-                v = _json_text(v)
+                v, wide = _json_text_exact(v)
+                suspect = suspect or wide
             elif v is None:
                 continue
             elif tv is int:
@@ -161,7 +204,8 @@ def _flatten_fast(obj: dict, max_depth: int) -> tuple[dict[str, object], list, b
                 if (v >= _SUSPECT_FLOAT or v <= -_SUSPECT_FLOAT) and v.is_integer():
                     suspect = True
             elif tv is list:
-                v = _json_text(v)
+                v, wide = _json_text_exact(v)
+                suspect = suspect or wide
             else:  # not produced by a JSON parser
                 v = str(v)
             out[nm[0]] = v  # an unusable key lands under None: found below
@@ -190,14 +234,14 @@ def _flatten_tracked(obj: dict, max_depth: int) -> tuple[dict[str, object], list
                     stack.append((v, full, depth + 1, p))
                     continue
                 v = _json_text(v)
-            elif type(v) is list:
+            elif type(v) in (list, dict):  # (a dict here sits under an unusable key)
                 v = _json_text(v)
             elif type(v) is int and not (_INT64_LO <= v < _INT64_HI):
                 v = str(v)
             elif type(v) not in (str, bool, int, float):
                 v = str(v)
             if name is None:
-                problems.append(("/".join(p), _json_text(v), "unusable_key"))
+                problems.append(("/".join(p), value_text(v), "unusable_key"))
                 continue
             rank = (not naming.is_canonical(p), p)
             candidates.setdefault(name, []).append((rank, v))
@@ -209,7 +253,7 @@ def _flatten_tracked(obj: dict, max_depth: int) -> tuple[dict[str, object], list
             if lost_value == cands[0][1] and type(lost_value) is type(cands[0][1]):
                 continue  # same value under two spellings: nothing is lost
             problems.append(
-                (name, _json_text(lost_value), f"column_name_collision: {'/'.join(lost_path)}")
+                (name, value_text(lost_value), f"column_name_collision: {'/'.join(lost_path)}")
             )
     return out, problems
 
@@ -239,6 +283,10 @@ def _text_id(value: object, missing_reason: str, invalid_reason: str) -> str:
         if len(value) > MAX_MESSAGE_ID_CHARS:
             raise Rejected(invalid_reason, f"{len(value)} characters")
         return value
+    if type(value) is float and value.is_integer() and abs(value) >= _SUSPECT_FLOAT:
+        # orjson rounds integers beyond 64 bits to floats: two such ids could collide
+        raise Rejected(invalid_reason, "a number beyond 64-bit precision cannot be an exact id;"
+                       " send ids as strings")
     if type(value) in (int, float):
         return _json_text(value)
     raise Rejected(invalid_reason, f"{type(value).__name__} is not an id")
@@ -256,6 +304,12 @@ def validate(obj: object) -> tuple[str, str, str]:
     message_id = _text_id(obj.get("messageId"), "missing_message_id", "invalid_message_id")
     if obj.get("userId") in (None, "") and obj.get("anonymousId") in (None, ""):
         raise Rejected("missing_user_id")
+    received = obj.get("receivedAt")
+    if received is None or received == "":
+        # The collector stamps it; without it no hour, no dedup order, no partition.
+        raise Rejected("missing_received_at")
+    if type(received) is not str or parse_timestamp(received) is None:
+        raise Rejected("invalid_received_at", repr(received)[:100])
     if mtype == "track":
         event = obj.get("event")
         if type(event) is not str or not event.strip():

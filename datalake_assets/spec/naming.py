@@ -14,7 +14,8 @@ Rules (tested in ``test_naming.py``; the README repeats them):
    (``context.library.name`` -> ``context_library_name``).
 5. A key whose name is empty after rules 1-3 (``""``, ``"%"``, ``"🎉"``) cannot be a column:
    its value goes to quarantine with reason ``unusable_key`` (never silently merged).
-6. Names longer than the limit (columns 250, tables 255 with any prefix) are cut and given a
+6. Names longer than the limit (columns 250, tables 242 with any prefix: the folder
+   ``segment_type=<table>`` must fit a file name's 255 bytes) are cut and given a
    hash suffix of the full name, so two long names stay distinct:
    ``<first 241 chars>_<8 hex of sha1>``.
 7. A top-level column that would equal a partition key (``day``, ``hr``, ``year``, ``month``,
@@ -40,7 +41,8 @@ import unicodedata
 from functools import lru_cache
 
 MAX_COLUMN_NAME = 250
-MAX_TABLE_NAME = 255
+# 255 bytes is a file name's limit, and a table's folder is ``segment_type=<name>``.
+MAX_TABLE_NAME = 255 - len("segment_type=")  # 242
 
 TYPE_TABLES: dict[str, str] = {
     "identify": "identifies",

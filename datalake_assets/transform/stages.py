@@ -185,6 +185,8 @@ class _StageA:
                         if b.objs:
                             yield self._flush(t, b, file_idx, hour)
                     buffered = 0
+        except storage.ShortRead:
+            raise  # a transient short read fails the sync (re-run); never a partial file
         except (OSError, zlib.error, EOFError) as e:
             # A corrupt or unreadable file: what was read stays; the rest is quarantined as
             # one entry that names the file, so a replay can pick it up once fixed.

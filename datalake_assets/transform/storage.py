@@ -128,22 +128,31 @@ def iter_lines(location: str, expected_size: int | None = None,
                     data = f.read(_CHUNK)
                     got[0] += len(data)
                 return
+            # A read's output is passed on only once the next read decoded cleanly (or its
+            # member ended, CRC checked): damage decodes to junk before zlib notices, and that
+            # junk must never pass for lines. A stream that stops before its end is an error.
             d = zlib.decompressobj(wbits=31)
+            pending: list[bytes] = []
             while data:
                 out = d.decompress(data)
-                if out:
-                    yield out
                 while d.eof and d.unused_data:  # concatenated gzip members
+                    yield from pending
+                    pending = []
+                    if out:
+                        yield out
                     rest = d.unused_data
                     d = zlib.decompressobj(wbits=31)
                     out = d.decompress(rest)
-                    if out:
-                        yield out
+                yield from pending
+                pending = [out] if out else []
+                if d.eof:
+                    yield from pending
+                    pending = []
                 data = f.read(_CHUNK)
                 got[0] += len(data)
-            tail = d.flush()
-            if tail:
-                yield tail
+            if not d.eof:
+                raise EOFError("the gzip stream ends before its end (truncated)")
+            yield from pending
 
         carry = b""
         for chunk in chunks():
