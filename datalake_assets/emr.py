@@ -548,8 +548,9 @@ class EmrSparkCompute(_AwsSparkCompute):
 
     cluster_id: str = Field(description="the EMR cluster (j-...) that runs the syncs")
     replay_cluster_id: str = Field(default="", description="cluster for replays; '' -> cluster_id")
-    deploy_mode: str = Field(default="client", description="spark-submit --deploy-mode: client "
-                                                           "(driver on the primary node) or cluster")
+    deploy_mode: str = Field(
+        default="client",
+        description="spark-submit --deploy-mode: client (driver on the primary node) or cluster")
 
     def cluster_for(self, req: SyncRequest) -> str:
         return self.replay_cluster_id if req.replay and self.replay_cluster_id else self.cluster_id

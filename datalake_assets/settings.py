@@ -472,7 +472,7 @@ class ComputeSettings:
             ("cluster_id", _CLUSTER_ID_RE, "an EMR cluster id such as 'j-2AXXXXXXGAPLF'"),
             ("replay_cluster_id", _CLUSTER_ID_RE, "an EMR cluster id such as 'j-2AXXXXXXGAPLF'"),
             ("application_id", _APPLICATION_ID_RE, "an EMR Serverless application id"),
-            ("execution_role_arn", _ROLE_ARN_RE, "an IAM role ARN (arn:aws:iam::<account>:role/..)"),
+            ("execution_role_arn", _ROLE_ARN_RE, "an IAM role ARN (arn:aws:iam::<id>:role/..)"),
             ("staging_prefix", _S3_PREFIX_RE, "an S3 URI such as 's3://my-lake/_jobs/'"),
             ("log_uri", _S3_PREFIX_RE, "an S3 URI such as 's3://my-lake/_jobs/logs/'"),
             ("endpoint_url", _ENDPOINT_RE, "an http:// or https:// URL"),

@@ -398,7 +398,8 @@ def test_step_failure_details_and_log_locations():
               "FailureDetails": {"Reason": "Unknown error.", "Message": "Exception in main",
                                  "LogFile": "s3n://logs/j-1/steps/s-1/stderr.gz"}}
     assert step_failure_reason(status) == "Unknown error.; Exception in main; Step failed"
-    assert step_log_location(status, "s3n://logs/", "j-1", "s-1") == "s3://logs/j-1/steps/s-1/stderr.gz"
+    assert step_log_location(status, "s3n://logs/", "j-1", "s-1") == (
+        "s3://logs/j-1/steps/s-1/stderr.gz")
     status.pop("FailureDetails")
     assert step_log_location(status, "s3n://logs", "j-1", "s-1") == "s3://logs/j-1/steps/s-1/"
     assert "/mnt/var/log/hadoop/steps/s-1/" in step_log_location(status, None, "j-1", "s-1")
@@ -499,7 +500,8 @@ def test_serverless_job_run_has_the_package_the_request_and_the_role(aws, tmp_pa
 
 def test_a_failed_job_run_names_its_state_details_and_logs(aws, monkeypatch):
     monkeypatch.setattr("moto.emrserverless.models.JOB_STATUS", "RUNNING")
-    details = "Job failed, please check complete logs in configured logging destination. ExitCode: 1."
+    details = ("Job failed, please check complete logs in configured logging destination. "
+               "ExitCode: 1.")
 
     def fail(run):
         run.state, run.state_details = "FAILED", details
@@ -661,7 +663,8 @@ def moto_server(aws_env):
     server.stop()
 
 
-def run_like_spark_submit(world, endpoint: str, args: list[str], workdir) -> subprocess.CompletedProcess:
+def run_like_spark_submit(world, endpoint: str, args: list[str],
+                          workdir) -> subprocess.CompletedProcess:
     """What spark-submit does with the submitted arguments, on this machine: fetch the entry
     script and --py-files zip from S3, run the script with the zip on PYTHONPATH (the job then
     starts a local session; the --conf entries are not applied here)."""
@@ -814,7 +817,8 @@ def test_end_to_end_a_sync_error_on_serverless_fails_the_check(moto_server, tmp_
     error = failure.step_failure_data.error.cause  # the asset's error, under Dagster's wrapper
     assert error.cls_name == "SyncError"
     assert "catalog" in error.message
-    assert f"EMR Serverless job run {run.id} of application {world.app} ended FAILED" in error.message
+    assert (f"EMR Serverless job run {run.id} of application {world.app} ended FAILED"
+            in error.message)
     assert f"jobs/{run.id}/SPARK_DRIVER/" in error.message
     completeness = [e for e in result.get_asset_check_evaluations()
                     if e.check_name == "completeness"]
