@@ -232,7 +232,7 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings) -> list:
         )
         context.log.info(f"syncing {source.id} hours {hours[0]} .. {hours[-1]}")
         try:
-            result = compute.run_sync(request)
+            result = compute.run_sync(request, context=context)
         except SyncError as e:
             # Report the failed reconciliation as a check, then fail the run: nothing was
             # committed, so there is no materialization to attach data to.

@@ -7,7 +7,7 @@ from dagster import Definitions
 
 from datalake_assets.assets import build_source_assets
 from datalake_assets.import_sensors import build_import_automation
-from datalake_assets.resources import LocalSparkCompute
+from datalake_assets.resources import LocalSparkCompute, SparkCompute
 from datalake_assets.sensors import ArchiveLister, Clock, build_automation, utc_now
 from datalake_assets.settings import LakeSettings, load_settings
 
@@ -35,16 +35,38 @@ def build_definitions(
             assets.extend(more_assets)
             jobs.extend(more_jobs)
             sensors.extend(more_sensors)
-    compute = LocalSparkCompute(
-        master=settings.spark.master,
-        driver_memory=settings.spark.driver_memory,
-        conf={
-            "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
-            **settings.spark.extra_conf,
-            **settings.catalog_config().spark_conf(),  # a Hive catalog needs the session's help
-        },
-    )
-    return Definitions(assets=assets, jobs=jobs, sensors=sensors, resources={"compute": compute})
+    resources = {"compute": build_compute(settings)}
+    return Definitions(assets=assets, jobs=jobs, sensors=sensors, resources=resources)
+
+
+def build_compute(settings: LakeSettings) -> SparkCompute:
+    """The compute resource of ``[compute] backend``: local Spark, an EMR cluster's steps or
+    EMR Serverless job runs (the assets are the same)."""
+    c = settings.compute
+    if c.backend == "local":
+        return LocalSparkCompute(
+            master=settings.spark.master,
+            driver_memory=settings.spark.driver_memory,
+            conf={
+                "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
+                **settings.spark.extra_conf,
+                **settings.catalog_config().spark_conf(),  # a Hive catalog needs the session
+            },
+        )
+    from datalake_assets.emr import EmrServerlessCompute, EmrSparkCompute
+
+    common = {
+        "region": c.region, "staging_prefix": c.staging_prefix,
+        "submit_timeout_s": float(c.submit_timeout_s), "run_timeout_s": float(c.run_timeout_s),
+        "poll_interval_s": float(c.poll_interval_s), "conf": dict(c.conf),
+        "endpoint_url": c.endpoint_url,
+    }
+    if c.backend == "emr":
+        return EmrSparkCompute(cluster_id=c.cluster_id, replay_cluster_id=c.replay_cluster_id,
+                               deploy_mode=c.deploy_mode, **common)
+    return EmrServerlessCompute(application_id=c.application_id,
+                                execution_role_arn=c.execution_role_arn, log_uri=c.log_uri,
+                                **common)
 
 
 defs = build_definitions()

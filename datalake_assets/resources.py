@@ -1,17 +1,26 @@
-"""Compute resources: where the sync's Spark job runs. Assets only see ``SparkCompute``."""
+"""Compute resources: where the sync's Spark job runs. Assets only see ``SparkCompute``.
+
+``LocalSparkCompute`` (here) runs it in the run's process; ``datalake_assets.emr`` has
+``EmrSparkCompute`` (steps of an existing EMR cluster) and ``EmrServerlessCompute``.
+"""
 
 from __future__ import annotations
 
-from dagster import ConfigurableResource, InitResourceContext
+from dagster import AssetExecutionContext, ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
 from datalake_assets.transform.job import SyncRequest, SyncResult, local_spark_session, run_sync
 
 
 class SparkCompute(ConfigurableResource):
-    """Runs one sync (a source and a batch of hours) and returns its report."""
+    """Runs one sync (a source and a batch of hours) and returns its report.
 
-    def run_sync(self, request: SyncRequest) -> SyncResult:  # pragma: no cover - interface
+    ``context`` is the asset's execution context when called from an asset (``None`` outside
+    Dagster): remote backends report to the run through it (Dagster Pipes)."""
+
+    def run_sync(  # pragma: no cover - interface
+        self, request: SyncRequest, context: AssetExecutionContext | None = None
+    ) -> SyncResult:
         raise NotImplementedError
 
 
@@ -34,5 +43,7 @@ class LocalSparkCompute(SparkCompute):
             self._spark = local_spark_session(self.master, self.driver_memory, dict(self.conf))
         return self._spark
 
-    def run_sync(self, request: SyncRequest) -> SyncResult:
+    def run_sync(
+        self, request: SyncRequest, context: AssetExecutionContext | None = None
+    ) -> SyncResult:
         return run_sync(self.spark(), request)

@@ -13,7 +13,7 @@ Loading order, later wins::
   which loads to exactly the defaults.
 * Environment overrides: ``DATALAKE_ARCHIVE_ROOT``, ``DATALAKE_LAKE_ROOT``,
   ``DATALAKE_SPARK_MASTER``, ``DATALAKE_SPARK_DRIVER_MEMORY``, ``DATALAKE_MAX_MESSAGE_BYTES``,
-  ``DATALAKE_CATALOG_BACKEND``.
+  ``DATALAKE_CATALOG_BACKEND``, ``DATALAKE_COMPUTE_BACKEND``.
   An empty variable counts as unset.
 * Roots are local folders or URIs (``s3://bucket/prefix``). A URI is kept as written (minus
   trailing ``/``; ``os.path`` never touches it). A local path is made absolute: relative to the
@@ -51,6 +51,7 @@ ENV_SPARK_MASTER = "DATALAKE_SPARK_MASTER"
 ENV_SPARK_DRIVER_MEMORY = "DATALAKE_SPARK_DRIVER_MEMORY"
 ENV_MAX_MESSAGE_BYTES = "DATALAKE_MAX_MESSAGE_BYTES"
 ENV_CATALOG_BACKEND = "DATALAKE_CATALOG_BACKEND"
+ENV_COMPUTE_BACKEND = "DATALAKE_COMPUTE_BACKEND"
 
 SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the documented defaults
 
@@ -446,6 +447,141 @@ class CatalogSettings:
         )
 
 
+COMPUTE_BACKENDS = ("local", "emr", "emr_serverless")
+DEPLOY_MODES = ("client", "cluster")
+_CLUSTER_ID_RE = re.compile(r"j-[A-Za-z0-9]{1,64}")
+_APPLICATION_ID_RE = re.compile(r"[0-9a-z]{1,64}")
+_ROLE_ARN_RE = re.compile(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}")
+_S3_PREFIX_RE = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/[^\s]*)?")
+# Spark settings the remote job may not take from [compute.conf]: they are set for it.
+_COMPUTE_CONF_OWNED = {
+    "spark.master": "EMR runs Spark on YARN (or serverless): the master is not ours to set",
+    "spark.submit.deployMode": "set [compute] deploy_mode instead",
+    "spark.submit.pyFiles": "the job's package is added by the compute resource",
+}
+
+
+@dataclass(frozen=True)
+class ComputeSettings:
+    """Where the sync's Spark job runs (``datalake_assets.resources`` / ``datalake_assets.emr``).
+
+    ``backend``: ``"local"`` (default: Spark in the run's process, ``[spark]``), ``"emr"`` (a
+    step of the existing cluster ``cluster_id``; replays on ``replay_cluster_id`` if set) or
+    ``"emr_serverless"`` (a job run of ``application_id`` as ``execution_role_arn``). The other
+    keys only matter for the AWS backends; ``conf`` holds their job's ``spark.*`` settings
+    (``[spark]`` is for local Spark only)."""
+
+    backend: str = "local"
+    region: str = ""  # "" -> AWS_REGION / ~/.aws/config
+    cluster_id: str = ""  # emr: j-...
+    replay_cluster_id: str = ""  # emr: replays (backfills) go here; "" -> cluster_id
+    application_id: str = ""  # emr_serverless
+    execution_role_arn: str = ""  # emr_serverless: the job runtime role
+    staging_prefix: str = ""  # s3://bucket/prefix/ for job files; "" -> s3://<lake bucket>/_jobs/
+    log_uri: str = ""  # emr_serverless: job run logs; "" -> <staging_prefix>logs/
+    deploy_mode: str = "client"  # emr: spark-submit --deploy-mode
+    submit_timeout_s: int = 3600  # the job must start within this
+    run_timeout_s: int = 4 * 3600  # and finish within this once started
+    poll_interval_s: int = 15
+    endpoint_url: str = ""  # one endpoint for EMR, EMR Serverless and S3 (tests, gateways)
+    conf: dict[str, str] = field(default_factory=dict)  # the remote job's spark.* settings
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.type == "str":
+                _need_str(getattr(self, f.name), f.name)
+        if self.backend not in COMPUTE_BACKENDS:
+            raise SettingsError(
+                f"unknown compute backend {self.backend!r}; choose one of "
+                f"{', '.join(repr(b) for b in COMPUTE_BACKENDS)}",
+                key="backend",
+            )
+        if self.deploy_mode not in DEPLOY_MODES:
+            raise SettingsError(
+                f"invalid deploy mode {self.deploy_mode!r}; allowed: 'client' (the driver on "
+                "the primary node) or 'cluster' (in a YARN container)",
+                key="deploy_mode",
+            )
+        for name, pattern, rule in (
+            ("region", _REGION_RE, "an AWS region such as 'us-east-1'"),
+            ("cluster_id", _CLUSTER_ID_RE, "an EMR cluster id such as 'j-2AXXXXXXGAPLF'"),
+            ("replay_cluster_id", _CLUSTER_ID_RE, "an EMR cluster id such as 'j-2AXXXXXXGAPLF'"),
+            ("application_id", _APPLICATION_ID_RE, "an EMR Serverless application id"),
+            ("execution_role_arn", _ROLE_ARN_RE, "an IAM role ARN (arn:aws:iam::<id>:role/..)"),
+            ("staging_prefix", _S3_PREFIX_RE, "an S3 URI such as 's3://my-lake/_jobs/'"),
+            ("log_uri", _S3_PREFIX_RE, "an S3 URI such as 's3://my-lake/_jobs/logs/'"),
+            ("endpoint_url", _ENDPOINT_RE, "an http:// or https:// URL"),
+        ):
+            value = getattr(self, name)
+            if value:
+                _need_match(value, pattern, name, f"{rule}, or empty", name.replace("_", " "))
+        _need_int(self.submit_timeout_s, "submit_timeout_s", 60, 7 * 86400)
+        _need_int(self.run_timeout_s, "run_timeout_s", 60, 7 * 86400)
+        _need_int(self.poll_interval_s, "poll_interval_s", 1, 600)
+        required = {"emr": ("cluster_id",),
+                    "emr_serverless": ("application_id", "execution_role_arn")}
+        for name in required.get(self.backend, ()):
+            if not getattr(self, name):
+                raise SettingsError(f"required when backend = {self.backend!r}", key=name)
+        conf = _check_spark_conf_names(self.conf, "conf")
+        for name in conf:
+            if name in _COMPUTE_CONF_OWNED:
+                raise SettingsError(f"{name!r} is not allowed here: {_COMPUTE_CONF_OWNED[name]}",
+                                    key=_key("conf", name))
+        object.__setattr__(self, "conf", conf)  # a private copy, as for SparkSettings
+
+    def __hash__(self) -> int:  # conf is a dict: hash its items
+        return hash(tuple(
+            tuple(sorted(v.items())) if isinstance(v, dict) else v
+            for v in (getattr(self, f.name) for f in dataclasses.fields(self))))
+
+    @property
+    def remote(self) -> bool:
+        return self.backend != "local"
+
+
+def _check_spark_conf_names(conf: Any, key: str) -> dict[str, str]:
+    """A table of ``spark.*`` name -> string value (no other rule)."""
+    if not isinstance(conf, Mapping):
+        raise SettingsError(f"must be a table of Spark settings, {_got(conf)}", key=key)
+    out: dict[str, str] = {}
+    for name, value in conf.items():
+        k = _key(key, name) if isinstance(name, str) else f"{key}[{name!r}]"
+        if not isinstance(name, str) or not name.startswith("spark.") or name == "spark.":
+            raise SettingsError(
+                f"invalid Spark setting name {name!r}; allowed: any key starting with 'spark.'",
+                key=k,
+            )
+        if not isinstance(value, str):
+            raise SettingsError(f"Spark setting values must be strings, {_got(value)}", key=k)
+        out[name] = value
+    return out
+
+
+def _check_compute_fits(settings: LakeSettings) -> None:
+    """A job on AWS reads and writes S3, and registers its tables where the cluster can."""
+    backend = settings.compute.backend
+    if backend == "local":
+        return
+    for name in ("archive_root", "lake_root"):
+        value = getattr(settings, name)
+        if not value.startswith("s3://"):
+            raise SettingsError(
+                f"must be an s3:// URI when [compute] backend = {backend!r} (the job runs on "
+                f"AWS and cannot reach {value!r})",
+                key=name,
+            )
+    catalog = settings.catalog
+    if catalog.backend == "hive" and not catalog.hive_metastore_uri:
+        raise SettingsError(
+            f"the embedded Derby metastore of backend 'hive' lives on this machine, but "
+            f"[compute] backend = {backend!r} runs the job on AWS: set backend = 'glue' (the "
+            "Glue Data Catalog, which EMR uses as its Hive metastore), 'none', or a "
+            "hive_metastore_uri the cluster can reach",
+            key="catalog.backend",
+        )
+
+
 @dataclass(frozen=True)
 class LakeSettings:
     archive_root: str  # absolute local path or URI (s3://bucket/prefix), no trailing '/'
@@ -456,6 +592,7 @@ class LakeSettings:
     settings_file: str | None = None  # absolute path of the file loaded; None: no file
     automation: AutomationSettings = field(default_factory=AutomationSettings)
     catalog: CatalogSettings = field(default_factory=CatalogSettings)
+    compute: ComputeSettings = field(default_factory=ComputeSettings)
 
     def __post_init__(self) -> None:
         for name in ("archive_root", "lake_root"):
@@ -483,7 +620,10 @@ class LakeSettings:
             )
         if not isinstance(self.catalog, CatalogSettings):
             raise SettingsError(f"must be a CatalogSettings, {_got(self.catalog)}", key="catalog")
+        if not isinstance(self.compute, ComputeSettings):
+            raise SettingsError(f"must be a ComputeSettings, {_got(self.compute)}", key="compute")
         _check_sources(self.sources)
+        _check_compute_fits(self)
 
     def catalog_config(self):
         """The ``datalake_assets.catalog.CatalogConfig`` of these settings."""
@@ -560,11 +700,13 @@ def _check_sources(sources: tuple[SourceSettings, ...]) -> None:
 
 # --------------------------------------------------------------------------------------- loader
 
-_TOP_KEYS = ("archive_root", "lake_root", "spark", "sync", "sources", "automation", "catalog")
+_TOP_KEYS = ("archive_root", "lake_root", "spark", "sync", "sources", "automation", "catalog",
+             "compute")
 _SPARK_KEYS = ("master", "driver_memory", "shuffle_partitions", "conf")
 _SYNC_KEYS = tuple(f.name for f in dataclasses.fields(SyncSettings))
 _AUTOMATION_KEYS = tuple(f.name for f in dataclasses.fields(AutomationSettings))
 _CATALOG_KEYS = tuple(f.name for f in dataclasses.fields(CatalogSettings))
+_COMPUTE_KEYS = tuple(f.name for f in dataclasses.fields(ComputeSettings))
 _SOURCE_KEYS = tuple(f.name for f in dataclasses.fields(SourceSettings))
 
 
@@ -703,8 +845,39 @@ def _from_mapping(data: Mapping[str, Any], base: str, settings_file: str | None)
     except SettingsError as e:
         raise e._within(prefix="automation") from None
     catalog = _catalog_from(_table(data, "catalog"), base)
+    compute = _compute_from(_table(data, "compute"))
     return LakeSettings(archive_root, lake_root, sources, spark, sync, settings_file,
-                        automation=automation, catalog=catalog)
+                        automation=automation, catalog=catalog, compute=compute)
+
+
+def _compute_from(raw: Mapping[str, Any]) -> ComputeSettings:
+    """``[compute]`` and its ``[compute.conf]`` table (TOML booleans and integers become the
+    strings Spark expects, as in ``[spark.conf]``)."""
+    _check_keys(raw, _COMPUTE_KEYS, "compute")
+    values = dict(raw)
+    if "conf" in values:
+        conf = values["conf"]
+        if not isinstance(conf, Mapping):
+            raise SettingsError(f"must be a table ([compute.conf]), {_got(conf)}",
+                                key="compute.conf")
+        given: dict[str, Any] = {}
+        for name, value in conf.items():
+            if isinstance(value, Mapping):
+                raise SettingsError(
+                    "a table where a value was expected: quote Spark keys, e.g. "
+                    '"spark.executor.memory" = "8g"',
+                    key=_key("compute.conf", name),
+                )
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            elif isinstance(value, int):
+                value = str(value)
+            given[name] = value
+        values["conf"] = given
+    try:
+        return ComputeSettings(**values)
+    except SettingsError as e:
+        raise e._within(prefix="compute") from None
 
 
 def _catalog_from(raw: Mapping[str, Any], base: str) -> CatalogSettings:
@@ -834,4 +1007,18 @@ def _apply_env(settings: LakeSettings, env: Mapping[str, str]) -> LakeSettings:
         except SettingsError as e:
             raise failed(e, ENV_CATALOG_BACKEND) from None
 
-    return dataclasses.replace(settings, **changes) if changes else settings
+    value = get(ENV_COMPUTE_BACKEND)
+    if value is not None:
+        try:
+            changes["compute"] = dataclasses.replace(settings.compute, backend=value.strip())
+        except SettingsError as e:
+            if e.key != "backend":  # the backend is fine, the [compute] section lacks a key
+                e = SettingsError(f"[compute] {e.key}: {e.problem}")
+            raise failed(e, ENV_COMPUTE_BACKEND) from None
+
+    if not changes:
+        return settings
+    try:
+        return dataclasses.replace(settings, **changes)
+    except SettingsError as e:  # the roots or backends changed no longer fit together
+        raise SettingsError(e.problem, key=e.key, origin="environment") from None

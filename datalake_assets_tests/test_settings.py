@@ -101,13 +101,13 @@ def test_shipped_lake_toml_is_exactly_the_defaults(tmp_path):
 def test_shipped_lake_toml_documents_every_key():
     text = SHIPPED.read_text(encoding="utf-8")
     keys = (list(st._TOP_KEYS) + list(st._SPARK_KEYS) + list(st._SYNC_KEYS) + list(st._SOURCE_KEYS)
-            + list(st._AUTOMATION_KEYS) + list(st._CATALOG_KEYS))
+            + list(st._AUTOMATION_KEYS) + list(st._CATALOG_KEYS) + list(st._COMPUTE_KEYS))
     for key in keys:
-        if key in ("spark", "sync", "sources", "conf", "automation", "catalog"):
+        if key in ("spark", "sync", "sources", "conf", "automation", "catalog", "compute"):
             continue
         assert re.search(rf"^(# )?{key} = ", text, re.M), key
     for section in ("[spark]", "[spark.conf]", "[sync]", "[automation]", "[catalog]",
-                    "[[sources]]"):
+                    "[compute]", "[compute.conf]", "[[sources]]"):
         assert section in text
     for layout in DATE_LAYOUTS:
         assert f'"{layout}"' in text

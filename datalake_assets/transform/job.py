@@ -674,8 +674,8 @@ def _finish(req: SyncRequest, base: dict, t0: float, tables: list[dict], source:
         "tables": len(tables),
     }
     report = tables + [src]
-    write_report(req.lake_root, req.source_id, req.run_id, report)
-    day = finished.strftime("%Y-%m-%d")
+    day = finished.strftime("%Y-%m-%d")  # = src["finish_time"][:10]: see report_location
+    write_report(req.lake_root, req.source_id, req.run_id, report, day)
     try:  # the reports table: a row per table and one per source, queryable by SQL
         write_report_table(req.lake_root, req.source_id, req.run_id, report, day)
         if catalog is not None:
@@ -685,12 +685,36 @@ def _finish(req: SyncRequest, base: dict, t0: float, tables: list[dict], source:
     return SyncResult(report=report, source=src)
 
 
-def write_report(lake_root: str, source_id: str, run_id: str, report: list[dict]) -> str:
-    day = datetime.now(UTC).strftime("%Y-%m-%d")
+def write_report(lake_root: str, source_id: str, run_id: str, report: list[dict],
+                 day: str | None = None) -> str:
+    """Writes the report as JSON lines (one object per table, then the source's); ``day``
+    (``YYYY-MM-DD``, default today UTC) is the ``day=`` folder: the sync's finish day."""
+    day = day or datetime.now(UTC).strftime("%Y-%m-%d")
     location = layout.report_path(lake_root, source_id, run_id, day)
     body = b"".join(orjson.dumps(r) + b"\n" for r in report)
     storage.write_bytes_atomic(location, body)
     return location
+
+
+def report_location(lake_root: str, source_id: str, run_id: str, source_row: dict) -> str:
+    """Where ``write_report`` put a sync's report, from its source row (its finish day)."""
+    return layout.report_path(lake_root, source_id, run_id, source_row["finish_time"][:10])
+
+
+def parse_report(body: bytes) -> SyncResult:
+    """A ``report.json`` (as ``write_report`` writes it) back as the ``SyncResult``."""
+    rows = [orjson.loads(line) for line in body.splitlines() if line.strip()]
+    sources = [r for r in rows if r.get("type") == "source"]
+    if len(sources) != 1:
+        raise ValueError(f"a sync report has one source row, this one has {len(sources)}")
+    return SyncResult(report=rows, source=sources[0])
+
+
+# Session settings the job relies on, wherever it runs (local session or spark-submit).
+JOB_SPARK_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
 
 
 def local_spark_session(master: str = "local[2]", driver_memory: str = "4g", extra: dict | None = None):
@@ -705,27 +729,33 @@ def local_spark_session(master: str = "local[2]", driver_memory: str = "4g", ext
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
     )
+    for k, v in JOB_SPARK_CONF.items():
+        builder = builder.config(k, v)
     for k, v in (extra or {}).items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
 
 
+def job_spark_session(req: SyncRequest):
+    """Under ``spark-submit`` the submit's session (its configuration comes from the submit);
+    otherwise a local one configured for the request's catalog."""
+    if os.environ.get("SPARK_ENV_LOADED") is None:
+        return local_spark_session(extra=req.catalog.spark_conf())
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.getOrCreate()
+    # What the local session sets at build time and a cluster's defaults may not: the job
+    # reads and writes UTC wall clock, and hands key rows to the JVM through Arrow.
+    for k, v in JOB_SPARK_CONF.items():
+        spark.conf.set(k, v)
+    return spark
+
+
 def main(argv: list[str] | None = None) -> int:
     req = parse_args(sys.argv[1:] if argv is None else argv)
-    local = os.environ.get("SPARK_ENV_LOADED") is None
-    spark = local_spark_session(extra=req.catalog.spark_conf()) if local else None
-    if spark is None:  # under spark-submit: the session comes from the submit's configuration
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.builder.getOrCreate()
-        # What the local session sets at build time and a cluster's defaults may not: the job
-        # reads and writes UTC wall clock, and hands key rows to the JVM through Arrow.
-        spark.conf.set("spark.sql.session.timeZone", "UTC")
-        spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
+    spark = job_spark_session(req)
     try:
         result = run_sync(spark, req)
     except SyncError as e:

@@ -1,0 +1,654 @@
+"""Spark on AWS: the sync's job as a step of an existing EMR cluster, or as an EMR Serverless
+job run. Same interface as ``LocalSparkCompute``: only the resource changes, not the assets.
+
+One ``run_sync``:
+
+1. **Package**: a zip of ``datalake_assets`` and ``dagster_pipes`` (pure Python; PySpark and the
+   native dependencies come with the cluster image, see ``docs/emr.md``) and the entry script,
+   content-addressed under the staging prefix: ``s3://<bucket>/_jobs/<sha256>/``. Uploaded when
+   absent (or older than a day, so a lifecycle rule on ``_jobs/`` never expires one in use).
+2. **Submit** through Dagster Pipes: ``spark-submit --py-files <zip> <entry> <pipes args>
+   -- <SyncRequest.to_args()>``. The Pipes context and messages go through S3 under
+   ``_jobs/pipes/<run_id>/`` (``PipesS3ContextInjector``, ``PipesS3MessageReader``); the job logs
+   to the Dagster run and reports where it wrote its report.
+3. **Wait**, polling (no boto waiter: their default limits are shorter than a replay), at most
+   ``submit_timeout_s`` for the job to start and ``run_timeout_s`` for it to run. A timeout, or
+   the Dagster run being terminated, cancels the step / job run.
+4. **Result**: the report the job wrote in the lake
+   (``<lake>/reports/day=/source=/run_id=/report.json``) becomes the ``SyncResult``, so the
+   asset yields the same materializations and checks as with local Spark. A ``SyncError`` on the
+   cluster is raised as a ``SyncError`` (the asset then fails its completeness check); any other
+   failure is a ``dagster.Failure`` naming the state, the reason and where the logs are.
+
+Why not the upstream clients of ``dagster_aws.pipes`` (0.29): ``PipesEMRClient`` starts a new
+cluster per call (``run_job_flow``) and waits with boto's cluster waiters; nothing runs steps on
+an existing cluster. ``PipesEMRServerlessClient`` has no timeout and fails with a bare "job
+failed" (the state details only in a log line), and reads messages from CloudWatch only. Both are
+built on the public ``open_pipes_session``, as this module is, with the upstream S3 context
+injector and message reader.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import math
+import os
+import re
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+from dagster import AssetExecutionContext, Failure, MetadataValue, open_pipes_session
+from dagster_aws.pipes import PipesS3ContextInjector, PipesS3MessageReader
+from pydantic import Field
+
+from datalake_assets.resources import SparkCompute
+from datalake_assets.spec import layout
+from datalake_assets.transform import storage
+from datalake_assets.transform.job import (
+    JOB_SPARK_CONF,
+    SyncError,
+    SyncRequest,
+    SyncResult,
+    parse_report,
+)
+from datalake_assets.transform.pipes_entry import ENTRY_SCRIPT, MESSAGE_KIND
+
+log = logging.getLogger(__name__)
+
+JOBS_DIR = "_jobs"  # reserved prefix of the lake bucket: packages, Pipes files, serverless logs
+PACKAGE_FILE = "datalake_assets.zip"
+ENTRY_FILE = "pipes_entry.py"
+BUNDLED_PACKAGES = ("datalake_assets", "dagster_pipes")  # pure Python, shipped in the zip
+PACKAGE_REFRESH_S = 24 * 3600  # re-upload a package older than this (lifecycle rule: >= 2 days)
+
+STEP_RUNNING = frozenset({"RUNNING"})
+STEP_TERMINAL = frozenset({"COMPLETED", "CANCELLED", "FAILED", "INTERRUPTED"})
+JOB_RUN_RUNNING = frozenset({"RUNNING"})
+JOB_RUN_TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
+CLUSTER_USABLE = frozenset({"STARTING", "BOOTSTRAPPING", "RUNNING", "WAITING"})
+
+_S3_URI_RE = re.compile(r"s3[an]?://([^/]+)/?(.*)")
+
+
+# ------------------------------------------------------------------------------------ S3 paths
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """``("bucket", "key/prefix")`` of ``s3://bucket/key/prefix`` (also ``s3a://``, ``s3n://``)."""
+    m = _S3_URI_RE.fullmatch(uri)
+    if not m or not m.group(1):
+        raise ValueError(f"not an S3 URI: {uri!r} (expected s3://bucket/prefix)")
+    return m.group(1), m.group(2)
+
+
+def default_staging_prefix(lake_root: str) -> str:
+    """``s3://<lake bucket>/_jobs/``: the bucket's reserved prefix for job files."""
+    bucket, _ = split_s3_uri(lake_root)
+    return f"s3://{bucket}/{JOBS_DIR}/"
+
+
+def _dir_uri(uri: str) -> str:
+    return uri if uri.endswith("/") else uri + "/"
+
+
+# ----------------------------------------------------------------------------------- packaging
+
+
+def _package_files(package: str) -> Iterator[tuple[str, str]]:
+    """``(path on disk, name in the zip)`` of a package's modules and data files, sorted."""
+    import importlib
+
+    module = importlib.import_module(package)
+    root = os.path.dirname(module.__file__ or "")
+    base = os.path.dirname(root)
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
+        for name in files:
+            if name.endswith((".py", ".toml", ".typed")):
+                path = os.path.join(folder, name)
+                out.append((path, os.path.relpath(path, base).replace(os.sep, "/")))
+    return iter(sorted(out, key=lambda p: p[1]))
+
+
+def build_package(packages: tuple[str, ...] = BUNDLED_PACKAGES) -> bytes:
+    """A zip for ``--py-files``: byte-identical for identical sources (sorted entries, fixed
+    timestamps and modes), so its hash names it."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for package in packages:
+            for path, name in _package_files(package):
+                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                with open(path, "rb") as f:
+                    zf.writestr(info, f.read())
+    return buf.getvalue()
+
+
+@lru_cache(maxsize=1)
+def _package() -> tuple[bytes, bytes, str]:
+    body, entry = build_package(), ENTRY_SCRIPT.encode("utf-8")
+    digest = hashlib.sha256(body + b"\0" + entry).hexdigest()
+    return body, entry, digest
+
+
+@dataclass(frozen=True)
+class StagedPackage:
+    sha256: str
+    zip_uri: str
+    entry_uri: str
+    uploaded: tuple[str, ...]  # the files this call uploaded (empty: all were there)
+
+
+def stage_package(s3: Any, staging_prefix: str, refresh_after_s: int = PACKAGE_REFRESH_S,
+                  package: tuple[bytes, bytes, str] | None = None) -> StagedPackage:
+    """Upload the job's zip and entry script to ``<staging_prefix><sha256>/`` unless there
+    (and fresher than ``refresh_after_s``)."""
+    body, entry, digest = package or _package()
+    bucket, prefix = split_s3_uri(_dir_uri(staging_prefix))
+    folder = f"{prefix}{digest}/"
+    uploaded = []
+    for name, data in ((PACKAGE_FILE, body), (ENTRY_FILE, entry)):
+        key = folder + name
+        if not _fresh(s3, bucket, key, len(data), refresh_after_s):
+            s3.put_object(Bucket=bucket, Key=key, Body=data)
+            uploaded.append(name)
+    return StagedPackage(
+        sha256=digest, zip_uri=f"s3://{bucket}/{folder}{PACKAGE_FILE}",
+        entry_uri=f"s3://{bucket}/{folder}{ENTRY_FILE}", uploaded=tuple(uploaded),
+    )
+
+
+def _fresh(s3: Any, bucket: str, key: str, size: int, refresh_after_s: int) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        head = s3.head_object(Bucket=bucket, Key=key)
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+    age = datetime.now(UTC) - head["LastModified"]
+    return head.get("ContentLength") == size and age < timedelta(seconds=refresh_after_s)
+
+
+# ------------------------------------------------------------------------- remote runs, status
+
+
+@dataclass(frozen=True)
+class RemoteStatus:
+    state: str
+    reason: str = ""  # state change reason, failure details or stateDetails
+    log_location: str = ""
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+class _RemoteRun:
+    """A submitted step or job run: how to poll it and how to cancel it."""
+
+    label: str
+    running: frozenset[str]
+    terminal: frozenset[str]
+    success: str
+
+    def status(self) -> RemoteStatus:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def cancel(self) -> str:  # pragma: no cover - interface
+        """Request the cancellation; returns what AWS answered."""
+        raise NotImplementedError
+
+
+def step_failure_reason(status: dict) -> str:
+    """The reason of an EMR step's state: its ``FailureDetails`` (reason, message) or its
+    ``StateChangeReason``."""
+    failure = status.get("FailureDetails") or {}
+    parts = [failure.get("Reason"), failure.get("Message")]
+    change = status.get("StateChangeReason") or {}
+    parts += [change.get("Code"), change.get("Message")]
+    seen: list[str] = []
+    for p in parts:
+        if p and p not in seen:
+            seen.append(p)
+    return "; ".join(seen)
+
+
+def step_log_location(status: dict, log_uri: str | None, cluster_id: str, step_id: str) -> str:
+    """The step's log file (``FailureDetails.LogFile``), else its folder under the cluster's
+    ``LogUri`` (``stdout.gz``/``stderr.gz``; EMR uploads them every few minutes)."""
+    log_file = (status.get("FailureDetails") or {}).get("LogFile")
+    if log_file:
+        return re.sub(r"^s3n://", "s3://", log_file)
+    if log_uri:
+        base = _dir_uri(re.sub(r"^s3n://", "s3://", log_uri))
+        return f"{base}{cluster_id}/steps/{step_id}/"
+    return (f"cluster {cluster_id} has no LogUri: the step's logs are only on its primary node, "
+            f"/mnt/var/log/hadoop/steps/{step_id}/")
+
+
+class _EmrStep(_RemoteRun):
+    running, terminal, success = STEP_RUNNING, STEP_TERMINAL, "COMPLETED"
+
+    def __init__(self, emr: Any, cluster_id: str, step_id: str, log_uri: str | None) -> None:
+        self.emr, self.cluster_id, self.step_id, self.log_uri = emr, cluster_id, step_id, log_uri
+        self.label = f"EMR step {step_id} on cluster {cluster_id}"
+
+    def status(self) -> RemoteStatus:
+        step = self.emr.describe_step(ClusterId=self.cluster_id, StepId=self.step_id)["Step"]
+        st = step.get("Status", {})
+        return RemoteStatus(
+            state=st.get("State", "UNKNOWN"), reason=step_failure_reason(st),
+            log_location=step_log_location(st, self.log_uri, self.cluster_id, self.step_id),
+            raw=step,
+        )
+
+    def cancel(self) -> str:
+        r = self.emr.cancel_steps(ClusterId=self.cluster_id, StepIds=[self.step_id],
+                                  StepCancellationOption="SEND_INTERRUPT")
+        info = (r.get("CancelStepsInfoList") or [{}])[0]
+        return " ".join(p for p in ("cancel", info.get("Status", "requested"),
+                                    info.get("Reason") or "") if p)
+
+
+def job_run_log_location(log_uri: str, application_id: str, job_run_id: str) -> str:
+    """The driver's logs of a job run (``stdout.gz``/``stderr.gz``) under the job's S3 log URI."""
+    return f"{_dir_uri(log_uri)}applications/{application_id}/jobs/{job_run_id}/SPARK_DRIVER/"
+
+
+class _ServerlessJobRun(_RemoteRun):
+    running, terminal, success = JOB_RUN_RUNNING, JOB_RUN_TERMINAL, "SUCCESS"
+
+    def __init__(self, client: Any, application_id: str, job_run_id: str, log_uri: str) -> None:
+        self.client, self.application_id, self.job_run_id = client, application_id, job_run_id
+        self.log_uri = log_uri
+        self.label = f"EMR Serverless job run {job_run_id} of application {application_id}"
+
+    def status(self) -> RemoteStatus:
+        run = self.client.get_job_run(applicationId=self.application_id,
+                                      jobRunId=self.job_run_id)["jobRun"]
+        return RemoteStatus(
+            state=run.get("state", "UNKNOWN"), reason=run.get("stateDetails") or "",
+            log_location=job_run_log_location(self.log_uri, self.application_id,
+                                              self.job_run_id),
+            raw=run,
+        )
+
+    def cancel(self) -> str:
+        self.client.cancel_job_run(applicationId=self.application_id, jobRunId=self.job_run_id)
+        return "cancel requested"
+
+
+# ------------------------------------------------------------------------------ Pipes plumbing
+
+
+class _StagedS3MessageReader(PipesS3MessageReader):
+    """``PipesS3MessageReader`` whose message chunks land under ``key_prefix`` (the staging
+    prefix) instead of a random folder at the bucket's root."""
+
+    def __init__(self, *, key_prefix: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.key_prefix = key_prefix
+
+    @contextmanager
+    def get_params(self) -> Iterator[dict]:
+        with super().get_params() as params:
+            yield {**params, "key_prefix": self.key_prefix + params["key_prefix"]}
+
+
+class _WithoutTypedEventStream:
+    """The asset's context for ``open_pipes_session`` minus one side effect: the session switches
+    the step to a "typed event stream", in which every declared output must be yielded. The sync
+    asset yields its results from the lake's report (as with local Spark) and skips tables
+    without rows this time (skippable specs), which that mode would turn into a failure."""
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    def set_requires_typed_event_stream(self, *, error_message: str | None = None) -> None:
+        pass
+
+
+class _Timeout(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------------- resources
+
+
+class _AwsSparkCompute(SparkCompute):
+    """What both AWS backends share: staging, Pipes, waiting, failures, the report."""
+
+    region: str = Field(default="", description="AWS region; '' -> AWS_REGION / ~/.aws/config")
+    staging_prefix: str = Field(
+        default="", description="S3 URI for job packages, Pipes files (and serverless logs); "
+                                "'' -> s3://<lake bucket>/_jobs/")
+    submit_timeout_s: float = Field(default=3600, description="max seconds before the job runs")
+    run_timeout_s: float = Field(default=4 * 3600, description="max seconds the job may run")
+    poll_interval_s: float = Field(default=15.0, description="seconds between status polls")
+    pipes_interval_s: float = Field(
+        default=10.0, description="seconds between reads (and remote uploads) of Pipes messages")
+    conf: dict[str, str] = Field(default_factory=dict,
+                                 description="spark.* settings of the job (spark-submit --conf)")
+    endpoint_url: str = Field(default="", description="one endpoint for every AWS call: a test "
+                                                      "server or gateway; '' -> AWS's")
+
+    # ------------------------------------------------------------------------ AWS clients
+
+    def _session(self):
+        import boto3
+
+        return boto3.session.Session(region_name=self.region or None)
+
+    def _client(self, service: str):
+        from botocore.config import Config
+
+        config = Config(retries={"mode": "standard", "max_attempts": 10}, connect_timeout=10,
+                        read_timeout=60, user_agent_extra="datalake-assets")
+        return self._session().client(service, endpoint_url=self.endpoint_url or None,
+                                      config=config)
+
+    def _region(self) -> str:
+        region = self.region or self._session().region_name
+        if not region:
+            raise Failure(description="no AWS region: set [compute] region or AWS_REGION")
+        return region
+
+    # -------------------------------------------------------------------------- run_sync
+
+    def run_sync(
+        self, request: SyncRequest, context: AssetExecutionContext | None = None
+    ) -> SyncResult:
+        req = self._remote_request(request)
+        logger = context.log if context is not None else log
+        staging = self._staging(req)
+        s3 = self._client("s3")
+        package = stage_package(s3, staging)
+        logger.info(f"job package {package.zip_uri}"
+                    + (f" (uploaded {', '.join(package.uploaded)})" if package.uploaded else ""))
+        submitted_at = datetime.now(UTC)
+        messages: list[dict] = []
+        if context is None:  # no Dagster run to report to: the job runs without Pipes
+            run = self._submit(req, package, [], {}, logger)
+            final = self._wait(run, logger)
+        else:
+            bucket, prefix = split_s3_uri(staging)
+            pipes_prefix = f"{prefix}pipes/{req.run_id}/"
+            with open_pipes_session(
+                context=_WithoutTypedEventStream(context),
+                context_injector=PipesS3ContextInjector(bucket=bucket, client=s3,
+                                                        key_prefix=pipes_prefix),
+                message_reader=_StagedS3MessageReader(
+                    bucket=bucket, client=s3, key_prefix=pipes_prefix,
+                    interval=self.pipes_interval_s),
+                extras={"source_id": req.source_id, "run_id": req.run_id},
+            ) as session:
+                pipes_args = [a for k, v in session.get_bootstrap_cli_arguments().items()
+                              for a in (k, v)]
+                run = self._submit(req, package, pipes_args,
+                                   dict(session.default_remote_invocation_info), logger)
+                final = self._wait(run, logger)
+            messages = [m for m in session.get_custom_messages()
+                        if isinstance(m, dict) and m.get("kind") == MESSAGE_KIND]
+        return self._result(req, run, final, messages[-1] if messages else None, submitted_at,
+                            s3)
+
+    def _staging(self, req: SyncRequest) -> str:
+        if self.staging_prefix:
+            return _dir_uri(self.staging_prefix)
+        if not req.lake_root.startswith("s3://"):
+            raise Failure(description=f"the lake ({req.lake_root}) is not on S3: set "
+                                      "staging_prefix (an s3:// URI) for the job's files")
+        return default_staging_prefix(req.lake_root)
+
+    def _remote_request(self, request: SyncRequest) -> SyncRequest:
+        """The request as the cluster runs it: resolved (its ``run_id`` fixed, so the report's
+        path is known before submitting), Glue in our region unless one is set."""
+        req = request.resolved()
+        catalog = req.catalog
+        if catalog.backend == "hive" and not catalog.hive_metastore_uri:
+            raise Failure(description=(
+                "the catalog is an embedded Derby metastore (backend 'hive' without "
+                "hive_metastore_uri), which only exists on this machine: use the 'glue' backend "
+                "(or 'none', or a remote Hive metastore) with EMR"))
+        if catalog.backend == "glue" and not catalog.glue_region:
+            req = replace(req, catalog=replace(catalog, glue_region=self._region()))
+        return req
+
+    def _submit(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
+                tags: dict[str, str], logger: Any) -> _RemoteRun:  # pragma: no cover
+        raise NotImplementedError
+
+    def _job_conf(self, req: SyncRequest) -> dict[str, str]:
+        """The job's Spark settings: what it relies on, a remote Hive metastore's, then ours."""
+        conf = dict(JOB_SPARK_CONF)
+        if req.catalog.backend == "hive" and req.catalog.hive_metastore_uri:
+            conf.update({k: v for k, v in req.catalog.spark_conf().items()
+                         if not k.endswith("extraJavaOptions")})
+        conf.update(self.conf)
+        return conf
+
+    def _entry_args(self, region: str, pipes_args: list[str], req: SyncRequest,
+                    extra: tuple[str, ...] | list[str] = ()) -> list[str]:
+        return [*pipes_args, "--aws-region", region, "--pipes-interval",
+                str(self.pipes_interval_s), *extra, "--", *req.to_args()]
+
+    # ------------------------------------------------------------------------------ wait
+
+    def _wait(self, run: _RemoteRun, logger: Any) -> RemoteStatus:
+        """Poll until a terminal state; a timeout or an interruption cancels the run."""
+        start = time.monotonic()
+        running_since: float | None = None
+        last: RemoteStatus | None = None
+        try:
+            while True:
+                status = run.status()
+                if last is None or status.state != last.state:
+                    logger.info(f"{run.label}: {status.state}")
+                last = status
+                if status.state in run.terminal:
+                    return status
+                now = time.monotonic()
+                if running_since is None and status.state in run.running:
+                    running_since = now
+                if running_since is None and now - start > self.submit_timeout_s:
+                    raise _Timeout(f"did not start within submit_timeout_s="
+                                   f"{self.submit_timeout_s} (still {status.state})")
+                if running_since is not None and now - running_since > self.run_timeout_s:
+                    raise _Timeout(f"ran longer than run_timeout_s={self.run_timeout_s} "
+                                   f"(still {status.state})")
+                time.sleep(self.poll_interval_s)
+        except _Timeout as e:
+            cancelled = self._cancel(run, logger)
+            where = last.log_location if last else ""
+            raise Failure(
+                description=f"{run.label} timed out: {e}; {cancelled}. Logs: {where}",
+                metadata={"state": last.state if last else "", "cancel": cancelled,
+                          "logs": MetadataValue.path(where)},
+            ) from None
+        except BaseException:  # the Dagster run was terminated (or polling broke): stop it
+            logger.warning(f"interrupted while waiting: cancelling {run.label}")
+            self._cancel(run, logger)
+            raise
+
+    def _cancel(self, run: _RemoteRun, logger: Any) -> str:
+        try:
+            outcome = run.cancel()
+        except Exception as e:  # noqa: BLE001 - reported; never hides why we cancelled
+            outcome = f"cancel failed: {type(e).__name__}: {e}"
+        logger.warning(f"{run.label}: {outcome}")
+        return outcome
+
+    # ---------------------------------------------------------------------------- result
+
+    def _result(self, req: SyncRequest, run: _RemoteRun, final: RemoteStatus,
+                message: dict | None, submitted_at: datetime, s3: Any) -> SyncResult:
+        where = f"{run.label} ended {final.state}" + (f": {final.reason}" if final.reason else "")
+        where += f"; logs: {final.log_location}"
+        metadata = {"state": final.state, "reason": final.reason,
+                    "logs": MetadataValue.path(final.log_location)}
+        if final.state != run.success:
+            if message and message.get("status") == "failed":
+                raise SyncError(f"{message.get('error')} ({where})",
+                                message.get("error_code") or "internal")
+            raise Failure(description=where, metadata=metadata)
+        path = message.get("report_path") if message and message.get("status") == "finished" \
+            else None
+        candidates = [path] if path else _report_candidates(req, submitted_at)
+        for location in candidates:
+            body = self._read(location, s3)
+            if body is not None:
+                result = parse_report(body)
+                warning = ((message or {}).get("source") or {}).get("warning")
+                if warning and not result.source.get("warning"):
+                    result.source["warning"] = warning  # added after the report was written
+                return result
+        raise Failure(description=f"{where}, but no sync report was found at "
+                                  f"{' or '.join(candidates)}", metadata=metadata)
+
+    def _read(self, location: str, s3: Any) -> bytes | None:
+        if not storage.is_uri(location):
+            return storage.read_bytes(location) if os.path.exists(location) else None
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_s3_uri(location)
+        try:
+            return s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+
+
+def _report_candidates(req: SyncRequest, submitted_at: datetime) -> list[str]:
+    """The report's possible paths (its ``day=`` is the finish day): submit day to today."""
+    day, last = submitted_at.date(), datetime.now(UTC).date()
+    out = []
+    while day <= last:
+        out.append(layout.report_path(req.lake_root, req.source_id, req.run_id, day.isoformat()))
+        day += timedelta(days=1)
+    return out
+
+
+class EmrSparkCompute(_AwsSparkCompute):
+    """The sync as a step of an existing EMR cluster (``add_job_flow_steps``), like Segment's
+    Data Lakes. Replays (``request.replay``) go to ``replay_cluster_id`` when set, so a long
+    backfill never queues the hourly syncs behind it."""
+
+    cluster_id: str = Field(description="the EMR cluster (j-...) that runs the syncs")
+    replay_cluster_id: str = Field(default="", description="cluster for replays; '' -> cluster_id")
+    deploy_mode: str = Field(
+        default="client",
+        description="spark-submit --deploy-mode: client (driver on the primary node) or cluster")
+
+    def cluster_for(self, req: SyncRequest) -> str:
+        return self.replay_cluster_id if req.replay and self.replay_cluster_id else self.cluster_id
+
+    def step_args(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
+                  region: str, cluster_id: str) -> list[str]:
+        """``command-runner.jar`` arguments: the ``spark-submit`` of the step."""
+        args = ["spark-submit", "--deploy-mode", self.deploy_mode, "--name",
+                f"datalake-sync-{req.source_id}", "--py-files", package.zip_uri]
+        for k, v in sorted(self._job_conf(req).items()):
+            args += ["--conf", f"{k}={v}"]
+        return [*args, package.entry_uri,
+                *self._entry_args(region, pipes_args, req, ["--emr-cluster-id", cluster_id])]
+
+    def _submit(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
+                tags: dict[str, str], logger: Any) -> _RemoteRun:
+        from botocore.exceptions import ClientError
+
+        region = self._region()
+        cluster_id = self.cluster_for(req)
+        emr = self._client("emr")
+        try:
+            cluster = emr.describe_cluster(ClusterId=cluster_id)["Cluster"]
+        except ClientError as e:
+            raise Failure(description=f"EMR cluster {cluster_id}: {_client_error(e)}") from None
+        state = cluster.get("Status", {}).get("State", "UNKNOWN")
+        if state not in CLUSTER_USABLE:
+            reason = (cluster.get("Status", {}).get("StateChangeReason") or {}).get("Message")
+            raise Failure(description=f"EMR cluster {cluster_id} is {state}"
+                                      + (f" ({reason})" if reason else "")
+                                      + ": it cannot run steps")
+        step = {
+            "Name": f"datalake sync {req.source_id} {req.hours[0]}..{req.hours[-1]} "
+                    f"(run {req.run_id})"[:256],
+            "ActionOnFailure": "CONTINUE",  # a failed sync never stops the shared cluster
+            "HadoopJarStep": {"Jar": "command-runner.jar",
+                              "Args": self.step_args(req, package, pipes_args, region,
+                                                     cluster_id)},
+        }
+        try:
+            step_id = emr.add_job_flow_steps(JobFlowId=cluster_id, Steps=[step])["StepIds"][0]
+        except ClientError as e:
+            raise Failure(description=f"could not add a step to EMR cluster {cluster_id}: "
+                                      f"{_client_error(e)}") from None
+        logger.info(f"submitted EMR step {step_id} to cluster {cluster_id} ({state})")
+        return _EmrStep(emr, cluster_id, step_id, cluster.get("LogUri"))
+
+
+class EmrServerlessCompute(_AwsSparkCompute):
+    """The sync as an EMR Serverless job run: no cluster to keep running between hourly syncs."""
+
+    application_id: str = Field(description="the EMR Serverless (Spark) application")
+    execution_role_arn: str = Field(description="the job runtime role (S3, Glue access)")
+    log_uri: str = Field(default="", description="S3 URI for the job runs' logs; '' -> "
+                                                 "<staging_prefix>logs/")
+
+    def job_run_params(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
+                       region: str, tags: dict[str, str], log_uri: str) -> dict:
+        """The ``start_job_run`` request. Spark settings go in the ``spark-defaults``
+        classification (values may contain spaces), the Python files in the submit parameters."""
+        minutes = max(5, math.ceil((self.submit_timeout_s + self.run_timeout_s) / 60))
+        return {
+            "applicationId": self.application_id,
+            "executionRoleArn": self.execution_role_arn,
+            "name": f"datalake sync {req.source_id} {req.hours[0]}..{req.hours[-1]}"[:256],
+            "jobDriver": {"sparkSubmit": {
+                "entryPoint": package.entry_uri,
+                "entryPointArguments": self._entry_args(region, pipes_args, req),
+                "sparkSubmitParameters": f"--py-files {package.zip_uri}",
+            }},
+            "configurationOverrides": {
+                "applicationConfiguration": [{"classification": "spark-defaults",
+                                              "properties": self._job_conf(req)}],
+                "monitoringConfiguration": {"s3MonitoringConfiguration": {"logUri": log_uri}},
+            },
+            # AWS cancels the run itself past this, even if Dagster is gone
+            "executionTimeoutMinutes": minutes,
+            "tags": {**{k: v[:256] for k, v in tags.items()}, "datalake/source": req.source_id,
+                     "datalake/run_id": req.run_id},
+        }
+
+    def _submit(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
+                tags: dict[str, str], logger: Any) -> _RemoteRun:
+        from botocore.exceptions import ClientError
+
+        region = self._region()
+        log_uri = _dir_uri(self.log_uri or f"{self._staging(req)}logs/")
+        client = self._client("emr-serverless")
+        params = self.job_run_params(req, package, pipes_args, region, tags, log_uri)
+        try:
+            job_run_id = client.start_job_run(**params)["jobRunId"]
+        except ClientError as e:
+            raise Failure(description=f"could not start a job run on EMR Serverless application "
+                                      f"{self.application_id}: {_client_error(e)}") from None
+        logger.info(f"started EMR Serverless job run {job_run_id} on {self.application_id}")
+        return _ServerlessJobRun(client, self.application_id, job_run_id, log_uri)
+
+
+def _client_error(e: Any) -> str:
+    err = e.response.get("Error", {})
+    return f"{err.get('Code', 'error')}: {err.get('Message', str(e))}"
