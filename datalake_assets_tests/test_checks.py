@@ -52,11 +52,24 @@ def test_type_drift_and_conformance_fail_on_bad_data(spark, settings):
     drift = checks[("pages", "type_drift")]
     assert not drift.passed and drift.severity == AssetCheckSeverity.WARN
     assert drift.metadata["misfits_by_column"].value == {"properties_n": 1}
-    conf = checks[("pages", "schema_conformance")]
-    assert not conf.passed
-    failures = conf.metadata["failures"].value
-    assert [(f["column"], f["check"], f["failures"]) for f in failures] == [("received_at", "not_nullable", 1)]
+    # A message without receivedAt is quarantined by validation (missing_received_at), so the
+    # rows written conform; the pandera check stays as a second line of defence.
+    assert checks[("pages", "schema_conformance")].passed
     assert checks[("pages", "duplicates")].passed
+
+
+def test_conformance_check_reports_the_failing_column_and_rule():
+    from datalake_assets.spec.conformance import check_conformance
+
+    data = pa.table({
+        "message_id": ["a", "b", "c"], "type": ["page", "page", "page"],
+        "anonymous_id": ["x", "y", None], "user_id": [None, None, None],
+        "received_at": pa.array([1, None, 3], pa.timestamp("us", tz="UTC")),
+    })
+    failures = check_conformance("pages", data)
+    got = sorted((f["column"], f["check"], f["failures"]) for f in failures)
+    assert ("received_at", "not_nullable", 1) in got
+    assert check_conformance("pages", data.slice(0, 1)) == []
 
 
 def test_duplicates_check_reads_the_written_output(spark, tmp_path):
