@@ -519,8 +519,8 @@ def _index_files(req: SyncRequest, batch_hours: list[str]) -> list[str]:
 def _catalog_schemas(catalog, req: SyncRequest, tables) -> dict[str, list[tuple[str, str]]]:
     try:
         return read_schemas(catalog, req.database, req.table_prefix, list(tables))
-    except CatalogError as e:
-        raise SyncError(f"catalog: {e}", e.code) from e
+    except CatalogError as e:  # read before anything is written
+        raise SyncError(f"catalog: {e}; nothing committed", e.code) from e
 
 
 def _widest(record: list[tuple[str, str]], catalog: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -717,6 +717,15 @@ JOB_SPARK_CONF: dict[str, str] = {
 }
 
 
+def _with_task_retries(master: str) -> str:
+    """``local[N]`` -> ``local[N,4]``: like a cluster (``spark.task.maxFailures`` = 4), a task
+    that hit a transient error (an S3 SlowDown on a small ranged read fails inside the AWS SDK
+    without a retry) is run again. Tasks are idempotent: their files have deterministic names
+    and a failed attempt's output rows are discarded."""
+    m = re.fullmatch(r"local\[(\d+|\*)\]", master.strip())
+    return f"local[{m.group(1)},4]" if m else master
+
+
 def local_spark_session(master: str = "local[2]", driver_memory: str = "4g", extra: dict | None = None):
     """A local session sized for a small machine (used by the CLI, Dagster and the tests)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -724,7 +733,7 @@ def local_spark_session(master: str = "local[2]", driver_memory: str = "4g", ext
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.master(master)
+        SparkSession.builder.master(_with_task_retries(master))
         .appName("datalake-sync")
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.shuffle.partitions", "4")

@@ -62,8 +62,9 @@ def exists(location: str) -> bool:
 
 
 def read_bytes(location: str) -> bytes:
+    """The file's exact bytes (never gunzipped by name), in one read."""
     fs, path = resolve(location)
-    with fs.open_input_stream(path) as f:
+    with fs.open_input_stream(path, compression=None) as f:
         return f.read()
 
 
