@@ -3,6 +3,7 @@
     datalake dev                 generate demo traffic if the archive is empty, start `dagster dev`
     datalake demo [--hours N]    write N hours of demo traffic (default: the last 6 closed hours)
     datalake sync --hours H ...  run one sync outside Dagster (local Spark), print the report
+    datalake collect             run the Segment-compatible collector until SIGTERM/SIGINT
 """
 
 from __future__ import annotations
@@ -140,6 +141,49 @@ def cmd_ddl(settings: LakeSettings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
+    import logging
+    import threading
+
+    from datalake_assets.collector import Collector
+    from datalake_assets.collector.spool import SpoolError
+
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    collector = Collector(settings, host=args.host, port=args.port)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        collector.start()
+    except (RuntimeError, SpoolError, OSError) as e:
+        print(f"datalake: cannot start the collector: {e}", file=sys.stderr)
+        return 2
+    cs = settings.collector
+    if cs.max_message_bytes > settings.sync.max_message_bytes:
+        print(f"warning: [collector] max_message_bytes ({cs.max_message_bytes}) is larger than "
+              f"[sync] max_message_bytes ({settings.sync.max_message_bytes}): the sync will "
+              "quarantine the largest accepted messages", file=sys.stderr)
+    sources = ", ".join(f"{s.id} ({len(s.write_keys)} write keys)"
+                        for s in settings.sources if s.write_keys)
+    print(f"collector listening on {collector.url}\nsources: {sources}\n"
+          f"spool: {cs.spool_path()}\narchive: {settings.archive_root}\n"
+          "SIGTERM or Ctrl-C stops it (pending messages are rolled into the archive first)",
+          flush=True)
+    if collector.recovered:
+        print(f"rolling {collector.recovered} spool segment(s) left by an earlier run", flush=True)
+    while not stop.wait(1.0):
+        pass
+    print("stopping: finishing requests, rolling the spool into the archive...", flush=True)
+    complete = collector.stop()
+    stats = collector.stats()
+    print(f"stopped: {stats['accepted']} messages accepted, {stats['rejected']} rejected, "
+          f"{stats['segments_rolled']} segments rolled"
+          + ("" if complete else "; some segments could not be rolled and stay in the spool "
+             "for the next start"), flush=True)
+    return 0 if complete else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="datalake", description=__doc__.split("\n\n")[0])
     p.add_argument("--settings", help="lake settings file (TOML); default: $DATALAKE_SETTINGS")
@@ -166,13 +210,19 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--source", help="source id or slug (default: the first)")
     t.add_argument("table", nargs="?", help="lake table name (default: every table)")
 
+    c = sub.add_parser("collect", help="run the Segment-compatible collector (docs/collector.md)")
+    c.add_argument("--host", help="listening address (default: [collector] host)")
+    c.add_argument("--port", type=int, help="port, 0 for any free one (default: [collector] port)")
+
     args = p.parse_args(argv)
     try:
         settings = load_settings(args.settings)
     except SettingsError as e:
         print(f"datalake: invalid settings: {e}", file=sys.stderr)
         return 2
-    return {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl}[args.command](settings, args)
+    commands = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
+                "collect": cmd_collect}
+    return commands[args.command](settings, args)
 
 
 if __name__ == "__main__":
