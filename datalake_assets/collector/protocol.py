@@ -29,7 +29,6 @@ import base64
 import binascii
 import json
 import math
-import re
 import uuid
 import zlib
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ ENDPOINTS["/v1/batch"] = None
 ENDPOINTS.update({f"{p}/": t for p, t in list(ENDPOINTS.items())})
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_BIG_INT = re.compile(rb"\d{19}")  # may not fit 64 bits: orjson would round it to a float
+_CACHE_MAX = 65536  # entries of each of the two time caches below (cleared when full)
 
 
 class RequestError(Exception):
@@ -134,11 +133,12 @@ def _inflate(data: bytes, max_out: int, encoding: str) -> bytes:
     return b"".join(parts)
 
 
-def parse_json(raw: bytes) -> dict:
-    """The body as a JSON object. Integers wider than 64 bits are kept exact, and the
-    ``NaN``/``Infinity`` literals some JSON encoders write are accepted (archived as null)."""
+def parse_json(raw: bytes, exact: bool = False) -> dict:
+    """The body as a JSON object (orjson; ``exact``: the standard library's parser, which keeps
+    integers wider than 64 bits). The ``NaN``/``Infinity`` literals some JSON encoders write
+    are accepted (archived as null)."""
     try:
-        body = json.loads(raw) if _BIG_INT.search(raw) else orjson.loads(raw)
+        body = json.loads(raw) if exact else orjson.loads(raw)
     except orjson.JSONDecodeError:
         try:
             body = json.loads(raw)
@@ -164,8 +164,54 @@ def iso_ms(dt: datetime) -> str:
     return dt.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
+# Per-second caches: a batch's times fall in a few seconds, so each message costs a dict lookup
+# and a few string operations instead of a datetime parse or format.
+_SECOND_TEXT: dict[int, str] = {}  # epoch second -> "YYYY-MM-DDTHH:MM:SS"
+_TEXT_SECOND: dict[str, int | None] = {}  # "YYYY-MM-DDTHH:MM:SS" -> epoch µs (None: invalid)
+_UTC_SUFFIXES = ("Z", "+00:00")
+
+
 def _iso_us(us: int) -> str:
-    return iso_ms(_EPOCH + timedelta(microseconds=us))
+    """Microseconds since the epoch as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (truncated to ms)."""
+    sec, rem = divmod(us, 1_000_000)
+    head = _SECOND_TEXT.get(sec)
+    if head is None:
+        head = (_EPOCH + timedelta(seconds=sec)).isoformat()[:19]
+        if len(_SECOND_TEXT) >= _CACHE_MAX:
+            _SECOND_TEXT.clear()
+        _SECOND_TEXT[sec] = head
+    return f"{head}.{rem // 1000:03d}Z"
+
+
+def time_us(text: str) -> int | None:
+    """``spec.types.parse_timestamp``, with a fast path for the UTC forms libraries send
+    (``2026-11-21T10:00:00[.fff...](Z|+00:00)``)."""
+    n = len(text)
+    if n >= 20 and text[10] == "T":
+        head = text[:19]
+        rest = text[19:]
+        frac = ""
+        if rest[0] == ".":
+            for suffix in _UTC_SUFFIXES:
+                if rest.endswith(suffix):
+                    frac = rest[1: -len(suffix)]
+                    break
+            else:
+                return parse_timestamp(text)
+            if not frac.isdigit() or not frac.isascii():
+                return parse_timestamp(text)
+        elif rest not in _UTC_SUFFIXES:
+            return parse_timestamp(text)
+        second = _TEXT_SECOND.get(head, -1)
+        if second == -1:
+            second = parse_timestamp(head) if head.isascii() else None
+            if len(_TEXT_SECOND) >= _CACHE_MAX:
+                _TEXT_SECOND.clear()
+            _TEXT_SECOND[head] = second
+        if second is None:
+            return parse_timestamp(text)
+        return second + (int(frac[:6].ljust(6, "0")) if frac else 0)
+    return parse_timestamp(text)
 
 
 class _Clock:
@@ -185,7 +231,7 @@ class _Clock:
         if type(sent) is not str:
             return None
         if sent not in self._sent:
-            self._sent[sent] = parse_timestamp(sent)
+            self._sent[sent] = time_us(sent)
         return self._sent[sent]
 
     def stamp(self, m: dict) -> None:
@@ -199,7 +245,7 @@ class _Clock:
             m["timestamp"] = self.received_text
             return
         sent = self.sent_us(m.get("sentAt"))
-        device_us = parse_timestamp(device) if type(device) is str else None
+        device_us = time_us(device) if type(device) is str else None
         if sent is None or device_us is None:
             return  # nothing to correct with: kept as sent
         try:
@@ -281,6 +327,18 @@ def process(body: dict, endpoint_type: str | None, received: datetime, limits: L
             continue
         out.lines.append(line)
     return out
+
+
+def process_body(raw: bytes, endpoint_type: str | None, received: datetime, limits: Limits,
+                 body: dict | None = None) -> Outcome:
+    """``process`` of ``body`` (``parse_json(raw)`` if not given). orjson reads integers wider
+    than 64 bits as floats, which it writes as ``1.2e+19``: when an archived line holds an
+    ``e+``, ``raw`` is read again with the exact parser (rare: a float >= 1e16, or the text
+    ``e+`` in a string)."""
+    outcome = process(parse_json(raw) if body is None else body, endpoint_type, received, limits)
+    if any(b"e+" in line for line in outcome.lines):
+        outcome = process(parse_json(raw, exact=True), endpoint_type, received, limits)
+    return outcome
 
 
 def reply_for(outcome: Outcome, batch: bool) -> tuple[int, dict[str, object]]:

@@ -138,8 +138,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(protocol.RequestError(401, "unauthorized", "unknown write key"))
             return
         try:
-            body = protocol.parse_json(
-                protocol.decode_body(raw, self.headers.get("Content-Encoding"), c.limits))
+            raw = protocol.decode_body(raw, self.headers.get("Content-Encoding"), c.limits)
+            body = protocol.parse_json(raw)
             if source_id is None:
                 key = body.get("writeKey")
                 source_id = c.sources_by_key.get(key) if type(key) is str else None
@@ -150,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
                         "unknown write key" if key else "missing write key (HTTP Basic user "
                         "name, or 'writeKey' in the body)")
             received = datetime.now(UTC)
-            outcome = protocol.process(body, endpoint_type, received, c.limits)
+            outcome = protocol.process_body(raw, endpoint_type, received, c.limits, body)
         except protocol.RequestError as e:
             if e.status != 401:
                 c._count("errors")
