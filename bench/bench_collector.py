@@ -39,6 +39,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench_sync import machine_cpu, wait_for_quiet  # same folder: run as a script
+
 REPO = Path(__file__).resolve().parent.parent
 SYNC_EVENTS_PER_S = 11_401  # bench_sync.py, "ours" (bench/README.md)
 WRITE_KEY = "bench-write-key"
@@ -110,6 +112,7 @@ def client_main(cid: int, host: str, port: int, templates: list[bytes], start_at
     while time.time() < start_at:
         time.sleep(0.001)
     t0 = time.perf_counter()
+    cpu0 = time.process_time()
     deadline = t0 + seconds
     n = 0
     errors = 0
@@ -136,6 +139,7 @@ def client_main(cid: int, host: str, port: int, templates: list[bytes], start_at
     elapsed = time.perf_counter() - t0
     conn.close()
     results.put({"client": cid, "requests": n, "accepted_events": accepted_events,
+                 "cpu_s": time.process_time() - cpu0,
                  "statuses": statuses, "errors": errors, "elapsed": elapsed,
                  "latencies": latencies})
 
@@ -155,13 +159,6 @@ def proc_stat(pid: int) -> dict[str, float]:
     return out
 
 
-def machine_busy() -> tuple[float, float]:
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + v[4]
-    return (sum(v) - idle) / CLK_TCK, sum(v) / CLK_TCK
-
-
 class CollectorProcess:
     def __init__(self, work: Path, segment_max_bytes: int) -> None:
         work.mkdir(parents=True)
@@ -169,7 +166,8 @@ class CollectorProcess:
             'archive_root = "archive"\nlake_root = "lake"\n'
             f'[collector]\nport = 0\nspool_dir = "spool"\nsegment_max_bytes = {segment_max_bytes}\n'
             f'[[sources]]\nid = "{SOURCE}"\n', encoding="utf-8")
-        env = {**os.environ, "PYTHONPATH": str(REPO), "DATALAKE_WRITE_KEYS": f"{WRITE_KEY}={SOURCE}"}
+        env = {**os.environ, "PYTHONPATH": str(REPO),
+               "DATALAKE_WRITE_KEYS": f"{WRITE_KEY}={SOURCE}"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "datalake_assets.cli", "--settings", str(work / "lake.toml"),
              "collect"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -236,6 +234,7 @@ def percentile(values: list[float], p: float) -> float:
 def run_config(clients: int, args: argparse.Namespace, templates: list[bytes], out: Path) -> dict:
     work = out / f"clients-{clients}"
     shutil.rmtree(work, ignore_errors=True)
+    quiet = wait_for_quiet(args.wait_quiet) if args.wait_quiet > 0 else None
     collector = CollectorProcess(work, args.segment_max_bytes)
     ctx = mp.get_context("fork")
     results: mp.Queue = ctx.Queue()
@@ -259,12 +258,12 @@ def run_config(clients: int, args: argparse.Namespace, templates: list[bytes], o
     sampler.start()
     while time.time() < start_at:
         time.sleep(0.001)
-    busy0, total0 = machine_busy()
+    busy0, wall0 = machine_cpu()["busy_s"], time.monotonic()
     before = proc_stat(collector.proc.pid)
     per_client = [results.get(timeout=args.seconds + 120) for _ in procs]
     for p in procs:
         p.join()
-    busy1, total1 = machine_busy()
+    busy1, wall1 = machine_cpu()["busy_s"], time.monotonic()
     after = proc_stat(collector.proc.pid)
     health = collector.health()
     stop_sampling.set()
@@ -292,8 +291,12 @@ def run_config(clients: int, args: argparse.Namespace, templates: list[bytes], o
         "collector_cpu_s": round(after["cpu_s"] - before["cpu_s"], 2),
         "collector_cpu_us_per_event": round((after["cpu_s"] - before["cpu_s"]) / accepted * 1e6, 1)
         if accepted else None,
-        "machine_busy_cores": round((busy1 - busy0) / (total1 - total0) * os.cpu_count(), 2)
-        if total1 > total0 else None,
+        "clients_cpu_s": round(sum(r["cpu_s"] for r in per_client), 2),
+        # CPU of everything else on the machine during the load (0 on a quiet machine)
+        "others_cpu_s": round((busy1 - busy0) - (after["cpu_s"] - before["cpu_s"])
+                              - sum(r["cpu_s"] for r in per_client), 1),
+        "load_wall_s": round(wall1 - wall0, 1),
+        "quiet_check": quiet,
         "fsync_rounds": health.get("fsync_rounds"),
         "events_per_fsync": round(accepted / health["fsync_rounds"], 1)
         if health.get("fsync_rounds") else None,
@@ -317,6 +320,9 @@ def main() -> int:
     p.add_argument("--sync-events-per-s", type=float, default=SYNC_EVENTS_PER_S)
     p.add_argument("--out", default=str(REPO / "bench" / "out" / "collector"))
     p.add_argument("--keep", action="store_true", help="keep each run's spool and archive")
+    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                   help="before each run, wait up to this long for the rest of the machine to "
+                        "use < 0.3 CPUs (a shared machine)")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -342,15 +348,16 @@ def main() -> int:
     print(f"\nbatch of {args.batch} messages per request ({body_kb:.1f} KiB JSON), "
           f"{args.seconds:g} s per run; sync: {args.sync_events_per_s:,.0f} events/s\n")
     print("| clients | accepted events/s | vs sync | requests/s | p50 ms | p99 ms | max ms "
-          "| peak RSS MB | collector CPU µs/event | events/fsync | graceful stop s | archive ok |")
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|")
+          "| peak RSS MB | collector CPU µs/event | events/fsync | graceful stop s | archive ok "
+          "| others' CPU s |")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|")
     for r in runs:
         lat = r["latency_ms"]
         print(f"| {r['clients']} | {r['events_per_s']:,} | {r['vs_sync']:.1f}x | "
               f"{r['requests_per_s']:,} | {lat['p50']} | {lat['p99']} | {lat['max']} | "
               f"{r['collector_peak_rss_mb']} | {r['collector_cpu_us_per_event']} | "
               f"{r['events_per_fsync']} | {r['graceful_stop_s']} | "
-              f"{'yes' if r['archive_complete'] else 'NO'} |")
+              f"{'yes' if r['archive_complete'] else 'NO'} | {r['others_cpu_s']} |")
     bad = [r for r in runs if not r["archive_complete"] or r["stop_exit_code"] != 0]
     return 1 if bad else 0
 

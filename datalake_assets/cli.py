@@ -151,14 +151,14 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     collector = Collector(settings, host=args.host, port=args.port)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     try:
         collector.start()
     except (RuntimeError, SpoolError, OSError) as e:
         print(f"datalake: cannot start the collector: {e}", file=sys.stderr)
         return 2
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set())
+                for s in (signal.SIGTERM, signal.SIGINT)}
     cs = settings.collector
     if cs.max_message_bytes > settings.sync.max_message_bytes:
         print(f"warning: [collector] max_message_bytes ({cs.max_message_bytes}) is larger than "
@@ -176,6 +176,8 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
         pass
     print("stopping: finishing requests, rolling the spool into the archive...", flush=True)
     complete = collector.stop()
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
     stats = collector.stats()
     print(f"stopped: {stats['accepted']} messages accepted, {stats['rejected']} rejected, "
           f"{stats['segments_rolled']} segments rolled"

@@ -268,7 +268,8 @@ def test_clock_skew_correction(sent, expected):
 
 @pytest.mark.parametrize("text", [
     "2026-11-21T10:00:00Z", "2026-11-21T10:00:00.1Z", "2026-11-21T10:00:00.123Z",
-    "2026-11-21T10:00:00.123456789Z", "2026-11-21T10:00:00.123+00:00", "2026-11-21T10:00:00+00:00",
+    "2026-11-21T10:00:00.123456789Z", "2026-11-21T10:00:00.123+00:00",
+    "2026-11-21T10:00:00+00:00",
     "2026-11-21T10:00:00.123+01:00", "2026-11-21 10:00:00Z", "2026-11-21T10:00:00", "2026-11-21",
     "2026-02-30T10:00:00Z", "2026-11-21T25:00:00.000Z", "2026-11-21T10:00:00.Z",
     "2026-11-21T10:00:00.12aZ", "2026-11-21T10:00:00.١٢٣Z", "0001-01-01T00:00:00.000Z",
@@ -361,7 +362,8 @@ def test_whole_requests_refused():
 def test_wide_integers_stay_exact_and_nan_becomes_null():
     wide = 123456789012345678901234567890
     raw = (b'{"batch": [{"type": "track", "event": "e", "userId": "u", "messageId": "m", '
-           b'"n": 123456789012345678901234567890, "f": NaN, "g": 1e20}]}')
+           b'"n": 123456789012345678901234567890, '
+           b'"f": NaN, "g": 1e20}]}')
     assert protocol.parse_json(raw)["batch"][0]["n"] == wide  # NaN: the exact parser
     # orjson, the fast path, rounds wide integers to floats: the body is read again exactly
     assert protocol.parse_json(raw.replace(b"NaN", b"1"))["batch"][0]["n"] != wide
@@ -610,7 +612,8 @@ def test_invalid_and_oversize_requests_get_400_with_json(collector):
     assert status == 400 and reply["code"] == "invalid_json" and not reply["success"]
     status, reply, _ = post(collector.url, "/v1/track", track("big", properties={"x": "y" * 33000}))
     assert status == 400 and reply["code"] == "oversize" and "32768" in reply["message"]
-    big = {"batch": [track(f"m{i}", properties={"x": "y" * 20000}) for i in range(30)]}
+    big = {"batch": [track(f"m{i}", properties={"x": "y" * 20000})
+                     for i in range(30)]}
     status, reply, headers = post(collector.url, "/v1/batch", big)
     assert status == 400 and reply["code"] == "batch_too_large"
     assert headers.get("Connection") == "close"
@@ -677,10 +680,17 @@ def test_graceful_stop_closes_idle_connections_and_refuses_late_requests(tmp_pat
     assert [m["messageId"] for m in archive_lines(tmp_path / "archive")] == ["before"]
 
 
-def test_collector_refuses_to_start_without_write_keys(tmp_path):
+def test_collector_refuses_to_start_without_write_keys(tmp_path, monkeypatch, capsys):
+    from datalake_assets import cli
+
     s = dataclasses.replace(lake_settings(tmp_path), sources=(SourceSettings("src1"),))
     with pytest.raises(RuntimeError, match="no write keys"):
         Collector(s).start()
+    monkeypatch.delenv("DATALAKE_WRITE_KEYS", raising=False)
+    path = write_toml(tmp_path, '[collector]\nport = 0\n[[sources]]\nid = "src1"\n')
+    assert cli.main(["--settings", str(path), "collect"]) == 2
+    assert "no write keys configured" in capsys.readouterr().err
+    assert not (tmp_path / "spool" / ".lock").exists()  # refused before touching the spool
 
 
 # --------------------------------------------------------------------------- crash and restart

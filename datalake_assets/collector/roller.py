@@ -30,7 +30,7 @@ from datalake_assets.transform import storage
 
 log = logging.getLogger(__name__)
 
-GZIP_LEVEL = 6  # zlib's default: ~7x smaller than the JSON, fast enough (see docs/collector.md)
+GZIP_LEVEL = 3  # 6.1x smaller than the JSON at ~110 MB/s of one core; 6: 7.9x at ~50 MB/s (docs)
 _CHUNK = 1 << 20
 
 
