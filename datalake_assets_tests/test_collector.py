@@ -490,6 +490,33 @@ def test_segments_close_on_size_hour_and_age(tmp_path):
     assert all(parse_segment_path(c.path) == c for c in closed)
 
 
+def test_a_failed_write_is_not_acknowledged_and_damages_nothing(tmp_path, monkeypatch):
+    import errno
+
+    from datalake_assets.collector import spool as spool_mod
+
+    closed: list[ClosedSegment] = []
+    sp = Spool(str(tmp_path / "spool"), closed.append)
+    sp.open()
+    sp.append("src1", H10, b'{"n":1}\n')
+    real_write = os.write
+    state = {"fail": True}
+
+    def disk_full(fd, data):
+        if state["fail"]:
+            state["fail"] = False
+            real_write(fd, bytes(data[:5]))  # half a line reached the file
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(spool_mod.os, "write", disk_full)
+    with pytest.raises(SpoolError, match="No space left"):
+        sp.append("src1", H10, b'{"n":2}\n')
+    sp.append("src1", H10, b'{"n":3}\n')  # a new segment takes the lines
+    sp.close()
+    assert [lines_of(c.path) for c in closed] == [[b'{"n":1}'], [b'{"n":3}']]
+
+
 def test_recovery_cuts_torn_tails_and_one_process_per_spool(tmp_path):
     folder = tmp_path / "spool" / "src1"
     folder.mkdir(parents=True)

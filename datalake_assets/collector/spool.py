@@ -125,6 +125,8 @@ class _Segment:
     opened_at: float  # monotonic time of its first line
     size: int = 0  # bytes appended (written or pending)
     fd: int | None = None  # created by the committer with the first write
+    written: int = 0  # bytes written and fsync'd: the file is whole lines up to here
+    broken: BaseException | None = None  # a write failed: no more writes to this file
 
     def closed(self) -> ClosedSegment:
         return ClosedSegment(self.source_id, self.hour, self.segment_id, self.path)
@@ -284,11 +286,15 @@ class Spool:
             if r is None:
                 return
             for seg, chunks in r.pending.items():
+                if seg.broken is not None:
+                    r.failed[seg] = seg.broken
+                    continue
                 try:
                     self._write(seg, b"".join(chunks))
                 except OSError as e:
                     log.error("spool segment %s: write failed: %s", seg.path, e)
-                    r.failed[seg] = e
+                    seg.broken = r.failed[seg] = e
+                    self._cut_back(seg)
             self.commits += 1
             if r.failed:
                 with self._cond:  # no more lines into a segment whose state is unknown
@@ -304,6 +310,20 @@ class Spool:
                 if os.path.exists(seg.path):
                     self.on_closed(seg.closed())
 
+    @staticmethod
+    def _cut_back(seg: _Segment) -> None:
+        """After a failed write: drop what it may have left (a part of a line), so the file
+        stays whole, fsync'd lines; the next lines go to a new segment."""
+        if seg.fd is None:
+            return
+        try:
+            os.ftruncate(seg.fd, seg.written)
+            os.fsync(seg.fd)
+        except OSError as e:
+            log.error("spool segment %s: cannot cut back to %d bytes: %s (the roll skips a "
+                      "torn last line; a line damaged in the middle would be quarantined by "
+                      "the sync)", seg.path, seg.written, e)
+
     def _write(self, seg: _Segment, data: bytes) -> None:
         if seg.fd is None:
             folder = os.path.dirname(seg.path)
@@ -318,3 +338,4 @@ class Spool:
             n = os.write(seg.fd, view)
             view = view[n:]
         os.fsync(seg.fd)
+        seg.written += len(data)
