@@ -440,7 +440,7 @@ class CatalogSettings:
 
 
 DEFAULT_SPOOL_DIR = "spool"  # relative like the roots: <home>/spool by default
-_HOST_RE = re.compile(r"[A-Za-z0-9.\-:\[\]]{1,253}")
+_HOST_RE = re.compile(r"[A-Za-z0-9.\-:]{1,253}")  # a name, IPv4 or IPv6 (no brackets)
 
 
 @dataclass(frozen=True)
