@@ -79,6 +79,13 @@ class Outcome:
     lines: list[bytes] = field(default_factory=list)
     rejected: list[dict[str, object]] = field(default_factory=list)
     total: int = 0
+    _payload: bytes | None = None
+
+    def payload(self) -> bytes:
+        """The accepted lines as the spool stores them: each ends with a newline."""
+        if self._payload is None:
+            self._payload = b"\n".join(self.lines) + b"\n" if self.lines else b""
+        return self._payload
 
 
 # ------------------------------------------------------------------------------ request pieces
@@ -336,7 +343,7 @@ def process_body(raw: bytes, endpoint_type: str | None, received: datetime, limi
     ``e+``, ``raw`` is read again with the exact parser (rare: a float >= 1e16, or the text
     ``e+`` in a string)."""
     outcome = process(parse_json(raw) if body is None else body, endpoint_type, received, limits)
-    if any(b"e+" in line for line in outcome.lines):
+    if outcome.lines and b"e+" in outcome.payload():
         outcome = process(parse_json(raw, exact=True), endpoint_type, received, limits)
     return outcome
 
