@@ -643,7 +643,16 @@ def test_invalid_and_oversize_requests_get_400_with_json(collector):
                      for i in range(30)]}
     status, reply, headers = post(collector.url, "/v1/batch", big)
     assert status == 400 and reply["code"] == "batch_too_large"
-    assert headers.get("Connection") == "close"
+    assert headers.get("Connection") != "close"  # drained: the connection stays usable
+    huge = http.client.HTTPConnection(collector.url.split("://")[1], timeout=30)
+    huge.putrequest("POST", "/v1/batch")  # announces 100 MB, sends none of it
+    huge.putheader("Authorization", "Basic " + base64.b64encode(f"{KEY}:".encode()).decode())
+    huge.putheader("Content-Length", str(100_000_000))
+    huge.endheaders()
+    resp = huge.getresponse()
+    assert resp.status == 400 and json.loads(resp.read())["code"] == "batch_too_large"
+    assert resp.getheader("Connection") == "close"
+    huge.close()
     status, reply, _ = post(collector.url, "/v1/nothing", {})
     assert status == 404 and reply["code"] == "not_found"
     assert collector.stats()["accepted"] == 0

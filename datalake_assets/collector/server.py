@@ -31,6 +31,7 @@ from datalake_assets.spec.layout import ArchiveHour
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT_SECONDS = 60  # a keep-alive connection idle this long is closed
+DRAIN_LIMIT_FACTOR = 8  # a body up to 8x max_batch_bytes is read (and dropped) before the 400
 
 
 class _Server(ThreadingHTTPServer):
@@ -91,15 +92,14 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         c = self.server.collector
         self.busy = True
-        with c._inflight_cond:
+        with c._inflight_lock:
             c._inflight += 1
         try:
             self._post(c)
         finally:
             self.busy = False
-            with c._inflight_cond:
+            with c._inflight_lock:
                 c._inflight -= 1
-                c._inflight_cond.notify_all()
 
     def _post(self, c: Collector) -> None:
         path = self.path.split("?", 1)[0]
@@ -124,11 +124,22 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(protocol.RequestError(400, "invalid_request", "invalid Content-Length"),
                         close=True)
             return
-        if length > c.limits.max_batch_bytes:  # refused unread: close, the body is not drained
+        if length > c.limits.max_batch_bytes:
             c._count("errors")
+            # Read and drop a moderately large body, so the client gets the reply instead of a
+            # broken pipe; a huge one is refused unread and the connection closed.
+            drained = length <= DRAIN_LIMIT_FACTOR * c.limits.max_batch_bytes
+            left = length if drained else 0
+            while left > 0:
+                chunk = self.rfile.read(min(left, 1 << 16))
+                if not chunk:
+                    drained = False
+                    break
+                left -= len(chunk)
             self._error(protocol.RequestError(
                 400, "batch_too_large",
-                f"request body is larger than {c.limits.max_batch_bytes} bytes"), close=True)
+                f"request body is larger than {c.limits.max_batch_bytes} bytes"),
+                close=not drained)
             return
         raw = self.rfile.read(length)
         if len(raw) != length:
@@ -190,8 +201,8 @@ class Collector:
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[_Handler] = set()
-        self._inflight = 0
-        self._inflight_cond = threading.Condition()
+        self._inflight = 0  # requests between do_POST's start and its reply
+        self._inflight_lock = threading.Lock()
         self._draining = False
         self._stats_lock = threading.Lock()
         self._stats = {"requests": 0, "accepted": 0, "rejected": 0, "unauthorized": 0,
@@ -255,9 +266,8 @@ class Collector:
                     conn.connection.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-        with self._inflight_cond:
-            while self._inflight and time.monotonic() < deadline:
-                self._inflight_cond.wait(0.1)
+        while self._inflight and time.monotonic() < deadline:
+            time.sleep(0.02)
         self.spool.close()
         complete = self.roller.stop(timeout=max(1.0, deadline - time.monotonic()))
         self._httpd = None

@@ -162,6 +162,7 @@ class Spool:
         self._lock_fd: int | None = None
         self._thread: threading.Thread | None = None
         self._known_dirs: set[str] = set()
+        self._committer_idle = False  # waiting for lines: an append must wake it
         self.commits = 0  # fsync rounds, for the stats
 
     # ---------------------------------------------------------------------------- lifecycle
@@ -246,7 +247,8 @@ class Spool:
             seg.size += len(data)
             if seg.size >= self.segment_max_bytes:
                 self._close_locked(seg)
-            self._cond.notify()
+            if self._committer_idle:
+                self._cond.notify()
         r.done.wait()
         error = r.failed.get(seg)
         if error is not None:
@@ -278,7 +280,9 @@ class Spool:
                         deadline = due
                 if r.closing:
                     continue
+                self._committer_idle = True
                 self._cond.wait(None if deadline is None else deadline - now)
+                self._committer_idle = False
 
     def _commit_loop(self) -> None:
         while True:
