@@ -147,7 +147,7 @@ def client_main(cid: int, host: str, port: int, templates: list[bytes], start_at
 # ---------------------------------------------------------------------------------- collector
 
 
-def proc_stat(pid: int) -> dict[str, float]:
+def _one_proc(pid: int) -> dict[str, float]:
     out: dict[str, float] = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -159,12 +159,35 @@ def proc_stat(pid: int) -> dict[str, float]:
     return out
 
 
+def proc_stat(pid: int) -> dict[str, float]:
+    """The collector's process and its workers (``workers`` > 1): RSS and CPU summed, and
+    ``VmHWM`` the sum of each process's own peak."""
+    pids = [pid]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        pids.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    total: dict[str, float] = {"VmHWM": 0.0, "VmRSS": 0.0, "cpu_s": 0.0}
+    for p in pids:
+        try:
+            for k, v in _one_proc(p).items():
+                total[k] += v
+        except OSError:
+            pass
+    return total
+
+
 class CollectorProcess:
-    def __init__(self, work: Path, segment_max_bytes: int) -> None:
+    def __init__(self, work: Path, segment_max_bytes: int, workers: int = 1) -> None:
         work.mkdir(parents=True)
         (work / "lake.toml").write_text(
             'archive_root = "archive"\nlake_root = "lake"\n'
-            f'[collector]\nport = 0\nspool_dir = "spool"\nsegment_max_bytes = {segment_max_bytes}\n'
+            f'[collector]\nport = 0\nspool_dir = "spool"\nworkers = {workers}\n'
+            f'segment_max_bytes = {segment_max_bytes}\n'
             f'[[sources]]\nid = "{SOURCE}"\n', encoding="utf-8")
         env = {**os.environ, "PYTHONPATH": str(REPO),
                "DATALAKE_WRITE_KEYS": f"{WRITE_KEY}={SOURCE}"}
@@ -231,11 +254,12 @@ def percentile(values: list[float], p: float) -> float:
     return values[k]
 
 
-def run_config(clients: int, args: argparse.Namespace, templates: list[bytes], out: Path) -> dict:
-    work = out / f"clients-{clients}"
+def run_config(clients: int, workers: int, args: argparse.Namespace, templates: list[bytes],
+               out: Path) -> dict:
+    work = out / f"workers-{workers}-clients-{clients}"
     shutil.rmtree(work, ignore_errors=True)
     quiet = wait_for_quiet(args.wait_quiet) if args.wait_quiet > 0 else None
-    collector = CollectorProcess(work, args.segment_max_bytes)
+    collector = CollectorProcess(work, args.segment_max_bytes, workers)
     ctx = mp.get_context("fork")
     results: mp.Queue = ctx.Queue()
     start_at = time.time() + 1.0
@@ -265,7 +289,7 @@ def run_config(clients: int, args: argparse.Namespace, templates: list[bytes], o
         p.join()
     busy1, wall1 = machine_cpu()["busy_s"], time.monotonic()
     after = proc_stat(collector.proc.pid)
-    health = collector.health()
+    health = collector.health()  # with workers: one worker's counters
     stop_sampling.set()
     code, stop_s = collector.stop()
     lines, distinct = count_archive(work / "archive")
@@ -278,7 +302,8 @@ def run_config(clients: int, args: argparse.Namespace, templates: list[bytes], o
             statuses[str(s)] = statuses.get(str(s), 0) + n
     eps = accepted / load_s if load_s else 0.0
     result = {
-        "clients": clients, "batch": args.batch, "seconds": round(load_s, 2),
+        "clients": clients, "workers": workers, "batch": args.batch,
+        "seconds": round(load_s, 2),
         "requests": sum(r["requests"] for r in per_client), "statuses": statuses,
         "client_errors": sum(r["errors"] for r in per_client),
         "accepted_events": accepted, "events_per_s": round(eps),
@@ -297,10 +322,12 @@ def run_config(clients: int, args: argparse.Namespace, templates: list[bytes], o
                               - sum(r["cpu_s"] for r in per_client), 1),
         "load_wall_s": round(wall1 - wall0, 1),
         "quiet_check": quiet,
-        "fsync_rounds": health.get("fsync_rounds"),
+        "fsync_rounds": health.get("fsync_rounds") if workers == 1 else None,
         "events_per_fsync": round(accepted / health["fsync_rounds"], 1)
-        if health.get("fsync_rounds") else None,
+        if workers == 1 and health.get("fsync_rounds") else None,
         "stop_exit_code": code, "graceful_stop_s": round(stop_s, 2),
+        "collector_said": next((ln.strip() for ln in collector.lines
+                                if ln.startswith("stopped:")), None),
         "archive_lines": lines, "archive_distinct_ids": distinct,
         "archive_complete": lines == distinct == accepted,
         "vs_sync": round(eps / args.sync_events_per_s, 2),
@@ -313,6 +340,8 @@ def run_config(clients: int, args: argparse.Namespace, templates: list[bytes], o
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clients", default="4", help="comma-separated client counts (default 4)")
+    p.add_argument("--workers", default="1", help="comma-separated collector worker process "
+                                                  "counts (default 1)")
     p.add_argument("--batch", type=int, default=100, help="messages per request (default 100)")
     p.add_argument("--seconds", type=float, default=20.0, help="load time per run (default 20)")
     p.add_argument("--max-requests", type=int, default=100_000, help="per client (bound)")
@@ -327,14 +356,16 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     counts = [int(c) for c in args.clients.split(",")]
+    worker_counts = [int(w) for w in args.workers.split(",")]
     messages = demo_messages(2000, out)
     templates = batch_templates(messages, args.batch, 64)
     body_kb = sum(len(t) for t in templates) / len(templates) / 1024
     runs = []
-    for c in counts:
-        r = run_config(c, args, templates, out)
+    for w, c in [(w, c) for w in worker_counts for c in counts]:
+        r = run_config(c, w, args, templates, out)
         runs.append(r)
-        print(f"clients={c}: {r['events_per_s']:,} events/s, p50 {r['latency_ms']['p50']} ms, "
+        print(f"workers={w} clients={c}: {r['events_per_s']:,} events/s, "
+              f"p50 {r['latency_ms']['p50']} ms, "
               f"p99 {r['latency_ms']['p99']} ms, peak RSS {r['collector_peak_rss_mb']} MB",
               file=sys.stderr)
     results = {
@@ -347,13 +378,13 @@ def main() -> int:
     (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
     print(f"\nbatch of {args.batch} messages per request ({body_kb:.1f} KiB JSON), "
           f"{args.seconds:g} s per run; sync: {args.sync_events_per_s:,.0f} events/s\n")
-    print("| clients | accepted events/s | vs sync | requests/s | p50 ms | p99 ms | max ms "
-          "| peak RSS MB | collector CPU µs/event | events/fsync | graceful stop s | archive ok "
-          "| others' CPU s |")
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|")
+    print("| workers | clients | accepted events/s | vs sync | requests/s | p50 ms | p99 ms "
+          "| max ms | peak RSS MB | collector CPU µs/event | events/fsync | graceful stop s "
+          "| archive ok | others' CPU s |")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|")
     for r in runs:
         lat = r["latency_ms"]
-        print(f"| {r['clients']} | {r['events_per_s']:,} | {r['vs_sync']:.1f}x | "
+        print(f"| {r['workers']} | {r['clients']} | {r['events_per_s']:,} | {r['vs_sync']:.1f}x | "
               f"{r['requests_per_s']:,} | {lat['p50']} | {lat['p99']} | {lat['max']} | "
               f"{r['collector_peak_rss_mb']} | {r['collector_cpu_us_per_event']} | "
               f"{r['events_per_fsync']} | {r['graceful_stop_s']} | "

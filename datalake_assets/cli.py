@@ -147,40 +147,52 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
 
     from datalake_assets.collector import Collector
     from datalake_assets.collector.spool import SpoolError
+    from datalake_assets.collector.workers import Workers
 
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    collector = Collector(settings, host=args.host, port=args.port)
+    cs = settings.collector
+    n = args.workers or cs.workers
+    service = (Collector(settings, host=args.host, port=args.port) if n == 1
+               else Workers(settings, n, host=args.host, port=args.port))
     try:
-        collector.start()
+        service.start()
     except (RuntimeError, SpoolError, OSError) as e:
         print(f"datalake: cannot start the collector: {e}", file=sys.stderr)
         return 2
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set())
                 for s in (signal.SIGTERM, signal.SIGINT)}
-    cs = settings.collector
     if cs.max_message_bytes > settings.sync.max_message_bytes:
         print(f"warning: [collector] max_message_bytes ({cs.max_message_bytes}) is larger than "
               f"[sync] max_message_bytes ({settings.sync.max_message_bytes}): the sync will "
               "quarantine the largest accepted messages", file=sys.stderr)
     sources = ", ".join(f"{s.id} ({len(s.write_keys)} write keys)"
                         for s in settings.sources if s.write_keys)
-    print(f"collector listening on {collector.url}\nsources: {sources}\n"
+    processes = "" if n == 1 else f" ({n} worker processes)"
+    print(f"collector listening on {service.url}{processes}\nsources: {sources}\n"
           f"spool: {cs.spool_path()}\narchive: {settings.archive_root}\n"
           "SIGTERM or Ctrl-C stops it (pending messages are rolled into the archive first)",
           flush=True)
-    if collector.recovered:
-        print(f"rolling {collector.recovered} spool segment(s) left by an earlier run", flush=True)
-    while not stop.wait(1.0):
-        pass
+    if isinstance(service, Collector):
+        if service.recovered:
+            print(f"rolling {service.recovered} spool segment(s) left by an earlier run",
+                  flush=True)
+        while not stop.wait(1.0):
+            pass
+    else:
+        service.supervise(stop.is_set)
     print("stopping: finishing requests, rolling the spool into the archive...", flush=True)
-    complete = collector.stop()
+    complete = service.stop()
     for signum, handler in previous.items():
         signal.signal(signum, handler)
-    stats = collector.stats()
-    print(f"stopped: {stats['accepted']} messages accepted, {stats['rejected']} rejected, "
-          f"{stats['segments_rolled']} segments rolled"
+    stats = [service.stats()] if isinstance(service, Collector) else service.stats
+    total = {k: sum(s.get(k, 0) for s in stats)
+             for k in ("accepted", "rejected", "segments_rolled")}
+    per_worker = "" if len(stats) < 2 else (
+        " (per worker: " + ", ".join(str(s.get("accepted", 0)) for s in stats) + ")")
+    print(f"stopped: {total['accepted']} messages accepted{per_worker}, "
+          f"{total['rejected']} rejected, {total['segments_rolled']} segments rolled"
           + ("" if complete else "; some segments could not be rolled and stay in the spool "
              "for the next start"), flush=True)
     return 0 if complete else 1
@@ -215,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("collect", help="run the Segment-compatible collector (docs/collector.md)")
     c.add_argument("--host", help="listening address (default: [collector] host)")
     c.add_argument("--port", type=int, help="port, 0 for any free one (default: [collector] port)")
+    c.add_argument("--workers", type=int, help="processes (default: [collector] workers)")
 
     args = p.parse_args(argv)
     try:

@@ -459,6 +459,7 @@ class CollectorSettings:
     segment_max_age_seconds: int = 60  # ... or this long after its first message
     max_message_bytes: int = 32768  # one stamped message, as archived (Segment: 32 KB)
     max_batch_bytes: int = 512000  # one request body, uncompressed (Segment: 500 KB)
+    workers: int = 1  # processes serving the port (Python decodes JSON on one core each)
 
     def __post_init__(self) -> None:
         _need_str(self.host, "host")
@@ -480,6 +481,7 @@ class CollectorSettings:
         _need_int(self.segment_max_age_seconds, "segment_max_age_seconds", 1, 3600)
         _need_int(self.max_batch_bytes, "max_batch_bytes", 1024, 64 * 1024 * 1024)
         _need_int(self.max_message_bytes, "max_message_bytes", 256, self.max_batch_bytes)
+        _need_int(self.workers, "workers", 1, 64)
 
     def spool_path(self, home: str | None = None) -> str:
         """The spool folder (``spool_dir``, else ``<home>/spool``)."""

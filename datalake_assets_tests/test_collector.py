@@ -27,7 +27,13 @@ import pytest
 from datalake_assets import settings as st
 from datalake_assets.collector import Collector, protocol
 from datalake_assets.collector.roller import archive_location, roll_segment
-from datalake_assets.collector.spool import ClosedSegment, Spool, SpoolError, parse_segment_path
+from datalake_assets.collector.spool import (
+    ClosedSegment,
+    Spool,
+    SpoolError,
+    lock_spool,
+    parse_segment_path,
+)
 from datalake_assets.settings import (
     CollectorSettings,
     LakeSettings,
@@ -123,6 +129,7 @@ def test_collector_settings_defaults_and_file(tmp_path):
         segment_max_age_seconds = 30
         max_message_bytes = 16384
         max_batch_bytes = 256000
+        workers = 2
         [[sources]]
         id = "Web-Prod"
         write_keys = ["abc123", "def456"]
@@ -130,7 +137,7 @@ def test_collector_settings_defaults_and_file(tmp_path):
         id = "ios"
         """), env=env)
     assert s.collector == CollectorSettings("0.0.0.0", 9000, str(tmp_path / "var" / "spool"),
-                                            1048576, 30, 16384, 256000)
+                                            1048576, 30, 16384, 256000, 2)
     assert s.sources[0].write_keys == ("abc123", "def456") and s.sources[1].write_keys == ()
     assert {k: v.id for k, v in s.write_key_sources().items()} == {
         "abc123": "Web-Prod", "def456": "Web-Prod"}
@@ -155,6 +162,7 @@ def test_shipped_lake_toml_documents_the_collector():
     ("[collector]\nsegment_max_age_seconds = 0\n", "collector.segment_max_age_seconds", "1 to"),
     ("[collector]\nmax_message_bytes = 600000\n", "collector.max_message_bytes", "512000"),
     ("[collector]\nspool = \"x\"\n", "collector.spool", "did you mean 'spool_dir'"),
+    ("[collector]\nworkers = 0\n", "collector.workers", "from 1 to 64"),
     ("[[sources]]\nid = \"a\"\nwrite_keys = \"k1\"\n", "sources[0].write_keys", "array"),
     ("[[sources]]\nid = \"a\"\nwrite_keys = [1]\n", "sources[0].write_keys[0]", "string"),
     ("[[sources]]\nid = \"a\"\nwrite_keys = [\"k1\", \"k1\"]\n", "sources[0].write_keys[1]",
@@ -539,6 +547,41 @@ def test_recovery_cuts_torn_tails_and_one_process_per_spool(tmp_path):
         other.append("src1", H10, b"{}\n")
 
 
+def test_spools_of_gone_workers_are_adopted(tmp_path):
+    from datalake_assets.collector.workers import prepare_spool, worker_spool
+
+    root = tmp_path / "spool"
+
+    def segment(folder: Path, name: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"2026112110-20261121T100000-{name}.wal").write_bytes(b'{"a":1}\n')
+
+    def names(folder: Path) -> list[str]:
+        return sorted(p.name[-16:-4] for p in folder.rglob("*.wal"))
+
+    # a single-process run left src1 segments; a 3-worker run left some in worker.2
+    segment(root / "src1", "aaaaaaaaaaaa")
+    segment(root / "worker.2" / "src1", "bbbbbbbbbbbb")
+    segment(root / "worker.1" / "web", "cccccccccccc")
+    assert prepare_spool(str(root), workers=2) == 2  # into worker.0; worker.1 keeps its own
+    assert names(Path(worker_spool(str(root), 0))) == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
+    assert names(root / "worker.1") == ["cccccccccccc"] and not (root / "src1").exists()
+    # back to one process: its spool adopts every worker's segments
+    sp = Spool(str(root), lambda s: None)
+    left = sp.open()
+    assert sorted((s.source_id, s.segment_id[-12:]) for s in left) == [
+        ("src1", "aaaaaaaaaaaa"), ("src1", "bbbbbbbbbbbb"), ("web", "cccccccccccc")]
+    assert all(Path(s.path).parent.parent == root for s in left)
+    sp.close()
+    # a worker spool in use by a live process is not taken
+    fd = lock_spool(str(root / "worker.7"))
+    try:
+        with pytest.raises(SpoolError, match="in use"):
+            Spool(str(root), lambda s: None).open()
+    finally:
+        os.close(fd)
+
+
 def make_segment(tmp_path: Path, body: bytes) -> ClosedSegment:
     folder = tmp_path / "spool" / "src1"
     folder.mkdir(parents=True, exist_ok=True)
@@ -735,11 +778,12 @@ def test_collector_refuses_to_start_without_write_keys(tmp_path, monkeypatch, ca
 class CollectorProcess:
     """``datalake collect`` in a subprocess; its output is collected by a thread."""
 
-    def __init__(self, settings_file: Path, env: dict[str, str]) -> None:
+    def __init__(self, settings_file: Path, env: dict[str, str], workers: int = 1) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "datalake_assets.cli", "--settings", str(settings_file),
-             "collect"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+             "collect", "--workers", str(workers)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
+            start_new_session=True)  # its own process group: kill_all() reaches the workers
         self.lines: list[str] = []
         self._url: list[str] = []
         self._started = threading.Event()
@@ -766,11 +810,36 @@ class CollectorProcess:
         self._reader.join(30)
         return code
 
+    def kill_all(self) -> None:
+        """SIGKILL to the collector and its workers at once (a crash of the machine's
+        processes, not a shutdown)."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        assert self.proc.wait(60) == -signal.SIGKILL
+        self._reader.join(30)
+
     def output(self) -> str:
         return "".join(self.lines)
 
 
-def test_kill_9_and_restart_loses_no_acknowledged_message_and_duplicates_none(tmp_path):
+def worker_pids(parent: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == parent:
+                        out.append(int(entry))
+            except (OSError, ValueError):
+                pass
+    return out
+
+
+@pytest.mark.parametrize("workers_before, workers_after", [(1, 2), (2, 1)])
+def test_kill_9_and_restart_loses_no_acknowledged_message_and_duplicates_none(
+        tmp_path, workers_before, workers_after):
+    """SIGKILL under load, then a restart with another number of worker processes (the
+    segments of spools nobody owns any more are adopted); with 2 workers, one of them is also
+    killed alone first (the parent restarts it)."""
     settings_file = write_toml(tmp_path, """
         archive_root = "archive"
         lake_root = "lake"
@@ -783,41 +852,54 @@ def test_kill_9_and_restart_loses_no_acknowledged_message_and_duplicates_none(tm
         id = "src1"
         """)
     env = {**os.environ, "PYTHONPATH": str(REPO), "DATALAKE_WRITE_KEYS": f"{KEY}=src1"}
-    first = CollectorProcess(settings_file, env)
     acked: list[str] = []
     acked_lock = threading.Lock()
-    enough = threading.Event()
 
-    def sender(worker: int, url: str, rounds: int) -> None:
+    def sender(name: str, url: str, rounds: int) -> None:
         conn = http.client.HTTPConnection(url.split("://")[1], timeout=30)
         try:
             for r in range(rounds):
-                ids = [f"{url[-5:]}-w{worker}-r{r}-{j}" for j in range(50)]
+                ids = [f"{name}-r{r}-{j}" for j in range(50)]
                 batch = {"batch": [track(i, properties={"pad": "p" * 200}) for i in ids]}
                 status, _, _ = post(url, "/v1/batch", batch, conn=conn)
                 if status == 200:
                     with acked_lock:
                         acked.extend(ids)
-                        if len(acked) >= 40 * 50:
-                            enough.set()
         except (OSError, http.client.HTTPException):
             pass  # the collector died under us: the request in flight was never acknowledged
         finally:
             conn.close()
 
-    workers = [threading.Thread(target=sender, args=(w, first.url, 10_000)) for w in range(4)]
-    for w in workers:
-        w.start()
-    assert enough.wait(120), "the collector acknowledged too few batches"
-    assert first.stop(signal.SIGKILL) == -signal.SIGKILL  # mid-stream: requests in flight
-    for w in workers:
-        w.join(60)
+    def load_until(url: str, batches: int, tag: str) -> list[threading.Thread]:
+        threads = [threading.Thread(target=sender, args=(f"{tag}{w}", url, 10_000))
+                   for w in range(4)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 120
+        while len(acked) < batches * 50:
+            assert time.monotonic() < deadline, "the collector acknowledged too few batches"
+            time.sleep(0.01)
+        return threads
+
+    first = CollectorProcess(settings_file, env, workers_before)
+    senders = load_until(first.url, 20, "a")
+    if workers_before > 1:
+        victim = worker_pids(first.proc.pid)[0]
+        os.kill(victim, signal.SIGKILL)  # one worker dies: the parent starts another
+        deadline = time.monotonic() + 30
+        while victim in worker_pids(first.proc.pid) or len(worker_pids(first.proc.pid)) < 2:
+            assert time.monotonic() < deadline, "the dead worker was not replaced"
+            time.sleep(0.05)
+    senders += load_until(first.url, 40, "b")
+    first.kill_all()  # mid-stream, every process at once: requests in flight
+    for t in senders:
+        t.join(60)
     first_run = len(acked)
     spool_left = list((tmp_path / "spool").rglob("*.wal"))
 
-    second = CollectorProcess(settings_file, env)  # recovery rolls what the first run left
+    second = CollectorProcess(settings_file, env, workers_after)  # recovers the spool
     try:
-        sender(99, second.url, 5)
+        sender("c", second.url, 5)
     finally:
         code = second.stop(signal.SIGTERM)
     out = second.output()
@@ -829,9 +911,9 @@ def test_kill_9_and_restart_loses_no_acknowledged_message_and_duplicates_none(tm
     missing = [i for i in acked if counts[i] != 1]
     assert not missing, f"{len(missing)} acknowledged messages missing or duplicated"
     assert max(counts.values()) == 1  # not even unacknowledged ones twice
-    # Almost always the kill leaves the open segment (and often one being rolled): the
-    # restart rolls it. (The roll's own crash points are forced in the roller tests above.)
-    assert bool(spool_left) == ("left by an earlier run" in out)
+    # Almost always the kill leaves an open segment (and often one being rolled): the restart
+    # rolls it. (The roll's own crash points are forced in the roller tests above.)
+    assert bool(spool_left) == ("left by an earlier run" in out), out
     assert not list((tmp_path / "spool").rglob("*.wal"))
     assert not [p for p in (tmp_path / "archive").rglob("*") if p.name.startswith(".tmp-")]
 

@@ -90,16 +90,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(protocol.RequestError(404, "not_found", f"no such path: {self.path}"))
 
     def do_POST(self) -> None:
-        c = self.server.collector
-        self.busy = True
-        with c._inflight_lock:
-            c._inflight += 1
+        self.busy = True  # stop() waits for busy connections and closes idle ones
         try:
-            self._post(c)
+            self._post(self.server.collector)
         finally:
             self.busy = False
-            with c._inflight_lock:
-                c._inflight -= 1
 
     def _post(self, c: Collector) -> None:
         path = self.path.split("?", 1)[0]
@@ -188,7 +183,10 @@ class Collector:
     """The collector of one settings: ``start()``, then ``stop()`` (graceful)."""
 
     def __init__(self, settings: LakeSettings, host: str | None = None,
-                 port: int | None = None) -> None:
+                 port: int | None = None, spool_dir: str | None = None,
+                 listen_socket: socket.socket | None = None) -> None:
+        """``spool_dir``: default ``[collector] spool_dir``; ``listen_socket``: a listening
+        socket to accept on (shared by worker processes) instead of binding host and port."""
         cs = settings.collector
         self.settings = settings
         self.host = cs.host if host is None else host
@@ -196,13 +194,12 @@ class Collector:
         self.limits = protocol.Limits(cs.max_message_bytes, cs.max_batch_bytes)
         self.sources_by_key = {k: s.id for k, s in settings.write_key_sources().items()}
         self.roller = Roller(settings.archive_root)
-        self.spool = Spool(cs.spool_path(), self.roller.submit, cs.segment_max_bytes,
-                           cs.segment_max_age_seconds)
+        self.spool = Spool(spool_dir or cs.spool_path(), self.roller.submit,
+                           cs.segment_max_bytes, cs.segment_max_age_seconds)
+        self._listen_socket = listen_socket
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[_Handler] = set()
-        self._inflight = 0  # requests between do_POST's start and its reply
-        self._inflight_lock = threading.Lock()
         self._draining = False
         self._stats_lock = threading.Lock()
         self._stats = {"requests": 0, "accepted": 0, "rejected": 0, "unauthorized": 0,
@@ -239,7 +236,13 @@ class Collector:
             server_cls = _Server
             if ":" in self.host:
                 server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
-            self._httpd = server_cls((self.host, self.port), _Handler)
+            if self._listen_socket is None:
+                self._httpd = server_cls((self.host, self.port), _Handler)
+            else:
+                self._httpd = server_cls(self._listen_socket.getsockname()[:2], _Handler,
+                                         bind_and_activate=False)
+                self._httpd.socket.close()
+                self._httpd.socket = self._listen_socket
         except BaseException:
             self.spool.close()
             self.roller.stop()
@@ -266,7 +269,8 @@ class Collector:
                     conn.connection.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-        while self._inflight and time.monotonic() < deadline:
+        while (any(conn.busy for conn in list(self._connections))
+               and time.monotonic() < deadline):
             time.sleep(0.02)
         self.spool.close()
         complete = self.roller.stop(timeout=max(1.0, deadline - time.monotonic()))

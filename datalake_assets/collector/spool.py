@@ -17,6 +17,10 @@ process (crash or not): all are closed and handed over, after their torn tail (a
 without its newline, which no reply ever covered) is cut off.
 
 One process per spool: ``open()`` takes an exclusive ``flock`` on ``<spool_dir>/.lock``.
+With several worker processes (``workers.py``) each has its own spool,
+``<spool_dir>/worker.<i>/`` (source ids cannot contain a dot); a spool adopts, at ``open()``,
+the segments of worker folders no process holds any more, so changing the number of workers
+strands nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ log = logging.getLogger(__name__)
 
 SEGMENT_SUFFIX = ".wal"
 LOCK_NAME = ".lock"
+WORKER_PREFIX = "worker."  # <spool_dir>/worker.<i>/: the spool of worker process i
 
 
 class SpoolError(RuntimeError):
@@ -82,6 +87,73 @@ def new_segment_id(now: datetime | None = None) -> str:
     """``<UTC creation time>-<12 random hex>``: unique across restarts and collectors."""
     now = now or datetime.now(UTC)
     return f"{now:%Y%m%dT%H%M%S}-{secrets.token_hex(6)}"
+
+
+def lock_spool(spool_dir: str) -> int:
+    """Take the spool's exclusive lock (released when the returned fd is closed)."""
+    os.makedirs(spool_dir, exist_ok=True)
+    fd = os.open(os.path.join(spool_dir, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SpoolError(f"spool {spool_dir} is in use by another collector process") from None
+    return fd
+
+
+def source_dirs(spool_dir: str) -> list[str]:
+    """The per-source folders of a spool (not its lock, nor worker spools)."""
+    try:
+        names = sorted(os.listdir(spool_dir))
+    except FileNotFoundError:
+        return []
+    return [os.path.join(spool_dir, n) for n in names
+            if not n.startswith((".", WORKER_PREFIX))
+            and os.path.isdir(os.path.join(spool_dir, n))]
+
+
+def move_segments(from_spool: str, into_spool: str) -> int:
+    """Move every segment of ``from_spool`` into ``into_spool`` under the same names (so
+    their archive names do not change), making the moves durable; returns how many. Both
+    spools must be locked by the caller (or owned by no live process)."""
+    moved = 0
+    for folder in source_dirs(from_spool):
+        target = os.path.join(into_spool, os.path.basename(folder))
+        here = 0
+        for name in sorted(os.listdir(folder)):
+            if parse_segment_path(os.path.join(folder, name)) is None:
+                continue
+            os.makedirs(target, exist_ok=True)
+            os.replace(os.path.join(folder, name), os.path.join(target, name))
+            here += 1
+        if here:
+            fsync_dir(target)
+            fsync_dir(folder)
+            moved += here
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass  # not empty: something that is not a segment
+    if moved:
+        fsync_dir(into_spool)
+    return moved
+
+
+def adopt_worker_spools(spool_dir: str, keep: int = 0) -> int:
+    """Move the segments of ``<spool_dir>/worker.<i>`` for every ``i >= keep`` into
+    ``spool_dir`` (their processes are gone: each such spool's lock is taken first)."""
+    moved = 0
+    for name in sorted(os.listdir(spool_dir)):
+        index = name[len(WORKER_PREFIX):]
+        if not name.startswith(WORKER_PREFIX) or not index.isdigit() or int(index) < keep:
+            continue
+        worker_dir = os.path.join(spool_dir, name)
+        fd = lock_spool(worker_dir)
+        try:
+            moved += move_segments(worker_dir, spool_dir)
+        finally:
+            os.close(fd)
+    return moved
 
 
 def fsync_dir(path: str) -> None:
@@ -170,15 +242,15 @@ class Spool:
     def open(self) -> list[ClosedSegment]:
         """Lock the spool, start the committer; returns the segments an earlier process left
         (already cut to whole lines), oldest hour first, for the roller."""
-        os.makedirs(self.spool_dir, exist_ok=True)
-        fd = os.open(os.path.join(self.spool_dir, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_fd = lock_spool(self.spool_dir)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise SpoolError(
-                f"spool {self.spool_dir} is in use by another collector process") from None
-        self._lock_fd = fd
+            adopted = adopt_worker_spools(self.spool_dir)
+        except BaseException:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise
+        if adopted:
+            log.info("adopted %d segment(s) from the spools of earlier worker processes", adopted)
         left = self.recover()
         self._stopping, self._closed = False, False
         self._thread = threading.Thread(target=self._commit_loop, name="spool-commit",
@@ -188,10 +260,7 @@ class Spool:
 
     def recover(self) -> list[ClosedSegment]:
         found: list[ClosedSegment] = []
-        for source_id in sorted(os.listdir(self.spool_dir)):
-            folder = os.path.join(self.spool_dir, source_id)
-            if source_id.startswith(".") or not os.path.isdir(folder):
-                continue
+        for folder in source_dirs(self.spool_dir):
             for name in sorted(os.listdir(folder)):
                 seg = parse_segment_path(os.path.join(folder, name))
                 if seg is None:
