@@ -1,10 +1,11 @@
 """Benchmark: the collector's accepted events/s on loopback, against the sync's events/s.
 
-    cd /work/wt-collect && PYTHONPATH=. python bench/bench_collector.py            # 4 clients
-    PYTHONPATH=. python bench/bench_collector.py --clients 1,4,16 --seconds 20 --batch 100
+    PYTHONPATH=. python bench/bench_collector.py                                  # 4 clients
+    PYTHONPATH=. python bench/bench_collector.py --clients 1,4,16 --workers 1,2 --wait-quiet 300
 
-For each client count: a fresh collector (``datalake collect`` in its own process, on
-127.0.0.1, port chosen by the OS), then that many client *processes*, each with one keep-alive
+For each number of workers and of clients: a fresh collector (``datalake collect`` in its own
+process, on 127.0.0.1, port chosen by the OS, ``--workers`` processes), then that many client
+*processes*, each with one keep-alive
 connection, posting ``/v1/batch`` requests of ``--batch`` realistic messages (made by
 ``datalake_assets.demo``: nested properties, contexts, the python library's shape with a
 ``timestamp`` per message and a batch ``sentAt``) as fast as the replies come back, for
