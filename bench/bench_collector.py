@@ -5,11 +5,11 @@
 
 For each number of workers and of clients: a fresh collector (``datalake collect`` in its own
 process, on 127.0.0.1, port chosen by the OS, ``--workers`` processes), then that many client
-*processes*, each with one keep-alive
-connection, posting ``/v1/batch`` requests of ``--batch`` realistic messages (made by
-``datalake_assets.demo``: nested properties, contexts, the python library's shape with a
-``timestamp`` per message and a batch ``sentAt``) as fast as the replies come back, for
-``--seconds`` (and at most ``--max-requests`` per client). Every messageId is unique.
+*processes*, each with one keep-alive connection, posting ``/v1/batch`` requests of ``--batch``
+realistic messages (made by ``datalake_assets.demo``: nested properties, contexts, the python
+library's shape with a ``timestamp`` per message and a batch ``sentAt``) as fast as the replies
+come back, for ``--seconds`` (and at most ``--max-requests`` per client). Every messageId is
+unique.
 
 Measured: accepted events/s (events in 2xx replies / load time), request latency p50/p99/max
 (send to full reply, which includes the group-committed fsync), the collector's peak RSS
