@@ -139,9 +139,9 @@ def move_segments(from_spool: str, into_spool: str) -> int:
     return moved
 
 
-def adopt_worker_spools(spool_dir: str, keep: int = 0) -> int:
-    """Move the segments of ``<spool_dir>/worker.<i>`` for every ``i >= keep`` into
-    ``spool_dir`` (their processes are gone: each such spool's lock is taken first)."""
+def adopt_worker_spools(spool_dir: str, keep: int = 0, into: str | None = None) -> int:
+    """Move the segments of ``<spool_dir>/worker.<i>`` for every ``i >= keep`` into ``into``
+    (default ``spool_dir``). Each such spool's lock is taken first: a live worker's is not."""
     moved = 0
     for name in sorted(os.listdir(spool_dir)):
         index = name[len(WORKER_PREFIX):]
@@ -150,7 +150,7 @@ def adopt_worker_spools(spool_dir: str, keep: int = 0) -> int:
         worker_dir = os.path.join(spool_dir, name)
         fd = lock_spool(worker_dir)
         try:
-            moved += move_segments(worker_dir, spool_dir)
+            moved += move_segments(worker_dir, into or spool_dir)
         finally:
             os.close(fd)
     return moved

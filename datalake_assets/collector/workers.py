@@ -25,7 +25,12 @@ import signal
 import socket
 import time
 
-from datalake_assets.collector.spool import WORKER_PREFIX, lock_spool, move_segments
+from datalake_assets.collector.spool import (
+    WORKER_PREFIX,
+    adopt_worker_spools,
+    lock_spool,
+    move_segments,
+)
 from datalake_assets.settings import LakeSettings
 
 log = logging.getLogger(__name__)
@@ -41,22 +46,12 @@ def prepare_spool(spool_dir: str, workers: int) -> int:
     """Move segments no worker of this run would own into ``worker.0`` (the caller holds the
     spool's lock); returns how many moved."""
     first = worker_spool(spool_dir, 0)
-    os.makedirs(first, exist_ok=True)
     fd = lock_spool(first)
     try:
         moved = move_segments(spool_dir, first)  # a single-process run's segments
-        for name in sorted(os.listdir(spool_dir)):
-            index = name[len(WORKER_PREFIX):]
-            if name.startswith(WORKER_PREFIX) and index.isdigit() and int(index) >= workers:
-                other = os.path.join(spool_dir, name)
-                other_fd = lock_spool(other)
-                try:
-                    moved += move_segments(other, first)
-                finally:
-                    os.close(other_fd)
+        return moved + adopt_worker_spools(spool_dir, keep=workers, into=first)
     finally:
         os.close(fd)
-    return moved
 
 
 def _die_with_parent() -> None:
