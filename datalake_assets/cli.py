@@ -167,8 +167,9 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
         print(f"warning: [collector] max_message_bytes ({cs.max_message_bytes}) is larger than "
               f"[sync] max_message_bytes ({settings.sync.max_message_bytes}): the sync will "
               "quarantine the largest accepted messages", file=sys.stderr)
-    sources = ", ".join(f"{s.id} ({len(s.write_keys)} write keys)"
-                        for s in settings.sources if s.write_keys)
+    sources = ", ".join(
+        f"{s.id} ({len(s.write_keys)} write key{'' if len(s.write_keys) == 1 else 's'})"
+        for s in settings.sources if s.write_keys)
     processes = "" if n == 1 else f" ({n} worker processes)"
     print(f"collector listening on {service.url}{processes}\nsources: {sources}\n"
           f"spool: {cs.spool_path()}\narchive: {settings.archive_root}\n"
