@@ -152,7 +152,10 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cs = settings.collector
-    n = args.workers or cs.workers
+    n = cs.workers if args.workers is None else args.workers
+    if not 1 <= n <= 64:
+        print(f"datalake: --workers must be from 1 to 64, got {n}", file=sys.stderr)
+        return 2
     service = (Collector(settings, host=args.host, port=args.port) if n == 1
                else Workers(settings, n, host=args.host, port=args.port))
     try:
