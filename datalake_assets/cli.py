@@ -4,6 +4,7 @@
     datalake demo [--hours N]    write N hours of demo traffic (default: the last 6 closed hours)
     datalake sync --hours H ...  run one sync outside Dagster (local Spark), print the report
     datalake import [--from D]   import Segment's S3-destination archive into the raw archive
+    datalake collect             run the Segment-compatible collector until SIGTERM/SIGINT
 """
 
 from __future__ import annotations
@@ -220,6 +221,67 @@ def cmd_ddl(settings: LakeSettings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
+    import logging
+    import threading
+
+    from datalake_assets.collector import Collector
+    from datalake_assets.collector.spool import SpoolError
+    from datalake_assets.collector.workers import Workers
+
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cs = settings.collector
+    n = cs.workers if args.workers is None else args.workers
+    if not 1 <= n <= 64:
+        print(f"datalake: --workers must be from 1 to 64, got {n}", file=sys.stderr)
+        return 2
+    service = (Collector(settings, host=args.host, port=args.port) if n == 1
+               else Workers(settings, n, host=args.host, port=args.port))
+    try:
+        service.start()
+    except (RuntimeError, SpoolError, OSError) as e:
+        print(f"datalake: cannot start the collector: {e}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set())
+                for s in (signal.SIGTERM, signal.SIGINT)}
+    if cs.max_message_bytes > settings.sync.max_message_bytes:
+        print(f"warning: [collector] max_message_bytes ({cs.max_message_bytes}) is larger than "
+              f"[sync] max_message_bytes ({settings.sync.max_message_bytes}): the sync will "
+              "quarantine the largest accepted messages", file=sys.stderr)
+    sources = ", ".join(
+        f"{s.id} ({len(s.write_keys)} write key{'' if len(s.write_keys) == 1 else 's'})"
+        for s in settings.sources if s.write_keys)
+    processes = "" if n == 1 else f" ({n} worker processes)"
+    print(f"collector listening on {service.url}{processes}\nsources: {sources}\n"
+          f"spool: {cs.spool_path()}\narchive: {settings.archive_root}\n"
+          "SIGTERM or Ctrl-C stops it (pending messages are rolled into the archive first)",
+          flush=True)
+    if isinstance(service, Collector):
+        if service.recovered:
+            print(f"rolling {service.recovered} spool segment(s) left by an earlier run",
+                  flush=True)
+        while not stop.wait(1.0):
+            pass
+    else:
+        service.supervise(stop.is_set)
+    print("stopping: finishing requests, rolling the spool into the archive...", flush=True)
+    complete = service.stop()
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+    stats = [service.stats()] if isinstance(service, Collector) else service.stats
+    total = {k: sum(s.get(k, 0) for s in stats)
+             for k in ("accepted", "rejected", "segments_rolled")}
+    per_worker = "" if len(stats) < 2 else (
+        " (per worker: " + ", ".join(str(s.get("accepted", 0)) for s in stats) + ")")
+    print(f"stopped: {total['accepted']} messages accepted{per_worker}, "
+          f"{total['rejected']} rejected, {total['segments_rolled']} segments rolled"
+          + ("" if complete else "; some segments could not be rolled and stay in the spool "
+             "for the next start"), flush=True)
+    return 0 if complete else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="datalake", description=__doc__.split("\n\n")[0])
     p.add_argument("--settings", help="lake settings file (TOML); default: $DATALAKE_SETTINGS")
@@ -255,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--source", help="source id or slug (default: the first)")
     t.add_argument("table", nargs="?", help="lake table name (default: every table)")
 
+    c = sub.add_parser("collect", help="run the Segment-compatible collector (docs/collector.md)")
+    c.add_argument("--host", help="listening address (default: [collector] host)")
+    c.add_argument("--port", type=int, help="port, 0 for any free one (default: [collector] port)")
+    c.add_argument("--workers", type=int, help="processes (default: [collector] workers)")
+
     args = p.parse_args(argv)
     try:
         settings = load_settings(args.settings)
@@ -262,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"datalake: invalid settings: {e}", file=sys.stderr)
         return 2
     commands = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
-                "import": cmd_import}
+                "import": cmd_import,
+                "collect": cmd_collect}
     return commands[args.command](settings, args)
 
 

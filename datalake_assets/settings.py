@@ -13,7 +13,9 @@ Loading order, later wins::
   which loads to exactly the defaults.
 * Environment overrides: ``DATALAKE_ARCHIVE_ROOT``, ``DATALAKE_LAKE_ROOT``,
   ``DATALAKE_SPARK_MASTER``, ``DATALAKE_SPARK_DRIVER_MEMORY``, ``DATALAKE_MAX_MESSAGE_BYTES``,
-  ``DATALAKE_CATALOG_BACKEND``, ``DATALAKE_COMPUTE_BACKEND``.
+  ``DATALAKE_CATALOG_BACKEND``, ``DATALAKE_COMPUTE_BACKEND``, ``DATALAKE_WRITE_KEYS``
+  (``key=source,key=source``: replaces
+  every source's ``write_keys``; keep the keys out of the file this way).
   An empty variable counts as unset.
 * Roots are local folders or URIs (``s3://bucket/prefix``). A URI is kept as written (minus
   trailing ``/``; ``os.path`` never touches it). A local path is made absolute: relative to the
@@ -52,6 +54,7 @@ ENV_SPARK_DRIVER_MEMORY = "DATALAKE_SPARK_DRIVER_MEMORY"
 ENV_MAX_MESSAGE_BYTES = "DATALAKE_MAX_MESSAGE_BYTES"
 ENV_CATALOG_BACKEND = "DATALAKE_CATALOG_BACKEND"
 ENV_COMPUTE_BACKEND = "DATALAKE_COMPUTE_BACKEND"
+ENV_WRITE_KEYS = "DATALAKE_WRITE_KEYS"
 
 SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the documented defaults
 
@@ -96,6 +99,10 @@ _START_RULE = (
 )
 _NO_SOURCES = "at least one source is required (add a [[sources]] table)"
 _MEMORY_RULE = "a JVM size such as '512m', '4g' or '4096mb'"
+# Segment write keys are alphanumeric; base64-ish characters are allowed too. Never ':' (the
+# key is the user name of HTTP Basic auth) nor ',' (the separator of DATALAKE_WRITE_KEYS).
+_WRITE_KEY_RE = re.compile(r"[A-Za-z0-9._~+/=-]{1,256}")
+_WRITE_KEY_RULE = "1-256 characters from [A-Za-z0-9._~+/=-]"
 
 
 # --------------------------------------------------------------------------------------- errors
@@ -189,6 +196,9 @@ class SourceSettings:
     # folder or s3:// URI holding segment-logs/<segment_source_id>/<day epoch ms>/*.gz; "": none
     segment_archive: str = ""
     segment_source_id: str = ""  # the source's folder in segment-logs/; "" -> id (with an archive)
+    # Segment write keys the collector accepts for this source. Secrets: never in a repr or an
+    # error message (errors name the key's position, never its value).
+    write_keys: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         _need_str(self.id, "id")
@@ -231,6 +241,7 @@ class SourceSettings:
                 key="date_layout",
             )
         _check_start(self.start)
+        object.__setattr__(self, "write_keys", _check_write_keys(self.write_keys))
         self._check_segment_import()
 
     def _check_segment_import(self) -> None:
@@ -282,6 +293,24 @@ def _check_start(start: str) -> None:
         except ValueError:
             pass
     raise SettingsError(f"invalid start hour {start!r}; allowed: {_START_RULE}", key="start")
+
+
+def _check_write_keys(keys: Any) -> tuple[str, ...]:
+    if isinstance(keys, str) or not isinstance(keys, (list, tuple)):
+        shown = "a string (value not shown)" if isinstance(keys, str) else _type_name(keys)
+        raise SettingsError(f"must be an array of strings, got {shown}", key="write_keys")
+    seen: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        where = f"write_keys[{i}]"
+        if not isinstance(k, str):
+            raise SettingsError(f"must be a string, got {_type_name(k)}", key=where)
+        if not _WRITE_KEY_RE.fullmatch(k):  # never echo a secret, even a malformed one
+            raise SettingsError(f"invalid write key (value not shown); allowed: {_WRITE_KEY_RULE}",
+                                key=where)
+        if k in seen:
+            raise SettingsError(f"duplicate write key (also write_keys[{seen[k]}])", key=where)
+        seen[k] = i
+    return tuple(keys)
 
 
 def _check_spark_conf(conf: Any, key: str) -> dict[str, str]:
@@ -580,6 +609,53 @@ def _check_compute_fits(settings: LakeSettings) -> None:
             "hive_metastore_uri the cluster can reach",
             key="catalog.backend",
         )
+DEFAULT_SPOOL_DIR = "spool"  # relative like the roots: <home>/spool by default
+_HOST_RE = re.compile(r"[A-Za-z0-9.\-:]{1,253}")  # a name, IPv4 or IPv6 (no brackets)
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    """The Segment-compatible collector (``datalake collect``, ``datalake_assets.collector``).
+
+    Accepted messages are appended to a write-ahead spool (``spool_dir``, a local folder,
+    fsync'd before the reply), then rolled into the raw archive's hourly gzipped files.
+    ``spool_dir`` is resolved at load like the roots; ``""`` (direct construction only) means
+    ``$DATALAKE_HOME/spool`` when used."""
+
+    host: str = "127.0.0.1"  # listening address; "0.0.0.0" for every interface
+    port: int = 8088  # 0: any free port (printed at start)
+    spool_dir: str = ""  # write-ahead spool (local folder)
+    segment_max_bytes: int = 64 * 1024 * 1024  # a spool segment is rolled at this size
+    segment_max_age_seconds: int = 60  # ... or this long after its first message
+    max_message_bytes: int = 32768  # one stamped message, as archived (Segment: 32 KB)
+    max_batch_bytes: int = 512000  # one request body, uncompressed (Segment: 500 KB)
+    workers: int = 1  # processes serving the port (Python decodes JSON on one core each)
+
+    def __post_init__(self) -> None:
+        _need_str(self.host, "host")
+        if not _HOST_RE.fullmatch(self.host):
+            raise SettingsError(
+                f"invalid host {self.host!r}; allowed: an IP address or host name such as "
+                "'127.0.0.1', '0.0.0.0' or 'localhost'",
+                key="host",
+            )
+        _need_int(self.port, "port", 0, 65535)
+        _need_str(self.spool_dir, "spool_dir")
+        if "://" in self.spool_dir:
+            raise SettingsError(
+                f"must be a local folder (the spool is fsync'd before each reply), got "
+                f"{self.spool_dir!r}",
+                key="spool_dir",
+            )
+        _need_int(self.segment_max_bytes, "segment_max_bytes", 65536, 1 << 30)
+        _need_int(self.segment_max_age_seconds, "segment_max_age_seconds", 1, 3600)
+        _need_int(self.max_batch_bytes, "max_batch_bytes", 1024, 64 * 1024 * 1024)
+        _need_int(self.max_message_bytes, "max_message_bytes", 256, self.max_batch_bytes)
+        _need_int(self.workers, "workers", 1, 64)
+
+    def spool_path(self, home: str | None = None) -> str:
+        """The spool folder (``spool_dir``, else ``<home>/spool``)."""
+        return self.spool_dir or os.path.join(home or default_home(), DEFAULT_SPOOL_DIR)
 
 
 @dataclass(frozen=True)
@@ -593,6 +669,7 @@ class LakeSettings:
     automation: AutomationSettings = field(default_factory=AutomationSettings)
     catalog: CatalogSettings = field(default_factory=CatalogSettings)
     compute: ComputeSettings = field(default_factory=ComputeSettings)
+    collector: CollectorSettings = field(default_factory=CollectorSettings)
 
     def __post_init__(self) -> None:
         for name in ("archive_root", "lake_root"):
@@ -622,8 +699,16 @@ class LakeSettings:
             raise SettingsError(f"must be a CatalogSettings, {_got(self.catalog)}", key="catalog")
         if not isinstance(self.compute, ComputeSettings):
             raise SettingsError(f"must be a ComputeSettings, {_got(self.compute)}", key="compute")
+        if not isinstance(self.collector, CollectorSettings):
+            raise SettingsError(
+                f"must be a CollectorSettings, {_got(self.collector)}", key="collector"
+            )
         _check_sources(self.sources)
         _check_compute_fits(self)
+
+    def write_key_sources(self) -> dict[str, SourceSettings]:
+        """Write key -> its source (each key belongs to one source: validated)."""
+        return {k: s for s in self.sources for k in s.write_keys}
 
     def catalog_config(self):
         """The ``datalake_assets.catalog.CatalogConfig`` of these settings."""
@@ -696,17 +781,27 @@ def _check_sources(sources: tuple[SourceSettings, ...]) -> None:
                 key=f"sources[{i}].segment_source_id",
             )
         imports[what] = i
+    owners: dict[str, str] = {}
+    for i, s in enumerate(sources):
+        for j, k in enumerate(s.write_keys):
+            if k in owners:
+                raise SettingsError(
+                    f"write key (value not shown) is also {owners[k]}: a key names one source",
+                    key=f"sources[{i}].write_keys[{j}]",
+                )
+            owners[k] = f"sources[{i}].write_keys[{j}]"
 
 
 # --------------------------------------------------------------------------------------- loader
 
 _TOP_KEYS = ("archive_root", "lake_root", "spark", "sync", "sources", "automation", "catalog",
-             "compute")
+             "compute", "collector")
 _SPARK_KEYS = ("master", "driver_memory", "shuffle_partitions", "conf")
 _SYNC_KEYS = tuple(f.name for f in dataclasses.fields(SyncSettings))
 _AUTOMATION_KEYS = tuple(f.name for f in dataclasses.fields(AutomationSettings))
 _CATALOG_KEYS = tuple(f.name for f in dataclasses.fields(CatalogSettings))
 _COMPUTE_KEYS = tuple(f.name for f in dataclasses.fields(ComputeSettings))
+_COLLECTOR_KEYS = tuple(f.name for f in dataclasses.fields(CollectorSettings))
 _SOURCE_KEYS = tuple(f.name for f in dataclasses.fields(SourceSettings))
 
 
@@ -846,8 +941,10 @@ def _from_mapping(data: Mapping[str, Any], base: str, settings_file: str | None)
         raise e._within(prefix="automation") from None
     catalog = _catalog_from(_table(data, "catalog"), base)
     compute = _compute_from(_table(data, "compute"))
+    collector = _collector_from(_table(data, "collector"), base)
     return LakeSettings(archive_root, lake_root, sources, spark, sync, settings_file,
-                        automation=automation, catalog=catalog, compute=compute)
+                        automation=automation, catalog=catalog, compute=compute,
+                        collector=collector)
 
 
 def _compute_from(raw: Mapping[str, Any]) -> ComputeSettings:
@@ -880,19 +977,37 @@ def _compute_from(raw: Mapping[str, Any]) -> ComputeSettings:
         raise e._within(prefix="compute") from None
 
 
+def _local_folder(raw: Mapping[str, Any], name: str, default: str, base: str, key: str) -> Any:
+    """A folder setting resolved like the roots (relative to the file's folder, or to the home
+    for the defaults); a non-string or a URI is left for the dataclass to reject."""
+    folder = raw.get(name, default)
+    if isinstance(folder, str):
+        if not folder.strip():
+            raise SettingsError(f"must not be empty; omit it for the default ({default})", key=key)
+        if "://" not in folder:
+            folder = os.path.normpath(os.path.join(base, os.path.expanduser(folder)))
+    return folder
+
+
+def _collector_from(raw: Mapping[str, Any], base: str) -> CollectorSettings:
+    """``[collector]``; ``spool_dir`` is resolved like ``catalog.metastore_dir``."""
+    _check_keys(raw, _COLLECTOR_KEYS, "collector")
+    values = dict(raw)
+    values["spool_dir"] = _local_folder(raw, "spool_dir", DEFAULT_SPOOL_DIR, base,
+                                        "collector.spool_dir")
+    try:
+        return CollectorSettings(**values)
+    except SettingsError as e:
+        raise e._within(prefix="collector") from None
+
+
 def _catalog_from(raw: Mapping[str, Any], base: str) -> CatalogSettings:
     """``[catalog]``; ``metastore_dir`` is resolved like the roots (relative to the file's
     folder, or to the home for the defaults)."""
     _check_keys(raw, _CATALOG_KEYS, "catalog")
     values = dict(raw)
-    folder = values.get("metastore_dir", DEFAULT_METASTORE_DIR)
-    if isinstance(folder, str):
-        if not folder.strip():
-            raise SettingsError("must not be empty; omit it for the default (metastore)",
-                                key="catalog.metastore_dir")
-        if "://" not in folder:
-            folder = os.path.normpath(os.path.join(base, os.path.expanduser(folder)))
-    values["metastore_dir"] = folder
+    values["metastore_dir"] = _local_folder(raw, "metastore_dir", DEFAULT_METASTORE_DIR, base,
+                                            "catalog.metastore_dir")
     try:
         return CatalogSettings(**values)
     except SettingsError as e:
@@ -1022,3 +1137,43 @@ def _apply_env(settings: LakeSettings, env: Mapping[str, str]) -> LakeSettings:
         return dataclasses.replace(settings, **changes)
     except SettingsError as e:  # the roots or backends changed no longer fit together
         raise SettingsError(e.problem, key=e.key, origin="environment") from None
+    value = get(ENV_WRITE_KEYS)
+    if value is not None:
+        changes["sources"] = _sources_with_env_keys(settings, value)
+
+    return dataclasses.replace(settings, **changes) if changes else settings
+
+
+def _sources_with_env_keys(settings: LakeSettings, value: str) -> tuple[SourceSettings, ...]:
+    """``DATALAKE_WRITE_KEYS="key=source,key=source"`` (source: id or slug) replaces every
+    source's ``write_keys``. Errors name the pair's position, never a key."""
+    keys: dict[str, list[str]] = {s.id: [] for s in settings.sources}
+    owner: dict[str, int] = {}
+    for i, pair in enumerate(p.strip() for p in value.split(",")):
+        if not pair:
+            continue
+        key, sep, name = pair.rpartition("=")
+        if not sep or not key or not name.strip():
+            raise SettingsError(
+                f"entry {i + 1}: expected 'key=source' (a write key, '=', a source id or "
+                "slug), comma-separated (value not shown)",
+                key=ENV_WRITE_KEYS, origin="environment",
+            )
+        try:
+            source = settings.source(name.strip())
+        except SettingsError as e:
+            raise SettingsError(f"entry {i + 1}: {e.problem}", key=ENV_WRITE_KEYS,
+                                origin="environment") from None
+        if key in owner:
+            raise SettingsError(
+                f"entry {i + 1}: duplicate write key (also entry {owner[key] + 1}; "
+                "value not shown)",
+                key=ENV_WRITE_KEYS, origin="environment",
+            )
+        owner[key] = i
+        keys[source.id].append(key)
+    try:
+        return tuple(dataclasses.replace(s, write_keys=tuple(keys[s.id]))
+                     for s in settings.sources)
+    except SettingsError as e:
+        raise SettingsError(e.problem, key=ENV_WRITE_KEYS, origin="environment") from None

@@ -54,7 +54,8 @@ def test_defaults_without_a_file(tmp_path):
     assert s.sync == SyncSettings(32768, 16)
     assert s.catalog == st.CatalogSettings("hive", "segment_datalake_meta", f"{home}/metastore")
     assert s == LakeSettings(f"{home}/archive", f"{home}/lake", (SourceSettings("demo"),),
-                             catalog=st.CatalogSettings(metastore_dir=f"{home}/metastore"))
+                             catalog=st.CatalogSettings(metastore_dir=f"{home}/metastore"),
+                             collector=st.CollectorSettings(spool_dir=f"{home}/spool"))
 
 
 def test_default_home(tmp_path, monkeypatch):
@@ -101,13 +102,15 @@ def test_shipped_lake_toml_is_exactly_the_defaults(tmp_path):
 def test_shipped_lake_toml_documents_every_key():
     text = SHIPPED.read_text(encoding="utf-8")
     keys = (list(st._TOP_KEYS) + list(st._SPARK_KEYS) + list(st._SYNC_KEYS) + list(st._SOURCE_KEYS)
-            + list(st._AUTOMATION_KEYS) + list(st._CATALOG_KEYS) + list(st._COMPUTE_KEYS))
+            + list(st._AUTOMATION_KEYS) + list(st._CATALOG_KEYS) + list(st._COMPUTE_KEYS)
+            + list(st._COLLECTOR_KEYS))
     for key in keys:
-        if key in ("spark", "sync", "sources", "conf", "automation", "catalog", "compute"):
+        if key in ("spark", "sync", "sources", "conf", "automation", "catalog", "compute",
+                   "collector"):
             continue
         assert re.search(rf"^(# )?{key} = ", text, re.M), key
     for section in ("[spark]", "[spark.conf]", "[sync]", "[automation]", "[catalog]",
-                    "[compute]", "[compute.conf]", "[[sources]]"):
+                    "[compute]", "[compute.conf]", "[collector]", "[[sources]]"):
         assert section in text
     for layout in DATE_LAYOUTS:
         assert f'"{layout}"' in text

@@ -1,0 +1,291 @@
+"""The collector's HTTP service: Segment's tracking API in front of the spool and the roller.
+
+The standard library's ``ThreadingHTTPServer`` (one thread per connection, HTTP/1.1
+keep-alive): the work per request is JSON decoding and stamping (``protocol``), then one wait
+for a group-committed fsync (``spool``), so threads suffice; the figures are in
+``docs/collector.md`` and ``bench/bench_collector.py``.
+
+Life cycle (``Collector``): ``start()`` locks the spool, hands segments an earlier process left
+to the roller, and listens. ``stop()`` is graceful: it stops accepting connections, lets the
+requests in progress finish (their replies say ``Connection: close``), closes idle keep-alive
+connections, commits and closes every spool segment, and rolls them all into the archive.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import orjson
+
+from datalake_assets.collector import protocol
+from datalake_assets.collector.roller import Roller
+from datalake_assets.collector.spool import Spool, SpoolError
+from datalake_assets.settings import LakeSettings
+from datalake_assets.spec.layout import ArchiveHour
+
+log = logging.getLogger(__name__)
+
+IDLE_TIMEOUT_SECONDS = 60  # a keep-alive connection idle this long is closed
+DRAIN_LIMIT_FACTOR = 8  # a body up to 8x max_batch_bytes is read (and dropped) before the 400
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+    collector: Collector
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "datalake-collector/1"
+    timeout = IDLE_TIMEOUT_SECONDS
+    # TCP_NODELAY: the reply's headers and body are two writes; with Nagle's algorithm the
+    # body would wait for the client's delayed ACK of the headers (~40 ms a request).
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.busy = False
+        self.server.collector._connections.add(self)
+
+    def finish(self) -> None:
+        self.server.collector._connections.discard(self)
+        super().finish()
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("%s %s", self.address_string(), format % args)  # never headers: no keys
+
+    def _reply(self, status: int, body: dict[str, object], close: bool = False) -> None:
+        data = orjson.dumps(body)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if status == 401:
+            self.send_header("WWW-Authenticate", 'Basic realm="segment write key"')
+        if status == 503:
+            self.send_header("Retry-After", "5")
+        if close or self.server.collector._draining:
+            self.close_connection = True
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, e: protocol.RequestError, close: bool = False) -> None:
+        self._reply(e.status, e.body(), close)
+
+    def do_GET(self) -> None:
+        c = self.server.collector
+        if self.path.rstrip("/") in ("/health", ""):
+            self._reply(200, {"status": "draining" if c._draining else "ok", **c.stats()})
+        else:
+            self._error(protocol.RequestError(404, "not_found", f"no such path: {self.path}"))
+
+    def do_POST(self) -> None:
+        self.busy = True  # stop() waits for busy connections and closes idle ones
+        try:
+            self._post(self.server.collector)
+        finally:
+            self.busy = False
+
+    def _post(self, c: Collector) -> None:
+        path = self.path.split("?", 1)[0]
+        if path not in protocol.ENDPOINTS:
+            c._count("errors")
+            self._error(protocol.RequestError(404, "not_found", f"no such endpoint: {path}"),
+                        close=True)
+            return
+        endpoint_type = protocol.ENDPOINTS[path]
+        length_text = self.headers.get("Content-Length")
+        if length_text is None:
+            c._count("errors")
+            self._error(protocol.RequestError(411, "length_required",
+                                              "Content-Length is required"), close=True)
+            return
+        try:
+            length = int(length_text)
+            if length < 0:
+                raise ValueError
+        except ValueError:
+            c._count("errors")
+            self._error(protocol.RequestError(400, "invalid_request", "invalid Content-Length"),
+                        close=True)
+            return
+        if length > c.limits.max_batch_bytes:
+            c._count("errors")
+            # Read and drop a moderately large body, so the client gets the reply instead of a
+            # broken pipe; a huge one is refused unread and the connection closed.
+            drained = length <= DRAIN_LIMIT_FACTOR * c.limits.max_batch_bytes
+            left = length if drained else 0
+            while left > 0:
+                chunk = self.rfile.read(min(left, 1 << 16))
+                if not chunk:
+                    drained = False
+                    break
+                left -= len(chunk)
+            self._error(protocol.RequestError(
+                400, "batch_too_large",
+                f"request body is larger than {c.limits.max_batch_bytes} bytes"),
+                close=not drained)
+            return
+        raw = self.rfile.read(length)
+        if len(raw) != length:
+            self.close_connection = True
+            return
+        header_key = protocol.write_key_from_header(self.headers.get("Authorization"))
+        source_id = c.sources_by_key.get(header_key) if header_key else None
+        if header_key is not None and source_id is None:
+            c._count("unauthorized")
+            self._error(protocol.RequestError(401, "unauthorized", "unknown write key"))
+            return
+        try:
+            raw = protocol.decode_body(raw, self.headers.get("Content-Encoding"), c.limits)
+            body = protocol.parse_json(raw)
+            if source_id is None:
+                key = body.get("writeKey")
+                source_id = c.sources_by_key.get(key) if type(key) is str else None
+                if source_id is None:
+                    c._count("unauthorized")
+                    raise protocol.RequestError(
+                        401, "unauthorized",
+                        "unknown write key" if key else "missing write key (HTTP Basic user "
+                        "name, or 'writeKey' in the body)")
+            received = datetime.now(UTC)
+            outcome = protocol.process_body(raw, endpoint_type, received, c.limits, body)
+        except protocol.RequestError as e:
+            if e.status != 401:
+                c._count("errors")
+            self._error(e)
+            return
+        if outcome.lines:
+            try:
+                c.spool.append(source_id, ArchiveHour.of(received), outcome.payload())
+            except SpoolError as e:
+                c._count("errors")
+                self._error(protocol.RequestError(503, "unavailable", str(e)), close=True)
+                return
+        c._count("accepted", len(outcome.lines))
+        c._count("rejected", len(outcome.rejected))
+        c._count("requests")
+        status, reply = protocol.reply_for(outcome, endpoint_type is None)
+        self._reply(status, reply)
+
+
+class Collector:
+    """The collector of one settings: ``start()``, then ``stop()`` (graceful)."""
+
+    def __init__(self, settings: LakeSettings, host: str | None = None,
+                 port: int | None = None, spool_dir: str | None = None,
+                 listen_socket: socket.socket | None = None) -> None:
+        """``spool_dir``: default ``[collector] spool_dir``; ``listen_socket``: a listening
+        socket to accept on (shared by worker processes) instead of binding host and port."""
+        cs = settings.collector
+        self.settings = settings
+        self.host = cs.host if host is None else host
+        self.port = cs.port if port is None else port
+        self.limits = protocol.Limits(cs.max_message_bytes, cs.max_batch_bytes)
+        self.sources_by_key = {k: s.id for k, s in settings.write_key_sources().items()}
+        self.roller = Roller(settings.archive_root)
+        self.spool = Spool(spool_dir or cs.spool_path(), self.roller.submit,
+                           cs.segment_max_bytes, cs.segment_max_age_seconds)
+        self._listen_socket = listen_socket
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: set[_Handler] = set()
+        self._draining = False
+        self._stats_lock = threading.Lock()
+        self._stats = {"requests": 0, "accepted": 0, "rejected": 0, "unauthorized": 0,
+                       "errors": 0}
+        self.recovered = 0
+
+    # ------------------------------------------------------------------------------ running
+
+    @property
+    def address(self) -> tuple[str, int]:
+        if self._httpd is None:
+            raise RuntimeError("the collector is not started")
+        host, port = self._httpd.server_address[:2]
+        return str(host), int(port)
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+
+    def start(self) -> Collector:
+        if not self.sources_by_key:
+            raise RuntimeError(
+                "no write keys configured: add write_keys to a [[sources]] entry of the "
+                "settings, or set DATALAKE_WRITE_KEYS=\"key=source,...\"")
+        left = self.spool.open()
+        try:
+            self.recovered = len(left)
+            self.roller.start()
+            for seg in left:
+                self.roller.submit(seg)
+            if left:
+                log.info("rolling %d spool segment(s) left by an earlier run", len(left))
+            server_cls = _Server
+            if ":" in self.host:
+                server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
+            if self._listen_socket is None:
+                self._httpd = server_cls((self.host, self.port), _Handler)
+            else:
+                self._httpd = server_cls(self._listen_socket.getsockname()[:2], _Handler,
+                                         bind_and_activate=False)
+                self._httpd.socket.close()
+                self._httpd.socket = self._listen_socket
+        except BaseException:
+            self.spool.close()
+            self.roller.stop()
+            raise
+        self._httpd.collector = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.2}, name="collector-http",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Graceful shutdown; returns whether every segment reached the archive (if not,
+        the rest stays in the spool for the next start)."""
+        if self._httpd is None:
+            return True
+        self._draining = True
+        self._httpd.shutdown()  # no new connections
+        self._httpd.server_close()
+        deadline = time.monotonic() + timeout
+        for conn in list(self._connections):  # idle keep-alive connections: closed now
+            if not conn.busy:
+                try:
+                    conn.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        while (any(conn.busy for conn in list(self._connections))
+               and time.monotonic() < deadline):
+            time.sleep(0.02)
+        self.spool.close()
+        complete = self.roller.stop(timeout=max(1.0, deadline - time.monotonic()))
+        self._httpd = None
+        return complete
+
+    # -------------------------------------------------------------------------------- stats
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._stats_lock:
+            self._stats[name] += n
+
+    def stats(self) -> dict[str, int]:
+        with self._stats_lock:
+            out = dict(self._stats)
+        out.update(fsync_rounds=self.spool.commits, segments_rolled=self.roller.rolled,
+                   segments_waiting=self.roller.pending(), roll_failures=self.roller.failures)
+        return out
