@@ -1131,17 +1131,16 @@ def _apply_env(settings: LakeSettings, env: Mapping[str, str]) -> LakeSettings:
                 e = SettingsError(f"[compute] {e.key}: {e.problem}")
             raise failed(e, ENV_COMPUTE_BACKEND) from None
 
+    value = get(ENV_WRITE_KEYS)
+    if value is not None:
+        changes["sources"] = _sources_with_env_keys(settings, value)
+
     if not changes:
         return settings
     try:
         return dataclasses.replace(settings, **changes)
     except SettingsError as e:  # the roots or backends changed no longer fit together
         raise SettingsError(e.problem, key=e.key, origin="environment") from None
-    value = get(ENV_WRITE_KEYS)
-    if value is not None:
-        changes["sources"] = _sources_with_env_keys(settings, value)
-
-    return dataclasses.replace(settings, **changes) if changes else settings
 
 
 def _sources_with_env_keys(settings: LakeSettings, value: str) -> tuple[SourceSettings, ...]:

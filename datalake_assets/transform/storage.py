@@ -72,7 +72,8 @@ def write_bytes_atomic(location: str, data: bytes) -> None:
     """Readers see the old content or the new, never a part (rename locally; S3 PUT is atomic)."""
     fs, path = resolve(location)
     if is_uri(location):
-        with fs.open_output_stream(path) as f:
+        # compression=None: the exact bytes (pyarrow would gzip a ``*.gz`` name again)
+        with fs.open_output_stream(path, compression=None) as f:
             f.write(data)
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
