@@ -50,6 +50,7 @@ from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.spec.messages import Rejected, decode
 from datalake_assets.spec.types import parse_timestamp
+from datalake_assets.sensors import S3ArchiveLister
 from datalake_assets.transform import storage
 
 SEGMENT_LOGS = "segment-logs"
@@ -216,25 +217,11 @@ class LocalSegmentLister:
         return found
 
 
-class S3SegmentLister:
+class S3SegmentLister(S3ArchiveLister):
     """``list_objects_v2`` under ``<prefix>/segment-logs/<id>/``, ``StartAfter`` the first day
     wanted. Day folders of 13 digits (2001-09-09 to 2286) sort by name as by time, so a listing
-    from a day returns that day and the later ones only. ``client`` defaults to
-    ``boto3.client("s3")`` (credentials, region, ``AWS_ENDPOINT_URL_S3`` from the environment)."""
-
-    def __init__(self, client: Any = None, page_size: int = 1000):
-        if not 1 <= page_size <= 1000:
-            raise ValueError(f"page_size must be from 1 to 1000, got {page_size!r}")
-        self._client = client
-        self.page_size = page_size
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            import boto3
-
-            self._client = boto3.client("s3")
-        return self._client
+    from a day returns that day and the later ones only. The client and page size are the
+    archive sensor's (``sensors.S3ArchiveLister``)."""
 
     @staticmethod
     def split(segment_archive: str, segment_source_id: str) -> tuple[str, str]:
