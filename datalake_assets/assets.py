@@ -1,17 +1,27 @@
 """Assets per source: the raw archive (external), the lake's tables, quarantine, sync report.
 
 Asset keys name where the data lives: ``[<source slug>, <table>]``. One multi-asset per source
-materializes all its tables for a batch of hours with ONE Spark job (never one per table).
+materializes its tables for a batch of hours with ONE Spark job (never one per table).
 
-Event types first seen at runtime: the asset graph is built at load time from the tables the
-lake's schema record knows, plus the standard ones. A sync that creates a new table logs a
-materialization for its key at once (visible in the catalog) and the table becomes a regular
-asset at the next reload of the code location (``Reload definitions`` in the UI, or restart).
+The tables of a source's graph come from the ``LakeState`` the code location was loaded with
+(``lake_state.py``): the standard ones plus every event table the lake had then. The same state
+reaches every run launched from that load, so a run always sees the graph its launcher saw.
+
+What a selection means: any subset of a source's assets can be selected (one table, several,
+all; one hour or a range), and the whole source-hour is synced anyway, because one pass over
+the archive hour writes all of its tables. The selected assets get their materializations as
+usual; every other table the sync rewrote is recorded as materialized too (a runtime
+materialization with the same metadata), so the catalog never shows stale data as current.
 """
 
+import ast
+import hashlib
+import warnings
+from dataclasses import replace
+from importlib import resources
 
 from dagster import (
-    AssetCheckResult,
+    AssetCheckEvaluation,
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
@@ -22,118 +32,161 @@ from dagster import (
     HourlyPartitionsDefinition,
     MaterializeResult,
     MetadataValue,
+    PreviewWarning,
     TableColumn,
     TableSchema,
     multi_asset,
 )
 
+from datalake_assets.lake_state import STANDARD_TABLES, SourceState, read_source_state
 from datalake_assets.resources import SparkCompute
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
-from datalake_assets.spec.naming import TYPE_TABLES
-from datalake_assets.transform.job import SyncError, SyncRequest, read_schema_record
+from datalake_assets.spec.naming import catalog_table_name
+from datalake_assets.transform.job import SyncError, SyncRequest
 
-STANDARD_TABLES = tuple(sorted(TYPE_TABLES.values()))
+# Per-hour check results need partitioned check specs, a preview feature of Dagster 1.13 that we
+# chose on purpose (README): say so once here instead of warning on every load and run.
+warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec",
+                        category=PreviewWarning)
+warnings.filterwarnings("ignore", message=".*with_reconstruction_metadata", category=PreviewWarning)
+
 QUARANTINE = "quarantine"
 SYNC_REPORTS = "sync_reports"
 RAW_ARCHIVE = "raw_archive"
 
 # Asset checks, evaluated on every sync from what its Spark job measured (never by loading the
-# partitions into Dagster). Blocking checks (ERROR) stop downstream assets from running on a
-# bad hour; the others warn.
+# partitions into Dagster), one result per hour synced. Blocking checks (ERROR) stop downstream
+# assets from running on a bad hour; the others warn.
 CHECK_COMPLETENESS = "completeness"  # on sync_reports: lines_in = rows + duplicates + quarantined
 CHECK_DUPLICATES = "duplicates"  # per table: no message id written twice, in the synced hours or
 # in another hour of the dedup lookback window (re-read from the output, against the id index)
 CHECK_TYPE_DRIFT = "type_drift"  # per table: a column widened or values did not fit (WARN)
 CHECK_CONFORMANCE = "schema_conformance"  # per table: pandera rules of the fixed columns
+TABLE_CHECKS = (CHECK_DUPLICATES, CHECK_TYPE_DRIFT, CHECK_CONFORMANCE)
+
+# The modules whose rules decide what a sync writes: how messages are validated, routed,
+# named, flattened and typed. Their code (comments and docstrings aside) is the sync's
+# code_version, so changing a rule shows every hour synced before as stale in the UI.
+_RULE_MODULES = ("spec/messages.py", "spec/naming.py", "spec/types.py", "spec/columnar.py",
+                 "spec/schema.py", "spec/conformance.py", "transform/stages.py")
 
 
-def _check_specs(slug: str, tables: list[str]) -> list[AssetCheckSpec]:
+def rules_code_version() -> str:
+    h = hashlib.sha256()
+    package = resources.files("datalake_assets")
+    for name in _RULE_MODULES:
+        tree = ast.parse(package.joinpath(name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):  # docstrings are not rules
+            body = getattr(node, "body", None)
+            if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                body[0] = ast.Pass()
+        h.update(name.encode() + b"\0" + ast.dump(tree).encode() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def _check_specs(slug: str, tables: list[str], partitions) -> list[AssetCheckSpec]:
     specs = [AssetCheckSpec(
         CHECK_COMPLETENESS, asset=AssetKey([slug, SYNC_REPORTS]), blocking=True,
-        description="lines_in = rows written + duplicates + lines quarantined, for the hours synced",
+        partitions_def=partitions,
+        description="lines_in = rows written + duplicates + lines quarantined, for the hour",
     )]
     for t in tables:
         key = AssetKey([slug, t])
         specs += [
-            AssetCheckSpec(CHECK_DUPLICATES, asset=key, blocking=True,
+            AssetCheckSpec(CHECK_DUPLICATES, asset=key, blocking=True, partitions_def=partitions,
                            description="No messageId appears twice in what the sync wrote"),
-            AssetCheckSpec(CHECK_TYPE_DRIFT, asset=key,
+            AssetCheckSpec(CHECK_TYPE_DRIFT, asset=key, partitions_def=partitions,
                            description="Warns when a column widened or values were quarantined "
                                        "for not fitting their column's type"),
-            AssetCheckSpec(CHECK_CONFORMANCE, asset=key,
+            AssetCheckSpec(CHECK_CONFORMANCE, asset=key, partitions_def=partitions,
                            description="pandera rules of the fixed columns (ids, type, event, "
                                        "received_at) hold on every written row"),
         ]
     return specs
 
 
-def table_check_results(slug: str, table: str, report: dict | None) -> list[AssetCheckResult]:
-    """The three per-table checks from the table's sync report (``None``: no rows this time)."""
+def table_check_results(slug: str, table: str, report: dict | None,
+                        hours: list[str] | None = None) -> list[AssetCheckEvaluation]:
+    """The three per-table checks from the table's sync report (``None``: no rows this time),
+    one evaluation per synced hour (``hours``: partition keys; ``None``: unpartitioned)."""
     key = AssetKey([slug, table])
     if report is None:
-        return [AssetCheckResult(asset_key=key, check_name=name, passed=True,
-                                 metadata={"note": "no rows for this table in these hours"})
-                for name in (CHECK_DUPLICATES, CHECK_TYPE_DRIFT, CHECK_CONFORMANCE)]
-    checks = report.get("checks", {})
-    repeated = checks.get("repeated_message_ids", 0)
-    misfits = checks.get("misfits_by_column", {})
-    widened = report.get("widened_columns", [])
-    failures = checks.get("conformance_failures", [])
-    return [
-        AssetCheckResult(
-            asset_key=key, check_name=CHECK_DUPLICATES, passed=repeated == 0,
-            severity=AssetCheckSeverity.ERROR,
-            metadata={"repeated_message_ids": repeated,
-                      "duplicates_removed": report.get("duplicates", 0),
-                      "cross_hour_duplicates_removed": report.get("cross_hour_duplicates", 0)},
-        ),
-        AssetCheckResult(
-            asset_key=key, check_name=CHECK_TYPE_DRIFT, passed=not widened and not misfits,
-            severity=AssetCheckSeverity.WARN,
-            metadata={"widened_columns": MetadataValue.json(widened),
-                      "misfits_by_column": MetadataValue.json(misfits),
-                      "values_quarantined": sum(misfits.values())},
-        ),
-        AssetCheckResult(
-            asset_key=key, check_name=CHECK_CONFORMANCE, passed=not failures,
-            severity=AssetCheckSeverity.ERROR,
-            metadata={"failures": MetadataValue.json(failures),
-                      "failing_values": sum(f["failures"] for f in failures)},
-        ),
-    ]
+        results = [(name, True, AssetCheckSeverity.ERROR,
+                    {"note": "no rows for this table in these hours"}) for name in TABLE_CHECKS]
+    else:
+        checks = report.get("checks", {})
+        repeated = checks.get("repeated_message_ids", 0)
+        misfits = checks.get("misfits_by_column", {})
+        widened = report.get("widened_columns", [])
+        failures = checks.get("conformance_failures", [])
+        results = [
+            (CHECK_DUPLICATES, repeated == 0, AssetCheckSeverity.ERROR,
+             {"repeated_message_ids": repeated,
+              "duplicates_removed": report.get("duplicates", 0),
+              "cross_hour_duplicates_removed": report.get("cross_hour_duplicates", 0)}),
+            (CHECK_TYPE_DRIFT, not widened and not misfits, AssetCheckSeverity.WARN,
+             {"widened_columns": MetadataValue.json(widened),
+              "misfits_by_column": MetadataValue.json(misfits),
+              "values_quarantined": sum(misfits.values())}),
+            (CHECK_CONFORMANCE, not failures, AssetCheckSeverity.ERROR,
+             {"failures": MetadataValue.json(failures),
+              "failing_values": sum(f["failures"] for f in failures)}),
+        ]
+    return [ev for name, passed, severity, metadata in results
+            for ev in _per_hour(key, name, passed, severity, metadata, hours)]
 
 
-def completeness_result(slug: str, src: dict | None, error: str | None = None) -> AssetCheckResult:
+def completeness_results(slug: str, src: dict | None, hours: list[str] | None = None,
+                         error: str | None = None) -> list[AssetCheckEvaluation]:
     key = AssetKey([slug, SYNC_REPORTS])
     if src is None:
-        return AssetCheckResult(asset_key=key, check_name=CHECK_COMPLETENESS, passed=False,
-                                severity=AssetCheckSeverity.ERROR,
-                                metadata={"error": error or "", "committed": False})
+        return _per_hour(key, CHECK_COMPLETENESS, False, AssetCheckSeverity.ERROR,
+                         {"error": error or "", "committed": False}, hours)
     accounted = src["messages_written"] + src["duplicates"] + src["lines_quarantined"]
-    return AssetCheckResult(
-        asset_key=key, check_name=CHECK_COMPLETENESS, passed=src["lines_in"] == accounted,
-        severity=AssetCheckSeverity.ERROR,
-        metadata={"lines_in": src["lines_in"], "rows": src["messages_written"],
-                  "duplicates": src["duplicates"], "lines_quarantined": src["lines_quarantined"]},
+    return _per_hour(
+        key, CHECK_COMPLETENESS, src["lines_in"] == accounted, AssetCheckSeverity.ERROR,
+        {"lines_in": src["lines_in"], "rows": src["messages_written"],
+         "duplicates": src["duplicates"], "lines_quarantined": src["lines_quarantined"]},
+        hours,
     )
+
+
+def _per_hour(key: AssetKey, name: str, passed: bool, severity: AssetCheckSeverity,
+              metadata: dict, hours: list[str] | None) -> list[AssetCheckEvaluation]:
+    """One evaluation per hour, so the UI ties each result to its partition. A batch of hours
+    is measured by one Spark job: each hour's result says which batch it was measured in."""
+    if not hours:
+        return [AssetCheckEvaluation(asset_key=key, check_name=name, passed=passed,
+                                     severity=severity, metadata=metadata)]
+    first, last = hours[0], hours[-1]
+    batch = f"hour {first}" if len(hours) == 1 else (
+        f"batch of {len(hours)} hours {first} .. {last}, measured together")
+    return [AssetCheckEvaluation(
+        asset_key=key, check_name=name, passed=passed, severity=severity, partition=h,
+        metadata={**metadata, "hour": h, "batch_first_hour": first, "batch_last_hour": last},
+        description=f"{'passed' if passed else 'FAILED'} for {batch}",
+    ) for h in hours]
 
 
 def source_partitions(source: SourceSettings) -> HourlyPartitionsDefinition:
     return HourlyPartitionsDefinition(start_date=source.start, timezone="UTC")
 
 
-def known_tables(settings: LakeSettings, source: SourceSettings) -> list[str]:
-    """Standard tables plus every table the lake's schema record knows for the source."""
-    try:
-        recorded = read_schema_record(settings.lake_root, source.lake_dir)
-    except Exception:  # an unreadable record must not take the code location down
-        recorded = {}
-    return sorted(set(STANDARD_TABLES) | set(recorded))
+def _table_uri(settings: LakeSettings, source: SourceSettings, table: str) -> str:
+    return layout.table_root(settings.lake_root, source.lake_dir, table)
+
+
+def _table_name(source: SourceSettings, table: str) -> str:
+    """The table's name in the catalog, as engines query it (``database.table``)."""
+    return f"{source.database}.{catalog_table_name(table, source.effective_table_prefix)}"
 
 
 def _table_metadata(report: dict, settings: LakeSettings, source: SourceSettings) -> dict:
     schema = TableSchema(columns=[TableColumn(c["name"], c["type"]) for c in report["columns"]])
+    uri = _table_uri(settings, source, report["table_name"])
     return {
         "rows": report["row_count"],
         "duplicates": report["duplicates"],
@@ -145,9 +198,8 @@ def _table_metadata(report: dict, settings: LakeSettings, source: SourceSettings
         "is_new": report["is_new"],
         "dagster/column_schema": schema,
         "dagster/row_count": report["row_count"],
-        "path": MetadataValue.path(
-            layout.table_root(settings.lake_root, source.lake_dir, report["table_name"])
-        ),
+        "dagster/uri": MetadataValue.path(uri),
+        "path": MetadataValue.path(uri),
         "run_id": report["run_id"],
         **_catalog_metadata(report.get("catalog")),
     }
@@ -156,27 +208,60 @@ def _table_metadata(report: dict, settings: LakeSettings, source: SourceSettings
 def _catalog_metadata(entry: dict | None) -> dict:
     if not entry:
         return {}
-    out = {"catalog_table": f"{entry['database']}.{entry['catalog_table']}"}
+    name = f"{entry['database']}.{entry['catalog_table']}"
+    out = {"catalog_table": name, "dagster/table_name": name}
     if entry.get("partitions") is not None:
         out["catalog_partitions"] = entry["partitions"]
     return out
 
 
-def build_source_assets(settings: LakeSettings, source: SourceSettings) -> list:
+def _sync_request(settings: LakeSettings, source: SourceSettings, hours: list[str],
+                  context: AssetExecutionContext) -> SyncRequest:
+    return SyncRequest(
+        lake_root=settings.lake_root,
+        archive_root=settings.archive_root,
+        source_id=source.id,
+        source_dir=source.lake_dir,
+        database=source.database,
+        date_layout=source.date_layout,
+        hours=tuple(hours),
+        run_id=context.run.run_id,
+        max_message_bytes=settings.sync.max_message_bytes,
+        max_depth=settings.sync.max_depth,
+        replay=len(hours) > 1 or "dagster/backfill" in context.run.tags,
+        table_prefix=source.effective_table_prefix,
+        catalog=settings.catalog_config(),
+        dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
+    )
+
+
+def build_source_assets(settings: LakeSettings, source: SourceSettings,
+                        state: SourceState | None = None) -> list:
+    """The raw archive and the sync multi-asset of ``source``, whose tables and partition start
+    are those of ``state`` (default: read from the lake now; the code location passes the
+    state it was loaded with)."""
+    if state is None:
+        state = read_source_state(settings, source)
+    source = replace(source, start=state.start)
     partitions = source_partitions(source)
     slug = source.slug
+    owners = list(source.owners)
     raw_key = AssetKey([slug, RAW_ARCHIVE])
     raw = AssetSpec(
         key=raw_key,
         partitions_def=partitions,
         group_name=slug,
         kinds={"json"},
+        owners=owners,
         description=(
-            f"Raw Segment messages of source `{source.id}`, gzipped JSON lines by received hour: "
-            f"`{layout.join(settings.archive_root, source.id)}/day=YYYY-MM-DD/hr=HH/*.jsonl.gz`."
+            f"Raw Segment messages of source {source.id}, gzipped JSON lines by received hour, "
+            f"under {layout.join(settings.archive_root, source.id)}/day=YYYY-MM-DD/hr=HH/. "
+            "Recorded by the archive sensor when an hour's files appear or change."
         ),
+        metadata={"dagster/uri": MetadataValue.path(layout.join(settings.archive_root,
+                                                                 source.id))},
     )
-    tables = known_tables(settings, source)
+    tables = list(state.tables)
     table_specs = [
         AssetSpec(
             key=AssetKey([slug, t]),
@@ -184,107 +269,94 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings) -> list:
             partitions_def=partitions,
             group_name=slug,
             kinds={"parquet", "spark"},
+            owners=owners,
             skippable=True,  # an hour may have no event of this type
-            description=f"Lake table `{t}` of source `{source.id}` (typed Parquet, hourly).",
+            description=(f"Lake table {t} of source {source.id}: typed Parquet, one partition "
+                         "per received hour." + ("" if t in STANDARD_TABLES else
+                                                 " Created by the sync that first saw it.")),
+            metadata={"dagster/table_name": _table_name(source, t),
+                      "dagster/uri": MetadataValue.path(_table_uri(settings, source, t))},
         )
         for t in tables
     ]
     side_specs = [
         AssetSpec(
             key=AssetKey([slug, QUARANTINE]), deps=[raw_key], partitions_def=partitions,
-            group_name=slug, kinds={"parquet"},
+            group_name=slug, kinds={"parquet"}, owners=owners,
             description="Lines and values that could not be written as they are, with reasons.",
+            metadata={"dagster/uri": MetadataValue.path(
+                layout.join(settings.lake_root, "quarantine", source.lake_dir))},
         ),
         AssetSpec(
             key=AssetKey([slug, SYNC_REPORTS]), deps=[raw_key], partitions_def=partitions,
-            group_name=slug, kinds={"json"},
+            group_name=slug, kinds={"json"}, owners=owners,
             description="The sync's reconciliation: lines_in = rows + duplicates + quarantined.",
         ),
     ]
-    declared = {s.key for s in table_specs}
+    declared = {s.key for s in table_specs + side_specs}
 
     @multi_asset(
         name=f"{slug}_lake_sync",
         specs=table_specs + side_specs,
         partitions_def=partitions,
         backfill_policy=BackfillPolicy.multi_run(settings.automation.backfill_hours_per_run),
-        check_specs=_check_specs(slug, tables),
-        can_subset=False,
+        check_specs=_check_specs(slug, tables, partitions),
+        can_subset=True,  # any selection syncs the whole source-hour (module docstring)
+        code_version=rules_code_version(),
         pool="spark_local",
     )
     def lake_sync(context: AssetExecutionContext, compute: SparkCompute):
-        hours = [str(layout.ArchiveHour.parse(k)) for k in context.partition_keys]
-        request = SyncRequest(
-            lake_root=settings.lake_root,
-            archive_root=settings.archive_root,
-            source_id=source.id,
-            source_dir=source.lake_dir,
-            database=source.database,
-            date_layout=source.date_layout,
-            hours=tuple(hours),
-            run_id=context.run_id,
-            max_message_bytes=settings.sync.max_message_bytes,
-            max_depth=settings.sync.max_depth,
-            replay=len(hours) > 1 or context.has_tag("dagster/backfill"),
-            table_prefix=source.effective_table_prefix,
-            catalog=settings.catalog_config(),
-            dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
-        )
-        context.log.info(f"syncing {source.id} hours {hours[0]} .. {hours[-1]}")
+        keys = list(context.partition_keys)
+        hours = [str(layout.ArchiveHour.parse(k)) for k in keys]
+        selected = context.selected_asset_keys
+        context.log.info(f"syncing {source.id} hours {hours[0]} .. {hours[-1]} (all tables of "
+                         f"these hours; {len(selected)} assets selected)")
         try:
-            result = compute.run_sync(request, context=context)
+            result = compute.run_sync(_sync_request(settings, source, hours, context),
+                                      context=context)
         except SyncError as e:
-            # Report the failed reconciliation as a check, then fail the run: nothing was
-            # committed, so there is no materialization to attach data to.
-            yield completeness_result(slug, None, str(e))
-            for t in tables:
-                yield from table_check_results(slug, t, None)
+            # Report the failed reconciliation, then fail the run: nothing was committed, so
+            # there is no materialization to attach data to.
+            yield from completeness_results(slug, None, keys, str(e))
             raise
         src = result.source
+
+        def record(key: AssetKey, metadata: dict, description: str | None = None):
+            """A selected asset's result; any other rewritten asset, a runtime event."""
+            if key in selected:
+                return [MaterializeResult(asset_key=key, metadata=metadata)]
+            note = description or ("synced with the selected assets of the same source-hour"
+                                   if key in declared else
+                                   "new table: it becomes an asset of this source at the next "
+                                   "load of the code location (automatic, see README)")
+            return [AssetMaterialization(asset_key=key, partition=k, metadata=metadata,
+                                         description=note) for k in keys]
+
         for name, report in result.tables.items():
-            key = AssetKey([slug, name])
-            metadata = _table_metadata(report, settings, source)
-            if key in declared:
-                yield MaterializeResult(asset_key=key, metadata=metadata)
-            else:
-                for h in hours:
-                    context.log_event(
-                        AssetMaterialization(
-                            asset_key=key, partition=layout.ArchiveHour.parse(h).partition_key,
-                            metadata=metadata,
-                            description="new table: it becomes an asset at the next reload",
-                        )
-                    )
+            yield from record(AssetKey([slug, name]), _table_metadata(report, settings, source))
         for t in tables:
-            yield from table_check_results(slug, t, result.tables.get(t))
-        yield completeness_result(slug, src)
-        yield MaterializeResult(
-            asset_key=AssetKey([slug, QUARANTINE]),
-            metadata={
-                "lines_quarantined": src["lines_quarantined"],
-                "values_quarantined": src["values_quarantined"],
-                "path": MetadataValue.path(
-                    layout.join(settings.lake_root, "quarantine", source.lake_dir)
-                ),
-            },
-        )
-        yield MaterializeResult(
-            asset_key=AssetKey([slug, SYNC_REPORTS]),
-            metadata={
-                "lines_in": src["lines_in"],
-                "messages_written": src["messages_written"],
-                "duplicates": src["duplicates"],
-                "cross_hour_duplicates": src.get("cross_hour_duplicates", 0),
-                "lines_quarantined": src["lines_quarantined"],
-                "values_quarantined": src["values_quarantined"],
-                "tables": src["tables"],
-                "replay": src["replay"],
-                "replay_from": src["replay_from"] or "",
-                "replay_to": src["replay_to"] or "",
-                "hours_synced": MetadataValue.json(src["hours_synced"]),
-                "warning": src.get("warning") or "",
-                "duration_mins": src["duration_mins"],
-            },
-        )
+            yield from table_check_results(slug, t, result.tables.get(t), keys)
+        yield from completeness_results(slug, src, keys)
+        yield from record(AssetKey([slug, QUARANTINE]), {
+            "lines_quarantined": src["lines_quarantined"],
+            "values_quarantined": src["values_quarantined"],
+            "path": MetadataValue.path(
+                layout.join(settings.lake_root, "quarantine", source.lake_dir)),
+        })
+        yield from record(AssetKey([slug, SYNC_REPORTS]), {
+            "lines_in": src["lines_in"],
+            "messages_written": src["messages_written"],
+            "duplicates": src["duplicates"],
+            "cross_hour_duplicates": src.get("cross_hour_duplicates", 0),
+            "lines_quarantined": src["lines_quarantined"],
+            "values_quarantined": src["values_quarantined"],
+            "tables": src["tables"],
+            "replay": src["replay"],
+            "replay_from": src["replay_from"] or "",
+            "replay_to": src["replay_to"] or "",
+            "hours_synced": MetadataValue.json(src["hours_synced"]),
+            "warning": src.get("warning") or "",
+            "duration_mins": src["duration_mins"],
+        })
 
     return [raw, lake_sync]

@@ -76,6 +76,10 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     elif not instance_yaml.exists():
         shutil.copy(shipped, instance_yaml)  # a user's home: only filled in, never overwritten
     env = dict(os.environ, DAGSTER_HOME=str(home))
+    # The definitions sensor reloads the code location through this server when syncs create
+    # event tables (datalake_assets/reload.py).
+    shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+    env.setdefault("DATALAKE_WEBSERVER_URL", f"http://{shown_host}:{args.port}")
     if settings.settings_file:
         env["DATALAKE_SETTINGS"] = settings.settings_file
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),

@@ -1,28 +1,52 @@
 """The code location: every source's assets, its sync job and archive sensor, the import of
-Segment's archive for sources that have one, the compute resource."""
+Segment's archive for sources that have one, the compute resource, and the definitions sensor.
+
+How the graph stays one graph across processes (README, "Event types and the asset graph"):
+``defs`` reads the lake's state (each source's tables and partition start) once, when the code
+server loads it for the webserver and the daemon, and attaches it to the definitions as
+reconstruction metadata. Dagster stores that metadata with every run it creates from this load,
+and a run worker rebuilds the definitions from it (``DefinitionsLoadType.RECONSTRUCTION``)
+instead of reading the lake again. So a run's graph is always the graph its launcher showed,
+even if syncs discovered tables since. ``reload.py`` brings new tables in with a reload.
+"""
 
 from __future__ import annotations
 
-from dagster import Definitions
+from dagster import Definitions, definitions
+
+# Dagster 1.13 documents reconstruction metadata (Definitions.with_reconstruction_metadata,
+# preview) but exports the load context only from this module; one import, in one place.
+from dagster._core.definitions.definitions_load_context import (
+    DefinitionsLoadContext,
+    DefinitionsLoadType,
+)
 
 from datalake_assets.assets import build_source_assets
 from datalake_assets.import_sensors import build_import_automation
+from datalake_assets.lake_state import LakeState, read_lake_state
+from datalake_assets.reload import build_definitions_sensor, reload_job
 from datalake_assets.resources import LocalSparkCompute, SparkCompute
 from datalake_assets.sensors import ArchiveLister, Clock, build_automation, utc_now
 from datalake_assets.settings import LakeSettings, load_settings
+
+STATE_KEY = "datalake/lake_state"  # the reconstruction metadata key of the LakeState
 
 
 def build_definitions(
     settings: LakeSettings | None = None,
     *,
+    state: LakeState | None = None,
     clock: Clock = utc_now,
     lister: ArchiveLister | None = None,
 ) -> Definitions:
-    """``clock`` and ``lister`` reach the archive sensors (tests, benchmarks)."""
+    """The definitions for ``state`` (default: the lake's state now). ``clock`` and ``lister``
+    reach the archive sensors (tests, benchmarks)."""
     settings = settings or load_settings()
-    assets, jobs, sensors = [], [], []
-    for source in settings.sources:
-        source_assets = build_source_assets(settings, source)
+    state = state or read_lake_state(settings, clock)
+    assets, jobs, sensors = [], [reload_job], [build_definitions_sensor(settings, state)]
+    for source_settings in settings.sources:
+        source = state.effective(source_settings)  # start resolved ("auto")
+        source_assets = build_source_assets(settings, source, state.source(source))
         assets.extend(source_assets)
         job, archive_sensor = build_automation(
             settings, source, source_assets, clock=clock, lister=lister
@@ -36,7 +60,9 @@ def build_definitions(
             jobs.extend(more_jobs)
             sensors.extend(more_sensors)
     resources = {"compute": build_compute(settings)}
-    return Definitions(assets=assets, jobs=jobs, sensors=sensors, resources=resources)
+    return Definitions(
+        assets=assets, jobs=jobs, sensors=sensors, resources=resources,
+    ).with_reconstruction_metadata({STATE_KEY: state.to_json()})
 
 
 def build_compute(settings: LakeSettings) -> SparkCompute:
@@ -69,4 +95,19 @@ def build_compute(settings: LakeSettings) -> SparkCompute:
                                 **common)
 
 
-defs = build_definitions()
+def loaded_state(settings: LakeSettings) -> LakeState:
+    """The state to build from: the one carried by the run (a run worker rebuilding the
+    definitions its run was created from), else the lake's, read now (a code server loading)."""
+    context = DefinitionsLoadContext.get()
+    if context.load_type == DefinitionsLoadType.RECONSTRUCTION:
+        carried = context.reconstruction_metadata.get(STATE_KEY)
+        if carried is not None:
+            return LakeState.from_json(carried)
+    return read_lake_state(settings)
+
+
+@definitions
+def defs() -> Definitions:
+    """What ``dagster dev -w workspace.yaml``, ``dg`` and the run workers load."""
+    settings = load_settings()
+    return build_definitions(settings, state=loaded_state(settings))

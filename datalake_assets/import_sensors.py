@@ -129,8 +129,8 @@ def build_import_asset(settings: LakeSettings, source: SourceSettings,
             description="Every file of the day folder was read to its end and imported",
         )],
         description=(
-            f"Segment's S3-destination archive `{folder}/<day epoch ms>/*.gz`, re-partitioned "
-            f"by receivedAt hour into `{layout.join(settings.archive_root, source.id)}`."
+            f"Segment's S3-destination archive {folder}/<day epoch ms>/*.gz, re-partitioned "
+            f"by receivedAt hour into {layout.join(settings.archive_root, source.id)}."
         ),
     )
     def segment_import(context):  # an AssetExecutionContext (a string annotation is refused)
@@ -169,7 +169,7 @@ def build_import_asset(settings: LakeSettings, source: SourceSettings,
 def build_import_job(source: SourceSettings, import_asset: AssetsDefinition) -> sn.AssetJob:
     return define_asset_job(
         import_job_name(source), selection=[import_asset.key],
-        description=f"Import received days of Segment's archive into source `{source.id}`.",
+        description=f"Import received days of Segment's archive into source {source.id}.",
     )
 
 
@@ -293,8 +293,8 @@ def build_import_sensor(
         minimum_interval_seconds=auto.interval_seconds,
         default_status=_status(auto),
         description=(
-            f"Lists new or changed day folders of `{folder}` (re-checking the last "
-            f"{auto.recheck_hours} h) and requests `{jname}` for each."
+            f"Lists new or changed day folders of {folder} (re-checking the last "
+            f"{auto.recheck_hours} h) and requests {jname} for each."
         ),
     )
     def segment_import_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
@@ -412,8 +412,8 @@ def build_import_sync_sensor(
         minimum_interval_seconds=auto.interval_seconds,
         default_status=_status(auto),
         description=(
-            f"After each successful `{import_job_name(source)}` run, requests "
-            f"`{sn.job_name(source)}` for the hours it changed that are older than the archive "
+            f"After each successful {import_job_name(source)} run, requests "
+            f"{sn.job_name(source)} for the hours it changed that are older than the archive "
             f"sensor's re-check window ({auto.recheck_hours} h)."
         ),
     )

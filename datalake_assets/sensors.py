@@ -436,7 +436,7 @@ def build_sync_job(source: SourceSettings, lake_sync: AssetsDefinition) -> Asset
     return define_asset_job(
         job_name(source),
         selection=AssetSelection.assets(lake_sync),
-        description=f"Sync hours of source `{source.id}` from the raw archive to the lake.",
+        description=f"Sync hours of source {source.id} from the raw archive to the lake.",
     )
 
 
@@ -485,8 +485,8 @@ def build_archive_sensor(
         default_status=(DefaultSensorStatus.RUNNING if auto.sensors == "running"
                         else DefaultSensorStatus.STOPPED),
         description=(
-            f"Lists new or changed hours of `{source_dir}` (re-checking the last "
-            f"{auto.recheck_hours} h for late files) and requests `{jname}` for each hour "
+            f"Lists new or changed hours of {source_dir} (re-checking the last "
+            f"{auto.recheck_hours} h for late files) and requests {jname} for each hour "
             f"{auto.settle_minutes} min after it closes."
         ),
     )

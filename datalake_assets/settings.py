@@ -59,7 +59,11 @@ ENV_WRITE_KEYS = "DATALAKE_WRITE_KEYS"
 SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the documented defaults
 
 DEFAULT_SOURCE_ID = "demo"
-DEFAULT_START = "2025-01-01-00:00"
+# "auto": the first hour of the source's raw archive, read when the code location loads
+# (datalake_assets.lake_state); an explicit hour fixes it.
+AUTO_START = "auto"
+DEFAULT_START = AUTO_START
+ENV_WEBSERVER_URL = "DATALAKE_WEBSERVER_URL"
 DEFAULT_ARCHIVE_DIR = "archive"  # relative to the home (defaults) or the settings file's folder
 DEFAULT_LAKE_DIR = "lake"
 
@@ -95,8 +99,11 @@ _SLUG_RULE = "1-64 characters from [a-z0-9_] (Glue-safe)"
 _DATABASE_RULE = "1-255 characters from [a-z0-9_] (Glue-safe)"
 _PREFIX_RULE = "characters from [a-z0-9_], or empty for none"
 _START_RULE = (
-    "an hour as 'YYYY-MM-DD-HH:00' (a Dagster hourly partition key), e.g. '2025-01-01-00:00'"
+    "'auto' (the archive's first hour) or an hour as 'YYYY-MM-DD-HH:00' (a Dagster hourly "
+    "partition key), e.g. '2025-01-01-00:00'"
 )
+_OWNER_RE = re.compile(r"team:[A-Za-z0-9_-]+|[^@\s]+@[^@\s]+\.[^@\s]+")
+_OWNER_RULE = "an email address or 'team:<name>' (Dagster's owner format)"
 _NO_SOURCES = "at least one source is required (add a [[sources]] table)"
 _MEMORY_RULE = "a JVM size such as '512m', '4g' or '4096mb'"
 # Segment write keys are alphanumeric; base64-ish characters are allowed too. Never ':' (the
@@ -191,7 +198,9 @@ class SourceSettings:
     table_prefix: str = ""  # prepended to catalog table names ("web" -> web_pages)
     date_layout: str = DEFAULT_DATE_LAYOUT  # one of layout.DATE_LAYOUTS
     path_by_slug: bool = False  # lake folders named by slug instead of id
-    start: str = DEFAULT_START  # first hourly partition, 'YYYY-MM-DD-HH:00' (UTC)
+    start: str = DEFAULT_START  # first hourly partition, 'YYYY-MM-DD-HH:00' (UTC), or "auto"
+    # who answers for the source's assets (shown in the Dagster UI): emails or "team:<name>"
+    owners: tuple[str, ...] = ()
     # Segment's S3-destination archive to import (datalake_assets.segment_import): a local
     # folder or s3:// URI holding segment-logs/<segment_source_id>/<day epoch ms>/*.gz; "": none
     segment_archive: str = ""
@@ -241,6 +250,7 @@ class SourceSettings:
                 key="date_layout",
             )
         _check_start(self.start)
+        object.__setattr__(self, "owners", _check_owners(self.owners))
         object.__setattr__(self, "write_keys", _check_write_keys(self.write_keys))
         self._check_segment_import()
 
@@ -267,6 +277,14 @@ class SourceSettings:
         if not m and ("://" in root or _HALF_URI_RE.match(root)):
             raise SettingsError(f"invalid URI {root!r}; write s3://bucket/prefix",
                                 key="segment_archive")
+        if self.start == AUTO_START:
+            # The import is what fills the archive: its first day cannot come from the archive.
+            raise SettingsError(
+                "a source that imports Segment's archive needs an explicit start: the first "
+                "hour to import, e.g. the day the source began sending to Segment "
+                "('YYYY-MM-DD-00:00')",
+                key="start",
+            )
         if self.segment_source_id:
             _need_match(self.segment_source_id, _ID_RE, "segment_source_id", _ID_RULE,
                         "Segment source id")
@@ -284,7 +302,19 @@ class SourceSettings:
         return naming.snake(self.table_prefix) if self.table_prefix else ""
 
 
+def _check_owners(owners: Any) -> tuple[str, ...]:
+    if isinstance(owners, str) or not isinstance(owners, (list, tuple)):
+        raise SettingsError(f"must be a list of owners, {_got(owners)}", key="owners")
+    for i, owner in enumerate(owners):
+        if not isinstance(owner, str) or not _OWNER_RE.fullmatch(owner):
+            raise SettingsError(f"invalid owner {owner!r}; allowed: {_OWNER_RULE}",
+                                key=f"owners[{i}]")
+    return tuple(owners)
+
+
 def _check_start(start: str) -> None:
+    if start == AUTO_START:
+        return
     m = _START_RE.fullmatch(start)
     if m:
         try:
@@ -388,6 +418,12 @@ class AutomationSettings:
     recheck_hours: int = 48  # hours this recent are listed again for late files
     max_queued_runs: int = 24  # per source: no new requests while this many sensor runs wait
     backfill_hours_per_run: int = 24  # a backfill (replay) runs one Spark job per this many hours
+    definitions_interval_seconds: int = 30  # how often the definitions sensor compares states
+    # The Dagster webserver the definitions sensor asks to reload the code location when new
+    # event tables appear (GraphQL reloadRepositoryLocation). "": no automatic reload, the
+    # sensor says what changed and the UI's "Reload definitions" applies it. `datalake dev`
+    # sets it (DATALAKE_WEBSERVER_URL) to the server it starts.
+    webserver_url: str = ""
 
     def __post_init__(self) -> None:
         _need_str(self.sensors, "sensors")
@@ -401,6 +437,12 @@ class AutomationSettings:
         _need_int(self.recheck_hours, "recheck_hours", 1, 720)
         _need_int(self.max_queued_runs, "max_queued_runs", 1, 10000)
         _need_int(self.backfill_hours_per_run, "backfill_hours_per_run", 1, 744)
+        _need_int(self.definitions_interval_seconds, "definitions_interval_seconds", 10, 86400)
+        _need_str(self.webserver_url, "webserver_url")
+        if self.webserver_url and not re.fullmatch(r"https?://[^\s'\"\\]+", self.webserver_url):
+            raise SettingsError(
+                f"invalid URL {self.webserver_url!r}; allowed: http(s)://host:port of the Dagster "
+                "webserver, or empty", key="webserver_url")
 
 
 CATALOG_BACKENDS = ("glue", "hive", "none")  # = datalake_assets.catalog.config.BACKENDS
@@ -1121,6 +1163,14 @@ def _apply_env(settings: LakeSettings, env: Mapping[str, str]) -> LakeSettings:
             changes["catalog"] = dataclasses.replace(settings.catalog, backend=value.strip())
         except SettingsError as e:
             raise failed(e, ENV_CATALOG_BACKEND) from None
+
+    value = get(ENV_WEBSERVER_URL)
+    if value is not None:
+        try:
+            changes["automation"] = dataclasses.replace(settings.automation,
+                                                        webserver_url=value.strip())
+        except SettingsError as e:
+            raise failed(e, ENV_WEBSERVER_URL) from None
 
     value = get(ENV_COMPUTE_BACKEND)
     if value is not None:

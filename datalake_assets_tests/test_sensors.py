@@ -304,9 +304,12 @@ def test_one_job_and_one_sensor_per_source(tmp_path):
     f.write_text('[[sources]]\nid = "web"\n[[sources]]\nid = "ios"\nstart = "2026-11-21-09:00"\n'
                  '[automation]\nsensors = "stopped"\ninterval_seconds = 300\n')
     defs = build_definitions(load_settings(str(f), env={}))
-    assert sorted(j.name for j in defs.jobs) == ["ios_sync_job", "web_sync_job"]
+    # one job and sensor per source, plus the code location's definitions sensor and its job
+    assert sorted(j.name for j in defs.jobs) == [
+        "datalake_reload_definitions", "ios_sync_job", "web_sync_job"]
     by_name = {s.name: s for s in defs.sensors}
-    assert sorted(by_name) == ["ios_archive_sensor", "web_archive_sensor"]
+    assert sorted(by_name) == ["ios_archive_sensor", "lake_definitions_sensor",
+                               "web_archive_sensor"]
     ios = by_name["ios_archive_sensor"]
     assert ios.job_name == "ios_sync_job"
     assert ios.default_status == DefaultSensorStatus.STOPPED
@@ -315,8 +318,9 @@ def test_one_job_and_one_sensor_per_source(tmp_path):
     assert job.partitions_def.get_first_partition_key() == "2026-11-21-09:00"
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} >= {
         "ios/tracks", "ios/sync_reports", "ios/quarantine"}
-    assert build_definitions(make_settings(tmp_path)).sensors[0].default_status == (
-        DefaultSensorStatus.RUNNING)
+    assert by_name["lake_definitions_sensor"].default_status == DefaultSensorStatus.STOPPED
+    assert {s.name: s.default_status for s in build_definitions(make_settings(tmp_path)).sensors
+            }["web_prod_archive_sensor"] == DefaultSensorStatus.RUNNING
 
 
 # ------------------------------------------------------------------------------------------ S3

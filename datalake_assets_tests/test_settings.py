@@ -47,7 +47,7 @@ def test_defaults_without_a_file(tmp_path):
     assert s.sources == (SourceSettings("demo", "demo", "demo"),)
     demo = s.sources[0]
     assert (demo.table_prefix, demo.date_layout, demo.path_by_slug, demo.start) == (
-        "", "day_hour", False, "2025-01-01-00:00")
+        "", "day_hour", False, "auto")
     assert s.spark == SparkSettings(
         "local[2]", "4g", 4, {"spark.sql.files.maxPartitionBytes": "64m"}
     )
