@@ -35,6 +35,7 @@ from dagster import (
     SensorDefinition,
     SensorEvaluationContext,
     SkipReason,
+    in_process_executor,
     job,
     op,
     sensor,
@@ -111,8 +112,9 @@ def reload_definitions(context: OpExecutionContext) -> None:
     context.log.info(f"code location {location!r} reloaded")
 
 
-@job(name=JOB_NAME, description="Reloads the code location (requested by the definitions "
-                                 "sensor when the lake has new event tables).")
+@job(name=JOB_NAME, executor_def=in_process_executor,  # one small step: no extra process
+     description="Reloads the code location (requested by the definitions sensor when the "
+                 "lake has new event tables).")
 def reload_job() -> None:
     reload_definitions()
 

@@ -2,10 +2,25 @@
 
 import duckdb
 import pytest
-from dagster import AssetKey, DagsterInstance, materialize
+from dagster import (
+    AssetCheckKey,
+    AssetKey,
+    DagsterInstance,
+    RunRequest,
+    SkipReason,
+    build_sensor_context,
+    materialize,
+)
+from dagster._core.definitions.definitions_load_context import (
+    DefinitionsLoadContext,
+    DefinitionsLoadType,
+)
+from dagster._core.definitions.repository_definition import RepositoryLoadData
 
-from datalake_assets.assets import build_source_assets
-from datalake_assets.definitions import build_definitions
+from datalake_assets.assets import build_source_assets, rules_code_version
+from datalake_assets.definitions import STATE_KEY, build_definitions, loaded_state
+from datalake_assets.lake_state import LakeState, read_lake_state
+from datalake_assets.reload import SENSOR_NAME, state_hash
 from datalake_assets.resources import LocalSparkCompute
 from datalake_assets.settings import load_settings
 from datalake_assets.spec.layout import ArchiveHour
@@ -31,6 +46,104 @@ def test_asset_graph_snapshot(settings):
         "web_prod/quarantine", "web_prod/raw_archive", "web_prod/screens", "web_prod/sync_reports",
         "web_prod/tracks",
     ]
+
+
+def test_the_graph_declares_owners_table_names_uris_and_a_code_version(tmp_path):
+    f = tmp_path / "lake.toml"
+    f.write_text('[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\ntable_prefix = "w"\n'
+                 'owners = ["team:growth", "ana@example.com"]\n')
+    defs = build_definitions(load_settings(str(f), env={}))
+    pages = defs.resolve_assets_def(AssetKey(["web", "pages"])).specs_by_key[AssetKey(["web", "pages"])]
+    assert pages.owners == ["team:growth", "ana@example.com"]
+    assert pages.metadata["dagster/table_name"] == "web.w_pages"
+    assert pages.metadata["dagster/uri"].value.endswith("/lake/data/web/segment_type=pages")
+    assert "`" not in pages.description
+    sync = defs.resolve_assets_def(AssetKey(["web", "pages"]))
+    assert sync.code_versions_by_key[AssetKey(["web", "pages"])] == rules_code_version()
+    assert sync.can_subset
+    checks = {k for k in sync.check_keys}
+    assert AssetCheckKey(AssetKey(["web", "pages"]), "duplicates") in checks
+    assert all(sync.get_spec_for_check_key(k).partitions_def is not None for k in checks)
+
+
+def test_a_run_rebuilds_the_graph_of_the_load_that_created_it(settings, tmp_path):
+    """The code server's load attaches its lake state; a run worker (RECONSTRUCTION) builds its
+    graph from that state even when the lake has moved on since."""
+    from datalake_assets.transform.job import write_schema_record
+
+    source = settings.sources[0]
+    at_load = read_lake_state(settings)
+    defs = build_definitions(settings, state=at_load)
+    carried = defs.metadata[STATE_KEY].data
+    write_schema_record(settings.lake_root, source.lake_dir,
+                        {"order_completed": [("message_id", "string")]})
+    assert "order_completed" in read_lake_state(settings).sources[source.id].tables
+    context = DefinitionsLoadContext(
+        DefinitionsLoadType.RECONSTRUCTION,
+        RepositoryLoadData(cacheable_asset_data={}, reconstruction_metadata=defs.metadata))
+    with DefinitionsLoadContext.scoped(context):
+        state = loaded_state(settings)
+    assert state.to_json() == carried
+    assert "order_completed" not in state.sources[source.id].tables
+    # A code server loading afresh reads the lake's current state.
+    with DefinitionsLoadContext.scoped(DefinitionsLoadContext(DefinitionsLoadType.INITIALIZATION)):
+        assert "order_completed" in loaded_state(settings).sources[source.id].tables
+
+
+def test_the_definitions_sensor_asks_for_a_reload_only_when_the_lake_changed(tmp_path):
+    from datalake_assets.transform.job import write_schema_record
+
+    def defs_for(url: str):
+        f = tmp_path / "lake.toml"
+        f.write_text(f'[automation]\nwebserver_url = "{url}"\n[[sources]]\nid = "web"\n')
+        settings = load_settings(str(f), env={})
+        return settings, build_definitions(settings)
+
+    settings, defs = defs_for("http://127.0.0.1:3999")
+    sensor = defs.resolve_sensor_def(SENSOR_NAME)
+    with DagsterInstance.ephemeral() as instance:
+        context = build_sensor_context(instance=instance, definitions=defs)
+        first = sensor(context)
+        assert isinstance(first, SkipReason) and "match the lake" in first.skip_message
+        write_schema_record(settings.lake_root, "web", {"cart_viewed": [("message_id", "string")]})
+        request = sensor(context)
+        assert isinstance(request, RunRequest)
+        assert request.run_key == f"reload:{state_hash(read_lake_state(settings))}"
+        assert "web: new tables cart_viewed" in request.tags["datalake/changes"]
+        assert request.tags["datalake/webserver_url"] == "http://127.0.0.1:3999"
+        # The load that follows the reload has the table: nothing more to do.
+        reloaded = defs_for("http://127.0.0.1:3999")[1]
+        assert AssetKey(["web", "cart_viewed"]) in reloaded.resolve_all_asset_keys()
+        again = reloaded.resolve_sensor_def(SENSOR_NAME)(context)
+        assert isinstance(again, SkipReason) and "match the lake" in again.skip_message
+        # Without a webserver URL the sensor says what changed and what to click.
+        without = defs_for("")[1]
+        write_schema_record(settings.lake_root, "web", {"cart_viewed": [("message_id", "string")],
+                                                       "signed_up": [("message_id", "string")]})
+        skipped = without.resolve_sensor_def(SENSOR_NAME)(context)
+        assert isinstance(skipped, SkipReason)
+        assert "new tables signed_up" in skipped.skip_message
+        assert "Reload definitions" in skipped.skip_message
+
+
+def test_auto_start_is_the_archive_first_hour(tmp_path):
+    from datalake_assets.demo import generate_archive
+
+    f = tmp_path / "lake.toml"
+    f.write_text('[[sources]]\nid = "web"\n')
+    settings = load_settings(str(f), env={})
+    empty = read_lake_state(settings, now=lambda: ArchiveHour.parse("2026-11-23T08").start)
+    assert empty.sources["web"].start == "2026-11-23-08:00"  # nothing older exists yet
+    generate_archive(settings.archive_root, "web",
+                     [ArchiveHour.parse("2026-11-20T05"), ArchiveHour.parse("2026-11-21T09")],
+                     events_per_hour=5, files_per_hour=1)
+    state = read_lake_state(settings)
+    assert state.sources["web"].start == "2026-11-20-05:00"
+    assert state.changes_since(empty) == [
+        "web: partitions start at 2026-11-20-05:00 (was 2026-11-23-08:00)"]
+    job = build_definitions(settings, state=state).resolve_job_def("web_sync_job")
+    assert job.partitions_def.get_first_partition_key() == "2026-11-20-05:00"
+    assert LakeState.from_json(state.to_json()) == state
 
 
 def test_materialize_an_hour_then_reload_picks_up_new_event_tables(spark, settings):
@@ -96,3 +209,41 @@ def test_a_24_hour_backfill_is_one_spark_job_and_a_replay(spark, settings):
                                     + md["lines_quarantined"].value)
     parts = instance.get_materialized_partitions(AssetKey(["web_prod", "tracks"]))
     assert len(parts) == 24
+    # Each hour has its own check results, each naming the batch that measured it.
+    history = instance.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(AssetKey(["web_prod", "tracks"]), "duplicates"), limit=100)
+    assert sorted(r.partition for r in history) == [h.partition_key for h in hours]
+    evaluation = history[0].event.dagster_event.event_specific_data
+    assert evaluation.metadata["batch_first_hour"].value == "2026-11-20-00:00"
+
+
+def test_any_selection_syncs_the_whole_source_hour(spark, settings):
+    """One event table selected (as from its asset page): the source-hour is synced whole, the
+    table gets its materialization and every other rewritten table is recorded too."""
+    from datalake_assets.demo import generate_archive
+
+    source = settings.sources[0]
+    summary = generate_archive(settings.archive_root, source.id,
+                               [ArchiveHour.parse("2026-11-21T10")], events_per_hour=300,
+                               files_per_hour=1, seed=5)
+    instance = DagsterInstance.ephemeral()
+    generate_archive(settings.archive_root, source.id, [ArchiveHour.parse("2026-11-21T09")],
+                     events_per_hour=50, files_per_hour=1, seed=6)
+    # The graph as a user saw it after a first sync: the event tables are declared assets.
+    materialize(build_source_assets(settings, source), resources={"compute": LocalSparkCompute()},
+                partition_key="2026-11-21-09:00", instance=instance)
+    assets = build_source_assets(settings, source)
+    one = AssetKey(["web_prod", "order_completed"])
+    assert one in assets[1].keys
+    result = materialize(assets, selection=[one], resources={"compute": LocalSparkCompute()},
+                         partition_key="2026-11-21-10:00", instance=instance)
+    assert result.success
+    selected = instance.get_latest_materialization_event(one)
+    assert selected.run_id == result.run_id
+    assert selected.asset_materialization.metadata["rows"].value == summary.by_event["Order Completed"]
+    pages = instance.get_latest_materialization_event(AssetKey(["web_prod", "pages"]))
+    assert pages.run_id == result.run_id and pages.asset_materialization.partition == "2026-11-21-10:00"
+    assert pages.asset_materialization.metadata["rows"].value == summary.by_type["page"]
+    report = instance.get_latest_materialization_event(AssetKey(["web_prod", "sync_reports"]))
+    assert report.run_id == result.run_id
+    assert report.asset_materialization.metadata["lines_in"].value == summary.lines
