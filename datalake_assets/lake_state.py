@@ -103,7 +103,10 @@ def _utc_now() -> datetime:
 
 
 def read_source_state(settings: LakeSettings, source: SourceSettings,
-                      now: Callable[[], datetime] = _utc_now) -> SourceState:
+                      now: Callable[[], datetime] = _utc_now,
+                      previous: SourceState | None = None) -> SourceState:
+    """``previous``: the state loaded before, whose start an empty archive keeps (so that the
+    start does not follow the clock while a source has sent nothing yet)."""
     try:
         recorded = read_schema_record(settings.lake_root, source.lake_dir)
     except Exception:  # an unreadable record must not take the code location down
@@ -113,10 +116,16 @@ def read_source_state(settings: LakeSettings, source: SourceSettings,
         first = first_archive_hour(settings, source)
         # An empty archive starts at the current hour: nothing older exists yet. When older
         # hours arrive (an import), the state changes and the code location is reloaded.
-        start = (first or ArchiveHour.of(now())).partition_key
+        if first is not None:
+            start = first.partition_key
+        else:
+            start = previous.start if previous else ArchiveHour.of(now()).partition_key
     return SourceState(tuple(sorted(set(STANDARD_TABLES) | set(recorded))), start)
 
 
-def read_lake_state(settings: LakeSettings,
-                    now: Callable[[], datetime] = _utc_now) -> LakeState:
-    return LakeState({s.id: read_source_state(settings, s, now) for s in settings.sources})
+def read_lake_state(settings: LakeSettings, now: Callable[[], datetime] = _utc_now,
+                    previous: LakeState | None = None) -> LakeState:
+    """The state now; ``previous`` (the loaded state) keeps the start of empty archives."""
+    before = previous.sources if previous else {}
+    return LakeState({s.id: read_source_state(settings, s, now, before.get(s.id))
+                      for s in settings.sources})

@@ -135,7 +135,7 @@ def build_definitions_sensor(settings: LakeSettings, loaded: LakeState) -> Senso
                      "when they differ (new event tables become assets)."),
     )
     def lake_definitions_sensor(context: SensorEvaluationContext) -> RunRequest | SkipReason:
-        current = read_lake_state(settings)
+        current = read_lake_state(settings, previous=loaded)
         changes = current.changes_since(loaded)
         if not changes:
             tables = sum(len(s.tables) for s in loaded.sources.values())

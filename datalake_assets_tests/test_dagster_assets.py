@@ -134,6 +134,10 @@ def test_auto_start_is_the_archive_first_hour(tmp_path):
     settings = load_settings(str(f), env={})
     empty = read_lake_state(settings, now=lambda: ArchiveHour.parse("2026-11-23T08").start)
     assert empty.sources["web"].start == "2026-11-23-08:00"  # nothing older exists yet
+    # An hour later, still empty: the start stays where it was loaded (no reload every hour).
+    later = read_lake_state(settings, now=lambda: ArchiveHour.parse("2026-11-23T09").start,
+                            previous=empty)
+    assert later.changes_since(empty) == []
     generate_archive(settings.archive_root, "web",
                      [ArchiveHour.parse("2026-11-20T05"), ArchiveHour.parse("2026-11-21T09")],
                      events_per_hour=5, files_per_hour=1)
