@@ -277,6 +277,11 @@ class SourceSettings:
         if not m and ("://" in root or _HALF_URI_RE.match(root)):
             raise SettingsError(f"invalid URI {root!r}; write s3://bucket/prefix",
                                 key="segment_archive")
+        if self.segment_source_id:
+            _need_match(self.segment_source_id, _ID_RE, "segment_source_id", _ID_RULE,
+                        "Segment source id")
+        else:
+            object.__setattr__(self, "segment_source_id", self.id)
         if self.start == AUTO_START:
             # The import is what fills the archive: its first day cannot come from the archive.
             raise SettingsError(
@@ -285,11 +290,6 @@ class SourceSettings:
                 "('YYYY-MM-DD-00:00')",
                 key="start",
             )
-        if self.segment_source_id:
-            _need_match(self.segment_source_id, _ID_RE, "segment_source_id", _ID_RULE,
-                        "Segment source id")
-        else:
-            object.__setattr__(self, "segment_source_id", self.id)
 
     @property
     def lake_dir(self) -> str:

@@ -476,7 +476,11 @@ def test_settings(tmp_path):
     assert s.sources[0].segment_source_id == SEGMENT_ID
     s = settings_file(tmp_path, "s3://bucket/prefix/")
     assert s.sources[0].segment_archive == "s3://bucket/prefix"
-    assert SourceSettings("web", segment_archive="/x").segment_source_id == "web"  # default
+    imported = SourceSettings("web", segment_archive="/x", start="2026-11-01-00:00")
+    assert imported.segment_source_id == "web"  # default
+    with pytest.raises(SettingsError, match="needs an explicit start") as e:
+        SourceSettings("web", segment_archive="/x")  # start "auto" cannot come from an import
+    assert e.value.key == "start"
     assert SourceSettings("web").segment_source_id == ""  # no import
     bad = [
         ({"segment_source_id": "abc"}, "segment_source_id", "set segment_archive too"),
@@ -492,7 +496,9 @@ def test_settings(tmp_path):
         assert e.value.key == key
     f = tmp_path / "two.toml"
     f.write_text('[[sources]]\nid = "a"\nsegment_archive = "s3://b/p"\nsegment_source_id = "S"\n'
-                 '[[sources]]\nid = "b"\nsegment_archive = "s3://b/p"\nsegment_source_id = "S"\n')
+                 'start = "2026-11-01-00:00"\n'
+                 '[[sources]]\nid = "b"\nsegment_archive = "s3://b/p"\nsegment_source_id = "S"\n'
+                 'start = "2026-11-01-00:00"\n')
     with pytest.raises(SettingsError, match="already imports") as e:
         load_settings(str(f), env={})
     assert e.value.key == "sources[1].segment_source_id"
@@ -558,14 +564,15 @@ def test_definitions_of_a_source_with_a_segment_archive(tmp_path):
     h = ImportHarness(tmp_path, "2026-11-22T12:00")
     names = {s.name for s in h.defs.sensors}
     assert names == {"web_prod_archive_sensor", "web_prod_segment_import_sensor",
-                     "web_prod_segment_import_sync_sensor"}
+                     "web_prod_segment_import_sync_sensor", "lake_definitions_sensor"}
     job = h.defs.resolve_job_def("web_prod_segment_import_job")
     assert job.partitions_def.get_first_partition_key() == "2026-11-01"
     assert AssetKey(["web_prod", "segment_import"]) in h.defs.resolve_all_asset_keys()
     f = tmp_path / "plain.toml"
     f.write_text('[[sources]]\nid = "web"\n')
     plain = build_definitions(load_settings(str(f), env={}))
-    assert [s.name for s in plain.sensors] == ["web_archive_sensor"]
+    assert sorted(s.name for s in plain.sensors) == ["lake_definitions_sensor",
+                                                     "web_archive_sensor"]
 
 
 def test_import_sensor_requests_new_and_changed_days(tmp_path):
