@@ -1,8 +1,8 @@
 """Drive a real ``datalake dev`` (Dagster webserver + daemon) through GraphQL as the UI does.
 
-The queries and mutations below are those of the UI bundle shipped with dagster-webserver 1.13
-(``dagster_webserver/webapp/build/_next/static/chunks/*.js``; their source maps hold the
-TypeScript): ``LaunchAssetLoaderQuery`` and ``stateForLaunchingAssets`` in
+The queries and mutations (``dagster_ui_queries.py``) and the launch logic here are those of the
+UI bundle shipped with dagster-webserver 1.13 (``dagster_webserver/webapp/build/_next/static/
+chunks/*.js``; their source maps hold the TypeScript): ``LaunchAssetLoaderQuery`` and ``stateForLaunchingAssets`` in
 ``ui-core/src/assets/LaunchAssetExecutionButton.tsx``, the partition dialog's
 ``onLaunchAsBackfill`` / ``onLaunchAsSingleRun`` in ``LaunchAssetChoosePartitionsDialog.tsx``,
 ``LAUNCH_PARTITION_BACKFILL_MUTATION`` in ``instance/backfill/BackfillUtils.tsx``,
@@ -28,151 +28,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from datalake_assets_tests.dagster_ui_queries import (
+    ALL_ASSET_NODES_QUERY,
+    ASSET_CATALOG_TABLE_QUERY,
+    BACKFILL_DETAILS_QUERY,
+    CODE_LOCATION_STATUS_QUERY,
+    CONFIG_PARTITION_FOR_ASSET_JOB_QUERY,
+    LAUNCH_ASSET_LOADER_QUERY,
+    LAUNCH_PARTITION_BACKFILL_MUTATION,
+    LAUNCH_PIPELINE_EXECUTION_MUTATION,
+    RUN_LOGS_QUERY,
+    RUNS_QUERY,
+)
+
 FROM_UI_TAG = {"key": "dagster/from_ui", "value": "true"}  # uiExecutionTags.ts
 HIDDEN_JOB_PREFIX = "__ASSET_JOB"  # isHiddenAssetGroupJob
 TERMINAL_RUN = {"SUCCESS", "FAILURE", "CANCELED"}
-TERMINAL_BACKFILL = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED",
-                     "CANCELED", "FAILING"}
-
-PYTHON_ERROR = """
-fragment PythonErrorFragment on PythonError {
-  message
-  stack
-  errorChain { isExplicitLink error { message stack } }
-}"""
-
-# LAUNCH_ASSET_EXECUTION_ASSET_NODE_FRAGMENT + LAUNCH_ASSET_LOADER_QUERY (fields kept: what
-# stateForLaunchingAssets and getAssetCheckHandleInputs read), plus groupName / description
-# (AssetNodeDefinitionFragment of the asset page) for the assertions.
-LAUNCH_ASSET_LOADER_QUERY = """
-query LaunchAssetLoaderQuery($assetKeys: [AssetKeyInput!]!) {
-  assetNodes(assetKeys: $assetKeys) { id ...LaunchAssetExecutionAssetNodeFragment }
-  assetNodeAdditionalRequiredKeys(assetKeys: $assetKeys) { path }
-  assetNodeDefinitionCollisions(assetKeys: $assetKeys) { assetKey { path } }
-}
-fragment LaunchAssetExecutionAssetNodeFragment on AssetNode {
-  id opNames jobNames graphName hasMaterializePermission
-  partitionDefinition { type name description dimensionTypes { type name } }
-  backfillPolicy { maxPartitionsPerRun description policyType }
-  isObservable isExecutable isMaterializable
-  assetKey { path }
-  assetChecksOrError { ... on AssetChecks { checks { name canExecuteIndividually jobNames } } }
-  dependencyKeys { path }
-  repository { id name location { id name } }
-  requiredResources { resourceKey }
-  configField { name isRequired }
-  groupName description
-}"""
-
-ALL_ASSET_NODES_QUERY = """
-query AssetNodesForTest {
-  assetNodes { id assetKey { path } groupName isMaterializable isExecutable isObservable
-    dependencyKeys { path } description partitionDefinition { type description } }
-}"""
-
-# AssetsCatalogTable.tsx: what the catalog lists (declared and undeclared keys alike).
-ASSET_CATALOG_TABLE_QUERY = """
-query AssetCatalogTableQuery($cursor: String, $limit: Int!) {
-  assetsOrError(cursor: $cursor, limit: $limit) {
-    ... on AssetConnection { nodes { id key { path } definition { id groupName isExecutable } }
-      cursor }
-    ...PythonErrorFragment
-  }
-}""" + PYTHON_ERROR
-
-CODE_LOCATION_STATUS_QUERY = """
-query CodeLocationStatusQuery {
-  locationStatusesOrError {
-    ... on WorkspaceLocationStatusEntries { entries { id name loadStatus updateTimestamp } }
-  }
-  workspaceOrError {
-    ... on Workspace { locationEntries { name loadStatus
-      locationOrLoadError { __typename ... on RepositoryLocation { repositories { name } }
-        ...PythonErrorFragment } } }
-  }
-}""" + PYTHON_ERROR
-
-CONFIG_PARTITION_FOR_ASSET_JOB_QUERY = """
-query ConfigPartitionForAssetJobQuery($repositoryName: String!, $repositoryLocationName: String!,
-    $jobName: String!, $partitionName: String!, $assetKeys: [AssetKeyInput!]!) {
-  pipelineOrError(params: {pipelineName: $jobName, repositoryName: $repositoryName,
-      repositoryLocationName: $repositoryLocationName}) {
-    ... on Pipeline { id
-      partition(partitionName: $partitionName, selectedAssetKeys: $assetKeys) { name
-        runConfigOrError { ... on PartitionRunConfig { yaml } ...PythonErrorFragment }
-        tagsOrError { ... on PartitionTags { results { key value } } ...PythonErrorFragment }
-      }
-    }
-  }
-}""" + PYTHON_ERROR
-
-LAUNCH_PARTITION_BACKFILL_MUTATION = """
-mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $backfillParams) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PartitionSetNotFoundError { message }
-    ... on PartitionKeysNotFoundError { message }
-    ... on InvalidStepError { invalidStepKey }
-    ... on InvalidOutputError { stepKey invalidOutputName }
-    ... on UnauthorizedError { message }
-    ... on PipelineNotFoundError { message }
-    ... on RunConflict { message }
-    ... on ConflictingExecutionParamsError { message }
-    ... on PresetNotFoundError { message }
-    ... on RunConfigValidationInvalid { pipelineName errors { message path reason } }
-    ...PythonErrorFragment
-  }
-}""" + PYTHON_ERROR
-
-LAUNCH_PIPELINE_EXECUTION_MUTATION = """
-mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
-  launchPipelineExecution(executionParams: $executionParams) {
-    __typename
-    ... on LaunchRunSuccess { run { id pipelineName } }
-    ... on PipelineNotFoundError { message }
-    ... on InvalidSubsetError { message }
-    ... on RunConfigValidationInvalid { errors { message } }
-    ...PythonErrorFragment
-  }
-}""" + PYTHON_ERROR
-
-BACKFILL_DETAILS_QUERY = """
-query BackfillDetailsQuery($backfillId: String!) {
-  partitionBackfillOrError(backfillId: $backfillId) {
-    __typename
-    ... on PartitionBackfill { id status numPartitions isAssetBackfill partitionNames
-      assetSelection { path } error { ...PythonErrorFragment }
-      runs { id status tags { key value } } }
-    ... on BackfillNotFoundError { message }
-    ...PythonErrorFragment
-  }
-}""" + PYTHON_ERROR
-
-RUNS_QUERY = """
-query RunsForTest($filter: RunsFilter) {
-  runsOrError(filter: $filter) {
-    ... on Runs { results { id status jobName tags { key value }
-      assetSelection { path } } }
-    ...PythonErrorFragment
-  }
-}""" + PYTHON_ERROR
-
-# RunLogsQuery (LogsProvider.tsx), with the error of every event kind that carries one.
-RUN_LOGS_QUERY = """
-query RunLogsQuery($runId: ID!, $cursor: String, $limit: Int) {
-  pipelineRunOrError(runId: $runId) { ... on Run { id status } }
-  logsForRun(runId: $runId, afterCursor: $cursor, limit: $limit) {
-    ... on EventConnection { cursor events { __typename
-      ... on MessageEvent { message level stepKey }
-      ... on ExecutionStepFailureEvent { error { ...PythonErrorFragment } }
-      ... on RunFailureEvent { pipelineRunFailureError: error { ...PythonErrorFragment } }
-      ... on EngineEvent { engineError: error { ...PythonErrorFragment } }
-      ... on MaterializationEvent { assetKey { path } partition }
-    } }
-    ...PythonErrorFragment
-  }
-}""" + PYTHON_ERROR
+TERMINAL_BACKFILL = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
 
 
 class GraphQLError(AssertionError):
@@ -258,6 +130,9 @@ class DagsterUI:
         """What the Materialize button does before opening the partitions dialog: load the
         nodes, accept the "additional required assets" confirmation (the user clicks OK),
         refuse observable/external assets, pick the common job (getCommonJob)."""
+        undeclared = sorted(set(keys) - set(self.asset_nodes()))
+        assert not undeclared, (f"not declared assets (the UI shows them as external assets, "
+                                f"Materialize disabled): {undeclared}")
         data = self.gql(LAUNCH_ASSET_LOADER_QUERY, {"assetKeys": [key_input(k) for k in keys]})
         additional = [key_str(k) for k in data["assetNodeAdditionalRequiredKeys"]]
         if additional:
@@ -495,7 +370,9 @@ def datalake_dev(home: Path, settings: Path, *, start_timeout: float = 240.0, at
                 [sys.executable, "-m", "datalake_assets.cli", "dev", "--host", "127.0.0.1",
                  "--port", str(port)],
                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                # SIGINT restored (ENVIRONMENT-NOTES: dagster dev ignores SIGTERM otherwise);
+                # the handler only resets a signal, which is safe in the forked child.
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
             )
         sids: set[int] = set()
         server = DevServer(proc, port, log, DagsterUI(GraphQL(f"http://127.0.0.1:{port}/graphql")))
