@@ -129,6 +129,8 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
         print(f"datalake dev ready at {dev.url} after {time.monotonic() - t0:.0f} s")
         # Phase 1: the sensor syncs hours 1-2; the UI's selection is taken now.
         wait_sensor_runs(ui, hours[:2])
+        # A reload may be under way (new tables): take the selection from a loaded location.
+        poll("the code location to be loaded", ui.location_loaded, 120)
         held_keys = source_keys(ui)
         held = ui.load_for_launch(held_keys)
         assert {f"{SOURCE}/pages", f"{SOURCE}/sync_reports"} <= set(held_keys), held_keys
@@ -138,9 +140,9 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
         # Phase 2: hours with event types never seen before.
         for h in hours[2:]:
             write_hour(str(archive), SOURCE, str(h), archive_lines(h, new_events=True))
+        clean = start_clean_sync(tmp_path / "clean", archive, hours)
         wait_sensor_runs(ui, hours[2:])
         print(f"phase 2 done at {time.monotonic() - t0:.0f} s")
-        clean = start_clean_sync(tmp_path / "clean", archive, hours)
 
         # (c) new tables become declared assets by themselves (no reload mutation here).
         try:
@@ -158,7 +160,8 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
             b = ui.wait_backfill(bid, RUN_TIMEOUT)
             failed = "".join(f"\nrun {r['id']} {r['status']}:\n{ui.run_errors(r['id'])}"
                              for r in b["runs"] if r["status"] != "SUCCESS")
-            assert b["status"] in ("COMPLETED", "COMPLETED_SUCCESS") and b["runs"] and not failed, (
+            ok = b["status"] in ("COMPLETED", "COMPLETED_SUCCESS")
+            assert ok and b["runs"] and not failed, (
                 f"backfill {bid} ended {b['status']} with {len(b['runs'])} runs:{failed}")
         except (AssertionError, OSError) as e:
             failures.append(f"(a) {e}")
@@ -198,7 +201,7 @@ def start_clean_sync(folder: Path, archive: Path, hours: list[ArchiveHour]):
     settings = write_settings(folder, hours[0], archive_root=str(archive))
     env = dict(os.environ, DATALAKE_HOME=str(folder), SPARK_LOCAL_IP="127.0.0.1")
     env.pop("DAGSTER_HOME", None)
-    log = open(folder / "sync.log", "wb")
+    log = open(folder / "sync.log", "wb")  # noqa: SIM115 - closed by finish_clean_sync
     proc = subprocess.Popen(
         [sys.executable, "-m", "datalake_assets.cli", "--settings", str(settings), "sync",
          "--hours", *map(str, hours)],
