@@ -11,6 +11,7 @@ Not part of the test suite: it needs ``pip install playwright`` and a server wit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -53,10 +54,12 @@ def pages(url: str, source: str, table: str) -> list[tuple[str, str, str]]:
 def dismiss_onboarding(page) -> None:
     """A fresh browser profile gets Dagster's "Join the Dagster community" dialog over the
     first page; Skip closes it for the session (the UI remembers it in local storage)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     skip = page.get_by_role("button", name="Skip")
     try:
         skip.wait_for(state="visible", timeout=5_000)
-    except Exception:
+    except PlaywrightTimeout:  # no dialog: it was dismissed before
         return
     skip.click()
     page.wait_for_timeout(500)
@@ -65,12 +68,12 @@ def dismiss_onboarding(page) -> None:
 def wait_rendered(page, must_contain: str, timeout: float) -> None:
     """Until the page shows ``must_contain``, no loading marker, and the network is idle; the
     UI polls GraphQL, so 'networkidle' alone may never come: it is bounded separately."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     deadline = time.monotonic() + timeout
     page.get_by_text(must_contain, exact=False).first.wait_for(timeout=timeout * 1000)
-    try:
+    with contextlib.suppress(PlaywrightTimeout):  # live polling may keep the network busy
         page.wait_for_load_state("networkidle", timeout=15_000)
-    except Exception:  # live polling keeps the network busy; the text check above suffices
-        pass
     while time.monotonic() < deadline:
         body = page.inner_text("body")
         if not any(m in body for m in LOADING_MARKERS):
@@ -87,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table", default="order_completed", help="event table to show")
     p.add_argument("--timeout", type=float, default=90.0, help="seconds per page")
     args = p.parse_args(argv)
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
     out = Path(args.out)
@@ -102,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 dismiss_onboarding(page)
                 try:
                     wait_rendered(page, text, args.timeout)
-                except Exception as e:
+                except PlaywrightError as e:  # timeouts included: report, keep going
                     failed.append(f"{name}: {target} never showed {text!r}: {e}")
                 path = out / f"{name}.png"
                 page.screenshot(path=str(path))
