@@ -6,6 +6,7 @@ document keeps the UI's operation name, arguments and field names, with fragment
 fields a launch decision or an assertion reads. Where each one comes from is noted above it.
 """
 
+# app/PythonErrorFragment.tsx
 PYTHON_ERROR = """
 fragment PythonErrorFragment on PythonError {
   message
@@ -36,6 +37,8 @@ fragment LaunchAssetExecutionAssetNodeFragment on AssetNode {
   groupName description
 }"""
 
+# Not a UI document: every asset node with the fields the asset page's definition shows
+# (group, kind of asset, upstream keys, description, partitions), for the assertions.
 ALL_ASSET_NODES_QUERY = """
 query AssetNodesForTest {
   assetNodes { id assetKey { path } groupName isMaterializable isExecutable isObservable
@@ -52,6 +55,8 @@ query AssetCatalogTableQuery($cursor: String, $limit: Int!) {
   }
 }""" + PYTHON_ERROR
 
+# workspace/WorkspaceContext/WorkspaceQueries.tsx (CodeLocationStatusQuery), plus the load
+# error of a location, as the workspace page shows it.
 CODE_LOCATION_STATUS_QUERY = """
 query CodeLocationStatusQuery {
   locationStatusesOrError {
@@ -64,6 +69,7 @@ query CodeLocationStatusQuery {
   }
 }""" + PYTHON_ERROR
 
+# launchpad/ConfigFetch.tsx: the partition's tags and config, fetched before a single run.
 CONFIG_PARTITION_FOR_ASSET_JOB_QUERY = """
 query ConfigPartitionForAssetJobQuery($repositoryName: String!, $repositoryLocationName: String!,
     $jobName: String!, $partitionName: String!, $assetKeys: [AssetKeyInput!]!) {
@@ -78,6 +84,7 @@ query ConfigPartitionForAssetJobQuery($repositoryName: String!, $repositoryLocat
   }
 }""" + PYTHON_ERROR
 
+# instance/backfill/BackfillUtils.tsx (the partitions dialog's "Launch backfill").
 LAUNCH_PARTITION_BACKFILL_MUTATION = """
 mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
   launchPartitionBackfill(backfillParams: $backfillParams) {
@@ -97,6 +104,7 @@ mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
   }
 }""" + PYTHON_ERROR
 
+# runs/RunUtils.tsx ("Launch 1 run", via useLaunchWithTelemetry).
 LAUNCH_PIPELINE_EXECUTION_MUTATION = """
 mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
   launchPipelineExecution(executionParams: $executionParams) {
@@ -109,6 +117,7 @@ mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
   }
 }""" + PYTHON_ERROR
 
+# instance/backfill/useBackfillDetailsQuery.tsx (the backfill page), with its runs.
 BACKFILL_DETAILS_QUERY = """
 query BackfillDetailsQuery($backfillId: String!) {
   partitionBackfillOrError(backfillId: $backfillId) {
@@ -121,6 +130,7 @@ query BackfillDetailsQuery($backfillId: String!) {
   }
 }""" + PYTHON_ERROR
 
+# The runs list (runsOrError with a tag filter), cut to status, job and tags.
 RUNS_QUERY = """
 query RunsForTest($filter: RunsFilter) {
   runsOrError(filter: $filter) {
