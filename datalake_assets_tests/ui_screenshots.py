@@ -47,7 +47,8 @@ def pages(url: str, source: str, table: str) -> list[tuple[str, str, str]]:
         ("asset_checks", f"{asset}?view=checks", "duplicates"),
         ("asset_catalog", f"{url}/assets", source),
         ("group_lineage",
-         f"{url}/locations/{location_path(url)}/asset-groups/{source}/lineage", table),
+         # the graph opens zoomed on its middle (the raw archive); a table may be off-screen
+         f"{url}/locations/{location_path(url)}/asset-groups/{source}/lineage", "raw_archive"),
     ]
 
 
