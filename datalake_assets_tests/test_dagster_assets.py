@@ -186,6 +186,24 @@ def test_materialize_an_hour_then_reload_picks_up_new_event_tables(spark, settin
     (n,), = duckdb.sql(f"select count(*) from read_parquet('{glob}', hive_partitioning=true)").fetchall()
     assert n == summary.by_event["Order Completed"]
 
+    # Any selection works: one event table alone (its asset page's Materialize) syncs the whole
+    # source-hour; the table gets its materialization and every other rewritten table too.
+    one = AssetKey(["web_prod", "order_completed"])
+    reloaded = build_source_assets(settings, source)
+    again = materialize(reloaded, selection=[one], resources={"compute": LocalSparkCompute()},
+                        partition_key="2026-11-21-10:00", instance=instance)
+    assert again.success
+    selected = instance.get_latest_materialization_event(one)
+    assert selected.run_id == again.run_id
+    assert selected.asset_materialization.metadata["rows"].value == summary.by_event["Order Completed"]
+    for other in ("pages", "sync_reports"):
+        event = instance.get_latest_materialization_event(AssetKey(["web_prod", other]))
+        assert event.run_id == again.run_id, other
+        assert event.asset_materialization.partition == "2026-11-21-10:00"
+    assert instance.get_latest_materialization_event(AssetKey(["web_prod", "sync_reports"])
+                                                     ).asset_materialization.metadata[
+        "lines_in"].value == summary.lines
+
 
 def test_a_24_hour_backfill_is_one_spark_job_and_a_replay(spark, settings):
     from datalake_assets.demo import generate_archive
@@ -219,35 +237,3 @@ def test_a_24_hour_backfill_is_one_spark_job_and_a_replay(spark, settings):
     assert sorted(r.partition for r in history) == [h.partition_key for h in hours]
     evaluation = history[0].event.dagster_event.event_specific_data
     assert evaluation.metadata["batch_first_hour"].value == "2026-11-20-00:00"
-
-
-def test_any_selection_syncs_the_whole_source_hour(spark, settings):
-    """One event table selected (as from its asset page): the source-hour is synced whole, the
-    table gets its materialization and every other rewritten table is recorded too."""
-    from datalake_assets.demo import generate_archive
-
-    source = settings.sources[0]
-    summary = generate_archive(settings.archive_root, source.id,
-                               [ArchiveHour.parse("2026-11-21T10")], events_per_hour=300,
-                               files_per_hour=1, seed=5)
-    instance = DagsterInstance.ephemeral()
-    generate_archive(settings.archive_root, source.id, [ArchiveHour.parse("2026-11-21T09")],
-                     events_per_hour=50, files_per_hour=1, seed=6)
-    # The graph as a user saw it after a first sync: the event tables are declared assets.
-    materialize(build_source_assets(settings, source), resources={"compute": LocalSparkCompute()},
-                partition_key="2026-11-21-09:00", instance=instance)
-    assets = build_source_assets(settings, source)
-    one = AssetKey(["web_prod", "order_completed"])
-    assert one in assets[1].keys
-    result = materialize(assets, selection=[one], resources={"compute": LocalSparkCompute()},
-                         partition_key="2026-11-21-10:00", instance=instance)
-    assert result.success
-    selected = instance.get_latest_materialization_event(one)
-    assert selected.run_id == result.run_id
-    assert selected.asset_materialization.metadata["rows"].value == summary.by_event["Order Completed"]
-    pages = instance.get_latest_materialization_event(AssetKey(["web_prod", "pages"]))
-    assert pages.run_id == result.run_id and pages.asset_materialization.partition == "2026-11-21-10:00"
-    assert pages.asset_materialization.metadata["rows"].value == summary.by_type["page"]
-    report = instance.get_latest_materialization_event(AssetKey(["web_prod", "sync_reports"]))
-    assert report.run_id == result.run_id
-    assert report.asset_materialization.metadata["lines_in"].value == summary.lines
