@@ -335,6 +335,14 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
         for name, report in result.tables.items():
             yield from record(AssetKey([slug, name]), _table_metadata(report, settings, source))
         for t in tables:
+            key = AssetKey([slug, t])
+            if t not in result.tables and key in selected:
+                # Synced and empty for these hours: say so. A selected asset without a result
+                # would leave a backfill waiting for it, then mark the backfill failed.
+                yield MaterializeResult(asset_key=key, metadata={
+                    "rows": 0, "dagster/row_count": 0,
+                    "note": "no event of this table in these hours"})
+        for t in tables:
             yield from table_check_results(slug, t, result.tables.get(t), keys)
         yield from completeness_results(slug, src, keys)
         yield from record(AssetKey([slug, QUARANTINE]), {

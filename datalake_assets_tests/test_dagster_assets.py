@@ -231,6 +231,10 @@ def test_a_24_hour_backfill_is_one_spark_job_and_a_replay(spark, settings):
                                     + md["lines_quarantined"].value)
     parts = instance.get_materialized_partitions(AssetKey(["web_prod", "tracks"]))
     assert len(parts) == 24
+    # Every selected table has all 24 hours, also those without a single event of it (rows 0):
+    # a backfill from the UI would otherwise wait for them and end failed.
+    for table in ("aliases", "groups", "identifies", "pages", "screens", "quarantine"):
+        assert len(instance.get_materialized_partitions(AssetKey(["web_prod", table]))) == 24, table
     # Each hour has its own check results, each naming the batch that measured it.
     history = instance.event_log_storage.get_asset_check_execution_history(
         AssetCheckKey(AssetKey(["web_prod", "tracks"]), "duplicates"), limit=100)
