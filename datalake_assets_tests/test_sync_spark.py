@@ -9,6 +9,8 @@ from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform import commit
 from datalake_assets.transform.job import SyncError, SyncRequest, read_schema_record, run_sync
 from datalake_assets_tests.archive_builders import msg, write_hour
+from datalake_assets_tests.lake_reader import LocalStore, read_lake
+from datalake_assets_tests.oracle import Oracle
 
 pytestmark = pytest.mark.spark
 SRC = "src1"
@@ -224,7 +226,8 @@ def test_reconciliation_failure_commits_nothing(spark, lake, monkeypatch):
 
 
 
-def test_a_message_delivered_in_two_hours_is_kept_once_across_syncs(spark, lake):
+@pytest.mark.reliability
+def test_a_message_delivered_in_two_hours_is_kept_once_across_syncs(spark, lake, reliability):
     write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("a"), msg("b")])
     write_hour(lake["archive_root"], SRC, "2026-11-21T12",
                [msg("b", hour="2026-11-21T12"), msg("c", hour="2026-11-21T12")])
@@ -240,6 +243,13 @@ def test_a_message_delivered_in_two_hours_is_kept_once_across_syncs(spark, lake)
         f"select message_id, hr from read_parquet('{lake['lake_root']}/data/{SRC}/segment_type="
         "order_completed/*/*/*.parquet', hive_partitioning=true) order by 1").fetchall()
     assert ids == [("a", 10), ("b", 10), ("c", 12)]
+    store = LocalStore()  # the same three syncs, by the independent oracle
+    oracle = Oracle(store, lake["archive_root"], SRC)
+    for h in ("2026-11-21T10", "2026-11-21T12", "2026-11-21T10"):
+        oracle.sync([h])
+    reliability.expect(oracle.expected(), lambda: read_lake(store, lake["lake_root"], SRC))
+    found = reliability.compare()
+    assert found.ok, str(found)
     # out of the window, the same id is a new message
     write_hour(lake["archive_root"], SRC, "2026-11-30T10", [msg("a", hour="2026-11-30T10")])
     assert sync(spark, lake, "2026-11-30T10").source["messages_written"] == 1
