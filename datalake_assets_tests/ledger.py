@@ -156,12 +156,18 @@ def reliability(request: pytest.FixtureRequest, ledger: Ledger):
 def pytest_runtest_makereport(item: pytest.Item, call):
     outcome = yield
     report = outcome.get_result()
-    # Setup, call or teardown: a recorded test that failed anywhere did not pass. (A strict
-    # xfail that fails as expected is reported as skipped, not failed.)
-    if report.failed and item.nodeid in item.config.stash[_RECORDED_KEY]:
-        failed = item.config.stash[_LEDGER_KEY].failed
-        if item.nodeid not in failed:
-            failed.append(item.nodeid)
+    if "reliability" not in getattr(item, "fixturenames", ()):
+        return
+    led = item.config.stash[_LEDGER_KEY]
+    # Setup, call or teardown: a test that failed anywhere did not pass. (A strict xfail that
+    # fails as expected is reported as skipped, not failed.)
+    if report.failed and item.nodeid not in led.failed:
+        led.failed.append(item.nodeid)
+    # A test whose setup failed before its ``reliability`` fixture ran (a module fixture
+    # broke) never recorded: it still counts, as a failed test with nothing accounted for.
+    if (report.when == "teardown" and item.nodeid in led.failed
+            and item.nodeid not in item.config.stash[_RECORDED_KEY]):
+        led.tests += 1
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
