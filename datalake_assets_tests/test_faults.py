@@ -171,9 +171,9 @@ def test_killed_at_a_checkpoint_readers_see_whole_hours_and_one_rerun_converges(
         # the cut commit; a reader then sees all of it.
         other = run_sync(spark, SyncRequest(lake["lake_root"], lake["archive_root"], SRC,
                                             ("2026-11-21T13",)))
-        assert other.source["recovered_commits"]
         found = compare(expected, read_lake(LocalStore(), lake["lake_root"], SRC))
         assert found.ok, str(found)
+        assert other.source["recovered_commits"]
 
     result = run_sync(spark, SyncRequest(lake["lake_root"], lake["archive_root"], SRC, HOURS))
     assert_oracle_holds(reliability)
