@@ -75,10 +75,6 @@ class Expected:
         self.required_ids |= set(ids)
         return self
 
-    @property
-    def kept(self) -> dict[str, Line]:
-        return {ln.message_id: ln for ln in self.lines if ln.fate == ROW}
-
 
 # ------------------------------------------------------------------------------ one line
 
