@@ -120,7 +120,9 @@ def run(m: Mutation, python: str, keep: bool) -> tuple[bool, float, str]:
         done = subprocess.run([python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                                *m.tests], cwd=root, env=env, capture_output=True, text=True,
                               check=False)
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-6:])
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        why = next((ln for ln in lines if ln.startswith("E ")), "")[:200]  # the first failure
+        tail = "\n".join([why, *lines[-6:]])
         # 1: tests failed (caught). 0: all passed (survived). 5: no test ran: not a catch.
         if done.returncode not in (0, 1):
             raise SystemExit(f"mutation {m.name!r}: pytest exited {done.returncode}:\n{tail}")
@@ -145,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         caught += ok
         print(f"{'caught  ' if ok else 'SURVIVED'} {m.name} ({seconds:.0f} s: "
               f"{' '.join(m.tests)})", flush=True)
-        if not ok:
-            print("  " + tail.replace("\n", "\n  "), flush=True)
+        print("  " + (tail if not ok else tail.splitlines()[0]).replace("\n", "\n  "),
+              flush=True)
     print(f"mutations tried {len(chosen)}, caught {caught}")
     return 0 if chosen and caught == len(chosen) else 1
 
