@@ -137,7 +137,6 @@ class Case:
     lines: tuple  # of Line (bytes are accepted and put in the main hour's main file)
     expect: tuple  # of Expect, one per line (one Expect is used for every line)
     bug: str | None = None  # the code disagrees with the documented fate: why (strict xfail)
-    loses_messages: bool = False  # the bug makes lines vanish (no row, no duplicate, no quarantine)
     isolated: bool = False  # synced on its own (it is known to crash a sync it shares)
 
     def __post_init__(self) -> None:

@@ -42,6 +42,8 @@ from datalake_assets.settings import (
     load_settings,
 )
 from datalake_assets.spec.layout import ArchiveHour, is_archive_file
+from datalake_assets_tests.lake_reader import LocalStore, read_lake
+from datalake_assets_tests.oracle import Oracle
 
 REPO = Path(__file__).resolve().parent.parent
 KEY, WEB_KEY = "key-src1", "key-web"
@@ -422,32 +424,41 @@ def lines_of(path: str) -> list[bytes]:
 
 
 def test_group_commit_one_fsync_covers_many_requests(tmp_path, monkeypatch):
+    """19 requests that arrive while a round's fsync runs share the next round. Made
+    deterministic: the first fsync is held until all 19 are queued (no reliance on timing)."""
     from datalake_assets.collector import spool as spool_mod
 
     closed: list[ClosedSegment] = []
     real_fsync = os.fsync
     fsyncs = []
+    in_fsync, release = threading.Event(), threading.Event()
 
-    def slow_fsync(fd):
+    def gated_fsync(fd):
         fsyncs.append(fd)
-        time.sleep(0.05)
+        in_fsync.set()
+        release.wait()
         real_fsync(fd)
 
-    monkeypatch.setattr(spool_mod.os, "fsync", slow_fsync)
+    monkeypatch.setattr(spool_mod.os, "fsync", gated_fsync)
     sp = Spool(str(tmp_path / "spool"), closed.append)
     sp.open()
-    start = threading.Barrier(20)
 
     def request(i):
-        start.wait()
         sp.append("src1", H10, b'{"n":%d}\n' % i)
 
     threads = [threading.Thread(target=request, args=(i,)) for i in range(20)]
-    for t in threads:
+    threads[0].start()
+    assert in_fsync.wait(30)  # round 1 (request 0) is in its fsync
+    for t in threads[1:]:
         t.start()
+    deadline = time.monotonic() + 30
+    while sum(len(c) for c in sp._round.pending.values()) < 19:  # the next round, queued
+        assert time.monotonic() < deadline, "the requests never queued"
+        time.sleep(0.01)
+    release.set()
     for t in threads:
         t.join()
-    assert len(fsyncs) < 20 and sp.commits < 20  # shared fsyncs
+    assert sp.commits == 2 and len(fsyncs) < 20  # 20 requests, two rounds: shared fsyncs
     sp.close()
     assert len(closed) == 1
     assert sorted(lines_of(closed[0].path)) == sorted(b'{"n":%d}' % i for i in range(20))
@@ -631,25 +642,23 @@ def test_a_roll_repeated_after_a_crash_never_duplicates(tmp_path, monkeypatch):
 
 
 def test_roll_to_s3_with_moto(tmp_path, monkeypatch):
-    moto_server = pytest.importorskip("moto.server")  # moto[server]: pyarrow's S3 needs HTTP
     import boto3
+    from moto.server import ThreadedMotoServer  # moto[server]: pyarrow's S3 needs HTTP
+
+    from datalake_assets.transform import storage
 
     for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                  "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
         monkeypatch.setenv(k, v)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
     server.start()
     try:
         host, port = server.get_host_and_port()
         monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://{host}:{port}")
         boto3.client("s3", endpoint_url=f"http://{host}:{port}").create_bucket(Bucket="arch")
-        import pyarrow.fs as pafs
-
-        from datalake_assets.transform import storage
-
-        fs = pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http",
-                               access_key="testing", secret_key="testing", region="us-east-1")
-        monkeypatch.setattr(storage, "_fs_for", lambda root: fs)
+        # The real path: pyarrow's S3 filesystem reads the endpoint variable when created,
+        # so the cached filesystems are dropped before and after.
+        storage._fs_for.cache_clear()
         seg = make_segment(tmp_path, b'{"a":1}\n{"b":2}\n')
         final = roll_segment("s3://arch/raw", seg)
         assert final == ("s3://arch/raw/src1/day=2026-11-21/hr=10/"
@@ -658,6 +667,7 @@ def test_roll_to_s3_with_moto(tmp_path, monkeypatch):
         assert not os.path.exists(seg.path)
         assert [loc for loc, _ in storage.list_files("s3://arch/raw", recursive=True)] == [final]
     finally:
+        storage._fs_for.cache_clear()
         server.stop()
 
 
@@ -834,12 +844,15 @@ def worker_pids(parent: int) -> list[int]:
     return out
 
 
+@pytest.mark.spark
+@pytest.mark.reliability
 @pytest.mark.parametrize("workers_before, workers_after", [(1, 2), (2, 1)])
 def test_kill_9_and_restart_loses_no_acknowledged_message_and_duplicates_none(
-        tmp_path, workers_before, workers_after):
+        tmp_path, workers_before, workers_after, spark, reliability):
     """SIGKILL under load, then a restart with another number of worker processes (the
     segments of spools nobody owns any more are adopted); with 2 workers, one of them is also
-    killed alone first (the parent restarts it)."""
+    killed alone first (the parent restarts it). Then the archive is synced and the lake
+    compared with the oracle: every acknowledged message is in it exactly once."""
     settings_file = write_toml(tmp_path, """
         archive_root = "archive"
         lake_root = "lake"
@@ -854,6 +867,19 @@ def test_kill_9_and_restart_loses_no_acknowledged_message_and_duplicates_none(
     env = {**os.environ, "PYTHONPATH": str(REPO), "DATALAKE_WRITE_KEYS": f"{KEY}=src1"}
     acked: list[str] = []
     acked_lock = threading.Lock()
+    archive, lake = str(tmp_path / "archive"), str(tmp_path / "lake")
+
+    def archive_hours() -> list[str]:
+        return sorted(f"{h.parent.name[4:]}T{h.name[3:]}"
+                      for h in (tmp_path / "archive" / "src1").glob("day=*/hr=*"))
+
+    # What the lake must hold once the archive is synced: the oracle over whatever the
+    # archive holds, and every acknowledged id (one the archive lacks is lost). Compared at
+    # the end, or at teardown if the test stops before.
+    reliability.expect(
+        lambda: Oracle(LocalStore(), archive, "src1").sync(archive_hours()).expected()
+        .require(acked),
+        lambda: read_lake(LocalStore(), lake, "src1"))
 
     def sender(name: str, url: str, rounds: int) -> None:
         conn = http.client.HTTPConnection(url.split("://")[1], timeout=30)
@@ -885,12 +911,14 @@ def test_kill_9_and_restart_loses_no_acknowledged_message_and_duplicates_none(
     senders = load_until(first.url, 20, "a")
     if workers_before > 1:
         victim = worker_pids(first.proc.pid)[0]
+        reliability.fault()
         os.kill(victim, signal.SIGKILL)  # one worker dies: the parent starts another
         deadline = time.monotonic() + 30
         while victim in worker_pids(first.proc.pid) or len(worker_pids(first.proc.pid)) < 2:
             assert time.monotonic() < deadline, "the dead worker was not replaced"
             time.sleep(0.05)
     senders += load_until(first.url, 40, "b")
+    reliability.fault()
     first.kill_all()  # mid-stream, every process at once: requests in flight
     for t in senders:
         t.join(60)
@@ -917,13 +945,19 @@ def test_kill_9_and_restart_loses_no_acknowledged_message_and_duplicates_none(
     assert not list((tmp_path / "spool").rglob("*.wal"))
     assert not [p for p in (tmp_path / "archive").rglob("*") if p.name.startswith(".tmp-")]
 
+    from datalake_assets.transform.job import SyncRequest, run_sync
+
+    run_sync(spark, SyncRequest(lake, archive, "src1", tuple(archive_hours())))
+    found = reliability.compare()
+    assert found.ok, str(found)
+
 
 # ----------------------------------------------------- the official client, through the sync
 
 
 @pytest.mark.spark
 def test_official_python_client_through_the_sync_into_the_lake(tmp_path, spark):
-    analytics = pytest.importorskip("segment.analytics")
+    import segment.analytics as analytics  # a test dependency: never skipped
     import duckdb
 
     from datalake_assets.transform.job import SyncRequest, run_sync

@@ -13,9 +13,9 @@ S3), then sets the step / job run state from the exit code.
 
 from __future__ import annotations
 
-import _thread
 import glob
 import io
+import json
 import os
 import shlex
 import subprocess
@@ -32,6 +32,7 @@ import boto3
 import pytest
 from dagster import AssetKey, DagsterInstance, Failure, materialize
 
+from datalake_assets import emr as emr_module
 from datalake_assets.catalog import CatalogConfig
 from datalake_assets.emr import (
     ENTRY_FILE,
@@ -180,10 +181,18 @@ def when(find: Callable, act: Callable, timeout: float = 120.0) -> threading.Thr
     return t
 
 
-def interrupt_once_waiting(find: Callable) -> threading.Thread:
-    """Ctrl-C (what terminating a Dagster run raises in the step) in the main thread, a few
-    polls after the step / job run was submitted."""
-    return when(find, lambda _: (time.sleep(0.3), _thread.interrupt_main()))
+def interrupt_once_waiting(monkeypatch, find: Callable) -> None:
+    """Ctrl-C (what terminating a Dagster run raises in the step), raised in the main thread
+    at the wait's first pause once the step / job run exists: at a known point of the wait,
+    not whenever a helper thread's simulated signal happens to land."""
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        if threading.current_thread() is threading.main_thread() and find() is not None:
+            raise KeyboardInterrupt
+        real_sleep(seconds)
+
+    monkeypatch.setattr(emr_module.time, "sleep", sleep)
 
 
 def request(**kw) -> SyncRequest:
@@ -200,11 +209,13 @@ def as_submitted(req: SyncRequest) -> SyncRequest:
 
 
 def sample_report(tmp_path, req: SyncRequest) -> bytes:
-    """A report as the job writes it (``write_report``), for ``req``, finished today."""
-    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    """A report as the job writes it (``write_report``), for ``req``, finished now (one
+    reading of the clock: its folder's day is its finish time's, even at midnight)."""
+    now = datetime.now(UTC)
+    day = now.strftime("%Y-%m-%d")
     base = {"run_id": req.run_id, "source_id": req.source_id, "database": req.database,
             "replay": req.replay, "status": "finished", "error": None, "error_code": None,
-            "finish_time": datetime.now(UTC).isoformat(), "emr_cluster_id": "j-X"}
+            "finish_time": now.isoformat(), "emr_cluster_id": "j-X"}
     rows = [
         {"type": "event", "table_name": "tracks", **base, "row_count": 3, "duplicates": 1,
          "columns": [{"name": "message_id", "type": "string"}], "partitions": [],
@@ -220,7 +231,7 @@ def sample_report(tmp_path, req: SyncRequest) -> bytes:
 
 
 def put_report(s3, req: SyncRequest, body: bytes) -> str:
-    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    day = json.loads(body.splitlines()[-1])["finish_time"][:10]  # where the job puts it
     location = layout.report_path(req.lake_root, req.source_id, req.run_id, day)
     key = location.split(f"s3://{BUCKET}/", 1)[1]
     s3.put_object(Bucket=BUCKET, Key=key, Body=body)
@@ -431,9 +442,9 @@ def test_a_cancel_that_fails_does_not_hide_the_timeout(aws):
     assert "cancel failed: NotImplementedError" in text
 
 
-def test_interrupting_the_run_cancels_the_step(aws, moto_cancel_steps):
+def test_interrupting_the_run_cancels_the_step(aws, moto_cancel_steps, monkeypatch):
     """The Dagster run being terminated (an interrupt in the wait) cancels the step."""
-    interrupt_once_waiting(lambda: our_step(aws.cluster))
+    interrupt_once_waiting(monkeypatch, lambda: our_step(aws.cluster))
     with pytest.raises(KeyboardInterrupt):
         EmrSparkCompute(cluster_id=aws.cluster, **FAST).run_sync(request())
     assert our_step(aws.cluster).state == "CANCELLED"
@@ -536,7 +547,7 @@ def test_a_job_run_stuck_in_the_queue_is_cancelled(aws, monkeypatch):
 
 def test_interrupting_the_run_cancels_the_job_run(aws, monkeypatch):
     monkeypatch.setattr("moto.emrserverless.models.JOB_STATUS", "RUNNING")
-    interrupt_once_waiting(lambda: our_job_run(aws.app))
+    interrupt_once_waiting(monkeypatch, lambda: our_job_run(aws.app))
     with pytest.raises(KeyboardInterrupt):
         serverless(aws).run_sync(request())
     assert our_job_run(aws.app).state == "CANCELLED"

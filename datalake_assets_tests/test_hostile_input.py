@@ -4,8 +4,9 @@ The whole corpus is written into one archive day and synced ONCE (a 24-hour batc
 property that changes type every hour needs the whole day; everything else shares hours 10
 and 11). Then every case's fate is read back from what the sync wrote (Parquet tables and the
 quarantine, with pyarrow) and checked against the documented rules. Whole-corpus checks: the
-report's reconciliation, an independent count of where every line went (the reliability
-ledger's "lost"), and that no file or table name escapes the lake or is not a safe identifier.
+report's reconciliation, the lake compared id by id with the independent oracle (the
+reliability ledger), and that no file or table name escapes the lake or is not a safe
+identifier.
 
 Cases marked ``isolated`` (known to crash a sync they share) get a small sync of their own.
 """
@@ -19,7 +20,7 @@ import math
 import os
 import re
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -29,6 +30,9 @@ import pytest
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
 from datalake_assets.transform.job import SyncRequest, SyncResult, run_sync
+from datalake_assets_tests.lake_reader import LocalStore
+from datalake_assets_tests.lake_reader import read_lake as read_lake_files
+from datalake_assets_tests.oracle import Oracle
 from datalake_assets_tests.hostile_corpus import (
     ANY,
     BLANK,
@@ -424,83 +428,21 @@ def test_report_reconciles_the_whole_corpus(corpus: Outcome) -> None:
     assert src["values_quarantined"] == sum(len(v) for v in corpus.q_values.values())
 
 
-@dataclass
-class Accounting:
-    messages_in: int = 0
-    accounted: int = 0
-    lost: list[Written] = field(default_factory=list)
-    duplicates: int = 0  # lines attributed to a kept message's id beyond its row
-    phantom_ids: list[str] = field(default_factory=list)  # rows no archived line explains
-    repeated_ids: list[str] = field(default_factory=list)  # ids with more than one row
-
-
-def account(out: Outcome) -> Accounting:
-    """Where every archived line went, found in the lake itself (not from the report): its
-    line record in the quarantine (by file and line number), or its message id in the tables
-    (one line per id is the row, the others its duplicates). A line in neither is lost."""
-    acc = Accounting()
-    lines = [w for w in out.all_lines() if not w.blank]
-    acc.messages_in = len(lines)
-    if out.error is not None:  # nothing was committed
-        acc.lost = lines
-        return acc
-    row_ids = Counter(mid for t, tab in out.tables.items() if t != TRACKS
-                      for mid, rs in tab.rows.items() for _ in rs)
-    by_id: dict[str, list[Written]] = defaultdict(list)
-    for w in lines:
-        if out.q_lines.get((w.path, w.line_no)):
-            acc.accounted += 1
-            continue
-        mid = line_message_id(w.raw)
-        if mid is None:
-            acc.lost.append(w)
-        else:
-            by_id[mid].append(w)
-    for mid, ws in by_id.items():
-        if row_ids.get(mid, 0):
-            acc.accounted += len(ws)
-            acc.duplicates += len(ws) - 1
-        else:
-            acc.lost += ws
-    acc.phantom_ids = sorted(mid for mid in row_ids if mid not in by_id)
-    acc.repeated_ids = sorted(mid for mid, n in row_ids.items() if n > 1)
-    return acc
-
-
-def test_every_line_is_accounted_for_independently(corpus: Outcome, isolated, ledger) -> None:
-    """Records the reliability ledger. Lines lost by a known bug are reported (``lost``) and
-    checked by the strict xfail below; any other lost line fails here."""
-    total = Accounting()
-    for out in [corpus, *isolated.values()]:
-        acc = account(out)
-        total.messages_in += acc.messages_in
-        total.accounted += acc.accounted
-        total.lost += acc.lost
-    ledger.add(cases=len(CASES), faults=sum(len(c.lines) for c in CASES),
-               messages_in=total.messages_in, accounted=total.accounted, lost=len(total.lost))
-    assert total.accounted + len(total.lost) == total.messages_in
-    known = {c.name for c in CASES if c.loses_messages}
-    unexplained = [(w.case, w.index) for w in total.lost if w.case not in known]
-    assert not unexplained, f"lines in no table, no quarantine and no duplicate: {unexplained}"
-    acc = account(corpus)
-    assert not acc.repeated_ids, f"message ids written more than once: {acc.repeated_ids}"
-
-
-@pytest.mark.xfail(
-    strict=True, condition=any(c.loses_messages for c in CASES),
-    reason="known bugs lose messages: "
-           + "; ".join(c.name for c in CASES if c.loses_messages),
-)
-def test_no_line_is_lost(corpus: Outcome, isolated) -> None:
-    lost, phantom = [], []
-    for out in [corpus, *isolated.values()]:
-        acc = account(out)
-        lost += [(w.case, w.index) for w in acc.lost]
-        phantom += acc.phantom_ids
-        if out.result is not None:
-            assert acc.duplicates == out.result.source["duplicates"]
-    assert not lost, f"lost lines: {lost}"
-    assert not phantom, f"rows whose message id no archived line has: {phantom}"
+def test_the_lake_holds_what_the_oracle_says(corpus: Outcome, isolated, reliability) -> None:
+    """Records the reliability ledger: the lake, read back from its Parquet files, compared id
+    by id with the independent oracle (``oracle.py``) over the same archive. Each case is one
+    hostile input (one fault)."""
+    reliability.cases = len(CASES)
+    reliability.fault(len(CASES))
+    runs = [(corpus, MAIN_CASES), *((isolated[c.name], [c]) for c in ISOLATED_CASES)]
+    for out, cases in runs:
+        hours = sorted({line.hour for c in cases for line in c.lines})
+        expected = Oracle(LocalStore(), out.archive_root, SRC,
+                          max_message_bytes=MAX_MESSAGE_BYTES).sync(hours).expected()
+        reliability.expect(expected, lambda out=out: read_lake_files(LocalStore(), out.lake_root, SRC))
+    found = reliability.compare()
+    assert found.lines == sum(1 for c in CASES for line in c.lines if line.raw.strip())
+    assert found.ok, str(found)
 
 
 def test_nothing_escapes_the_lake(corpus: Outcome) -> None:

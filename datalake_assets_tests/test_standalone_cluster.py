@@ -8,9 +8,9 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,12 +29,6 @@ pytestmark = pytest.mark.spark
 SRC = "dist"
 HOURS = ("2026-11-21T10", "2026-11-21T11")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _spark_home() -> str:
@@ -56,7 +50,6 @@ def cluster(tmp_path_factory):
     env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_LOG_DIR": str(base / "logs"), "PYSPARK_PYTHON": sys.executable,
            "SPARK_NO_DAEMONIZE": "1"}
-    port, ui = _free_port(), _free_port()
     spark_class = os.path.join(home, "bin", "spark-class")
     procs = []
 
@@ -65,22 +58,26 @@ def cluster(tmp_path_factory):
         procs.append(subprocess.Popen([spark_class, *args], env=env, stdout=out,
                                       stderr=subprocess.STDOUT, start_new_session=True))
 
-    start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-           "--webui-port", str(ui)], "master.log")
+    # Port 0: the master binds its own ports and logs them. (A port picked free by the test
+    # and released before the JVM binds it can be taken in between by another process.)
+    start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", "0",
+           "--webui-port", "0"], "master.log")
     try:
         deadline = time.monotonic() + 120
         while True:
-            try:
-                _master_state(ui)
+            log = (base / "master.log").read_text(errors="replace")
+            rpc = re.search(r"Starting Spark master at spark://127\.0\.0\.1:(\d+)", log)
+            web = re.search(r"MasterWebUI.*started at http://[^:]+:(\d+)", log)
+            if rpc and web and "I have been elected leader" in log:
+                port, ui = int(rpc.group(1)), int(web.group(1))
                 break
-            except OSError:
-                assert time.monotonic() < deadline, (base / "master.log").read_text()[-3000:]
-                time.sleep(0.5)
+            assert procs[0].poll() is None and time.monotonic() < deadline, log[-3000:]
+            time.sleep(0.5)
         for i in range(2):
             work = base / f"worker{i}"
             work.mkdir()
             start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                   "--cores", "1", "--memory", "1500m", "--webui-port", str(_free_port()),
+                   "--cores", "1", "--memory", "1500m", "--webui-port", "0",
                    "--work-dir", str(work), f"spark://127.0.0.1:{port}"], f"worker{i}.log")
         while len([w for w in _master_state(ui)["workers"] if w["state"] == "ALIVE"]) < 2:
             assert time.monotonic() < deadline, "workers never registered"

@@ -9,6 +9,8 @@ from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform import commit
 from datalake_assets.transform.job import SyncError, SyncRequest, read_schema_record, run_sync
 from datalake_assets_tests.archive_builders import msg, write_hour
+from datalake_assets_tests.lake_reader import LocalStore, compare, read_lake
+from datalake_assets_tests.oracle import Oracle
 
 pytestmark = pytest.mark.spark
 SRC = "src1"
@@ -224,12 +226,22 @@ def test_reconciliation_failure_commits_nothing(spark, lake, monkeypatch):
 
 
 
-def test_a_message_delivered_in_two_hours_is_kept_once_across_syncs(spark, lake):
+@pytest.mark.reliability
+def test_a_message_delivered_in_two_hours_is_kept_once_across_syncs(spark, lake, reliability):
     write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("a"), msg("b")])
     write_hour(lake["archive_root"], SRC, "2026-11-21T12",
                [msg("b", hour="2026-11-21T12"), msg("c", hour="2026-11-21T12")])
+    store = LocalStore()  # the same syncs, by the independent oracle: "b" stays in hour 10
+    oracle = Oracle(store, lake["archive_root"], SRC)
+    reliability.expect(  # the lake at the end: compared then, or at teardown
+        lambda: Oracle(store, lake["archive_root"], SRC).sync(["2026-11-21T10"])
+        .sync(["2026-11-21T12"]).sync(["2026-11-21T10"]).expected(),
+        lambda: read_lake(store, lake["lake_root"], SRC))
     sync(spark, lake, "2026-11-21T10")
     second = sync(spark, lake, "2026-11-21T12")
+    oracle.sync(["2026-11-21T10"]).sync(["2026-11-21T12"])
+    found = compare(oracle.expected(), read_lake(store, lake["lake_root"], SRC))
+    assert found.ok, str(found)
     assert second.source["cross_hour_duplicates"] == 1 and second.source["messages_written"] == 1
     table = second.tables["order_completed"]
     assert table["cross_hour_duplicates"] == 1 and table["checks"]["repeated_message_ids"] == 0
@@ -240,6 +252,8 @@ def test_a_message_delivered_in_two_hours_is_kept_once_across_syncs(spark, lake)
         f"select message_id, hr from read_parquet('{lake['lake_root']}/data/{SRC}/segment_type="
         "order_completed/*/*/*.parquet', hive_partitioning=true) order by 1").fetchall()
     assert ids == [("a", 10), ("b", 10), ("c", 12)]
+    found = reliability.compare()
+    assert found.ok, str(found)
     # out of the window, the same id is a new message
     write_hour(lake["archive_root"], SRC, "2026-11-30T10", [msg("a", hour="2026-11-30T10")])
     assert sync(spark, lake, "2026-11-30T10").source["messages_written"] == 1

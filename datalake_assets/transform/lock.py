@@ -23,6 +23,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from datalake_assets.spec import layout
@@ -36,11 +37,11 @@ class LockLost(RuntimeError):
     """The S3 lease was taken over (the holder paused longer than the lease)."""
 
 
-def _holder(run_id: str, lease_s: float | None = None) -> dict:
+def _holder(run_id: str, lease_s: float | None = None, now: float | None = None) -> dict:
     body = {"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
             "since": datetime.now(UTC).isoformat(timespec="seconds")}
     if lease_s is not None:
-        body["expires_at"] = time.time() + lease_s
+        body["expires_at"] = (time.time() if now is None else now) + lease_s
     return body
 
 
@@ -50,10 +51,14 @@ def _describe(body: dict) -> str:
 
 
 class SourceLock:
-    """``with SourceLock(lake_root, source_dir, run_id): ...``; see the module docstring."""
+    """``with SourceLock(lake_root, source_dir, run_id): ...``; see the module docstring.
+    ``clock``: the wall clock that S3 leases expire by (injectable, so tests of expiry and
+    renewal do not depend on how fast a busy machine schedules the heartbeat)."""
 
     def __init__(self, lake_root: str, source_dir: str, run_id: str, wait_s: float = 600.0,
-                 lease_s: float = 300.0, poll_s: float = 1.0) -> None:
+                 lease_s: float = 300.0, poll_s: float = 1.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
         self.location = layout.join(lake_root, "_locks", f"{source_dir}.lock")
         self.source_dir = source_dir
         self.run_id = run_id
@@ -143,7 +148,7 @@ class _S3Lease:
         self._mutex = threading.Lock()
 
     def _put(self, **cond) -> str:
-        body = json.dumps(_holder(self.lock.run_id, self.lock.lease_s)).encode()
+        body = json.dumps(_holder(self.lock.run_id, self.lock.lease_s, self.lock.clock())).encode()
         return self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=body, **cond)["ETag"]
 
     def acquire(self) -> None:
@@ -161,7 +166,7 @@ class _S3Lease:
             try:
                 got = self.s3.get_object(Bucket=self.bucket, Key=self.key)
                 holder = json.loads(got["Body"].read() or b"{}")
-                if float(holder.get("expires_at", 0)) < time.time():  # holder died: take over
+                if float(holder.get("expires_at", 0)) < self.lock.clock():  # holder died: take over
                     try:
                         self.etag = self._put(IfMatch=got["ETag"])
                         break

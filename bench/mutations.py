@@ -1,0 +1,157 @@
+"""Mutations the test suite must catch: each one a bug that loses, doubles or misfiles data.
+
+For each mutation: copy the working tree to a scratch folder, patch one place of the source
+(exact text; a patch whose text is no longer there fails loudly instead of testing nothing),
+run the tests that must catch it there, and expect them to fail. Prints one line per mutation
+and ``mutations tried N, caught N``; exits non-zero if any mutation survived or could not be
+applied. Not part of the pytest suite (it runs the suite against broken copies).
+
+    .venv/bin/python bench/mutations.py            # all (about 15-25 min on 2 cores)
+    .venv/bin/python bench/mutations.py -k journal # those whose name contains "journal"
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+T = "datalake_assets_tests/"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str
+    patches: tuple[tuple[str, str], ...]  # (exact old text, new text), each found exactly once
+    tests: tuple[str, ...]  # pytest arguments: what must turn red
+
+
+MUTATIONS = [
+    Mutation(
+        "drop one row per stage-B batch on s3:// lakes", "datalake_assets/transform/stages.py",
+        (("        self._writer(hour).write_table(written)\n",
+          ("        self._writer(hour).write_table(\n"
+           "            written.slice(1) if storage.is_uri(self.cfg.staging_root) else written)\n")),),
+        (T + "test_storage_faults.py", "-k", "throttled")),
+    Mutation(
+        "the reader drops the last buffer of a file", "datalake_assets/transform/storage.py",
+        (("                if d.eof:\n                    yield from pending\n",
+          "                if d.eof:\n"),),
+        (T + "test_hostile_input.py", "-k", "oracle")),
+    Mutation(
+        "skip the cross-hour dedup (id index)", "datalake_assets/transform/job.py",
+        (("        prior_files = _index_files(req, hours_with_files)\n",
+          "        prior_files = []\n"),),
+        (T + "test_sync_spark.py", "-k", "kept_once_across_syncs")),
+    Mutation(
+        "treat one valid line as quarantined", "datalake_assets/transform/stages.py",
+        (("                    _, table, message_id = validate(obj)\n",
+          ("                    _, table, message_id = validate(obj)\n"
+           "                    if line_no == 1:\n"
+           "                        raise Rejected(\"invalid_json\", \"mutation\")\n")),),
+        (T + "test_hostile_input.py", "-k", "oracle")),
+    Mutation(
+        "write a partition's rows twice", "datalake_assets/transform/stages.py",
+        (("        self._writer(hour).write_table(written)\n",
+          ("        self._writer(hour).write_table(written)\n"
+           "        self._writer(hour).write_table(written)\n")),),
+        (T + "test_hostile_input.py", "-k", "oracle")),
+    Mutation(
+        "commit without the journal", "datalake_assets/transform/commit.py",
+        (("    journal = write_journal(lake_root, source_dir, run_id, swaps)\n",
+          "    journal = None\n"),
+         ("        if i == 0:\n            faults.checkpoint(\"mid_commit\")\n    _delete_file(journal)\n",
+          "        if i == 0:\n            faults.checkpoint(\"mid_commit\")\n")),
+        (T + "test_faults.py", "-k", "mid_commit")),
+    Mutation(
+        "the collector replies before the fsync", "datalake_assets/collector/spool.py",
+        (("        r.done.wait()\n        error = r.failed.get(seg)\n",
+          "        error = r.failed.get(seg)\n"),),
+        (T + "test_collector.py", "-k", "returns_only_after_its_fsync or kill_9")),
+    Mutation(
+        "the importer skips a file", "datalake_assets/segment_import.py",
+        (("        for obj in sorted(files):\n", "        for obj in sorted(files)[1:]:\n"),),
+        (T + "test_segment_import.py", "-k", "import_then_sync_finds_every_message_once")),
+]
+
+
+def scratch_copy(dest: str) -> None:
+    """The working tree as it is (uncommitted changes included), without venvs and caches."""
+    shutil.copytree(REPO, dest, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "__pycache__", ".datalake", "*.egg-info", ".pytest_cache"))
+
+
+def apply(m: Mutation, root: str) -> None:
+    path = os.path.join(root, m.path)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for old, new in m.patches:
+        n = text.count(old)
+        if n != 1:
+            raise SystemExit(f"mutation {m.name!r}: the text to patch is in {m.path} {n} times "
+                             f"(expected once); update the mutation:\n{old}")
+        text = text.replace(old, new)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def run(m: Mutation, python: str, keep: bool) -> tuple[bool, float, str]:
+    """``(caught, seconds, last lines of the output)``."""
+    scratch = tempfile.mkdtemp(prefix="mutation-")
+    root = os.path.join(scratch, "repo")
+    try:
+        scratch_copy(root)
+        apply(m, root)
+        # The copy's package first on the path, not the editable install of the repo: every
+        # process the tests start (syncs, collectors) gets PYTHONPATH too.
+        env = {**os.environ, "PYTHONPATH": root, "PYTHONDONTWRITEBYTECODE": "1"}
+        where = subprocess.run([python, "-c", "import datalake_assets; print(datalake_assets.__file__)"],
+                               cwd=root, env=env, capture_output=True, text=True, check=True)
+        if not where.stdout.startswith(root):
+            raise SystemExit(f"the scratch copy is not what runs: {where.stdout}")
+        t = time.monotonic()
+        done = subprocess.run([python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                               *m.tests], cwd=root, env=env, capture_output=True, text=True,
+                              check=False)
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        why = next((ln for ln in lines if ln.startswith("E ")), "")[:200]  # the first failure
+        tail = "\n".join([why, *lines[-6:]])
+        # 1: tests failed (caught). 0: all passed (survived). 5: no test ran: not a catch.
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"mutation {m.name!r}: pytest exited {done.returncode}:\n{tail}")
+        return done.returncode == 1, time.monotonic() - t, tail
+    finally:
+        if keep:
+            print(f"  kept {root}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("-k", default="", help="only mutations whose name contains this")
+    p.add_argument("--python", default=os.path.join(REPO, ".venv", "bin", "python"))
+    p.add_argument("--keep", action="store_true", help="keep the scratch copies")
+    a = p.parse_args(argv)
+    chosen = [m for m in MUTATIONS if a.k in m.name]
+    caught = 0
+    for m in chosen:
+        ok, seconds, tail = run(m, a.python, a.keep)
+        caught += ok
+        print(f"{'caught  ' if ok else 'SURVIVED'} {m.name} ({seconds:.0f} s: "
+              f"{' '.join(m.tests)})", flush=True)
+        print("  " + (tail if not ok else tail.splitlines()[0]).replace("\n", "\n  "),
+              flush=True)
+    print(f"mutations tried {len(chosen)}, caught {caught}")
+    return 0 if chosen and caught == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
