@@ -241,3 +241,24 @@ def test_a_24_hour_backfill_is_one_spark_job_and_a_replay(spark, settings):
     assert sorted(r.partition for r in history) == [h.partition_key for h in hours]
     evaluation = history[0].event.dagster_event.event_specific_data
     assert evaluation.metadata["batch_first_hour"].value == "2026-11-20-00:00"
+
+
+def test_dg_checks_and_lists_the_code_location(tmp_path):
+    """``dg check defs`` and ``dg list defs`` load the project from ``[tool.dg]`` (pyproject)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    dg = Path(sys.executable).with_name("dg")
+    env = dict(os.environ, DATALAKE_HOME=str(tmp_path / "home"), DAGSTER_HOME="")
+    env.pop("DATALAKE_SETTINGS", None)
+    check = subprocess.run([str(dg), "check", "defs"], cwd=repo, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
+    assert "All definitions loaded successfully" in check.stdout + check.stderr
+    listed = subprocess.run([str(dg), "list", "defs", "--json"], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "demo/pages" in listed.stdout and "lake_definitions_sensor" in listed.stdout
