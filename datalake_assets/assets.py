@@ -321,14 +321,13 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
             raise
         src = result.source
 
-        def record(key: AssetKey, metadata: dict, description: str | None = None):
+        def record(key: AssetKey, metadata: dict):
             """A selected asset's result; any other rewritten asset, a runtime event."""
             if key in selected:
                 return [MaterializeResult(asset_key=key, metadata=metadata)]
-            note = description or ("synced with the selected assets of the same source-hour"
-                                   if key in declared else
-                                   "new table: it becomes an asset of this source at the next "
-                                   "load of the code location (automatic, see README)")
+            note = ("synced with the selected assets of the same source-hour" if key in declared
+                    else "new table: it becomes an asset of this source at the next load of "
+                         "the code location (automatic, see README)")
             return [AssetMaterialization(asset_key=key, partition=k, metadata=metadata,
                                          description=note) for k in keys]
 
