@@ -15,6 +15,7 @@ materialization with the same metadata), so the catalog never shows stale data a
 """
 
 import ast
+import functools
 import hashlib
 import warnings
 from dataclasses import replace
@@ -72,6 +73,7 @@ _RULE_MODULES = ("spec/messages.py", "spec/naming.py", "spec/types.py", "spec/co
                  "spec/schema.py", "spec/conformance.py", "transform/stages.py")
 
 
+@functools.cache  # the same for every source and load of this process
 def rules_code_version() -> str:
     h = hashlib.sha256()
     package = resources.files("datalake_assets")

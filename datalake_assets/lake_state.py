@@ -92,10 +92,17 @@ class LakeState:
 
 def first_archive_hour(settings: LakeSettings, source: SourceSettings) -> ArchiveHour | None:
     """The oldest hour folder holding archive files, listing as little as possible (one
-    folder listing per level locally; one page of keys on S3)."""
-    listing = lister_for(settings.archive_root).list_hours(
-        settings.archive_root, source.id, _EPOCH, limit=1)
-    return min(listing.hours) if listing.hours else None
+    folder listing per level locally; one page of keys on S3). A listing cut after an hour
+    without archive files (only in-progress ``.``/``_`` names) goes on from the cut."""
+    lister = lister_for(settings.archive_root)
+    since = _EPOCH
+    while True:
+        listing = lister.list_hours(settings.archive_root, source.id, since, limit=1)
+        if listing.hours:
+            return min(listing.hours)
+        if listing.truncated_at is None:
+            return None
+        since = listing.truncated_at
 
 
 def _utc_now() -> datetime:

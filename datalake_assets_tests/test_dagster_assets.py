@@ -141,6 +141,10 @@ def test_auto_start_is_the_archive_first_hour(tmp_path):
     generate_archive(settings.archive_root, "web",
                      [ArchiveHour.parse("2026-11-20T05"), ArchiveHour.parse("2026-11-21T09")],
                      events_per_hour=5, files_per_hour=1)
+    # An older hour folder holding only an in-progress file does not count, nor stop the search.
+    early = tmp_path / "archive" / "web" / "day=2026-11-19" / "hr=03"
+    early.mkdir(parents=True)
+    (early / ".part-0.jsonl.gz").write_bytes(b"")
     state = read_lake_state(settings)
     assert state.sources["web"].start == "2026-11-20-05:00"
     assert state.changes_since(empty) == [
