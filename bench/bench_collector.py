@@ -6,7 +6,7 @@
 For each number of workers and of clients: a fresh collector (``datalake collect`` in its own
 process, on 127.0.0.1, port chosen by the OS, ``--workers`` processes), then that many client
 *processes*, each with one keep-alive connection, posting ``/v1/batch`` requests of ``--batch``
-realistic messages (made by ``datalake_assets.demo``: nested properties, contexts, the python
+realistic messages (made by ``datalake_assets.ingest.demo``: nested properties, contexts, the python
 library's shape with a ``timestamp`` per message and a batch ``sentAt``) as fast as the replies
 come back, for ``--seconds`` (and at most ``--max-requests`` per client). Every messageId is
 unique.
@@ -56,7 +56,7 @@ def demo_messages(n: int, work: Path) -> list[dict]:
     """``n`` valid, realistic messages as a client would send them (no server fields)."""
     import orjson
 
-    from datalake_assets.demo import generate_archive
+    from datalake_assets.ingest.demo import generate_archive
     from datalake_assets.spec.layout import ArchiveHour
     from datalake_assets.spec.messages import Rejected, validate
 

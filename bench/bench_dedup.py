@@ -65,7 +65,7 @@ def main() -> int:
 
     import orjson
 
-    from datalake_assets.demo import generate_archive
+    from datalake_assets.ingest.demo import generate_archive
     from datalake_assets.spec.layout import ArchiveHour
     from datalake_assets.transform.job import SyncRequest, local_spark_session, run_sync
 

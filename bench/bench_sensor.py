@@ -36,7 +36,7 @@ from datetime import timedelta
 
 from dagster import DagsterInstance, SensorResult, build_sensor_context
 
-from datalake_assets import sensors as sn
+from datalake_assets.orchestration import sensors as sn
 from datalake_assets.definitions import build_definitions
 from datalake_assets.settings import load_settings
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir

@@ -3,7 +3,7 @@
     cd /work/main && PYTHONPATH=. python bench/bench_sync.py --wait-quiet 600  # 2M events
     cd /work/main && PYTHONPATH=. python bench/bench_sync.py --events 50000 --files 4
 
-One run, one input (``datalake_assets.demo.generate_archive``: one hour of messy Segment
+One run, one input (``datalake_assets.ingest.demo.generate_archive``: one hour of messy Segment
 traffic, gzipped JSON lines), three contenders, each in its OWN fresh subprocess:
 
 * ``ours``:   ``run_sync`` (``datalake_assets.transform.job``) on a ``local[2]`` session:
@@ -381,7 +381,7 @@ def generate(a: argparse.Namespace, archive_root: Path) -> dict:
             meta["reused"] = True
             return meta
         print("--reuse: the existing archive has another size; generating again", flush=True)
-    from datalake_assets.demo import generate_archive
+    from datalake_assets.ingest.demo import generate_archive
     from datalake_assets.spec.layout import ArchiveHour
 
     shutil.rmtree(archive_root, ignore_errors=True)

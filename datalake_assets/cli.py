@@ -19,9 +19,10 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from datalake_assets.catalog.config import config_from_settings
 from datalake_assets.settings import LakeSettings, SettingsError, default_home, load_settings
 from datalake_assets.spec import layout
-from datalake_assets.transform import storage
+from datalake_assets.lake import storage
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +35,7 @@ def _last_closed_hours(n: int, now: datetime | None = None) -> list[layout.Archi
 
 
 def cmd_demo(settings: LakeSettings, args: argparse.Namespace) -> int:
-    from datalake_assets.demo import generate_archive
+    from datalake_assets.ingest.demo import generate_archive
 
     source = settings.source(args.source) if args.source else settings.sources[0]
     if args.end:
@@ -77,7 +78,7 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
         shutil.copy(shipped, instance_yaml)  # a user's home: only filled in, never overwritten
     env = dict(os.environ, DAGSTER_HOME=str(home))
     # The definitions sensor reloads the code location through this server when syncs create
-    # event tables (datalake_assets/reload.py).
+    # event tables (datalake_assets/orchestration/reload.py).
     shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
     env.setdefault("DATALAKE_WEBSERVER_URL", f"http://{shown_host}:{args.port}")
     if settings.settings_file:
@@ -120,7 +121,7 @@ def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
         source_dir=source.lake_dir, database=source.database, date_layout=source.date_layout,
         hours=tuple(args.hours), max_message_bytes=settings.sync.max_message_bytes,
         max_depth=settings.sync.max_depth, replay=args.replay,
-        table_prefix=source.effective_table_prefix, catalog=settings.catalog_config(),
+        table_prefix=source.effective_table_prefix, catalog=config_from_settings(settings.catalog),
         dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
     )
     spark = local_spark_session(settings.spark.master, settings.spark.driver_memory,
@@ -137,7 +138,7 @@ def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
 def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
     """Import received days of a source's Segment archive; then sync the changed hours
     (``--sync``) or print how to (a Dagster backfill)."""
-    from datalake_assets.segment_import import SegmentImporter, hour_ranges
+    from datalake_assets.ingest.segment_import import SegmentImporter, hour_ranges
 
     source = settings.source(args.source) if args.source else settings.sources[0]
     if not source.segment_archive:
@@ -189,7 +190,7 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
         return code
     from datalake_assets.transform.job import SyncError, SyncRequest, local_spark_session, run_sync
 
-    catalog = settings.catalog_config()
+    catalog = config_from_settings(settings.catalog)
     spark = local_spark_session(settings.spark.master, settings.spark.driver_memory,
                                 {**settings.spark.extra_conf, **catalog.spark_conf()})
     for first, last in ranges:
@@ -214,7 +215,8 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
 
 
 def cmd_ddl(settings: LakeSettings, args: argparse.Namespace) -> int:
-    from datalake_assets.catalog import CatalogError, print_table_ddl
+    from datalake_assets.catalog.base import CatalogError
+    from datalake_assets.catalog.ddl import print_table_ddl
 
     source = settings.source(args.source) if args.source else settings.sources[0]
     try:
@@ -229,9 +231,9 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
     import logging
     import threading
 
-    from datalake_assets.collector import Collector
-    from datalake_assets.collector.spool import SpoolError
-    from datalake_assets.collector.workers import Workers
+    from datalake_assets.ingest.collector import Collector
+    from datalake_assets.ingest.collector.spool import SpoolError
+    from datalake_assets.ingest.collector.workers import Workers
 
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

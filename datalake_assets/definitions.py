@@ -21,12 +21,13 @@ from dagster._core.definitions.definitions_load_context import (
     DefinitionsLoadType,
 )
 
-from datalake_assets.assets import build_source_assets
-from datalake_assets.import_sensors import build_import_automation
-from datalake_assets.lake_state import LakeState, read_lake_state
-from datalake_assets.reload import build_definitions_sensor, reload_job
-from datalake_assets.resources import LocalSparkCompute, SparkCompute
-from datalake_assets.sensors import ArchiveLister, Clock, build_automation, utc_now
+from datalake_assets.catalog.config import config_from_settings
+from datalake_assets.orchestration.assets import build_source_assets
+from datalake_assets.orchestration.import_sensors import build_import_automation
+from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
+from datalake_assets.orchestration.reload import build_definitions_sensor, reload_job
+from datalake_assets.orchestration.resources import LocalSparkCompute, SparkCompute
+from datalake_assets.orchestration.sensors import ArchiveLister, Clock, build_automation, utc_now
 from datalake_assets.settings import LakeSettings, load_settings
 
 STATE_KEY = "datalake/lake_state"  # the reconstruction metadata key of the LakeState
@@ -76,10 +77,10 @@ def build_compute(settings: LakeSettings) -> SparkCompute:
             conf={
                 "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
                 **settings.spark.extra_conf,
-                **settings.catalog_config().spark_conf(),  # a Hive catalog needs the session
+                **config_from_settings(settings.catalog).spark_conf(),  # a Hive catalog needs the session
             },
         )
-    from datalake_assets.emr import EmrServerlessCompute, EmrSparkCompute
+    from datalake_assets.orchestration.emr import EmrServerlessCompute, EmrSparkCompute
 
     common = {
         "region": c.region, "staging_prefix": c.staging_prefix,

@@ -42,7 +42,7 @@ from datetime import date, datetime, time
 from importlib import resources
 from typing import Any
 
-from datalake_assets.spec import naming
+from datalake_assets.spec import layout, naming
 from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
 
 ENV_HOME = "DATALAKE_HOME"
@@ -60,7 +60,7 @@ SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the 
 
 DEFAULT_SOURCE_ID = "demo"
 # "auto": the first hour of the source's raw archive, read when the code location loads
-# (datalake_assets.lake_state); an explicit hour fixes it.
+# (datalake_assets.orchestration.lake_state); an explicit hour fixes it.
 AUTO_START = "auto"
 DEFAULT_START = AUTO_START
 ENV_WEBSERVER_URL = "DATALAKE_WEBSERVER_URL"
@@ -92,7 +92,6 @@ _MEMORY_RE = re.compile(r"[0-9]+(?:b|[kmgtp]b?)?", re.IGNORECASE)
 _URI_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://(.*)", re.DOTALL)
 _HALF_URI_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+:/")  # "s3:/bucket": a URI missing a '/'
 _BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
-_SEGMENT_SCHEMES = ("s3", "s3a", "s3n")  # what the importer lists (besides local folders)
 
 _ID_RULE = "1-128 characters from [A-Za-z0-9_-] (the id is a folder of the raw archive)"
 _SLUG_RULE = "1-64 characters from [a-z0-9_] (Glue-safe)"
@@ -201,7 +200,7 @@ class SourceSettings:
     start: str = DEFAULT_START  # first hourly partition, 'YYYY-MM-DD-HH:00' (UTC), or "auto"
     # who answers for the source's assets (shown in the Dagster UI): emails or "team:<name>"
     owners: tuple[str, ...] = ()
-    # Segment's S3-destination archive to import (datalake_assets.segment_import): a local
+    # Segment's S3-destination archive to import (datalake_assets.ingest.segment_import): a local
     # folder or s3:// URI holding segment-logs/<segment_source_id>/<day epoch ms>/*.gz; "": none
     segment_archive: str = ""
     segment_source_id: str = ""  # the source's folder in segment-logs/; "" -> id (with an archive)
@@ -269,7 +268,7 @@ class SourceSettings:
             raise SettingsError(f"has surrounding spaces or a trailing '/': {root!r}",
                                 key="segment_archive")
         m = _URI_RE.fullmatch(root)
-        if m and (m.group(1).lower() not in _SEGMENT_SCHEMES or not m.group(2)):
+        if m and (m.group(1).lower() not in layout.S3_SCHEMES or not m.group(2)):
             raise SettingsError(
                 f"invalid archive {root!r}; allowed: a local folder or s3://bucket[/prefix]",
                 key="segment_archive",
@@ -410,7 +409,7 @@ SENSOR_STATUSES = ("running", "stopped")
 
 @dataclass(frozen=True)
 class AutomationSettings:
-    """The archive sensors (``datalake_assets.sensors``), one per source."""
+    """The archive sensors (``datalake_assets.orchestration.sensors``), one per source."""
 
     sensors: str = "running"  # default status of the sensors: "running" or "stopped"
     interval_seconds: int = 60  # minimum time between two ticks of a sensor
@@ -504,19 +503,6 @@ class CatalogSettings:
             if value:
                 _need_match(value, pattern, name, f"{rule}, or empty", name.replace("_", " "))
 
-    def to_config(self, home: str | None = None):
-        """The ``CatalogConfig`` the sync job gets (``datalake_assets.catalog``)."""
-        from datalake_assets.catalog.config import CatalogConfig
-
-        metastore_dir = self.metastore_dir or os.path.join(
-            home or default_home(), DEFAULT_METASTORE_DIR)
-        return CatalogConfig(
-            backend=self.backend, glue_region=self.glue_region,
-            glue_endpoint_url=self.glue_endpoint_url, glue_catalog_id=self.glue_catalog_id,
-            hive_metastore_uri=self.hive_metastore_uri, metastore_dir=metastore_dir,
-            reports_database=self.reports_database,
-        )
-
 
 COMPUTE_BACKENDS = ("local", "emr", "emr_serverless")
 DEPLOY_MODES = ("client", "cluster")
@@ -534,7 +520,7 @@ _COMPUTE_CONF_OWNED = {
 
 @dataclass(frozen=True)
 class ComputeSettings:
-    """Where the sync's Spark job runs (``datalake_assets.resources`` / ``datalake_assets.emr``).
+    """Where the sync's Spark job runs (``datalake_assets.orchestration.resources`` / ``datalake_assets.orchestration.emr``).
 
     ``backend``: ``"local"`` (default: Spark in the run's process, ``[spark]``), ``"emr"`` (a
     step of the existing cluster ``cluster_id``; replays on ``replay_cluster_id`` if set) or
@@ -657,7 +643,7 @@ _HOST_RE = re.compile(r"[A-Za-z0-9.\-:]{1,253}")  # a name, IPv4 or IPv6 (no bra
 
 @dataclass(frozen=True)
 class CollectorSettings:
-    """The Segment-compatible collector (``datalake collect``, ``datalake_assets.collector``).
+    """The Segment-compatible collector (``datalake collect``, ``datalake_assets.ingest.collector``).
 
     Accepted messages are appended to a write-ahead spool (``spool_dir``, a local folder,
     fsync'd before the reply), then rolled into the raw archive's hourly gzipped files.
@@ -751,10 +737,6 @@ class LakeSettings:
     def write_key_sources(self) -> dict[str, SourceSettings]:
         """Write key -> its source (each key belongs to one source: validated)."""
         return {k: s for s in self.sources for k in s.write_keys}
-
-    def catalog_config(self):
-        """The ``datalake_assets.catalog.CatalogConfig`` of these settings."""
-        return self.catalog.to_config()
 
     def source(self, id_or_slug: str) -> SourceSettings:
         """The source with this id, else the one with this slug (never ambiguous: validated)."""

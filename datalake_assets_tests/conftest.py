@@ -19,7 +19,7 @@ def spark(hive_metastore_dir):
     """One local Spark session for the whole suite (sized for a 2-core machine), with a Hive
     catalog whose metastore, warehouse and derby.log live in a session temp folder (never in
     the repo: ``derby.system.home`` is set, next to the ``-Duser.timezone=UTC`` the job sets)."""
-    from datalake_assets.catalog import hive_spark_conf
+    from datalake_assets.catalog.config import hive_spark_conf
     from datalake_assets.transform.job import local_spark_session
 
     session = local_spark_session(

@@ -13,26 +13,12 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from datalake_assets.catalog import (
-    REPORT_SCHEMA,
-    CatalogConfig,
-    CatalogError,
-    InvalidNameError,
-    NoCatalog,
-    PartitionSpec,
-    add_partitions_ddl,
-    catalog_from_config,
-    create_table_ddl,
-    hive_spark_conf,
-    merge_columns,
-    print_table_ddl,
-    read_schemas,
-    register_sync,
-    report_rows,
-    scan_partitions,
-    table_ddl,
-    write_report_table,
-)
+from datalake_assets.catalog.config import config_from_settings
+from datalake_assets.catalog.base import CatalogError, InvalidNameError, NoCatalog, PartitionSpec, merge_columns
+from datalake_assets.catalog.config import CatalogConfig, catalog_from_config, hive_spark_conf
+from datalake_assets.catalog.ddl import add_partitions_ddl, create_table_ddl, print_table_ddl, scan_partitions, table_ddl
+from datalake_assets.catalog.register import read_schemas, register_sync
+from datalake_assets.catalog.reports import REPORT_SCHEMA, report_rows, write_report_table
 from datalake_assets.catalog.base import (
     check_identifier,
     check_location,
@@ -181,7 +167,7 @@ def test_catalog_from_config(monkeypatch):
 def test_settings_give_the_config(tmp_path):
     s = LakeSettings(str(tmp_path / "a"), str(tmp_path / "l"), (SourceSettings("demo"),),
                      catalog=CatalogSettings(metastore_dir=str(tmp_path / "m")))
-    cfg = s.catalog_config()
+    cfg = config_from_settings(s.catalog)
     assert (cfg.backend, cfg.metastore_dir, cfg.reports_database) == (
         "hive", str(tmp_path / "m"), "segment_datalake_meta")
 

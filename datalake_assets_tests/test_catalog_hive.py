@@ -12,15 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from datalake_assets.catalog import (
-    CatalogError,
-    PartitionSpec,
-    read_schemas,
-    register_quarantine,
-    register_reports,
-    register_sync,
-    write_report_table,
-)
+from datalake_assets.catalog.base import CatalogError, PartitionSpec
+from datalake_assets.catalog.register import read_schemas, register_sync
+from datalake_assets.catalog.reports import register_quarantine, register_reports, write_report_table
 from datalake_assets.catalog.hive import HiveCatalog, swap_table_name
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
@@ -228,7 +222,7 @@ def test_sync_reports_queryable_by_sql(spark, hive, tmp_path):
 
 
 def test_quarantine_table(spark, hive, db, tmp_path):
-    from datalake_assets.transform.stages import QUARANTINE_SCHEMA
+    from datalake_assets.lake.records import QUARANTINE_SCHEMA
 
     lake = str(tmp_path / "lake")
     by_hour = ((H9, ["invalid_json", "invalid_json", "oversize"]), (H10, ["missing_type"]))

@@ -5,8 +5,8 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import AssetCheckSeverity, DagsterInstance, materialize
 
-from datalake_assets.assets import build_source_assets, table_check_results
-from datalake_assets.resources import LocalSparkCompute
+from datalake_assets.orchestration.assets import build_source_assets, table_check_results
+from datalake_assets.orchestration.resources import LocalSparkCompute
 from datalake_assets.settings import load_settings
 from datalake_assets.transform import job
 from datalake_assets_tests.archive_builders import msg, write_hour

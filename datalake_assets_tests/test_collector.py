@@ -25,9 +25,9 @@ import orjson
 import pytest
 
 from datalake_assets import settings as st
-from datalake_assets.collector import Collector, protocol
-from datalake_assets.collector.roller import archive_location, roll_segment
-from datalake_assets.collector.spool import (
+from datalake_assets.ingest.collector import Collector, protocol
+from datalake_assets.ingest.collector.roller import archive_location, roll_segment
+from datalake_assets.ingest.collector.spool import (
     ClosedSegment,
     Spool,
     SpoolError,
@@ -426,7 +426,7 @@ def lines_of(path: str) -> list[bytes]:
 def test_group_commit_one_fsync_covers_many_requests(tmp_path, monkeypatch):
     """19 requests that arrive while a round's fsync runs share the next round. Made
     deterministic: the first fsync is held until all 19 are queued (no reliance on timing)."""
-    from datalake_assets.collector import spool as spool_mod
+    from datalake_assets.ingest.collector import spool as spool_mod
 
     closed: list[ClosedSegment] = []
     real_fsync = os.fsync
@@ -465,7 +465,7 @@ def test_group_commit_one_fsync_covers_many_requests(tmp_path, monkeypatch):
 
 
 def test_append_returns_only_after_its_fsync(tmp_path, monkeypatch):
-    from datalake_assets.collector import spool as spool_mod
+    from datalake_assets.ingest.collector import spool as spool_mod
 
     gate = threading.Event()
     real_fsync = os.fsync
@@ -512,7 +512,7 @@ def test_segments_close_on_size_hour_and_age(tmp_path):
 def test_a_failed_write_is_not_acknowledged_and_damages_nothing(tmp_path, monkeypatch):
     import errno
 
-    from datalake_assets.collector import spool as spool_mod
+    from datalake_assets.ingest.collector import spool as spool_mod
 
     closed: list[ClosedSegment] = []
     sp = Spool(str(tmp_path / "spool"), closed.append)
@@ -559,7 +559,7 @@ def test_recovery_cuts_torn_tails_and_one_process_per_spool(tmp_path):
 
 
 def test_spools_of_gone_workers_are_adopted(tmp_path):
-    from datalake_assets.collector.workers import prepare_spool, worker_spool
+    from datalake_assets.ingest.collector.workers import prepare_spool, worker_spool
 
     root = tmp_path / "spool"
 
@@ -616,7 +616,7 @@ def test_roll_writes_one_named_file_and_deletes_the_segment(tmp_path):
 
 
 def test_a_roll_repeated_after_a_crash_never_duplicates(tmp_path, monkeypatch):
-    from datalake_assets.collector import roller as roller_mod
+    from datalake_assets.ingest.collector import roller as roller_mod
 
     archive = str(tmp_path / "archive")
     body = b"".join(b'{"n":%d}\n' % i for i in range(1000))
@@ -645,7 +645,7 @@ def test_roll_to_s3_with_moto(tmp_path, monkeypatch):
     import boto3
     from moto.server import ThreadedMotoServer  # moto[server]: pyarrow's S3 needs HTTP
 
-    from datalake_assets.transform import storage
+    from datalake_assets.lake import storage
 
     for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                  "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():

@@ -137,7 +137,7 @@ def test_columnize_matches_the_per_row_rules_on_demo_traffic(tmp_path):
 
     import orjson
 
-    from datalake_assets.demo import generate_archive
+    from datalake_assets.ingest.demo import generate_archive
     from datalake_assets.spec.layout import ArchiveHour
     from datalake_assets.spec.messages import Rejected, decode, validate
 

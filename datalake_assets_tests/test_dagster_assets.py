@@ -17,11 +17,11 @@ from dagster._core.definitions.definitions_load_context import (
 )
 from dagster._core.definitions.repository_definition import RepositoryLoadData
 
-from datalake_assets.assets import build_source_assets, rules_code_version
+from datalake_assets.orchestration.assets import build_source_assets, rules_code_version
 from datalake_assets.definitions import STATE_KEY, build_definitions, loaded_state
-from datalake_assets.lake_state import LakeState, read_lake_state
-from datalake_assets.reload import SENSOR_NAME, state_hash
-from datalake_assets.resources import LocalSparkCompute
+from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
+from datalake_assets.orchestration.reload import SENSOR_NAME, state_hash
+from datalake_assets.orchestration.resources import LocalSparkCompute
 from datalake_assets.settings import load_settings
 from datalake_assets.spec.layout import ArchiveHour
 
@@ -69,7 +69,7 @@ def test_the_graph_declares_owners_table_names_uris_and_a_code_version(tmp_path)
 def test_a_run_rebuilds_the_graph_of_the_load_that_created_it(settings, tmp_path):
     """The code server's load attaches its lake state; a run worker (RECONSTRUCTION) builds its
     graph from that state even when the lake has moved on since."""
-    from datalake_assets.transform.job import write_schema_record
+    from datalake_assets.lake.records import write_schema_record
 
     source = settings.sources[0]
     at_load = read_lake_state(settings)
@@ -91,7 +91,7 @@ def test_a_run_rebuilds_the_graph_of_the_load_that_created_it(settings, tmp_path
 
 
 def test_the_definitions_sensor_asks_for_a_reload_only_when_the_lake_changed(tmp_path):
-    from datalake_assets.transform.job import write_schema_record
+    from datalake_assets.lake.records import write_schema_record
 
     def defs_for(url: str):
         f = tmp_path / "lake.toml"
@@ -127,7 +127,7 @@ def test_the_definitions_sensor_asks_for_a_reload_only_when_the_lake_changed(tmp
 
 
 def test_auto_start_is_the_archive_first_hour(tmp_path):
-    from datalake_assets.demo import generate_archive
+    from datalake_assets.ingest.demo import generate_archive
 
     f = tmp_path / "lake.toml"
     f.write_text('[[sources]]\nid = "web"\n')
@@ -155,7 +155,7 @@ def test_auto_start_is_the_archive_first_hour(tmp_path):
 
 
 def test_materialize_an_hour_then_reload_picks_up_new_event_tables(spark, settings):
-    from datalake_assets.demo import generate_archive
+    from datalake_assets.ingest.demo import generate_archive
 
     source = settings.sources[0]
     summary = generate_archive(settings.archive_root, source.id, [ArchiveHour.parse("2026-11-21T10")],
@@ -210,7 +210,7 @@ def test_materialize_an_hour_then_reload_picks_up_new_event_tables(spark, settin
 
 
 def test_a_24_hour_backfill_is_one_spark_job_and_a_replay(spark, settings):
-    from datalake_assets.demo import generate_archive
+    from datalake_assets.ingest.demo import generate_archive
 
     source = settings.sources[0]
     hours = [ArchiveHour.parse(f"2026-11-20T{h:02d}") for h in range(24)]

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from datalake_assets.demo import (
+from datalake_assets.ingest.demo import (
     EVENTS,
     MALFORMED_KINDS,
     MALFORMED_REASONS,

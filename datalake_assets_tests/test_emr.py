@@ -32,9 +32,9 @@ import boto3
 import pytest
 from dagster import AssetKey, DagsterInstance, Failure, materialize
 
-from datalake_assets import emr as emr_module
-from datalake_assets.catalog import CatalogConfig
-from datalake_assets.emr import (
+from datalake_assets.orchestration import emr as emr_module
+from datalake_assets.catalog.config import CatalogConfig
+from datalake_assets.orchestration.emr import (
     ENTRY_FILE,
     JOB_RUN_TERMINAL,
     PACKAGE_FILE,
@@ -585,7 +585,7 @@ poll_interval_s = 30
 
 def test_compute_settings_choose_the_resource(tmp_path):
     from datalake_assets.definitions import build_compute
-    from datalake_assets.resources import LocalSparkCompute
+    from datalake_assets.orchestration.resources import LocalSparkCompute
 
     home = {"DATALAKE_HOME": str(tmp_path / "home")}
     assert isinstance(build_compute(load_settings(env=home)), LocalSparkCompute)
@@ -728,7 +728,7 @@ start = "2026-11-01-00:00"
 @pytest.mark.spark
 @pytest.mark.dagster
 def test_end_to_end_an_emr_step_reports_through_pipes(moto_server, tmp_path):
-    from datalake_assets.assets import build_source_assets
+    from datalake_assets.orchestration.assets import build_source_assets
 
     world = _make_world(moto_server)
     settings = e2e_settings(tmp_path, moto_server)
@@ -786,7 +786,7 @@ def test_end_to_end_an_emr_step_reports_through_pipes(moto_server, tmp_path):
 @pytest.mark.dagster
 def test_end_to_end_a_sync_error_on_serverless_fails_the_check(moto_server, tmp_path,
                                                                  monkeypatch):
-    from datalake_assets.assets import build_source_assets
+    from datalake_assets.orchestration.assets import build_source_assets
 
     monkeypatch.setattr("moto.emrserverless.models.JOB_STATUS", "PENDING")
     world = _make_world(moto_server)

@@ -21,11 +21,11 @@ from collections import defaultdict
 import duckdb
 import pytest
 
-from datalake_assets.demo import generate_archive
+from datalake_assets.ingest.demo import generate_archive
 from datalake_assets.spec.layout import ArchiveHour
-from datalake_assets.transform.faults import ENV as FAULT_ENV
+from datalake_assets.lake.faults import ENV as FAULT_ENV
 from datalake_assets.transform.job import SyncError, SyncRequest, run_sync
-from datalake_assets.transform.lock import SourceLock
+from datalake_assets.lake.lock import SourceLock
 from datalake_assets_tests.archive_builders import msg, write_hour
 from datalake_assets_tests.lake_reader import LocalStore, compare, read_lake
 from datalake_assets_tests.oracle import Expected, Oracle
@@ -289,7 +289,7 @@ def test_a_waiting_sync_runs_once_the_holder_releases(spark, synced_v1, referenc
 def test_a_killed_lock_holder_does_not_block_the_next_sync(tmp_path):
     """flock is released by the kernel when its holder dies, even by SIGKILL."""
     code = ("import sys, time; sys.path.insert(0, %r)\n"
-            "from datalake_assets.transform.lock import SourceLock\n"
+            "from datalake_assets.lake.lock import SourceLock\n"
             "SourceLock(%r, 'src', 'doomed').__enter__(); print('held', flush=True)\n"
             "time.sleep(600)\n") % (REPO, str(tmp_path))
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
@@ -332,7 +332,7 @@ class ManualClock:
 
 
 def test_s3_lease_excludes_a_second_holder_and_is_released(s3_bucket):
-    from datalake_assets.transform.lock import LockTimeout
+    from datalake_assets.lake.lock import LockTimeout
 
     with SourceLock(s3_bucket, "src", "first", lease_s=60):
         with pytest.raises(LockTimeout, match="run first"):
@@ -366,7 +366,7 @@ def test_s3_lease_heartbeat_keeps_a_live_holder(s3_bucket):
 
     import boto3
 
-    from datalake_assets.transform.lock import LockTimeout
+    from datalake_assets.lake.lock import LockTimeout
 
     clock = ManualClock()
     s3 = boto3.client("s3")
@@ -406,7 +406,7 @@ def test_a_file_shorter_than_listed_fails_the_read_instead_of_passing_for_comple
     """A truncated or replaced archive file must not silently lose its missing lines."""
     import gzip
 
-    from datalake_assets.transform.storage import ShortRead, iter_lines
+    from datalake_assets.lake.storage import ShortRead, iter_lines
 
     path = tmp_path / "part.jsonl.gz"
     path.write_bytes(gzip.compress(b'{"a":1}\n{"a":2}\n'))

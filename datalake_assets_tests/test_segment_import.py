@@ -25,14 +25,14 @@ from dagster import (
 )
 
 from datalake_assets import cli
-from datalake_assets import import_sensors as isn
-from datalake_assets import segment_import as si
-from datalake_assets import sensors as sn
+from datalake_assets.orchestration import import_sensors as isn
+from datalake_assets.ingest import segment_import as si
+from datalake_assets.orchestration import sensors as sn
 from datalake_assets.definitions import build_definitions
 from datalake_assets.settings import SettingsError, SourceSettings, load_settings
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
-from datalake_assets.transform import storage
+from datalake_assets.lake import storage
 from datalake_assets_tests.archive_builders import msg
 from datalake_assets_tests.lake_reader import LocalStore, read_lake
 from datalake_assets_tests.oracle import Oracle, segment_archive_lines

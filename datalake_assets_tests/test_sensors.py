@@ -21,9 +21,9 @@ from dagster import (
     build_sensor_context,
 )
 
-from datalake_assets import sensors as sn
+from datalake_assets.orchestration import sensors as sn
 from datalake_assets.definitions import build_definitions
-from datalake_assets.sensors import SensorCursor
+from datalake_assets.orchestration.sensors import SensorCursor
 from datalake_assets.settings import load_settings
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
 from datalake_assets_tests.archive_builders import msg, write_hour

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from datalake_assets.catalog.config import config_from_settings
 from datalake_assets import settings as st
 from datalake_assets.settings import (
     LakeSettings,
@@ -454,7 +455,7 @@ def test_catalog_section(tmp_path, monkeypatch):
     assert s.catalog == st.CatalogSettings(
         "glue", "meta", str(tmp_path / "meta"), "thrift://hms-1:9083,thrift://hms-2:9083",
         "eu-west-1", "123456789012", "http://127.0.0.1:5000")
-    cfg = s.catalog_config()
+    cfg = config_from_settings(s.catalog)
     assert (cfg.backend, cfg.glue_region, cfg.glue_catalog_id, cfg.glue_endpoint_url) == (
         "glue", "eu-west-1", "123456789012", "http://127.0.0.1:5000")
     assert (cfg.reports_database, cfg.metastore_dir) == ("meta", str(tmp_path / "meta"))
@@ -468,7 +469,7 @@ def test_catalog_section(tmp_path, monkeypatch):
     assert "'hdfs'" in str(err.value)
     # a directly built CatalogSettings resolves the metastore under the home when used
     monkeypatch.setenv("DATALAKE_HOME", str(tmp_path / "h"))
-    assert st.CatalogSettings().to_config().metastore_dir == str(tmp_path / "h" / "metastore")
+    assert config_from_settings(st.CatalogSettings()).metastore_dir == str(tmp_path / "h" / "metastore")
 
 
 def test_spark_conf_is_added_to_the_defaults(tmp_path):

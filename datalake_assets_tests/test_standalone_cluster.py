@@ -20,7 +20,7 @@ import zipfile
 import duckdb
 import pytest
 
-from datalake_assets.demo import generate_archive
+from datalake_assets.ingest.demo import generate_archive
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.job import SyncRequest, run_sync
 

@@ -18,8 +18,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from datalake_assets.catalog import CatalogConfig
-from datalake_assets.demo import generate_archive
+from datalake_assets.catalog.config import CatalogConfig
+from datalake_assets.ingest.demo import generate_archive
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.job import SyncRequest
 from datalake_assets_tests.lake_reader import S3Store, compare, read_lake

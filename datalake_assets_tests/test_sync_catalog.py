@@ -7,7 +7,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from datalake_assets.catalog import CatalogConfig
+from datalake_assets.catalog.config import CatalogConfig
 from datalake_assets.transform.job import SyncError, SyncRequest, run_sync
 from datalake_assets_tests.archive_builders import msg, write_hour
 

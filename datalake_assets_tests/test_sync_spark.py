@@ -6,8 +6,9 @@ import duckdb
 import pytest
 
 from datalake_assets.spec.layout import ArchiveHour
-from datalake_assets.transform import commit
-from datalake_assets.transform.job import SyncError, SyncRequest, read_schema_record, run_sync
+from datalake_assets.lake import commit
+from datalake_assets.lake.records import read_schema_record
+from datalake_assets.transform.job import SyncError, SyncRequest, run_sync
 from datalake_assets_tests.archive_builders import msg, write_hour
 from datalake_assets_tests.lake_reader import LocalStore, compare, read_lake
 from datalake_assets_tests.oracle import Oracle
@@ -29,7 +30,7 @@ def q(sql):
 
 
 def test_messy_demo_hours_reconcile_exactly(spark, lake):
-    from datalake_assets.demo import generate_archive
+    from datalake_assets.ingest.demo import generate_archive
 
     hours = [ArchiveHour.parse("2026-11-21T10"), ArchiveHour.parse("2026-11-21T11")]
     summary = generate_archive(lake["archive_root"], SRC, hours, events_per_hour=1500, files_per_hour=2, seed=3)

@@ -27,9 +27,15 @@ database"). Use a remote metastore (``hive_metastore_uri``) for concurrent acces
 from __future__ import annotations
 
 import argparse
+import os
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
+
+from datalake_assets.catalog.base import CatalogError, NoCatalog, check_identifier
+from datalake_assets.catalog.glue import GlueCatalog
+from datalake_assets.catalog.hive import HiveCatalog
+from datalake_assets.settings import DEFAULT_METASTORE_DIR, CatalogSettings, default_home
 
 BACKENDS = ("glue", "hive", "none")
 DEFAULT_BACKEND = "hive"
@@ -55,8 +61,6 @@ class CatalogConfig:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS  # Glue throttling retries (total attempts)
 
     def __post_init__(self) -> None:
-        from datalake_assets.catalog.base import CatalogError, check_identifier
-
         if self.backend not in BACKENDS:
             raise CatalogError(
                 f"unknown catalog backend {self.backend!r}; choose one of "
@@ -122,8 +126,6 @@ class CatalogConfig:
         if self.backend != "hive":
             return {}
         if not self.metastore_dir and not self.hive_metastore_uri:
-            from datalake_assets.catalog.base import CatalogError
-
             raise CatalogError("the Hive catalog needs metastore_dir (embedded Derby) or "
                                "hive_metastore_uri", "invalid_settings")
         base = self.metastore_dir.rstrip("/")
@@ -174,13 +176,9 @@ def hive_spark_conf(
 def catalog_from_config(cfg: CatalogConfig, spark: Any = None):
     """The backend for ``cfg``. The Hive backend needs ``spark`` (a session created with
     ``cfg.spark_conf()`` / ``hive_spark_conf``)."""
-    from datalake_assets.catalog.base import CatalogError, NoCatalog
-
     if cfg.backend == "none":
         return NoCatalog()
     if cfg.backend == "glue":
-        from datalake_assets.catalog.glue import GlueCatalog
-
         return GlueCatalog(
             region=cfg.glue_region or None, endpoint_url=cfg.glue_endpoint_url or None,
             catalog_id=cfg.glue_catalog_id or None, batch_size=cfg.partition_batch_size,
@@ -189,6 +187,17 @@ def catalog_from_config(cfg: CatalogConfig, spark: Any = None):
     if spark is None:
         raise CatalogError("the Hive catalog needs a Spark session (catalog_from_config(cfg, "
                            "spark))", "internal")
-    from datalake_assets.catalog.hive import HiveCatalog
-
     return HiveCatalog(spark, batch_size=cfg.partition_batch_size)
+
+
+
+def config_from_settings(settings: CatalogSettings, home: str | None = None) -> CatalogConfig:
+    """The ``CatalogConfig`` a sync gets from the ``[catalog]`` settings (the one place)."""
+    metastore_dir = settings.metastore_dir or os.path.join(
+        home or default_home(), DEFAULT_METASTORE_DIR)
+    return CatalogConfig(
+        backend=settings.backend, glue_region=settings.glue_region,
+        glue_endpoint_url=settings.glue_endpoint_url, glue_catalog_id=settings.glue_catalog_id,
+        hive_metastore_uri=settings.hive_metastore_uri, metastore_dir=metastore_dir,
+        reports_database=settings.reports_database,
+    )

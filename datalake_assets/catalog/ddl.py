@@ -27,7 +27,12 @@ from datalake_assets.catalog.base import (
     quote_location,
     quote_text,
 )
+from datalake_assets.catalog import reports
+from datalake_assets.lake import storage
+from datalake_assets.lake.records import read_schema_record
 from datalake_assets.spec import layout
+from datalake_assets.spec.layout import DATE_LAYOUTS, table_root
+from datalake_assets.spec.naming import catalog_table_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from datalake_assets.settings import LakeSettings, SourceSettings
@@ -119,8 +124,6 @@ def scan_partitions(root: str, partition_keys: Sequence[str]) -> list[PartitionS
     """The partitions under a table root that hold data files: folders
     ``<k1>=<v1>/<k2>=<v2>/...`` in key order containing ``*.parquet`` (names starting with
     ``.`` or ``_``, such as commit markers, are not data)."""
-    from datalake_assets.transform import storage
-
     found: set[tuple[str, ...]] = set()
     prefix = root.rstrip("/") + "/"
     for location, _ in storage.list_files(root, recursive=True):
@@ -170,11 +173,6 @@ def print_table_ddl(
     lake's schema record, partitions from the folders on disk. ``table`` is the lake's name
     (``pages``, ``order_completed``), ``quarantine`` or ``sync_reports``; ``None``: every
     table of the source (plus quarantine and sync_reports)."""
-    from datalake_assets.catalog import reports
-    from datalake_assets.spec.layout import DATE_LAYOUTS, table_root
-    from datalake_assets.spec.naming import catalog_table_name
-    from datalake_assets.transform.job import read_schema_record
-
     if isinstance(source, str):
         source = settings.source(source)
     lake = settings.lake_root

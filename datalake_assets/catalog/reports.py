@@ -17,7 +17,7 @@ so re-writing a run's report replaces it.
 
 ``quarantine`` (per source, in the source's database, with its table prefix): the
 quarantine Parquet files the sync already writes (``<lake>/quarantine/<source>/day=/hr=/``),
-with the columns of ``transform.stages.QUARANTINE_SCHEMA``, partitioned ``day``, ``hr``.
+with the columns of ``lake.records.QUARANTINE_SCHEMA``, partitioned ``day``, ``hr``.
 
 Query them like any table, e.g. with Spark SQL on the local Hive catalog::
 
@@ -42,6 +42,8 @@ from datalake_assets.catalog.base import (
     PartitionSpec,
     check_partition_value,
 )
+from datalake_assets.lake import storage
+from datalake_assets.lake.records import QUARANTINE_SCHEMA
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
 
@@ -124,8 +126,6 @@ def report_columns() -> list[Column]:
 
 
 def quarantine_columns() -> list[Column]:
-    from datalake_assets.transform.stages import QUARANTINE_SCHEMA
-
     return columns_of(QUARANTINE_SCHEMA, exclude=QUARANTINE_PARTITION_KEYS)
 
 
@@ -227,8 +227,6 @@ def write_report_table(
 ) -> str:
     """Write the run's report as one Parquet file of the ``sync_reports`` table; returns its
     location ``<lake_root>/sync_reports/source_id=<id>/day=<day>/<run_id>.parquet``."""
-    from datalake_assets.transform import storage
-
     if not isinstance(run_id, str) or not _RUN_ID_RE.fullmatch(run_id):
         raise ValueError(f"invalid run id {run_id!r} for a report file name")
     location = layout.join(report_partition_dir(lake_root, source_id, day), f"{run_id}.parquet")

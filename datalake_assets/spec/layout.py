@@ -31,6 +31,8 @@ DATE_LAYOUTS: dict[str, tuple[str, ...]] = {
     "day": ("day",),  # day=2026-11-21
 }
 DEFAULT_DATE_LAYOUT = "day_hour"
+# URI schemes that name S3 (Hadoop spells it s3a/s3n): listed with boto3, read with pyarrow's S3.
+S3_SCHEMES = ("s3", "s3a", "s3n")
 
 _HOUR_KEY_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})-(\d{2}):00$")
 

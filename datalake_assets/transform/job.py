@@ -38,20 +38,17 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 
-from datalake_assets.catalog import (
-    CatalogConfig,
-    CatalogError,
-    catalog_from_config,
-    read_schemas,
-    register_reports,
-    register_sync,
-    write_report_table,
-)
+from datalake_assets.catalog.base import CatalogError
+from datalake_assets.catalog.config import CatalogConfig, catalog_from_config
+from datalake_assets.catalog.register import read_schemas, register_sync
+from datalake_assets.catalog.reports import register_reports, write_report_table
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange, plan_table
-from datalake_assets.transform import commit, faults, storage
-from datalake_assets.transform.lock import LockLost, LockTimeout, SourceLock
+from datalake_assets.spec.types import TYPES, widen
+from datalake_assets.lake import commit, faults, storage
+from datalake_assets.lake.lock import LockLost, LockTimeout, SourceLock
+from datalake_assets.lake.records import read_schema_record, write_schema_record
 from datalake_assets.transform.stages import (
     MANIFEST_SCHEMA,
     ROW,
@@ -150,31 +147,6 @@ def parse_args(argv: list[str]) -> SyncRequest:
         hours=tuple(a.hours), table_prefix=a.table_prefix,
         dedup_lookback_hours=a.dedup_lookback_hours, catalog=CatalogConfig.from_args(a),
         lock_wait_seconds=a.lock_wait_seconds,
-    )
-
-
-# -------------------------------------------------------------------------- schema record
-
-
-def read_schema_record(lake_root: str, source_dir: str) -> dict[str, list[tuple[str, str]]]:
-    location = layout.schema_record_path(lake_root, source_dir)
-    if not storage.exists(location):
-        return {}
-    body = orjson.loads(storage.read_bytes(location))
-    return {t: [tuple(c) for c in spec["columns"]] for t, spec in body["tables"].items()}
-
-
-def write_schema_record(
-    lake_root: str, source_dir: str, tables: dict[str, list[tuple[str, str]]]
-) -> None:
-    body = {
-        "version": 1,
-        "updated_at": datetime.now(UTC).isoformat(),
-        "tables": {t: {"columns": [list(c) for c in cols]} for t, cols in sorted(tables.items())},
-    }
-    storage.write_bytes_atomic(
-        layout.schema_record_path(lake_root, source_dir),
-        orjson.dumps(body, option=orjson.OPT_INDENT_2),
     )
 
 
@@ -526,8 +498,6 @@ def _catalog_schemas(catalog, req: SyncRequest, tables) -> dict[str, list[tuple[
 def _widest(record: list[tuple[str, str]], catalog: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The record's columns in order, each at the wider of its two types, then the catalog's
     other columns."""
-    from datalake_assets.spec.types import TYPES, widen
-
     theirs = {n: t for n, t in catalog if t in TYPES}
     out = [(n, widen(t, theirs[n]) if n in theirs else t) for n, t in record]
     known = {n for n, _ in record}

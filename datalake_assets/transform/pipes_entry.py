@@ -1,6 +1,6 @@
 """The sync on a cluster (EMR steps, EMR Serverless): the entry point ``spark-submit`` runs.
 
-``datalake_assets.emr`` submits::
+``datalake_assets.orchestration.emr`` submits::
 
     spark-submit --py-files s3://<bucket>/_jobs/<sha256>/datalake_assets.zip \\
         s3://<bucket>/_jobs/<sha256>/pipes_entry.py \\

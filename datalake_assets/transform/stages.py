@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from datalake_assets.lake.records import QUARANTINE_SCHEMA
 from datalake_assets.spec import layout
 from datalake_assets.spec.columnar import (
     ARROW_TYPES,
@@ -51,7 +52,7 @@ from datalake_assets.spec.messages import (
 )
 from datalake_assets.spec.naming import TRACKS_TABLE
 from datalake_assets.spec.types import N_KINDS, parse_timestamp
-from datalake_assets.transform import storage
+from datalake_assets.lake import storage
 
 ROW, STATS = 0, 2
 
@@ -74,23 +75,6 @@ STANDARD_TABLES = frozenset({"identifies", "pages", "screens", "groups", "aliase
 # Columns of a work file that are not message columns (message columns are [a-z0-9_]).
 W_LINE, W_MESSAGE_ID, W_PROBLEMS = "#line", "#message_id", "#problems"
 
-QUARANTINE_SCHEMA = pa.schema(
-    [
-        ("source_id", pa.string()),
-        ("run_id", pa.string()),
-        ("level", pa.string()),  # "line": the whole line; "value": one value of a written row
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-        ("table_name", pa.string()),
-        ("column_name", pa.string()),
-        ("value", pa.string()),
-        ("message_id", pa.string()),
-        ("archive_file", pa.string()),
-        ("line_number", pa.int64()),
-        ("raw_line", pa.string()),  # the line as text (invalid UTF-8 replaced by U+FFFD)
-        ("raw_line_base64", pa.string()),  # the exact bytes, when the line is not valid UTF-8
-    ]
-)
 
 
 def _hour(compact: str) -> layout.ArchiveHour:

@@ -39,8 +39,9 @@ from dagster import (
     multi_asset,
 )
 
-from datalake_assets.lake_state import STANDARD_TABLES, SourceState, read_source_state
-from datalake_assets.resources import SparkCompute
+from datalake_assets.catalog.config import config_from_settings
+from datalake_assets.orchestration.lake_state import STANDARD_TABLES, SourceState, read_source_state
+from datalake_assets.orchestration.resources import SparkCompute
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
@@ -232,7 +233,7 @@ def _sync_request(settings: LakeSettings, source: SourceSettings, hours: list[st
         max_depth=settings.sync.max_depth,
         replay=len(hours) > 1 or "dagster/backfill" in context.run.tags,
         table_prefix=source.effective_table_prefix,
-        catalog=settings.catalog_config(),
+        catalog=config_from_settings(settings.catalog),
         dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
     )
 

@@ -42,7 +42,7 @@ import orjson
 import pyarrow.fs as pafs
 
 from datalake_assets.spec import layout
-from datalake_assets.transform import faults, storage
+from datalake_assets.lake import faults, storage
 
 MARKER = "_COMMITTED_BY"
 

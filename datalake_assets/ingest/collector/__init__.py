@@ -5,6 +5,6 @@
 its life cycle). Run it with ``datalake collect``; see ``docs/collector.md``.
 """
 
-from datalake_assets.collector.server import Collector
+from datalake_assets.ingest.collector.server import Collector
 
 __all__ = ["Collector"]

@@ -25,7 +25,7 @@ import signal
 import socket
 import time
 
-from datalake_assets.collector.spool import (
+from datalake_assets.ingest.collector.spool import (
     WORKER_PREFIX,
     adopt_worker_spools,
     lock_spool,
@@ -64,7 +64,7 @@ def _die_with_parent() -> None:
 
 def _worker_main(settings: LakeSettings, sock: socket.socket, spool_dir: str,
                  report_fd: int) -> int:
-    from datalake_assets.collector.server import Collector
+    from datalake_assets.ingest.collector.server import Collector
 
     _die_with_parent()
     stopping = {"now": False}

@@ -1,6 +1,6 @@
 """Compute resources: where the sync's Spark job runs. Assets only see ``SparkCompute``.
 
-``LocalSparkCompute`` (here) runs it in the run's process; ``datalake_assets.emr`` has
+``LocalSparkCompute`` (here) runs it in the run's process; ``datalake_assets.orchestration.emr`` has
 ``EmrSparkCompute`` (steps of an existing EMR cluster) and ``EmrServerlessCompute``.
 """
 

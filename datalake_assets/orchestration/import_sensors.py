@@ -55,13 +55,9 @@ from dagster import (
     run_status_sensor,
     sensor,
 )
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-)
 
-from datalake_assets import sensors as sn
-from datalake_assets.segment_import import (
+from datalake_assets.orchestration import sensors as sn
+from datalake_assets.ingest.segment_import import (
     DEFAULT_LIST_LIMIT,
     SegmentImporter,
     SegmentLister,
@@ -80,6 +76,10 @@ IMPORT_ASSET = "segment_import"
 CHECK_ALL_FILES = "all_files_imported"
 IMPORT_TRIGGER = "segment_import"  # TRIGGER_TAG of the syncs requested after an import run
 IMPORT_RUN_TAG = "datalake/import_run"
+# The run tags of a single-run backfill of a partition range (Dagster's documented tag names;
+# its constants live in the private dagster._core.storage.tags).
+ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
+ASSET_PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
 # Imports and the syncs they lead to share the backfills' priority: the archive sensor's hourly
 # syncs (priority 1) go first, and a long history interleaves imports and syncs (first come,
 # first served) instead of queueing every import before the first sync.

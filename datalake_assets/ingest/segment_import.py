@@ -46,12 +46,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from datalake_assets.lake import storage
+from datalake_assets.lake.listing import S3ArchiveLister
 from datalake_assets.spec import layout
-from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.spec.layout import S3_SCHEMES, ArchiveHour
 from datalake_assets.spec.messages import Rejected, decode
 from datalake_assets.spec.types import parse_timestamp
-from datalake_assets.sensors import S3ArchiveLister
-from datalake_assets.transform import storage
 
 SEGMENT_LOGS = "segment-logs"
 MANIFEST_DIR = "_imports"
@@ -65,7 +65,6 @@ FLUSH_BYTES = 1 << 17  # lines buffered per hour before they are compressed
 READ_AHEAD = 8 << 20  # S3: one GET per 8 MiB of an input file (64 KiB reads otherwise)
 MAX_OPEN_HOURS = 512  # output hours of one input file (a Segment day file spans ~24)
 DEFAULT_LIST_LIMIT = 200_000  # folder entries or keys listed per call at most (sensor ticks)
-S3_SCHEMES = ("s3", "s3a", "s3n")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 UNROUTED_REASONS = ("invalid_json", "not_an_object", "missing_received_at",
@@ -221,7 +220,7 @@ class S3SegmentLister(S3ArchiveLister):
     """``list_objects_v2`` under ``<prefix>/segment-logs/<id>/``, ``StartAfter`` the first day
     wanted. Day folders of 13 digits (2001-09-09 to 2286) sort by name as by time, so a listing
     from a day returns that day and the later ones only. The client and page size are the
-    archive sensor's (``sensors.S3ArchiveLister``)."""
+    archive sensor's (``lake.listing.S3ArchiveLister``)."""
 
     @staticmethod
     def split(segment_archive: str, segment_source_id: str) -> tuple[str, str]:

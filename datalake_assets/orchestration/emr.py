@@ -49,9 +49,9 @@ from dagster import AssetExecutionContext, Failure, MetadataValue, open_pipes_se
 from dagster_aws.pipes import PipesS3ContextInjector, PipesS3MessageReader
 from pydantic import Field
 
-from datalake_assets.resources import SparkCompute
+from datalake_assets.orchestration.resources import SparkCompute
 from datalake_assets.spec import layout
-from datalake_assets.transform import storage
+from datalake_assets.lake import storage
 from datalake_assets.transform.job import (
     JOB_SPARK_CONF,
     SyncError,

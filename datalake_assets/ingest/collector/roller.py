@@ -24,9 +24,9 @@ import queue
 import threading
 import zlib
 
-from datalake_assets.collector.spool import ClosedSegment, fsync_dir
+from datalake_assets.ingest.collector.spool import ClosedSegment, fsync_dir
 from datalake_assets.spec.layout import archive_hour_dir, join
-from datalake_assets.transform import storage
+from datalake_assets.lake import storage
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from datalake_assets.sensors import lister_for  # the archive listers live with the sensors
+from datalake_assets.lake.listing import lister_for
 from datalake_assets.settings import AUTO_START, LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.spec.naming import TYPE_TABLES
-from datalake_assets.transform.job import read_schema_record
+from datalake_assets.lake.records import read_schema_record
 
 # The tables every source has, whatever its traffic: one per message type, plus ``tracks``.
 STANDARD_TABLES = tuple(sorted(TYPE_TABLES.values()))

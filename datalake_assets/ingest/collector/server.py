@@ -22,9 +22,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import orjson
 
-from datalake_assets.collector import protocol
-from datalake_assets.collector.roller import Roller
-from datalake_assets.collector.spool import Spool, SpoolError
+from datalake_assets.ingest.collector import protocol
+from datalake_assets.ingest.collector.roller import Roller
+from datalake_assets.ingest.collector.spool import Spool, SpoolError
 from datalake_assets.settings import LakeSettings
 from datalake_assets.spec.layout import ArchiveHour
 

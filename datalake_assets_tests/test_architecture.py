@@ -1,0 +1,172 @@
+"""The package's layers, checked on the source: every import, at module level or inside a
+function, points down (or sideways within a layer), never up; and no import cycles.
+
+    rules (spec)  <-  lake I/O (lake)  <-  settings  <-  catalog  <-  sync job (transform)
+                                                     <-  ingest (collector, importer, demo)
+    <-  Dagster wiring (orchestration, definitions)  <-  cli
+
+docs/architecture.md draws the same picture and says what each layer holds.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import datalake_assets
+
+PACKAGE = Path(datalake_assets.__file__).parent
+ROOT = "datalake_assets"
+
+# layer -> the layers it may import (itself included). Order = bottom to top.
+LAYERS: dict[str, set[str]] = {
+    "rules": {"rules"},
+    "lake": {"rules", "lake"},
+    "settings": {"rules", "settings"},
+    "catalog": {"rules", "lake", "settings", "catalog"},
+    "sync": {"rules", "lake", "settings", "catalog", "sync"},
+    "ingest": {"rules", "lake", "settings", "ingest"},
+    "dagster": {"rules", "lake", "settings", "catalog", "sync", "ingest", "dagster"},
+    "app": {"rules", "lake", "settings", "catalog", "sync", "ingest", "dagster", "app"},
+}
+# The sync talks to a catalog through its interface and factory, not a backend's internals.
+SYNC_MAY_NOT_IMPORT = {"datalake_assets.catalog.glue", "datalake_assets.catalog.hive",
+                       "datalake_assets.catalog.ddl"}
+# Third-party packages a layer may not import at all.
+FORBIDDEN_THIRD_PARTY = {
+    "rules": {"dagster", "pyspark", "boto3"},
+    "lake": {"dagster", "pyspark"},
+    "settings": {"dagster", "pyspark", "boto3", "pyarrow"},
+    "catalog": {"dagster"},
+    "sync": {"dagster"},
+    "ingest": {"dagster", "pyspark"},
+}
+# Dagster's private modules: one import, in one place (Dagster 1.13 exports the definitions
+# load context nowhere else; definitions.py says why it needs it).
+PRIVATE_DAGSTER_ALLOWED = {"datalake_assets.definitions"}
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    sub = parts[1] if len(parts) > 1 else ""
+    if sub in ("", "spec"):  # the package's own __init__ is empty
+        return "rules"
+    if sub == "lake":
+        return "lake"
+    if sub == "settings" or parts[-1] == "settings" and len(parts) > 2:
+        return "settings"  # the loader, and each feature's settings model next to it
+    if sub == "catalog":
+        return "catalog"
+    if sub == "transform":
+        return "sync"
+    if sub == "ingest":
+        return "ingest"
+    if sub in ("orchestration", "definitions"):
+        return "dagster"
+    if sub == "cli":
+        return "app"
+    raise AssertionError(f"{module}: no layer; add it to layer_of() and docs/architecture.md")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def imports_of(module: str, path: Path) -> list[tuple[int, str]]:
+    """(line, imported module) for every import in the file, wherever it sits. ``from a
+    import b`` yields ``a.b`` when that is a module of ours, else ``a``."""
+    ours = MODULES
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the package
+                base = module.split(".")[: -node.level + (1 if path.name == "__init__.py" else 0)
+                                        or None]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.append((node.lineno, sub if sub in ours else target))
+    return found
+
+
+MODULES = modules()
+
+
+def test_every_module_has_a_layer():
+    for name in MODULES:
+        layer_of(name)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_point_down(module):
+    layer = layer_of(module)
+    wrong = []
+    for line, target in imports_of(module, MODULES[module]):
+        top = target.split(".")[0]
+        if top == ROOT:
+            if target == ROOT:
+                continue
+            their = layer_of(target)
+            if their not in LAYERS[layer]:
+                wrong.append(f"line {line}: {target} ({their}) from the {layer} layer")
+            if layer == "sync" and target in SYNC_MAY_NOT_IMPORT:
+                wrong.append(f"line {line}: {target}: the sync uses catalog.base/config/"
+                             "register/reports, not a backend's internals")
+        elif top in FORBIDDEN_THIRD_PARTY.get(layer, ()):
+            wrong.append(f"line {line}: {target} may not be imported by the {layer} layer")
+        if target.startswith("dagster._") and module not in PRIVATE_DAGSTER_ALLOWED:
+            wrong.append(f"line {line}: {target} is Dagster's private API")
+    assert not wrong, f"{module}:\n  " + "\n  ".join(wrong)
+
+
+def test_no_import_cycles():
+    graph = {m: {t for _, t in imports_of(m, p) if t in MODULES and t != m}
+             for m, p in MODULES.items()}
+    # A package imports its own __init__ implicitly; edges into a package's __init__ from its
+    # own modules are not cycles of ours unless __init__ imports them back.
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    assert not cycles, "import cycles:\n  " + "\n  ".join(cycles)
+
+
+def test_no_lazy_module_attributes():
+    """No ``__getattr__`` loaders that hide what a package imports."""
+    lazy = [m for m, p in MODULES.items()
+            if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__"
+                   for n in ast.parse(p.read_text()).body)]
+    assert not lazy
+
+
+def test_the_check_catches_a_wrong_import(tmp_path):
+    """The checker itself: an upward import inside a function is found."""
+    bad = tmp_path / "x.py"
+    bad.write_text("def f():\n    from datalake_assets.transform import job\n")
+    assert (2, "datalake_assets.transform.job") in imports_of("datalake_assets.spec.x", bad)
+    assert "sync" not in LAYERS[layer_of("datalake_assets.spec.x")]
