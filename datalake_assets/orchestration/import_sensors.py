@@ -57,16 +57,13 @@ from dagster import (
 )
 
 from datalake_assets.orchestration import sensors as sn
-from datalake_assets.ingest.segment_import import (
+from datalake_assets.ingest.segment_import import SegmentImporter, hour_ranges
+from datalake_assets.ingest.segment_layout import day_ms_of, day_of, segment_source_dir
+from datalake_assets.ingest.segment_listing import (
     DEFAULT_LIST_LIMIT,
-    SegmentImporter,
     SegmentLister,
     SegmentListing,
-    day_ms_of,
-    day_of,
-    hour_ranges,
     segment_lister_for,
-    segment_source_dir,
 )
 from datalake_assets.settings import AutomationSettings, LakeSettings, SourceSettings
 from datalake_assets.spec import layout
