@@ -25,7 +25,9 @@ from dagster import (
 )
 
 from datalake_assets import cli
-from datalake_assets.orchestration import import_sensors as isn
+from datalake_assets.orchestration import import_asset as ia
+from datalake_assets.orchestration import import_day_sensor as ids
+from datalake_assets.orchestration import import_sync_sensor as iss
 from datalake_assets.ingest import segment_import as si
 from datalake_assets.ingest import segment_layout as sl
 from datalake_assets.ingest import segment_listing as sls
@@ -601,13 +603,13 @@ def test_import_sensor_requests_new_and_changed_days(tmp_path):
     put(h.segment_archive, MS2, "1763710000000.dddd.gz", gz(FILE_C))
     (req,) = requests(h.tick())
     assert req.partition_key == D2 and req.run_key != reqs[1].run_key
-    cursor = isn.ImportCursor.parse(h.cursor)
-    assert isn.ImportCursor.parse(cursor.serialize()) == cursor
+    cursor = ids.ImportCursor.parse(h.cursor)
+    assert ids.ImportCursor.parse(cursor.serialize()) == cursor
     assert cursor.position == sl.day_ms_of("2026-11-20")  # 48 h before 2026-11-22T12
     # later, day 1 leaves the re-check window: a change there is not seen (replay it)
     h.clock.now = datetime(2026, 11, 24, 12, tzinfo=UTC)
     assert not requests(h.tick())
-    assert isn.ImportCursor.parse(h.cursor).position == sl.day_ms_of("2026-11-22")
+    assert ids.ImportCursor.parse(h.cursor).position == sl.day_ms_of("2026-11-22")
     put(h.segment_archive, MS1, "late.gz", gz(FILE_C))
     assert not requests(h.tick())
 
@@ -618,7 +620,7 @@ def test_import_sensor_works_off_a_long_history_a_queue_at_a_time(tmp_path):
     for day in days:
         put(h.segment_archive, sl.day_ms_of(day), "f.gz", gz(FILE_C))
     assert [r.partition_key for r in requests(h.tick())] == days[:3]
-    assert isn.ImportCursor.parse(h.cursor).position == sl.day_ms_of(days[3])
+    assert ids.ImportCursor.parse(h.cursor).position == sl.day_ms_of(days[3])
     assert [r.partition_key for r in requests(h.tick())] == days[3:6]
 
 
@@ -640,7 +642,7 @@ def test_import_sensor_job_and_syncs_over_s3(s3, tmp_path):
 
 def test_evaluate_days_is_pure():
     listing = sls.SegmentListing(days={MS1: [sls.SegmentObject("a.gz", 10, "e1")], MS2: []})
-    ev = isn.evaluate_days(listing, isn.ImportCursor(), start_ms=MS1,
+    ev = ids.evaluate_days(listing, ids.ImportCursor(), start_ms=MS1,
                            now=datetime(2026, 11, 21, 5, tzinfo=UTC), recheck_hours=48, budget=5)
     assert [r.day for r in ev.requests] == [D1]  # an empty folder requests nothing
     assert ev.cursor.position == MS1 and MS1 in ev.cursor.fingerprints
@@ -659,11 +661,11 @@ def test_import_run_then_syncs_of_the_old_hours(tmp_path):
     assert changed == ["2026-11-19T23", f"{D1}T00", f"{D1}T05", f"{D1}T10", f"{D1}T11",
                        f"{D1}T23", f"{D2}T00"]
     (check,) = result.get_asset_check_evaluations()
-    assert check.check_name == isn.CHECK_ALL_FILES and check.passed
+    assert check.check_name == ia.CHECK_ALL_FILES and check.passed
 
     reqs = h.syncs_after(result)
-    assert all(r.tags[sn.TRIGGER_TAG] == isn.IMPORT_TRIGGER for r in reqs)
-    assert all(r.tags[isn.IMPORT_RUN_TAG] == result.run_id for r in reqs)
+    assert all(r.tags[sn.TRIGGER_TAG] == iss.IMPORT_TRIGGER for r in reqs)
+    assert all(r.tags[iss.IMPORT_RUN_TAG] == result.run_id for r in reqs)
     spans = [(r.tags.get("dagster/asset_partition_range_start", r.partition_key),
               r.tags.get("dagster/asset_partition_range_end", r.partition_key)) for r in reqs]
     assert spans == [("2026-11-19-23:00", "2026-11-20-00:00"), ("2026-11-20-05:00",) * 2,
@@ -692,10 +694,10 @@ def test_sync_requests_after_import_hand_off_to_the_archive_sensor(tmp_path):
     hours = [ArchiveHour.parse(x) for x in
              ("2026-10-31T23", "2026-11-01T00", "2026-11-20T13", "2026-11-20T14",
               "2026-11-20T15", "2026-11-22T12")]
-    reqs, left = isn.sync_requests_after_import(src, hours, run_id="r1", now=now,
+    reqs, left = iss.sync_requests_after_import(src, hours, run_id="r1", now=now,
                                                 automation=auto)
     # handoff: 2026-11-22T12 - (48 - 2) h = 2026-11-20T14; before the start: no partition
-    assert isn.handoff_hour(now, auto) == ArchiveHour.parse("2026-11-20T14")
+    assert iss.handoff_hour(now, auto) == ArchiveHour.parse("2026-11-20T14")
     assert [r.partition_key for r in reqs] == ["2026-11-01-00:00", "2026-11-20-13:00"]
     assert [str(h) for h in left] == ["2026-11-20T14", "2026-11-20T15", "2026-11-22T12"]
 

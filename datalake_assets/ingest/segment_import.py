@@ -345,4 +345,3 @@ def hour_ranges(hours: Iterable[ArchiveHour], max_hours: int) -> list[tuple[Arch
     if first is not None:
         out.append((first, last))  # type: ignore[arg-type]
     return out
-

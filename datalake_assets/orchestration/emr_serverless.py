@@ -97,4 +97,3 @@ class EmrServerlessCompute(AwsSparkCompute):
                                       f"{self.application_id}: {client_error(e)}") from None
         logger.info(f"started EMR Serverless job run {job_run_id} on {self.application_id}")
         return _ServerlessJobRun(client, self.application_id, job_run_id, log_uri)
-

@@ -129,4 +129,3 @@ class EmrSparkCompute(AwsSparkCompute):
                                       f"{client_error(e)}") from None
         logger.info(f"submitted EMR step {step_id} to cluster {cluster_id} ({state})")
         return _EmrStep(emr, cluster_id, step_id, cluster.get("LogUri"))
-
