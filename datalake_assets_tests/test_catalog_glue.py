@@ -14,7 +14,8 @@ from moto import mock_aws
 from datalake_assets.catalog.base import CatalogError, PartitionSpec
 from datalake_assets.catalog.register import read_schemas, register_sync
 from datalake_assets.catalog.reports import register_quarantine, register_reports
-from datalake_assets.catalog.glue import INPUT_FORMAT, OUTPUT_FORMAT, SERDE, GlueCatalog
+from datalake_assets.catalog.glue import GlueCatalog
+from datalake_assets.catalog.glue_api import INPUT_FORMAT, OUTPUT_FORMAT, SERDE
 from datalake_assets.spec.layout import ArchiveHour, hour_range
 from datalake_assets.spec.types import TYPES, widen
 
