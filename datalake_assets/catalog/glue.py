@@ -104,10 +104,6 @@ class GlueCatalog(GluePartitions, Catalog):
             if self._code(e) != "AlreadyExistsException":  # created concurrently: fine
                 raise
 
-    def list_databases(self) -> list[str]:
-        pages = self._pages("get_databases", "the catalog", "DatabaseList")
-        return sorted(d["Name"] for d in pages)
-
     # ---------------------------------------------------------------------------- tables
 
     def get_table(self, database: str, table: str) -> TableInfo | None:

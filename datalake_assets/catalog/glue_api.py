@@ -3,8 +3,7 @@ tables (the Parquet storage descriptor, ``TableInfo`` of a Glue table).
 
 Calls
 -----
-* Every list call is paginated (``NextToken``): ``GetDatabases``, ``GetTables``,
-  ``GetPartitions``.
+* Every list call is paginated (``NextToken``): ``GetTables``, ``GetPartitions``.
 * Throttling (``ThrottlingException``, ``TooManyRequestsException``, any "Rate exceeded") and
   transient failures are retried with exponential backoff (``max_attempts`` in total; the
   ``sleep`` function is injectable for tests); botocore's own retries are turned off so the
