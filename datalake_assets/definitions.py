@@ -80,7 +80,8 @@ def build_compute(settings: LakeSettings) -> SparkCompute:
                 **config_from_settings(settings.catalog).spark_conf(),  # a Hive catalog needs the session
             },
         )
-    from datalake_assets.orchestration.emr import EmrServerlessCompute, EmrSparkCompute
+    from datalake_assets.orchestration.emr_serverless import EmrServerlessCompute
+    from datalake_assets.orchestration.emr_steps import EmrSparkCompute
 
     common = {
         "region": c.region, "staging_prefix": c.staging_prefix,

@@ -27,9 +27,9 @@ import pytest
 from datalake_assets import settings as st
 from datalake_assets.ingest.collector import Collector, protocol
 from datalake_assets.ingest.collector.roller import archive_location, roll_segment
-from datalake_assets.ingest.collector.spool import (
+from datalake_assets.ingest.collector.spool import Spool
+from datalake_assets.ingest.collector.spool_files import (
     ClosedSegment,
-    Spool,
     SpoolError,
     lock_spool,
     parse_segment_path,

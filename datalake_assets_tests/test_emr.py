@@ -34,14 +34,15 @@ from dagster import AssetKey, DagsterInstance, Failure, materialize
 
 from datalake_assets.orchestration import emr as emr_module
 from datalake_assets.catalog.config import CatalogConfig
-from datalake_assets.orchestration.emr import (
+from datalake_assets.orchestration.emr_package import (
     ENTRY_FILE,
-    JOB_RUN_TERMINAL,
     PACKAGE_FILE,
-    EmrServerlessCompute,
-    EmrSparkCompute,
     build_package,
     stage_package,
+)
+from datalake_assets.orchestration.emr_serverless import JOB_RUN_TERMINAL, EmrServerlessCompute
+from datalake_assets.orchestration.emr_steps import (
+    EmrSparkCompute,
     step_failure_reason,
     step_log_location,
 )

@@ -25,8 +25,12 @@ from dagster import (
 )
 
 from datalake_assets import cli
-from datalake_assets.orchestration import import_sensors as isn
+from datalake_assets.orchestration import import_asset as ia
+from datalake_assets.orchestration import import_day_sensor as ids
+from datalake_assets.orchestration import import_sync_sensor as iss
 from datalake_assets.ingest import segment_import as si
+from datalake_assets.ingest import segment_layout as sl
+from datalake_assets.ingest import segment_listing as sls
 from datalake_assets.orchestration import sensors as sn
 from datalake_assets.definitions import build_definitions
 from datalake_assets.settings import SettingsError, SourceSettings, load_settings
@@ -40,7 +44,7 @@ from datalake_assets_tests.oracle import Oracle, segment_archive_lines
 SOURCE = "web-prod"  # our source id
 SEGMENT_ID = "gLrbTPPs3s"  # Segment's source id in segment-logs/
 D1, D2 = "2026-11-20", "2026-11-21"
-MS1, MS2 = si.day_ms_of(D1), si.day_ms_of(D2)
+MS1, MS2 = sl.day_ms_of(D1), sl.day_ms_of(D2)
 
 
 # ----------------------------------------------------------------------------- a Segment archive
@@ -64,7 +68,7 @@ def gz(lines: list[bytes], members: int = 1) -> bytes:
 
 def put(segment_root: str, day_ms: int | str, name: str, data: bytes) -> str:
     """Write an object of Segment's archive, byte for byte (S3: one PUT, as Segment does)."""
-    location = f"{si.segment_source_dir(segment_root, SEGMENT_ID)}/{day_ms}/{name}"
+    location = f"{sl.segment_source_dir(segment_root, SEGMENT_ID)}/{day_ms}/{name}"
     fs, path = storage.resolve(location)
     if "://" not in location:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -115,7 +119,7 @@ def build_segment_archive(root: str) -> dict[str, tuple[str, list[bytes]]]:
         "1763700000000.cccc.gz": (D2, FILE_C),
     }
     for name, (day, lines) in files.items():
-        put(root, si.day_ms_of(day), name, gz(lines, members=2 if "aaaa" in name else 1))
+        put(root, sl.day_ms_of(day), name, gz(lines, members=2 if "aaaa" in name else 1))
     put(root, MS1, "README.txt", b"not an export")  # not *.gz: ignored
     put(root, MS1, ".in-progress.gz", b"x")  # hidden: ignored
     for folder in ("notes", str(MS1 + 1), "12ab"):  # not a midnight's epoch ms: reported
@@ -203,12 +207,12 @@ def importer(roots, tmp_path=None) -> si.SegmentImporter:
 
 
 def test_day_folders_are_epoch_ms_of_a_utc_midnight():
-    assert si.parse_day_folder("1795132800000") == MS1 == 1795132800000
-    assert si.day_of(MS1) == D1 and si.day_ms_of(D1) == MS1
+    assert sl.parse_day_folder("1795132800000") == MS1 == 1795132800000
+    assert sl.day_of(MS1) == D1 and sl.day_ms_of(D1) == MS1
     for bad in ("1795132800001", "01795132800000", "notes", "-86400000", "1.7e12", "",
                 "١٧٦٣٥٩٦٨٠٠٠٠٠", "253402300800000"):
-        assert si.parse_day_folder(bad) is None, bad
-    assert si.parse_day_folder("0") == 0  # 1970-01-01
+        assert sl.parse_day_folder(bad) is None, bad
+    assert sl.parse_day_folder("0") == 0  # 1970-01-01
 
 
 def test_every_line_lands_in_exactly_one_hour(roots, tmp_path):
@@ -226,7 +230,7 @@ def test_every_line_lands_in_exactly_one_hour(roots, tmp_path):
     outputs = output_lines(roots[1])
     seen: Counter = Counter()
     for name, (day, lines) in files.items():
-        fid = si.file_id(SEGMENT_ID, si.day_ms_of(day), name)
+        fid = sl.file_id(SEGMENT_ID, sl.day_ms_of(day), name)
         for line in lines:
             if not line.strip():
                 continue
@@ -238,7 +242,7 @@ def test_every_line_lands_in_exactly_one_hour(roots, tmp_path):
     assert sum(sum(c.values()) for c in outputs.values()) == len(nonblank)
     assert all(outputs[rel][line] == n for (rel, line), n in seen.items())
     assert "day=2026-11-19/hr=23/segment-" in " ".join(outputs)  # previous day's edge
-    assert f"day={D2}/hr=00/segment-{si.file_id(SEGMENT_ID, MS1, '1763600000000.aaaa.gz')}" \
+    assert f"day={D2}/hr=00/segment-{sl.file_id(SEGMENT_ID, MS1, '1763600000000.aaaa.gz')}" \
         in " ".join(outputs)  # the next day's edge, from day 1's folder
     # every output is an archive file the sync and the sensor read; nothing hidden is left
     rels = list(archive_files(roots[1]))
@@ -248,8 +252,8 @@ def test_every_line_lands_in_exactly_one_hour(roots, tmp_path):
 
     # manifests reconcile: lines_in = sum of the hours' lines = what the outputs hold
     for name, (day, lines) in files.items():
-        fid = si.file_id(SEGMENT_ID, si.day_ms_of(day), name)
-        m = json.loads(storage.read_bytes(si.manifest_location(roots[1], SOURCE, fid)))
+        fid = sl.file_id(SEGMENT_ID, sl.day_ms_of(day), name)
+        m = json.loads(storage.read_bytes(sl.manifest_location(roots[1], SOURCE, fid)))
         assert m["lines_in"] == sum(h["lines"] for h in m["hours"].values())
         assert m["lines_in"] == sum(1 for line in lines if line.strip())
         assert m["blank_lines"] == sum(1 for line in lines if not line.strip())
@@ -257,7 +261,7 @@ def test_every_line_lands_in_exactly_one_hour(roots, tmp_path):
             hour = ArchiveHour.parse(key)
             rel = f"day={hour.day}/hr={hour.hr}/segment-{fid}.jsonl.gz"
             assert sum(outputs[rel].values()) == h["lines"]
-        assert m["input"].endswith(f"/segment-logs/{SEGMENT_ID}/{si.day_ms_of(day)}/{name}")
+        assert m["input"].endswith(f"/segment-logs/{SEGMENT_ID}/{sl.day_ms_of(day)}/{name}")
     assert "_imports/" in " ".join(rels)  # the manifests: outside every hour folder...
     listing = sn.lister_for(roots[1]).list_hours(roots[1], SOURCE, ArchiveHour.parse(
         "2026-11-01T00"))  # ...so the archive sensor sees exactly the outputs
@@ -372,7 +376,7 @@ def test_a_changed_file_is_imported_again_and_stale_hours_removed(roots, tmp_pat
     imp = importer(roots, tmp_path)
     imp.import_range()
     name = "1763610000000.bbbb.gz"
-    fid = si.file_id(SEGMENT_ID, MS1, name)
+    fid = sl.file_id(SEGMENT_ID, MS1, name)
     assert f"day={D1}/hr=10/segment-{fid}.jsonl.gz" in archive_files(roots[1])
     # the same file rewritten (new size / ETag): hour 10 gone, hour 15 new, hour 11 changed
     new_b = [seg_msg("b3", "2026-11-20T11:30:00Z"), seg_msg("b5", "2026-11-20T15:00:00Z")]
@@ -399,8 +403,8 @@ def test_unreadable_manifest_or_input_is_reported_not_lost(tmp_path):
     put(roots[0], MS1, "f.gz", gz(FILE_C))
     imp = importer(roots)
     assert imp.import_range().count("imported") == 1
-    fid = si.file_id(SEGMENT_ID, MS1, "f.gz")
-    Path(si.manifest_location(roots[1], SOURCE, fid)).write_text("{not json")
+    fid = sl.file_id(SEGMENT_ID, MS1, "f.gz")
+    Path(sl.manifest_location(roots[1], SOURCE, fid)).write_text("{not json")
     assert imp.import_range().count("imported") == 1  # a corrupt manifest: imported again
     put(roots[0], MS1, "f.gz", b"\x1f\x8b\x08\x00garbage")
     report = imp.import_range()
@@ -412,8 +416,8 @@ def test_range_and_listing_bounds(tmp_path):
     roots = (str(tmp_path / "segment"), str(tmp_path / "archive"))
     build_segment_archive(roots[0])
     imp = importer(roots)
-    assert [si.day_of(d) for d in imp.list(D2).days] == [D2]
-    assert [si.day_of(d) for d in imp.list(None, D1).days] == [D1]
+    assert [sl.day_of(d) for d in imp.list(D2).days] == [D2]
+    assert [sl.day_of(d) for d in imp.list(None, D1).days] == [D1]
     report = imp.import_range(D2, D2)
     assert report.days == [D2] and report.count("imported") == 1
 
@@ -421,14 +425,14 @@ def test_range_and_listing_bounds(tmp_path):
 def test_s3_listing_starts_after_the_day_and_pages(s3):
     client, bucket = s3
     root = f"s3://{bucket}/exports"
-    for ms in (MS1 - si.DAY_MS, MS1, MS2):
+    for ms in (MS1 - sl.DAY_MS, MS1, MS2):
         for i in range(3):
             put(root, ms, f"f{i}.gz", gz([seg_msg("x", "2026-11-20T00:00:00Z")]))
     put(root, "notes", "x.gz", b"x")
     calls: list[str | None] = []
     client.meta.events.register("before-parameter-build.s3.ListObjectsV2",
                                 lambda params, **_: calls.append(params.get("StartAfter")))
-    lister = si.S3SegmentLister(client=client, page_size=2)
+    lister = sls.S3SegmentLister(client=client, page_size=2)
     listing = lister.list_days(root, SEGMENT_ID, since=MS1)
     assert sorted(listing.days) == [MS1, MS2]
     assert [f.name for f in listing.days[MS1]] == ["f0.gz", "f1.gz", "f2.gz"]
@@ -439,12 +443,12 @@ def test_s3_listing_starts_after_the_day_and_pages(s3):
     listing = lister.list_days(root, SEGMENT_ID, since=MS1, until=MS1)
     assert sorted(listing.days) == [MS1] and len(calls) == 2  # stops at the first later day
     cut = lister.list_days(root, SEGMENT_ID, limit=4)  # finishes a day, then stops
-    assert sorted(cut.days) == [MS1 - si.DAY_MS, MS1] and cut.truncated_at == MS2
-    assert si.S3SegmentLister.split("s3://b/p", "S") == ("b", "p/segment-logs/S/")
-    assert si.S3SegmentLister.split("s3://b", "S") == ("b", "segment-logs/S/")
-    assert isinstance(si.segment_lister_for("/data/x"), si.LocalSegmentLister)
+    assert sorted(cut.days) == [MS1 - sl.DAY_MS, MS1] and cut.truncated_at == MS2
+    assert sls.S3SegmentLister.split("s3://b/p", "S") == ("b", "p/segment-logs/S/")
+    assert sls.S3SegmentLister.split("s3://b", "S") == ("b", "segment-logs/S/")
+    assert isinstance(sls.segment_lister_for("/data/x"), sls.LocalSegmentLister)
     with pytest.raises(ValueError, match="gs://"):
-        si.segment_lister_for("gs://b/p")
+        sls.segment_lister_for("gs://b/p")
 
 
 def test_hour_ranges():
@@ -580,8 +584,8 @@ def test_definitions_of_a_source_with_a_segment_archive(tmp_path):
 def test_import_sensor_requests_new_and_changed_days(tmp_path):
     h = ImportHarness(tmp_path, "2026-11-22T12:00")
     build_segment_archive(h.segment_archive)
-    put(h.segment_archive, si.day_ms_of("2026-10-31"), "old.gz", gz(FILE_C))  # before start
-    put(h.segment_archive, si.day_ms_of("2026-11-30"), "future.gz", gz(FILE_C))  # not yet
+    put(h.segment_archive, sl.day_ms_of("2026-10-31"), "old.gz", gz(FILE_C))  # before start
+    put(h.segment_archive, sl.day_ms_of("2026-11-30"), "future.gz", gz(FILE_C))  # not yet
     result = h.tick()
     reqs = requests(result)
     assert [r.partition_key for r in reqs] == [D1, D2]
@@ -599,13 +603,13 @@ def test_import_sensor_requests_new_and_changed_days(tmp_path):
     put(h.segment_archive, MS2, "1763710000000.dddd.gz", gz(FILE_C))
     (req,) = requests(h.tick())
     assert req.partition_key == D2 and req.run_key != reqs[1].run_key
-    cursor = isn.ImportCursor.parse(h.cursor)
-    assert isn.ImportCursor.parse(cursor.serialize()) == cursor
-    assert cursor.position == si.day_ms_of("2026-11-20")  # 48 h before 2026-11-22T12
+    cursor = ids.ImportCursor.parse(h.cursor)
+    assert ids.ImportCursor.parse(cursor.serialize()) == cursor
+    assert cursor.position == sl.day_ms_of("2026-11-20")  # 48 h before 2026-11-22T12
     # later, day 1 leaves the re-check window: a change there is not seen (replay it)
     h.clock.now = datetime(2026, 11, 24, 12, tzinfo=UTC)
     assert not requests(h.tick())
-    assert isn.ImportCursor.parse(h.cursor).position == si.day_ms_of("2026-11-22")
+    assert ids.ImportCursor.parse(h.cursor).position == sl.day_ms_of("2026-11-22")
     put(h.segment_archive, MS1, "late.gz", gz(FILE_C))
     assert not requests(h.tick())
 
@@ -614,9 +618,9 @@ def test_import_sensor_works_off_a_long_history_a_queue_at_a_time(tmp_path):
     h = ImportHarness(tmp_path, "2026-11-22T12:00", extra="[automation]\nmax_queued_runs = 3\n")
     days = [f"2026-11-{d:02d}" for d in range(1, 11)]
     for day in days:
-        put(h.segment_archive, si.day_ms_of(day), "f.gz", gz(FILE_C))
+        put(h.segment_archive, sl.day_ms_of(day), "f.gz", gz(FILE_C))
     assert [r.partition_key for r in requests(h.tick())] == days[:3]
-    assert isn.ImportCursor.parse(h.cursor).position == si.day_ms_of(days[3])
+    assert ids.ImportCursor.parse(h.cursor).position == sl.day_ms_of(days[3])
     assert [r.partition_key for r in requests(h.tick())] == days[3:6]
 
 
@@ -631,14 +635,14 @@ def test_import_sensor_job_and_syncs_over_s3(s3, tmp_path):
             req.tags["dagster/asset_partition_range_end"]) == ("2026-11-21-01:00",
                                                                "2026-11-21-02:00")
     out = output_lines(h.settings.archive_root)
-    assert sorted(out) == [f"day={D2}/hr=0{i}/segment-{si.file_id(SEGMENT_ID, MS2, n)}.jsonl.gz"
+    assert sorted(out) == [f"day={D2}/hr=0{i}/segment-{sl.file_id(SEGMENT_ID, MS2, n)}.jsonl.gz"
                            for i, n in ((1, "1763700000000.cccc.gz"),
                                         (2, "1763700000000.cccc.gz"))]
 
 
 def test_evaluate_days_is_pure():
-    listing = si.SegmentListing(days={MS1: [si.SegmentObject("a.gz", 10, "e1")], MS2: []})
-    ev = isn.evaluate_days(listing, isn.ImportCursor(), start_ms=MS1,
+    listing = sls.SegmentListing(days={MS1: [sls.SegmentObject("a.gz", 10, "e1")], MS2: []})
+    ev = ids.evaluate_days(listing, ids.ImportCursor(), start_ms=MS1,
                            now=datetime(2026, 11, 21, 5, tzinfo=UTC), recheck_hours=48, budget=5)
     assert [r.day for r in ev.requests] == [D1]  # an empty folder requests nothing
     assert ev.cursor.position == MS1 and MS1 in ev.cursor.fingerprints
@@ -657,11 +661,11 @@ def test_import_run_then_syncs_of_the_old_hours(tmp_path):
     assert changed == ["2026-11-19T23", f"{D1}T00", f"{D1}T05", f"{D1}T10", f"{D1}T11",
                        f"{D1}T23", f"{D2}T00"]
     (check,) = result.get_asset_check_evaluations()
-    assert check.check_name == isn.CHECK_ALL_FILES and check.passed
+    assert check.check_name == ia.CHECK_ALL_FILES and check.passed
 
     reqs = h.syncs_after(result)
-    assert all(r.tags[sn.TRIGGER_TAG] == isn.IMPORT_TRIGGER for r in reqs)
-    assert all(r.tags[isn.IMPORT_RUN_TAG] == result.run_id for r in reqs)
+    assert all(r.tags[sn.TRIGGER_TAG] == iss.IMPORT_TRIGGER for r in reqs)
+    assert all(r.tags[iss.IMPORT_RUN_TAG] == result.run_id for r in reqs)
     spans = [(r.tags.get("dagster/asset_partition_range_start", r.partition_key),
               r.tags.get("dagster/asset_partition_range_end", r.partition_key)) for r in reqs]
     assert spans == [("2026-11-19-23:00", "2026-11-20-00:00"), ("2026-11-20-05:00",) * 2,
@@ -690,10 +694,10 @@ def test_sync_requests_after_import_hand_off_to_the_archive_sensor(tmp_path):
     hours = [ArchiveHour.parse(x) for x in
              ("2026-10-31T23", "2026-11-01T00", "2026-11-20T13", "2026-11-20T14",
               "2026-11-20T15", "2026-11-22T12")]
-    reqs, left = isn.sync_requests_after_import(src, hours, run_id="r1", now=now,
+    reqs, left = iss.sync_requests_after_import(src, hours, run_id="r1", now=now,
                                                 automation=auto)
     # handoff: 2026-11-22T12 - (48 - 2) h = 2026-11-20T14; before the start: no partition
-    assert isn.handoff_hour(now, auto) == ArchiveHour.parse("2026-11-20T14")
+    assert iss.handoff_hour(now, auto) == ArchiveHour.parse("2026-11-20T14")
     assert [r.partition_key for r in reqs] == ["2026-11-01-00:00", "2026-11-20-13:00"]
     assert [str(h) for h in left] == ["2026-11-20T14", "2026-11-20T15", "2026-11-22T12"]
 

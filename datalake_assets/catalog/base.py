@@ -44,7 +44,6 @@ INVALID_SETTINGS = "invalid_settings"
 INTERNAL = "internal"
 ERROR_CODES = (INSUFFICIENT_PERMISSIONS, INVALID_SETTINGS, INTERNAL)
 
-PARTITION_KEY_TYPE = "string"
 MAX_NAME = 255
 
 _IDENT_RE = re.compile(r"[a-z0-9_]{1,255}")
@@ -82,10 +81,6 @@ class TableInfo:
     location: str
     parameters: dict[str, str] = field(default_factory=dict)
     description: str = ""
-
-    @property
-    def column_types(self) -> dict[str, str]:
-        return dict(self.columns)
 
 
 @dataclass(frozen=True)
@@ -311,10 +306,6 @@ class Catalog(ABC):
         """Create the database if it does not exist."""
 
     @abstractmethod
-    def list_databases(self) -> list[str]:
-        ...
-
-    @abstractmethod
     def get_table(self, database: str, table: str) -> TableInfo | None:
         """The table, or ``None`` if it (or its database) does not exist."""
 
@@ -365,9 +356,6 @@ class NoCatalog(Catalog):
 
     def ensure_database(self, name: str, description: str = "") -> None:
         check_identifier(name, "database")
-
-    def list_databases(self) -> list[str]:
-        return []
 
     def get_table(self, database: str, table: str) -> TableInfo | None:
         return None

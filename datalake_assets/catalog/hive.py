@@ -136,9 +136,6 @@ class HiveCatalog(Catalog):
     def ensure_database(self, name: str, description: str = "") -> None:
         self._sql(ddl.create_database_ddl(name, description), f"database {name!r}")
 
-    def list_databases(self) -> list[str]:
-        return sorted(r[0] for r in self._sql("SHOW DATABASES"))
-
     # ---------------------------------------------------------------------------- tables
 
     def list_tables(self, database: str) -> list[str]:

@@ -31,329 +31,49 @@ so the sync, the archive sensors and backfills work on it unchanged (docs/segmen
   checked for every file before anything is committed.
 * Memory: one gzip stream (~300 KB) per output hour of the file being read (a Segment day
   file spans ~24 hours), whatever the file's size.
+
+Modules: ``segment_layout`` (names and days), ``segment_listing`` (day folders, local or S3),
+``segment_routing`` (a line to its hour, an hour's gzip output); here, the importer and its report.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
 import sys
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import Any
 
+from datalake_assets.ingest.segment_layout import (
+    HOUR_US,
+    day_ms_of,
+    day_of,
+    file_id,
+    hour_of_index,
+    manifest_location,
+    output_name,
+    segment_source_dir,
+)
+from datalake_assets.ingest.segment_listing import (
+    SegmentLister,
+    SegmentListing,
+    SegmentObject,
+    segment_lister_for,
+)
+from datalake_assets.ingest.segment_routing import HourOutput, route
 from datalake_assets.lake import storage
-from datalake_assets.lake.listing import S3ArchiveLister
 from datalake_assets.spec import layout
-from datalake_assets.spec.layout import S3_SCHEMES, ArchiveHour
-from datalake_assets.spec.messages import Rejected, decode
-from datalake_assets.spec.types import parse_timestamp
+from datalake_assets.spec.layout import ArchiveHour
 
-SEGMENT_LOGS = "segment-logs"
-MANIFEST_DIR = "_imports"
 MANIFEST_VERSION = 1
-OUTPUT_PREFIX = "segment-"
-OUTPUT_SUFFIX = ".jsonl.gz"
-DAY_MS = 86_400_000
-HOUR_US = 3_600_000_000
-MAX_HOUR_INDEX = 70_000_000  # hours since 1970 up to the year 9955: beyond, not a receivedAt
-FLUSH_BYTES = 1 << 17  # lines buffered per hour before they are compressed
 READ_AHEAD = 8 << 20  # S3: one GET per 8 MiB of an input file (64 KiB reads otherwise)
 MAX_OPEN_HOURS = 512  # output hours of one input file (a Segment day file spans ~24)
-DEFAULT_LIST_LIMIT = 200_000  # folder entries or keys listed per call at most (sensor ticks)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-UNROUTED_REASONS = ("invalid_json", "not_an_object", "missing_received_at",
-                    "invalid_received_at")
 
 
 class ImportFailure(Exception):
     """An input file that could not be imported (unreadable, or its lines do not reconcile)."""
-
-
-# --------------------------------------------------------------------------------- day folders
-
-
-def parse_day_folder(name: str) -> int | None:
-    """Epoch ms of a Segment day folder name, or ``None`` unless it is the midnight (UTC) of
-    a day from 1970 to 9999 written as plain digits."""
-    if not name.isdigit() or not name.isascii() or len(name) > 15:
-        return None
-    ms = int(name)
-    if ms % DAY_MS or str(ms) != name or ms >= 253_402_300_800_000:
-        return None
-    return ms
-
-
-def day_ms_of(day: str) -> int:
-    """``YYYY-MM-DD`` -> epoch ms of its midnight UTC."""
-    d = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC)
-    return int((d - _EPOCH).total_seconds()) * 1000
-
-
-def day_of(ms: int) -> str:
-    return (_EPOCH + timedelta(milliseconds=ms)).strftime("%Y-%m-%d")
-
-
-def hour_of_index(index: int) -> ArchiveHour:
-    return ArchiveHour(_EPOCH + timedelta(hours=index))
-
-
-def segment_source_dir(segment_archive: str, segment_source_id: str) -> str:
-    return layout.join(segment_archive, SEGMENT_LOGS, segment_source_id)
-
-
-def file_id(segment_source_id: str, day_ms: int, name: str) -> str:
-    """Stable id of an input file: the same file always gets the same outputs' names."""
-    return hashlib.sha256(f"{segment_source_id}/{day_ms}/{name}".encode()).hexdigest()[:16]
-
-
-def output_name(fid: str) -> str:
-    return f"{OUTPUT_PREFIX}{fid}{OUTPUT_SUFFIX}"
-
-
-def manifest_location(archive_root: str, source_id: str, fid: str) -> str:
-    return layout.join(archive_root, source_id, MANIFEST_DIR, f"{fid}.json")
-
-
-def is_input_file(name: str) -> bool:
-    return name.endswith(".gz") and not name.startswith((".", "_"))
-
-
-# ------------------------------------------------------------------------------------ listing
-
-
-@dataclass(frozen=True, order=True)
-class SegmentObject:
-    name: str  # base name in the day folder
-    size: int
-    version: str  # ETag (S3) or mtime in ns (local)
-
-
-@dataclass
-class SegmentListing:
-    """Day folders of one Segment source, from ``since`` on."""
-
-    days: dict[int, list[SegmentObject]] = field(default_factory=dict)
-    invalid: list[str] = field(default_factory=list)  # folders that are not a day's epoch ms
-    ignored: int = 0  # files that are not ``*.gz`` or are hidden (``.``/``_``)
-    calls: int = 0
-    entries: int = 0
-    truncated_at: int | None = None  # first day not listed (limit): list again from there
-
-
-class SegmentLister(Protocol):
-    def list_days(self, segment_archive: str, segment_source_id: str, since: int | None = None,
-                  until: int | None = None, limit: int = DEFAULT_LIST_LIMIT
-                  ) -> SegmentListing: ...
-
-
-class LocalSegmentLister:
-    """``os.scandir`` of the source folder, then of each day folder from ``since`` on."""
-
-    def list_days(self, segment_archive: str, segment_source_id: str, since: int | None = None,
-                  until: int | None = None, limit: int = DEFAULT_LIST_LIMIT) -> SegmentListing:
-        out = SegmentListing()
-        base = segment_source_dir(segment_archive, segment_source_id)
-        days = []
-        for name, is_dir in self._scan(base, out):
-            if not is_dir:
-                continue
-            ms = parse_day_folder(name)
-            if ms is None:
-                out.invalid.append(name)
-            elif (since is None or ms >= since) and (until is None or ms <= until):
-                days.append((ms, name))
-        for ms, name in sorted(days):
-            if out.entries >= limit and out.days:
-                out.truncated_at = ms
-                break
-            files = []
-            for entry in self._scan_files(f"{base}/{name}", out):
-                if entry is None:
-                    out.ignored += 1
-                else:
-                    files.append(entry)
-            out.days[ms] = sorted(files)
-        out.invalid.sort()
-        return out
-
-    @staticmethod
-    def _scan(path: str, out: SegmentListing) -> list[tuple[str, bool]]:
-        try:
-            with os.scandir(path) as it:
-                out.calls += 1
-                names = [(e.name, e.is_dir()) for e in it]
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        out.entries += len(names)
-        return names
-
-    @staticmethod
-    def _scan_files(path: str, out: SegmentListing) -> list[SegmentObject | None]:
-        found: list[SegmentObject | None] = []
-        try:
-            with os.scandir(path) as it:
-                out.calls += 1
-                for e in it:
-                    out.entries += 1
-                    if not e.is_file():
-                        continue
-                    if not is_input_file(e.name):
-                        found.append(None)
-                        continue
-                    try:
-                        st = e.stat()
-                    except FileNotFoundError:
-                        continue
-                    found.append(SegmentObject(e.name, st.st_size, str(st.st_mtime_ns)))
-        except (FileNotFoundError, NotADirectoryError):
-            pass
-        return found
-
-
-class S3SegmentLister(S3ArchiveLister):
-    """``list_objects_v2`` under ``<prefix>/segment-logs/<id>/``, ``StartAfter`` the first day
-    wanted. Day folders of 13 digits (2001-09-09 to 2286) sort by name as by time, so a listing
-    from a day returns that day and the later ones only. The client and page size are the
-    archive sensor's (``lake.listing.S3ArchiveLister``)."""
-
-    @staticmethod
-    def split(segment_archive: str, segment_source_id: str) -> tuple[str, str]:
-        """``(bucket, key prefix of the Segment source ending in '/')``."""
-        rest = segment_archive.split("://", 1)[1]
-        bucket, _, prefix = rest.partition("/")
-        return bucket, layout.join(prefix, SEGMENT_LOGS, segment_source_id).lstrip("/") + "/"
-
-    def list_days(self, segment_archive: str, segment_source_id: str, since: int | None = None,
-                  until: int | None = None, limit: int = DEFAULT_LIST_LIMIT) -> SegmentListing:
-        out = SegmentListing()
-        bucket, prefix = self.split(segment_archive, segment_source_id)
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": self.page_size}
-        if since is not None:
-            kwargs["StartAfter"] = f"{prefix}{since}"  # the day's keys extend this string
-        invalid: set[str] = set()
-        current: int | None = None
-        done = False
-        while not done:
-            page = self.client.list_objects_v2(**kwargs)
-            out.calls += 1
-            for obj in page.get("Contents", ()):
-                out.entries += 1
-                folder, _, name = obj["Key"][len(prefix):].partition("/")
-                ms = parse_day_folder(folder)
-                if ms is None:
-                    invalid.add(folder)
-                    continue
-                if (since is not None and ms < since) or (until is not None and ms > until):
-                    if until is not None and ms > until and len(folder) == 13:
-                        done = True  # 13-digit days sort by time: nothing wanted follows
-                        break
-                    continue
-                if ms != current:
-                    if out.entries > limit and out.days:
-                        out.truncated_at = ms
-                        done = True
-                        break
-                    current = ms
-                    out.days.setdefault(ms, [])
-                if not name or "/" in name:
-                    continue  # folder marker, or a deeper key: not a Segment file
-                if not is_input_file(name):
-                    out.ignored += 1
-                    continue
-                out.days[ms].append(SegmentObject(
-                    name, int(obj["Size"]), str(obj.get("ETag", "")).strip('"')))
-            if done or not page.get("IsTruncated"):
-                break
-            kwargs["ContinuationToken"] = page["NextContinuationToken"]
-        for files in out.days.values():
-            files.sort()
-        out.invalid = sorted(invalid)
-        return out
-
-
-def segment_lister_for(segment_archive: str) -> SegmentLister:
-    scheme = segment_archive.split("://", 1)[0].lower() if "://" in segment_archive else ""
-    if not scheme:
-        return LocalSegmentLister()
-    if scheme in S3_SCHEMES:
-        return S3SegmentLister()
-    raise ValueError(f"Segment archives are local folders or s3:// URIs; not {segment_archive!r}")
-
-
-# ------------------------------------------------------------------------------------ routing
-
-
-# ``YYYY-MM-DDTHH:MM:SS[.fraction]Z``: what ``parse_timestamp`` accepts whenever the date and
-# hour are valid (checked once per hour text, cached), in the hour the text names.
-_COMMON_TS = re.compile(
-    r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?Z\Z")
-_HOUR_CACHE: dict[str, int] = {}
-
-
-def route(raw: bytes) -> tuple[int | None, str | None]:
-    """``(hour index since 1970, None)`` of a line, or ``(None, reason)`` if it has no usable
-    ``receivedAt`` (reasons: ``UNROUTED_REASONS``)."""
-    try:
-        obj = decode(raw, sys.maxsize)  # the sync's decoder; size limits are the sync's call
-    except Rejected:
-        return None, "invalid_json"
-    if type(obj) is not dict:
-        return None, "not_an_object"
-    received = obj.get("receivedAt")
-    if received is None or received == "":
-        return None, "missing_received_at"
-    if type(received) is not str:
-        return None, "invalid_received_at"
-    m = _COMMON_TS.match(received)
-    if m:  # Segment's own form: the hour decides, minutes and seconds are valid by the pattern
-        index = _HOUR_CACHE.get(m.group(1))
-        if index is None:
-            micros = parse_timestamp(f"{m.group(1)}:00:00Z")
-            index = -1 if micros is None else micros // HOUR_US
-            if len(_HOUR_CACHE) < 100_000:
-                _HOUR_CACHE[m.group(1)] = index
-    else:
-        micros = parse_timestamp(received)
-        index = -1 if micros is None else micros // HOUR_US
-    if not 0 <= index < MAX_HOUR_INDEX:
-        return None, "invalid_received_at"
-    return index, None
-
-
-class _HourOutput:
-    """One output hour of one input file: lines -> gzip -> a staged file."""
-
-    def __init__(self, staged: storage.StagedFile):
-        self.staged = staged
-        self._gz = zlib.compressobj(6, zlib.DEFLATED, 31)  # gzip; header without a time
-        self._buf = bytearray()
-        self._sha = hashlib.sha256()
-        self.lines = 0
-
-    def write(self, raw: bytes) -> None:
-        self._buf += raw
-        self._buf += b"\n"
-        self.lines += 1
-        if len(self._buf) >= FLUSH_BYTES:
-            self._emit(self._gz.compress(bytes(self._buf)))
-            self._buf.clear()
-
-    def finish(self) -> str:
-        """Compress the rest; the SHA-256 of the gzip bytes."""
-        self._emit(self._gz.compress(bytes(self._buf)) + self._gz.flush())
-        self._buf.clear()
-        return self._sha.hexdigest()
-
-    def _emit(self, data: bytes) -> None:
-        if data:
-            self.staged.write(data)
-            self._sha.update(data)
 
 
 # ------------------------------------------------------------------------------------ reports
@@ -519,7 +239,7 @@ class SegmentImporter:
                    f"{day_ms}/{obj.name}"
         fallback = day_ms * 1000 // HOUR_US  # hour 00 of the folder's day
         name = output_name(fid)
-        outputs: dict[int, _HourOutput] = {}
+        outputs: dict[int, HourOutput] = {}
         report = FileReport(obj.name, fid, day_of(day_ms), "imported")
         try:
             read_ahead = READ_AHEAD if "://" in location else None
@@ -541,7 +261,7 @@ class SegmentImporter:
                     hour = hour_of_index(index)
                     target = layout.join(layout.archive_hour_dir(
                         self.archive_root, self.source_id, hour), name)
-                    out = outputs[index] = _HourOutput(storage.StagedFile(target, self.spool_dir))
+                    out = outputs[index] = HourOutput(storage.StagedFile(target, self.spool_dir))
                 out.write(raw)
             routed = sum(o.lines for o in outputs.values())
             if routed != report.lines_in:  # every line in exactly one hour: checked, not hoped

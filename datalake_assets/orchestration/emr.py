@@ -1,6 +1,10 @@
 """Spark on AWS: the sync's job as a step of an existing EMR cluster, or as an EMR Serverless
 job run. Same interface as ``LocalSparkCompute``: only the resource changes, not the assets.
 
+This module holds what both backends share (``AwsSparkCompute``: staging, Pipes, waiting,
+failures, the report); ``emr_steps.py`` holds ``EmrSparkCompute`` (a step of a cluster),
+``emr_serverless.py`` ``EmrServerlessCompute``, and ``emr_package.py`` the job's package.
+
 One ``run_sync``:
 
 1. **Package**: a zip of ``datalake_assets`` and ``dagster_pipes`` (pure Python; PySpark and the
@@ -30,25 +34,26 @@ injector and message reader.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import logging
-import math
 import os
-import re
 import time
-import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from typing import Any
 
 from dagster import AssetExecutionContext, Failure, MetadataValue, open_pipes_session
 from dagster_aws.pipes import PipesS3ContextInjector, PipesS3MessageReader
 from pydantic import Field
 
+from datalake_assets.orchestration.emr_package import (
+    StagedPackage,
+    default_staging_prefix,
+    dir_uri,
+    split_s3_uri,
+    stage_package,
+)
 from datalake_assets.orchestration.resources import SparkCompute
 from datalake_assets.spec import layout
 from datalake_assets.lake import storage
@@ -59,126 +64,9 @@ from datalake_assets.transform.job import (
     SyncResult,
     parse_report,
 )
-from datalake_assets.transform.pipes_entry import ENTRY_SCRIPT, MESSAGE_KIND
+from datalake_assets.transform.pipes_entry import MESSAGE_KIND
 
 log = logging.getLogger(__name__)
-
-JOBS_DIR = "_jobs"  # reserved prefix of the lake bucket: packages, Pipes files, serverless logs
-PACKAGE_FILE = "datalake_assets.zip"
-ENTRY_FILE = "pipes_entry.py"
-BUNDLED_PACKAGES = ("datalake_assets", "dagster_pipes")  # pure Python, shipped in the zip
-PACKAGE_REFRESH_S = 24 * 3600  # re-upload a package older than this (lifecycle rule: >= 2 days)
-
-STEP_RUNNING = frozenset({"RUNNING"})
-STEP_TERMINAL = frozenset({"COMPLETED", "CANCELLED", "FAILED", "INTERRUPTED"})
-JOB_RUN_RUNNING = frozenset({"RUNNING"})
-JOB_RUN_TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
-CLUSTER_USABLE = frozenset({"STARTING", "BOOTSTRAPPING", "RUNNING", "WAITING"})
-
-_S3_URI_RE = re.compile(r"s3[an]?://([^/]+)/?(.*)")
-
-
-# ------------------------------------------------------------------------------------ S3 paths
-
-
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    """``("bucket", "key/prefix")`` of ``s3://bucket/key/prefix`` (also ``s3a://``, ``s3n://``)."""
-    m = _S3_URI_RE.fullmatch(uri)
-    if not m or not m.group(1):
-        raise ValueError(f"not an S3 URI: {uri!r} (expected s3://bucket/prefix)")
-    return m.group(1), m.group(2)
-
-
-def default_staging_prefix(lake_root: str) -> str:
-    """``s3://<lake bucket>/_jobs/``: the bucket's reserved prefix for job files."""
-    bucket, _ = split_s3_uri(lake_root)
-    return f"s3://{bucket}/{JOBS_DIR}/"
-
-
-def _dir_uri(uri: str) -> str:
-    return uri if uri.endswith("/") else uri + "/"
-
-
-# ----------------------------------------------------------------------------------- packaging
-
-
-def _package_files(package: str) -> Iterator[tuple[str, str]]:
-    """``(path on disk, name in the zip)`` of a package's modules and data files, sorted."""
-    import importlib
-
-    module = importlib.import_module(package)
-    root = os.path.dirname(module.__file__ or "")
-    base = os.path.dirname(root)
-    out = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
-        for name in files:
-            if name.endswith((".py", ".toml", ".typed")):
-                path = os.path.join(folder, name)
-                out.append((path, os.path.relpath(path, base).replace(os.sep, "/")))
-    return iter(sorted(out, key=lambda p: p[1]))
-
-
-def build_package(packages: tuple[str, ...] = BUNDLED_PACKAGES) -> bytes:
-    """A zip for ``--py-files``: byte-identical for identical sources (sorted entries, fixed
-    timestamps and modes), so its hash names it."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for package in packages:
-            for path, name in _package_files(package):
-                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = 0o644 << 16
-                with open(path, "rb") as f:
-                    zf.writestr(info, f.read())
-    return buf.getvalue()
-
-
-@lru_cache(maxsize=1)
-def _package() -> tuple[bytes, bytes, str]:
-    body, entry = build_package(), ENTRY_SCRIPT.encode("utf-8")
-    digest = hashlib.sha256(body + b"\0" + entry).hexdigest()
-    return body, entry, digest
-
-
-@dataclass(frozen=True)
-class StagedPackage:
-    sha256: str
-    zip_uri: str
-    entry_uri: str
-    uploaded: tuple[str, ...]  # the files this call uploaded (empty: all were there)
-
-
-def stage_package(s3: Any, staging_prefix: str, refresh_after_s: int = PACKAGE_REFRESH_S,
-                  package: tuple[bytes, bytes, str] | None = None) -> StagedPackage:
-    """Upload the job's zip and entry script to ``<staging_prefix><sha256>/`` unless there
-    (and fresher than ``refresh_after_s``)."""
-    body, entry, digest = package or _package()
-    bucket, prefix = split_s3_uri(_dir_uri(staging_prefix))
-    folder = f"{prefix}{digest}/"
-    uploaded = []
-    for name, data in ((PACKAGE_FILE, body), (ENTRY_FILE, entry)):
-        key = folder + name
-        if not _fresh(s3, bucket, key, len(data), refresh_after_s):
-            s3.put_object(Bucket=bucket, Key=key, Body=data)
-            uploaded.append(name)
-    return StagedPackage(
-        sha256=digest, zip_uri=f"s3://{bucket}/{folder}{PACKAGE_FILE}",
-        entry_uri=f"s3://{bucket}/{folder}{ENTRY_FILE}", uploaded=tuple(uploaded),
-    )
-
-
-def _fresh(s3: Any, bucket: str, key: str, size: int, refresh_after_s: int) -> bool:
-    from botocore.exceptions import ClientError
-
-    try:
-        head = s3.head_object(Bucket=bucket, Key=key)
-    except ClientError as e:
-        if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise
-    age = datetime.now(UTC) - head["LastModified"]
-    return head.get("ContentLength") == size and age < timedelta(seconds=refresh_after_s)
 
 
 # ------------------------------------------------------------------------- remote runs, status
@@ -192,7 +80,7 @@ class RemoteStatus:
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
 
-class _RemoteRun:
+class RemoteRun:
     """A submitted step or job run: how to poll it and how to cancel it."""
 
     label: str
@@ -206,85 +94,6 @@ class _RemoteRun:
     def cancel(self) -> str:  # pragma: no cover - interface
         """Request the cancellation; returns what AWS answered."""
         raise NotImplementedError
-
-
-def step_failure_reason(status: dict) -> str:
-    """The reason of an EMR step's state: its ``FailureDetails`` (reason, message) or its
-    ``StateChangeReason``."""
-    failure = status.get("FailureDetails") or {}
-    parts = [failure.get("Reason"), failure.get("Message")]
-    change = status.get("StateChangeReason") or {}
-    parts += [change.get("Code"), change.get("Message")]
-    seen: list[str] = []
-    for p in parts:
-        if p and p not in seen:
-            seen.append(p)
-    return "; ".join(seen)
-
-
-def step_log_location(status: dict, log_uri: str | None, cluster_id: str, step_id: str) -> str:
-    """The step's log file (``FailureDetails.LogFile``), else its folder under the cluster's
-    ``LogUri`` (``stdout.gz``/``stderr.gz``; EMR uploads them every few minutes)."""
-    log_file = (status.get("FailureDetails") or {}).get("LogFile")
-    if log_file:
-        return re.sub(r"^s3n://", "s3://", log_file)
-    if log_uri:
-        base = _dir_uri(re.sub(r"^s3n://", "s3://", log_uri))
-        return f"{base}{cluster_id}/steps/{step_id}/"
-    return (f"cluster {cluster_id} has no LogUri: the step's logs are only on its primary node, "
-            f"/mnt/var/log/hadoop/steps/{step_id}/")
-
-
-class _EmrStep(_RemoteRun):
-    running, terminal, success = STEP_RUNNING, STEP_TERMINAL, "COMPLETED"
-
-    def __init__(self, emr: Any, cluster_id: str, step_id: str, log_uri: str | None) -> None:
-        self.emr, self.cluster_id, self.step_id, self.log_uri = emr, cluster_id, step_id, log_uri
-        self.label = f"EMR step {step_id} on cluster {cluster_id}"
-
-    def status(self) -> RemoteStatus:
-        step = self.emr.describe_step(ClusterId=self.cluster_id, StepId=self.step_id)["Step"]
-        st = step.get("Status", {})
-        return RemoteStatus(
-            state=st.get("State", "UNKNOWN"), reason=step_failure_reason(st),
-            log_location=step_log_location(st, self.log_uri, self.cluster_id, self.step_id),
-            raw=step,
-        )
-
-    def cancel(self) -> str:
-        r = self.emr.cancel_steps(ClusterId=self.cluster_id, StepIds=[self.step_id],
-                                  StepCancellationOption="SEND_INTERRUPT")
-        info = (r.get("CancelStepsInfoList") or [{}])[0]
-        return " ".join(p for p in ("cancel", info.get("Status", "requested"),
-                                    info.get("Reason") or "") if p)
-
-
-def job_run_log_location(log_uri: str, application_id: str, job_run_id: str) -> str:
-    """The driver's logs of a job run (``stdout.gz``/``stderr.gz``) under the job's S3 log URI."""
-    return f"{_dir_uri(log_uri)}applications/{application_id}/jobs/{job_run_id}/SPARK_DRIVER/"
-
-
-class _ServerlessJobRun(_RemoteRun):
-    running, terminal, success = JOB_RUN_RUNNING, JOB_RUN_TERMINAL, "SUCCESS"
-
-    def __init__(self, client: Any, application_id: str, job_run_id: str, log_uri: str) -> None:
-        self.client, self.application_id, self.job_run_id = client, application_id, job_run_id
-        self.log_uri = log_uri
-        self.label = f"EMR Serverless job run {job_run_id} of application {application_id}"
-
-    def status(self) -> RemoteStatus:
-        run = self.client.get_job_run(applicationId=self.application_id,
-                                      jobRunId=self.job_run_id)["jobRun"]
-        return RemoteStatus(
-            state=run.get("state", "UNKNOWN"), reason=run.get("stateDetails") or "",
-            log_location=job_run_log_location(self.log_uri, self.application_id,
-                                              self.job_run_id),
-            raw=run,
-        )
-
-    def cancel(self) -> str:
-        self.client.cancel_job_run(applicationId=self.application_id, jobRunId=self.job_run_id)
-        return "cancel requested"
 
 
 # ------------------------------------------------------------------------------ Pipes plumbing
@@ -327,7 +136,7 @@ class _Timeout(Exception):
 # ----------------------------------------------------------------------------------- resources
 
 
-class _AwsSparkCompute(SparkCompute):
+class AwsSparkCompute(SparkCompute):
     """What both AWS backends share: staging, Pipes, waiting, failures, the report."""
 
     region: str = Field(default="", description="AWS region; '' -> AWS_REGION / ~/.aws/config")
@@ -406,7 +215,7 @@ class _AwsSparkCompute(SparkCompute):
 
     def _staging(self, req: SyncRequest) -> str:
         if self.staging_prefix:
-            return _dir_uri(self.staging_prefix)
+            return dir_uri(self.staging_prefix)
         if not req.lake_root.startswith("s3://"):
             raise Failure(description=f"the lake ({req.lake_root}) is not on S3: set "
                                       "staging_prefix (an s3:// URI) for the job's files")
@@ -427,7 +236,7 @@ class _AwsSparkCompute(SparkCompute):
         return req
 
     def _submit(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
-                tags: dict[str, str], logger: Any) -> _RemoteRun:  # pragma: no cover
+                tags: dict[str, str], logger: Any) -> RemoteRun:  # pragma: no cover
         raise NotImplementedError
 
     def _job_conf(self, req: SyncRequest) -> dict[str, str]:
@@ -446,7 +255,7 @@ class _AwsSparkCompute(SparkCompute):
 
     # ------------------------------------------------------------------------------ wait
 
-    def _wait(self, run: _RemoteRun, logger: Any) -> RemoteStatus:
+    def _wait(self, run: RemoteRun, logger: Any) -> RemoteStatus:
         """Poll until a terminal state; a timeout or an interruption cancels the run."""
         start = time.monotonic()
         running_since: float | None = None
@@ -482,7 +291,7 @@ class _AwsSparkCompute(SparkCompute):
             self._cancel(run, logger)
             raise
 
-    def _cancel(self, run: _RemoteRun, logger: Any) -> str:
+    def _cancel(self, run: RemoteRun, logger: Any) -> str:
         try:
             outcome = run.cancel()
         except Exception as e:  # noqa: BLE001 - reported; never hides why we cancelled
@@ -492,7 +301,7 @@ class _AwsSparkCompute(SparkCompute):
 
     # ---------------------------------------------------------------------------- result
 
-    def _result(self, req: SyncRequest, run: _RemoteRun, final: RemoteStatus,
+    def _result(self, req: SyncRequest, run: RemoteRun, final: RemoteStatus,
                 message: dict | None, submitted_at: datetime, s3: Any) -> SyncResult:
         where = f"{run.label} ended {final.state}" + (f": {final.reason}" if final.reason else "")
         where += f"; logs: {final.log_location}"
@@ -541,114 +350,6 @@ def _report_candidates(req: SyncRequest, submitted_at: datetime) -> list[str]:
     return out
 
 
-class EmrSparkCompute(_AwsSparkCompute):
-    """The sync as a step of an existing EMR cluster (``add_job_flow_steps``), like Segment's
-    Data Lakes. Replays (``request.replay``) go to ``replay_cluster_id`` when set, so a long
-    backfill never queues the hourly syncs behind it."""
-
-    cluster_id: str = Field(description="the EMR cluster (j-...) that runs the syncs")
-    replay_cluster_id: str = Field(default="", description="cluster for replays; '' -> cluster_id")
-    deploy_mode: str = Field(
-        default="client",
-        description="spark-submit --deploy-mode: client (driver on the primary node) or cluster")
-
-    def cluster_for(self, req: SyncRequest) -> str:
-        return self.replay_cluster_id if req.replay and self.replay_cluster_id else self.cluster_id
-
-    def step_args(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
-                  region: str, cluster_id: str) -> list[str]:
-        """``command-runner.jar`` arguments: the ``spark-submit`` of the step."""
-        args = ["spark-submit", "--deploy-mode", self.deploy_mode, "--name",
-                f"datalake-sync-{req.source_id}", "--py-files", package.zip_uri]
-        for k, v in sorted(self._job_conf(req).items()):
-            args += ["--conf", f"{k}={v}"]
-        return [*args, package.entry_uri,
-                *self._entry_args(region, pipes_args, req, ["--emr-cluster-id", cluster_id])]
-
-    def _submit(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
-                tags: dict[str, str], logger: Any) -> _RemoteRun:
-        from botocore.exceptions import ClientError
-
-        region = self._region()
-        cluster_id = self.cluster_for(req)
-        emr = self._client("emr")
-        try:
-            cluster = emr.describe_cluster(ClusterId=cluster_id)["Cluster"]
-        except ClientError as e:
-            raise Failure(description=f"EMR cluster {cluster_id}: {_client_error(e)}") from None
-        state = cluster.get("Status", {}).get("State", "UNKNOWN")
-        if state not in CLUSTER_USABLE:
-            reason = (cluster.get("Status", {}).get("StateChangeReason") or {}).get("Message")
-            raise Failure(description=f"EMR cluster {cluster_id} is {state}"
-                                      + (f" ({reason})" if reason else "")
-                                      + ": it cannot run steps")
-        step = {
-            "Name": f"datalake sync {req.source_id} {req.hours[0]}..{req.hours[-1]} "
-                    f"(run {req.run_id})"[:256],
-            "ActionOnFailure": "CONTINUE",  # a failed sync never stops the shared cluster
-            "HadoopJarStep": {"Jar": "command-runner.jar",
-                              "Args": self.step_args(req, package, pipes_args, region,
-                                                     cluster_id)},
-        }
-        try:
-            step_id = emr.add_job_flow_steps(JobFlowId=cluster_id, Steps=[step])["StepIds"][0]
-        except ClientError as e:
-            raise Failure(description=f"could not add a step to EMR cluster {cluster_id}: "
-                                      f"{_client_error(e)}") from None
-        logger.info(f"submitted EMR step {step_id} to cluster {cluster_id} ({state})")
-        return _EmrStep(emr, cluster_id, step_id, cluster.get("LogUri"))
-
-
-class EmrServerlessCompute(_AwsSparkCompute):
-    """The sync as an EMR Serverless job run: no cluster to keep running between hourly syncs."""
-
-    application_id: str = Field(description="the EMR Serverless (Spark) application")
-    execution_role_arn: str = Field(description="the job runtime role (S3, Glue access)")
-    log_uri: str = Field(default="", description="S3 URI for the job runs' logs; '' -> "
-                                                 "<staging_prefix>logs/")
-
-    def job_run_params(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
-                       region: str, tags: dict[str, str], log_uri: str) -> dict:
-        """The ``start_job_run`` request. Spark settings go in the ``spark-defaults``
-        classification (values may contain spaces), the Python files in the submit parameters."""
-        minutes = max(5, math.ceil((self.submit_timeout_s + self.run_timeout_s) / 60))
-        return {
-            "applicationId": self.application_id,
-            "executionRoleArn": self.execution_role_arn,
-            "name": f"datalake sync {req.source_id} {req.hours[0]}..{req.hours[-1]}"[:256],
-            "jobDriver": {"sparkSubmit": {
-                "entryPoint": package.entry_uri,
-                "entryPointArguments": self._entry_args(region, pipes_args, req),
-                "sparkSubmitParameters": f"--py-files {package.zip_uri}",
-            }},
-            "configurationOverrides": {
-                "applicationConfiguration": [{"classification": "spark-defaults",
-                                              "properties": self._job_conf(req)}],
-                "monitoringConfiguration": {"s3MonitoringConfiguration": {"logUri": log_uri}},
-            },
-            # AWS cancels the run itself past this, even if Dagster is gone
-            "executionTimeoutMinutes": minutes,
-            "tags": {**{k: v[:256] for k, v in tags.items()}, "datalake/source": req.source_id,
-                     "datalake/run_id": req.run_id},
-        }
-
-    def _submit(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
-                tags: dict[str, str], logger: Any) -> _RemoteRun:
-        from botocore.exceptions import ClientError
-
-        region = self._region()
-        log_uri = _dir_uri(self.log_uri or f"{self._staging(req)}logs/")
-        client = self._client("emr-serverless")
-        params = self.job_run_params(req, package, pipes_args, region, tags, log_uri)
-        try:
-            job_run_id = client.start_job_run(**params)["jobRunId"]
-        except ClientError as e:
-            raise Failure(description=f"could not start a job run on EMR Serverless application "
-                                      f"{self.application_id}: {_client_error(e)}") from None
-        logger.info(f"started EMR Serverless job run {job_run_id} on {self.application_id}")
-        return _ServerlessJobRun(client, self.application_id, job_run_id, log_uri)
-
-
-def _client_error(e: Any) -> str:
+def client_error(e: Any) -> str:
     err = e.response.get("Error", {})
     return f"{err.get('Code', 'error')}: {err.get('Message', str(e))}"

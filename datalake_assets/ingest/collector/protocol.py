@@ -40,7 +40,6 @@ from datalake_assets.spec.messages import Rejected, validate
 from datalake_assets.spec.naming import MESSAGE_TYPES
 from datalake_assets.spec.types import parse_timestamp
 
-BATCH = "batch"
 # path -> message type (None: a batch). Segment's paths, with or without a trailing '/'.
 ENDPOINTS: dict[str, str | None] = {f"/v1/{t}": t for t in sorted(MESSAGE_TYPES)}
 ENDPOINTS["/v1/batch"] = None

@@ -24,7 +24,7 @@ import queue
 import threading
 import zlib
 
-from datalake_assets.ingest.collector.spool import ClosedSegment, fsync_dir
+from datalake_assets.ingest.collector.spool_files import ClosedSegment, fsync_dir
 from datalake_assets.spec.layout import archive_hour_dir, join
 from datalake_assets.lake import storage
 

@@ -25,7 +25,7 @@ import signal
 import socket
 import time
 
-from datalake_assets.ingest.collector.spool import (
+from datalake_assets.ingest.collector.spool_files import (
     WORKER_PREFIX,
     adopt_worker_spools,
     lock_spool,
