@@ -14,14 +14,25 @@ from datalake_assets.catalog.register import register_sync
 from datalake_assets.catalog.reports import register_reports, write_report_table
 from datalake_assets.lake import commit, faults, storage
 from datalake_assets.lake.records import write_schema_record
-from datalake_assets.lake.report import SourceReport, SyncReport, TableChecks, TableReport, \
-    write_report
+from datalake_assets.lake.report import (
+    SourceReport,
+    SyncReport,
+    TableChecks,
+    TableReport,
+    write_report,
+)
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange
 from datalake_assets.transform.dedup import Duplicates
-from datalake_assets.transform.manifest import CONFORMANCE, FILE, INDEX, MISFITS, QUARANTINE, \
-    ManifestEntry
+from datalake_assets.transform.manifest import (
+    CONFORMANCE,
+    FILE,
+    INDEX,
+    MISFITS,
+    QUARANTINE,
+    ManifestEntry,
+)
 from datalake_assets.transform.request import SyncError
 from datalake_assets.transform.run import SyncRun
 from datalake_assets.transform.stage_a import StageAStats

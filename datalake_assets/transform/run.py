@@ -29,6 +29,6 @@ class SyncRun:
     def staging(self) -> str:
         return layout.staging_dir(self.req.lake_root, self.req.source_dir, self.req.run_id)
 
-    def job(self, description: str | None) -> None:
+    def describe_jobs(self, description: str | None) -> None:
         """The Spark UI's name of the next jobs."""
         self.spark.sparkContext.setJobDescription(description)

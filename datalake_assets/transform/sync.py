@@ -43,10 +43,20 @@ from datalake_assets.transform.outcome import (
 )
 from datalake_assets.transform.request import SyncError, SyncRequest
 from datalake_assets.transform.run import SyncRun
-from datalake_assets.transform.stage_a import STAGE_A_SCHEMA, STATS, StageAConfig, StageAStats, \
-    merge_stats, run_stage_a
-from datalake_assets.transform.stage_b import STAGE_B_TASK_SCHEMA, StageBConfig, \
-    plan_stage_b_tasks, run_stage_b
+from datalake_assets.transform.stage_a import (
+    STAGE_A_SCHEMA,
+    STATS,
+    StageAConfig,
+    StageAStats,
+    merge_stats,
+    run_stage_a,
+)
+from datalake_assets.transform.stage_b import (
+    STAGE_B_TASK_SCHEMA,
+    StageBConfig,
+    plan_stage_b_tasks,
+    run_stage_b,
+)
 
 
 def list_archive_files(req: SyncRequest) -> list[tuple[str, str, int]]:
@@ -160,7 +170,7 @@ def collect_stats(run: SyncRun, keys) -> StageAStats:
     from pyspark.sql import functions as F
 
     t = time.monotonic()
-    run.job(f"sync {run.req.source_id} {run.req.hours[0]}..{run.req.hours[-1]}: parse")
+    run.describe_jobs(f"sync {run.req.source_id} {run.req.hours[0]}..{run.req.hours[-1]}: parse")
     stats_rows = keys.filter(F.col("kind") == STATS).select("payload").collect()
     stats = merge_stats([bytes(r.payload) for r in stats_rows])
     run.timings["parse_s"] = time.monotonic() - t
@@ -203,7 +213,7 @@ def _widest(record: list[tuple[str, str]], catalog: list[tuple[str, str]]) -> li
 
 def dedup(run: SyncRun, keys, hours: list[str]) -> Duplicates:
     t = time.monotonic()
-    run.job(f"sync {run.req.source_id}: find duplicates")
+    run.describe_jobs(f"sync {run.req.source_id}: find duplicates")
     found = find_duplicates(run.spark, keys, run.req.dedup_lookback_hours, run.req.lake_root,
                             run.req.source_dir, hours)
     run.timings["dedup_s"] = time.monotonic() - t
@@ -235,7 +245,7 @@ def write(run: SyncRun, stats: StageAStats, changes: dict[str, TableChange],
             return run_stage_b(batches, b_cfg)
 
         t = time.monotonic()
-        run.job(f"sync {run.req.source_id}: write tables")
+        run.describe_jobs(f"sync {run.req.source_id}: write tables")
         try:
             sc = run.spark.sparkContext
             tasks_df = run.spark.createDataFrame(sc.parallelize(tasks, len(tasks)),
@@ -243,7 +253,7 @@ def write(run: SyncRun, stats: StageAStats, changes: dict[str, TableChange],
             manifest = [ManifestEntry.from_row(r.asDict())
                         for r in tasks_df.mapInArrow(stage_b, MANIFEST_SCHEMA).collect()]
         finally:
-            run.job(None)
+            run.describe_jobs(None)
         run.timings["write_s"] = time.monotonic() - t
         t = time.monotonic()
         repeated_ids = repeated_message_ids(
