@@ -35,7 +35,7 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
-        "drop one row per stage-B batch on s3:// lakes", "datalake_assets/transform/stages.py",
+        "drop one row per stage-B batch on s3:// lakes", "datalake_assets/transform/stage_b.py",
         (("        self._writer(hour).write_table(written)\n",
           ("        self._writer(hour).write_table(\n"
            "            written.slice(1) if storage.is_uri(self.cfg.staging_root) else written)\n")),),
@@ -46,19 +46,19 @@ MUTATIONS = [
           "                if d.eof:\n"),),
         (T + "test_hostile_input.py", "-k", "oracle")),
     Mutation(
-        "skip the cross-hour dedup (id index)", "datalake_assets/transform/job.py",
-        (("        prior_files = _index_files(req, hours_with_files)\n",
-          "        prior_files = []\n"),),
+        "skip the cross-hour dedup (id index)", "datalake_assets/transform/dedup.py",
+        (("    prior_files = index_files(lake_root, source_dir, lookback_hours, batch_hours)\n",
+          "    prior_files = []\n"),),
         (T + "test_sync_spark.py", "-k", "kept_once_across_syncs")),
     Mutation(
-        "treat one valid line as quarantined", "datalake_assets/transform/stages.py",
+        "treat one valid line as quarantined", "datalake_assets/transform/stage_a.py",
         (("                    _, table, message_id = validate(obj)\n",
           ("                    _, table, message_id = validate(obj)\n"
            "                    if line_no == 1:\n"
            "                        raise Rejected(\"invalid_json\", \"mutation\")\n")),),
         (T + "test_hostile_input.py", "-k", "oracle")),
     Mutation(
-        "write a partition's rows twice", "datalake_assets/transform/stages.py",
+        "write a partition's rows twice", "datalake_assets/transform/stage_b.py",
         (("        self._writer(hour).write_table(written)\n",
           ("        self._writer(hour).write_table(written)\n"
            "        self._writer(hour).write_table(written)\n")),),

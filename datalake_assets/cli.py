@@ -19,7 +19,6 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from datalake_assets.catalog.config import config_from_settings
 from datalake_assets.settings import LakeSettings, SettingsError, default_home, load_settings
 from datalake_assets.spec import layout
 from datalake_assets.lake import storage
@@ -113,25 +112,19 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
 
 
 def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
-    from datalake_assets.transform.job import SyncError, SyncRequest, local_spark_session, run_sync
+    from datalake_assets.transform.request import SyncError, request_from_settings
+    from datalake_assets.transform.session import settings_spark_session
+    from datalake_assets.transform.sync import run_sync
 
     source = settings.source(args.source) if args.source else settings.sources[0]
-    request = SyncRequest(
-        lake_root=settings.lake_root, archive_root=settings.archive_root, source_id=source.id,
-        source_dir=source.lake_dir, database=source.database, date_layout=source.date_layout,
-        hours=tuple(args.hours), max_message_bytes=settings.sync.max_message_bytes,
-        max_depth=settings.sync.max_depth, replay=args.replay,
-        table_prefix=source.effective_table_prefix, catalog=config_from_settings(settings.catalog),
-        dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
-    )
-    spark = local_spark_session(settings.spark.master, settings.spark.driver_memory,
-                                {**settings.spark.extra_conf, **request.catalog.spark_conf()})
+    request = request_from_settings(settings, source, args.hours, replay=args.replay)
+    spark = settings_spark_session(settings)
     try:
         result = run_sync(spark, request)
     except SyncError as e:
         print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
         return 1
-    print(json.dumps(result.source, indent=2))
+    print(json.dumps(result.source.to_dict(), indent=2))
     return 0
 
 
@@ -188,29 +181,22 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
             f"`{source.slug}_archive_sensor` anyway"
         )
         return code
-    from datalake_assets.transform.job import SyncError, SyncRequest, local_spark_session, run_sync
+    from datalake_assets.transform.request import SyncError, request_from_settings
+    from datalake_assets.transform.session import settings_spark_session
+    from datalake_assets.transform.sync import run_sync
 
-    catalog = config_from_settings(settings.catalog)
-    spark = local_spark_session(settings.spark.master, settings.spark.driver_memory,
-                                {**settings.spark.extra_conf, **catalog.spark_conf()})
+    spark = settings_spark_session(settings)
     for first, last in ranges:
-        hours = tuple(str(h) for h in layout.hour_range(first, last))
-        request = SyncRequest(
-            lake_root=settings.lake_root, archive_root=settings.archive_root,
-            source_id=source.id, source_dir=source.lake_dir, database=source.database,
-            date_layout=source.date_layout, hours=hours,
-            max_message_bytes=settings.sync.max_message_bytes, max_depth=settings.sync.max_depth,
-            replay=True, table_prefix=source.effective_table_prefix, catalog=catalog,
-            dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
-        )
+        request = request_from_settings(settings, source, layout.hour_range(first, last),
+                                        replay=True)
         try:
             result = run_sync(spark, request).source
         except SyncError as e:
             print(f"sync {first} .. {last} failed: {e}", file=sys.stderr)
             return 1
-        print(f"synced {first} .. {last}: {result['lines_in']} lines, "
-              f"{result['messages_written']} rows, {result['duplicates']} duplicates, "
-              f"{result['lines_quarantined']} quarantined", flush=True)
+        print(f"synced {first} .. {last}: {result.lines_in} lines, "
+              f"{result.messages_written} rows, {result.duplicates} duplicates, "
+              f"{result.lines_quarantined} quarantined", flush=True)
     return code
 
 

@@ -21,7 +21,6 @@ from dagster._core.definitions.definitions_load_context import (
     DefinitionsLoadType,
 )
 
-from datalake_assets.catalog.config import config_from_settings
 from datalake_assets.orchestration.assets import build_source_assets
 from datalake_assets.orchestration.import_sensors import build_import_automation
 from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
@@ -71,15 +70,7 @@ def build_compute(settings: LakeSettings) -> SparkCompute:
     EMR Serverless job runs (the assets are the same)."""
     c = settings.compute
     if c.backend == "local":
-        return LocalSparkCompute(
-            master=settings.spark.master,
-            driver_memory=settings.spark.driver_memory,
-            conf={
-                "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
-                **settings.spark.extra_conf,
-                **config_from_settings(settings.catalog).spark_conf(),  # a Hive catalog needs the session
-            },
-        )
+        return LocalSparkCompute.from_settings(settings)
     from datalake_assets.orchestration.emr_serverless import EmrServerlessCompute
     from datalake_assets.orchestration.emr_steps import EmrSparkCompute
 

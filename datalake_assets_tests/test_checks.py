@@ -8,7 +8,8 @@ from dagster import AssetCheckSeverity, DagsterInstance, materialize
 from datalake_assets.orchestration.assets import build_source_assets, table_check_results
 from datalake_assets.orchestration.resources import LocalSparkCompute
 from datalake_assets.settings import load_settings
-from datalake_assets.transform import job
+from datalake_assets.lake.report import TableChecks, TableReport
+from datalake_assets.transform import dedup, sync
 from datalake_assets_tests.archive_builders import msg, write_hour
 
 pytestmark = [pytest.mark.spark, pytest.mark.dagster]
@@ -81,29 +82,29 @@ def test_duplicates_check_reads_the_written_output(spark, tmp_path):
     d = staged / "segment_type=screens" / "day=2026-11-21/hr=10"
     d.mkdir(parents=True)
     pq.write_table(pa.table({"message_id": ["s1"]}), d / "part-0.parquet")
-    assert job._repeated_message_ids(spark, str(staged), ["pages", "screens"], []) == {"pages": 1}
+    assert dedup.repeated_message_ids(spark, str(staged), ["pages", "screens"], []) == {"pages": 1}
     # an id that the lake already holds for another hour of the window is repeated too
     prior = tmp_path / "index" / "hour=2026112109"
     prior.mkdir(parents=True)
     pq.write_table(pa.table({"message_id": ["s1", "zzz"]}), prior / "part-0.parquet")
-    repeated = job._repeated_message_ids(spark, str(staged), ["pages", "screens"],
+    repeated = dedup.repeated_message_ids(spark, str(staged), ["pages", "screens"],
                                          [str(prior / "part-0.parquet")])
     assert repeated == {"pages": 1, "screens": 1}
-    report = {"checks": {"repeated_message_ids": repeated["pages"]}, "duplicates": 0}
+    report = TableReport(checks=TableChecks(repeated_message_ids=repeated["pages"]), duplicates=0)
     dup = [r for r in table_check_results("web", "pages", report) if r.check_name == "duplicates"][0]
     assert not dup.passed and dup.severity == AssetCheckSeverity.ERROR
 
 
 def test_completeness_fails_and_nothing_is_committed_when_lines_go_missing(spark, settings, monkeypatch):
     write_hour(settings.archive_root, "web", HOUR, [msg("a1"), msg("a2")])
-    real = job.merge_stats
+    real = sync.merge_stats
 
     def one_line_lost(payloads):
         stats = real(payloads)
         stats.lines_in += 1
         return stats
 
-    monkeypatch.setattr(job, "merge_stats", one_line_lost)
+    monkeypatch.setattr(sync, "merge_stats", one_line_lost)
     result, checks = run(settings, raise_on_error=False)
     assert not result.success
     c = checks[("sync_reports", "completeness")]
@@ -119,8 +120,8 @@ def test_duplicates_check_driver_and_spark_paths_agree(spark, tmp_path, monkeypa
         d.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table({"message_id": ids}), d / f"part-{len(ids)}.parquet")
     tables = ["pages", "screens"]
-    driver = job._repeated_in_output(str(staged), tables)
-    monkeypatch.setattr(job, "_DRIVER_CHECK_MAX_ROWS", 0)  # too big for the driver: Spark
-    assert job._repeated_in_output(str(staged), tables) is None
-    spark_side = job._repeated_message_ids(spark, str(staged), tables, [])
+    driver = dedup.repeated_in_output(str(staged), tables)
+    monkeypatch.setattr(dedup, "_DRIVER_CHECK_MAX_ROWS", 0)  # too big for the driver: Spark
+    assert dedup.repeated_in_output(str(staged), tables) is None
+    spark_side = dedup.repeated_message_ids(spark, str(staged), tables, [])
     assert driver == spark_side == {"pages": 2}  # "b" twice in pages; "c" in pages and screens

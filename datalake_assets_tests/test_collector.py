@@ -1006,8 +1006,8 @@ def test_official_python_client_through_the_sync_into_the_lake(tmp_path, spark):
     lake = str(tmp_path / "lake")
     result = run_sync(spark, SyncRequest(lake, str(tmp_path / "archive"), "src1", tuple(hours)))
     src = result.source
-    assert (src["lines_in"], src["messages_written"], src["duplicates"],
-            src["lines_quarantined"]) == (96, 96, 0, 0)
+    assert (src.lines_in, src.messages_written, src.duplicates,
+            src.lines_quarantined) == (96, 96, 0, 0)
     tables = sorted(t for t in result.tables if t != "tracks")
     assert tables == ["aliases", "groups", "identifies", "order_completed", "pages", "screens",
                       "signed_in", "video_played"]

@@ -122,9 +122,9 @@ def _row_path(objs, max_depth=16):
 
 
 def _same_columns(objs, max_depth=16):
-    from datalake_assets.spec.messages import _child_name
+    from datalake_assets.spec.messages import child_name
 
-    got = C.columnize(objs, max_depth, _child_name)
+    got = C.columnize(objs, max_depth, child_name)
     want = _row_path(objs, max_depth)
     assert sorted(got) == sorted(want)
     for c in want:
@@ -186,18 +186,18 @@ def test_columnize_matches_the_per_row_rules_on_awkward_batches(objs):
     [{"p": {"x": 2.0**70}}],                                       # a rounded big integer
 ])
 def test_columnize_hands_exact_cases_to_the_per_row_rules(objs):
-    from datalake_assets.spec.messages import _child_name
+    from datalake_assets.spec.messages import child_name
 
     with pytest.raises(C.NeedsRowPath):
-        C.columnize(objs, 16, _child_name)
+        C.columnize(objs, 16, child_name)
 
 
 def test_columnize_defers_deep_nesting_to_the_per_row_rules():
-    from datalake_assets.spec.messages import _child_name
+    from datalake_assets.spec.messages import child_name
 
     deep = {"a": {"b": {"c": {"d": 1}}}}
     with pytest.raises(C.NeedsRowPath):
-        C.columnize([deep], 3, _child_name)
+        C.columnize([deep], 3, child_name)
     _same_columns([deep], 8)
 
 

@@ -48,13 +48,9 @@ from datalake_assets.orchestration.emr_steps import (
 )
 from datalake_assets.settings import SettingsError, load_settings
 from datalake_assets.spec import layout
-from datalake_assets.transform.job import (
-    JOB_SPARK_CONF,
-    SyncRequest,
-    parse_args,
-    parse_report,
-    write_report,
-)
+from datalake_assets.lake.report import SyncReport, write_report
+from datalake_assets.transform.job import SyncRequest, parse_args
+from datalake_assets.transform.session import JOB_SPARK_CONF
 from datalake_assets.transform.pipes_entry import split_argv
 
 ACCOUNT = "123456789012"  # moto's
@@ -226,7 +222,7 @@ def sample_report(tmp_path, req: SyncRequest) -> bytes:
          "duplicates": 1, "lines_quarantined": 1, "values_quarantined": 0, "tables": 1,
          "hours_synced": list(req.hours)},
     ]
-    path = write_report(str(tmp_path / "lake"), req.source_id, req.run_id, rows, day)
+    path = write_report(str(tmp_path / "lake"), SyncReport.from_rows(rows), day)
     with open(path, "rb") as f:
         return f.read()
 
@@ -258,7 +254,7 @@ def test_package_lands_in_the_staging_prefix_once(aws):
     body = aws.s3.get_object(Bucket=BUCKET, Key=folder + PACKAGE_FILE)["Body"].read()
     names = set(zipfile.ZipFile(io.BytesIO(body)).namelist())
     for name in ("datalake_assets/__init__.py", "datalake_assets/transform/job.py",
-                 "datalake_assets/transform/pipes_entry.py", "datalake_assets/transform/stages.py",
+                 "datalake_assets/transform/pipes_entry.py", "datalake_assets/transform/stage_a.py",
                  "datalake_assets/spec/layout.py", "datalake_assets/catalog/glue.py",
                  "datalake_assets/lake.toml", "dagster_pipes/__init__.py"):
         assert name in names, name
@@ -340,8 +336,8 @@ def test_step_runs_spark_submit_with_the_package_and_the_request(aws, tmp_path):
     result = compute.run_sync(req)
     sim.join()
     assert not sim.errors
-    assert result == parse_report(body)
-    assert result.source["lines_in"] == 5 and result.tables["tracks"]["row_count"] == 3
+    assert result == SyncReport.parse(body)
+    assert result.source.lines_in == 5 and result.tables["tracks"].row_count == 3
 
     steps = aws.emr.list_steps(ClusterId=aws.cluster)["Steps"]
     assert len(steps) == 1 and not aws.emr.list_steps(ClusterId=aws.replay_cluster)["Steps"]
@@ -378,7 +374,7 @@ def test_a_replay_runs_on_the_replay_cluster(aws, tmp_path):
     sim = when(lambda: our_step(aws.replay_cluster), complete)
     compute = EmrSparkCompute(cluster_id=aws.cluster, replay_cluster_id=aws.replay_cluster,
                               **FAST)
-    assert compute.run_sync(req) == parse_report(body)
+    assert compute.run_sync(req) == SyncReport.parse(body)
     sim.join()
     assert not aws.emr.list_steps(ClusterId=aws.cluster)["Steps"]
     step = aws.emr.list_steps(ClusterId=aws.replay_cluster)["Steps"][0]
@@ -487,7 +483,7 @@ def test_serverless_job_run_has_the_package_the_request_and_the_role(aws, tmp_pa
     compute = serverless(aws, conf={"spark.executor.memory": "8g"}, submit_timeout_s=600,
                          run_timeout_s=3000)
     result = compute.run_sync(req)
-    assert result.source["messages_written"] == 3
+    assert result.source.messages_written == 3
 
     (run,) = aws.es.list_job_runs(applicationId=aws.app)["jobRuns"]
     job = aws.es.get_job_run(applicationId=aws.app, jobRunId=run["id"])["jobRun"]
@@ -773,7 +769,7 @@ def test_end_to_end_an_emr_step_reports_through_pipes(moto_server, tmp_path):
     (path,) = glob.glob(f"{settings.lake_root}/reports/day=*/source={source.id}/"
                         f"run_id={result.run_id}/report.json")
     with open(path, "rb") as f:
-        assert parse_report(f.read()).source["emr_cluster_id"] == world.cluster
+        assert SyncReport.parse(f.read()).source.emr_cluster_id == world.cluster
     # tables registered in (moto's) Glue by the job; Pipes files under the staging prefix
     glue = boto3.client("glue", region_name=REGION, endpoint_url=moto_server)
     names = {t["Name"] for t in glue.get_tables(DatabaseName="web_prod")["TableList"]}

@@ -108,7 +108,7 @@ def reference(spark, tmp_path_factory):
     lake = {"archive_root": str(root / "archive"), "lake_root": str(root / "lake")}
     n = write_v1(lake["archive_root"]) + write_late_file(lake["archive_root"])
     result = run_sync(spark, SyncRequest(lake["lake_root"], lake["archive_root"], SRC, HOURS))
-    assert result.source["lines_in"] == n
+    assert result.source.lines_in == n
     return {"state": lake_state(lake["lake_root"]), "source": result.source, "lines": n}
 
 
@@ -173,12 +173,12 @@ def test_killed_at_a_checkpoint_readers_see_whole_hours_and_one_rerun_converges(
                                             ("2026-11-21T13",)))
         found = compare(expected, read_lake(LocalStore(), lake["lake_root"], SRC))
         assert found.ok, str(found)
-        assert other.source["recovered_commits"]
+        assert other.source.recovered_commits
 
     result = run_sync(spark, SyncRequest(lake["lake_root"], lake["archive_root"], SRC, HOURS))
     assert_oracle_holds(reliability)
     assert lake_state(lake["lake_root"]) == reference["state"]  # quarantine records too
-    assert result.source["lines_in"] == lake["lines"]
+    assert result.source.lines_in == lake["lines"]
     assert not glob.glob(f"{lake['lake_root']}/_commits/{SRC}/*.json")
     assert not glob.glob(f"{lake['lake_root']}/_staging/{SRC}/*")
 
@@ -207,7 +207,7 @@ def test_killed_while_reading_the_archive(spark, synced_v1, reference, reliabili
     assert_oracle_holds(reliability)
     after = lake_state(lake["lake_root"])
     assert {k: v for k, v in after.items() if not k[1].endswith("hr=12")} == reference["state"]
-    assert result.source["lines_in"] == lake["lines"] + 30_000
+    assert result.source.lines_in == lake["lines"] + 30_000
 
 
 # ---------------------------------------------------------------------- concurrency / lock
@@ -282,7 +282,7 @@ def test_a_waiting_sync_runs_once_the_holder_releases(spark, synced_v1, referenc
                                              lock_wait_seconds=60))
     finally:
         timer.join()
-    assert result.source["timings"]["lock_wait_s"] >= 1.5
+    assert result.source.timings["lock_wait_s"] >= 1.5
     assert lake_state(lake["lake_root"]) == reference["state"]
 
 

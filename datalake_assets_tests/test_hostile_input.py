@@ -29,7 +29,8 @@ import pytest
 
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
-from datalake_assets.transform.job import SyncRequest, SyncResult, run_sync
+from datalake_assets.lake.report import SyncReport
+from datalake_assets.transform.job import SyncRequest, run_sync
 from datalake_assets_tests.lake_reader import LocalStore
 from datalake_assets_tests.lake_reader import read_lake as read_lake_files
 from datalake_assets_tests.oracle import Oracle
@@ -94,7 +95,7 @@ class Outcome:
     archive_root: str
     lake_root: str
     written: dict[str, list[Written]]  # case -> its lines, in order
-    result: SyncResult | None = None
+    result: SyncReport | None = None
     error: BaseException | None = None
     seconds: float = 0.0
     tables: dict[str, TableOut] = field(default_factory=dict)
@@ -413,19 +414,19 @@ def test_case_lands_where_the_rules_say(case: Case, request) -> None:
 
 def test_the_sync_does_not_crash(corpus: Outcome) -> None:
     assert corpus.error is None, f"{type(corpus.error).__name__}: {corpus.error}"
-    assert corpus.result.source["status"] == "finished"
+    assert corpus.result.source.status == "finished"
 
 
 def test_report_reconciles_the_whole_corpus(corpus: Outcome) -> None:
     src = corpus.result.source
     lines = [w for w in corpus.all_lines() if not w.blank]
-    assert src["lines_in"] == src["messages_written"] + src["duplicates"] + src["lines_quarantined"]
-    assert src["lines_in"] == len(lines), "lines_in counts every non-blank archived line"
+    assert src.lines_in == src.messages_written + src.duplicates + src.lines_quarantined
+    assert src.lines_in == len(lines), "lines_in counts every non-blank archived line"
     # ... and each term is what the lake holds
-    assert src["messages_written"] == sum(
+    assert src.messages_written == sum(
         len(rs) for t, tab in corpus.tables.items() if t != TRACKS for rs in tab.rows.values())
-    assert src["lines_quarantined"] == sum(len(v) for v in corpus.q_lines.values())
-    assert src["values_quarantined"] == sum(len(v) for v in corpus.q_values.values())
+    assert src.lines_quarantined == sum(len(v) for v in corpus.q_lines.values())
+    assert src.values_quarantined == sum(len(v) for v in corpus.q_values.values())
 
 
 def test_the_lake_holds_what_the_oracle_says(corpus: Outcome, isolated, reliability) -> None:
@@ -480,7 +481,7 @@ def test_table_and_column_names_are_safe_identifiers(corpus: Outcome) -> None:
         for column in t.types:
             if column not in ("day", "hr"):  # not stored in the files; checked for the paths
                 assert SAFE_COLUMN.fullmatch(column), (table, column)
-    reports = [r for r in corpus.result.report if r["type"] == "event"]
+    reports = [r.to_dict() for r in corpus.result.tables.values()]
     for r in reports:
         assert SAFE_TABLE.fullmatch(r["table_name"]), r["table_name"]
         for c in r["columns"]:

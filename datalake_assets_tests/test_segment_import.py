@@ -753,8 +753,8 @@ def test_import_then_sync_finds_every_message_once(spark, tmp_path, reliability)
     found = reliability.compare()
     assert found.ok, str(found)
     lines = [line for _, ls in files.values() for line in ls if line.strip()] + [FILE_C[0]]
-    assert found.lines == report.lines_in == len(lines) == result.source["lines_in"]
-    assert result.tables["order_completed"]["checks"]["conformance_failures"] == []
+    assert found.lines == report.lines_in == len(lines) == result.source.lines_in
+    assert result.tables["order_completed"].checks.conformance_failures == []
     # Lines without a usable receivedAt were routed to hour 00 of the folder's day by the
     # importer, and the sync quarantines them with their reason (never a NULL received_at).
     quarantined = duckdb.sql(

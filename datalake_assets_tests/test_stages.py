@@ -6,16 +6,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datalake_assets.spec import types as T
-from datalake_assets.transform.stages import (
-    ROW,
-    STATS,
-    StageAConfig,
-    StageBConfig,
-    merge_stats,
-    plan_stage_b_tasks,
-    run_stage_a,
-    run_stage_b,
-)
+from datalake_assets.transform.stage_a import ROW, STATS, StageAConfig, merge_stats, run_stage_a
+from datalake_assets.transform.stage_b import StageBConfig, plan_stage_b_tasks, run_stage_b
 from datalake_assets_tests.archive_builders import msg, write_hour
 
 HOUR = "2026112110"

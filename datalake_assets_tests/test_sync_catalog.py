@@ -29,7 +29,7 @@ def test_hive_tables_partitions_and_reports_queryable_by_name(spark, lake):
     cfg = CatalogConfig(backend="hive")
     first = sync(spark, lake, "2026-11-21T10", catalog=cfg, database=db)
     result = sync(spark, lake, "2026-11-21T11", catalog=cfg, database=db)
-    assert result.tables["order_completed"]["catalog"]["partitions"] == 2
+    assert result.tables["order_completed"].catalog["partitions"] == 2
 
     count = lambda hr: spark.sql(  # noqa: E731
         f"SELECT count(*) AS n FROM {db}.order_completed WHERE day='2026-11-21' AND hr='{hr}'"
@@ -44,8 +44,8 @@ def test_hive_tables_partitions_and_reports_queryable_by_name(spark, lake):
         "SELECT type, status, count(*) AS n FROM segment_datalake_meta.sync_reports "
         # this test's two runs: the suite's shared metastore also holds other tests' reports
         # of the same source id (on another day's partitions after midnight)
-        f"WHERE source_id='{SRC}' AND run_id IN ('{first.source['run_id']}', "
-        f"'{result.source['run_id']}') GROUP BY type, status ORDER BY type").collect()
+        f"WHERE source_id='{SRC}' AND run_id IN ('{first.source.run_id}', "
+        f"'{result.source.run_id}') GROUP BY type, status ORDER BY type").collect()
     assert [(r.type, r.status, r.n) for r in rows] == [("event", "finished", 4), ("source", "finished", 2)]
 
 

@@ -36,11 +36,11 @@ def test_messy_demo_hours_reconcile_exactly(spark, lake):
     summary = generate_archive(lake["archive_root"], SRC, hours, events_per_hour=1500, files_per_hour=2, seed=3)
     result = sync(spark, lake, "2026-11-21T10", "2026-11-21T11")
     src = result.source
-    assert src["lines_in"] == summary.lines
-    assert src["lines_in"] == src["messages_written"] + src["duplicates"] + src["lines_quarantined"]
-    assert src["messages_written"] == summary.valid_messages
-    assert src["duplicates"] == summary.duplicate_lines
-    assert src["lines_quarantined"] == summary.malformed_lines
+    assert src.lines_in == summary.lines
+    assert src.lines_in == src.messages_written + src.duplicates + src.lines_quarantined
+    assert src.messages_written == summary.valid_messages
+    assert src.duplicates == summary.duplicate_lines
+    assert src.lines_quarantined == summary.malformed_lines
 
     # What the files hold, read back by an independent engine.
     per_type = {"identify": "identifies", "page": "pages", "screen": "screens", "group": "groups", "alias": "aliases"}
@@ -96,13 +96,13 @@ def test_rerun_replaces_the_hour_without_duplicates(spark, lake):
     second = sync(spark, lake, "2026-11-21T10")
     (n, d), = q(f"select count(*), count(distinct message_id) from read_parquet('{table_glob(lake, 'order_completed')}')")
     assert n == d == 20
-    assert first.source["messages_written"] == second.source["messages_written"] == 20
+    assert first.source.messages_written == second.source.messages_written == 20
     files_after = sorted(os.listdir(f"{lake['lake_root']}/data/{SRC}/segment_type=order_completed/day=2026-11-21/hr=10"))
     assert files_after != files_before and len(files_after) == len(files_before)
     # A late file in the same hour: the re-sync includes it, still no duplicates.
     write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("m3"), msg("late-1")], name="part-late.jsonl.gz")
     third = sync(spark, lake, "2026-11-21T10")
-    assert third.source["duplicates"] == 1
+    assert third.source.duplicates == 1
     (n, d), = q(f"select count(*), count(distinct message_id) from read_parquet('{table_glob(lake, 'order_completed')}')")
     assert n == d == 21
 
@@ -111,7 +111,7 @@ def test_duplicates_keep_the_earliest_delivery_across_hours_of_a_batch(spark, la
     write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("dup", minute=30, properties={"v": "first"})])
     write_hour(lake["archive_root"], SRC, "2026-11-21T11", [msg("dup", hour="2026-11-21T11", minute=5, properties={"v": "second"}), msg("other", hour="2026-11-21T11")])
     result = sync(spark, lake, "2026-11-21T10", "2026-11-21T11")
-    assert result.source["duplicates"] == 1
+    assert result.source.duplicates == 1
     rows = q(f"select message_id, properties_v, hr from read_parquet('{table_glob(lake, 'order_completed')}', hive_partitioning=true) order by 1")
     assert rows == [("dup", "first", 10), ("other", None, 11)]
 
@@ -123,11 +123,11 @@ def test_types_widen_across_syncs_and_misfits_are_quarantined_not_dropped(spark,
         msg("bad", hour="2026-11-21T11", properties={"price": 1.5, "size": "huge"}),
     ])
     r1 = sync(spark, lake, "2026-11-21T10")
-    assert {c["name"]: c["type"] for c in r1.tables["order_completed"]["columns"]}["properties_price"] == "bigint"
+    assert {c["name"]: c["type"] for c in r1.tables["order_completed"].columns}["properties_price"] == "bigint"
     r2 = sync(spark, lake, "2026-11-21T11")
     t = r2.tables["order_completed"]
-    assert t["widened_columns"] == [{"name": "properties_price", "from": "bigint", "to": "double"}]
-    assert t["values_quarantined"] == 1
+    assert t.widened_columns == [{"name": "properties_price", "from": "bigint", "to": "double"}]
+    assert t.values_quarantined == 1
     schema = dict(read_schema_record(lake["lake_root"], SRC)["order_completed"])
     assert schema["properties_price"] == "double" and schema["properties_size"] == "bigint"
     # The misfit row is written (size NULL) and its value is in quarantine with its context.
@@ -167,7 +167,7 @@ def test_crash_mid_commit_leaves_old_version_readable_and_rerun_converges(spark,
         assert n in (1, 2)
     assert os.listdir(f"{lake['lake_root']}/_commits/{SRC}")  # the journal is left for recovery
     result = sync(spark, lake, "2026-11-21T10")
-    assert result.source["recovered_commits"]
+    assert result.source.recovered_commits
     for t in before:
         (n, d), = q(f"select count(*), count(distinct message_id) from read_parquet('{table_glob(lake, t)}')")
         assert n == d == 2
@@ -192,7 +192,7 @@ def test_hours_without_archive_files_are_left_alone(spark, lake):
 
     shutil.rmtree(f"{lake['archive_root']}/{SRC}")
     result = sync(spark, lake, "2026-11-21T10")
-    assert result.source["warning"] == "no_archive_files"
+    assert result.source.warning == "no_archive_files"
     assert q(f"select count(*) from read_parquet('{table_glob(lake, 'order_completed')}')") == [(1,)]
 
 
@@ -206,21 +206,21 @@ def test_report_is_written_with_segment_fields(spark, lake):
     assert by_table[None][0] == "source"
     for field in ("start_time", "finish_time", "duration_mins", "error", "error_code", "database",
                   "new_columns", "replay", "replay_from", "replay_to", "emr_cluster_id", "s3_bucket"):
-        assert field in result.report[0]
+        assert field in result.rows()[0]
 
 
 def test_reconciliation_failure_commits_nothing(spark, lake, monkeypatch):
-    from datalake_assets.transform import job
+    from datalake_assets.transform import sync as sync_module
 
     write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("a1")])
-    real = job.merge_stats
+    real = sync_module.merge_stats
 
     def one_line_too_many(payloads):
         stats = real(payloads)
         stats.lines_in += 1
         return stats
 
-    monkeypatch.setattr(job, "merge_stats", one_line_too_many)
+    monkeypatch.setattr(sync_module, "merge_stats", one_line_too_many)
     with pytest.raises(SyncError, match="reconciliation failed"):
         sync(spark, lake, "2026-11-21T10")
     assert not os.path.exists(f"{lake['lake_root']}/data")
@@ -243,12 +243,12 @@ def test_a_message_delivered_in_two_hours_is_kept_once_across_syncs(spark, lake,
     oracle.sync(["2026-11-21T10"]).sync(["2026-11-21T12"])
     found = compare(oracle.expected(), read_lake(store, lake["lake_root"], SRC))
     assert found.ok, str(found)
-    assert second.source["cross_hour_duplicates"] == 1 and second.source["messages_written"] == 1
+    assert second.source.cross_hour_duplicates == 1 and second.source.messages_written == 1
     table = second.tables["order_completed"]
-    assert table["cross_hour_duplicates"] == 1 and table["checks"]["repeated_message_ids"] == 0
+    assert table.cross_hour_duplicates == 1 and table.checks.repeated_message_ids == 0
     # re-syncing the first hour keeps "b" there: it is already in the lake for hour 10 only
     again = sync(spark, lake, "2026-11-21T10")
-    assert again.source["cross_hour_duplicates"] == 0 and again.source["messages_written"] == 2
+    assert again.source.cross_hour_duplicates == 0 and again.source.messages_written == 2
     ids = duckdb.sql(
         f"select message_id, hr from read_parquet('{lake['lake_root']}/data/{SRC}/segment_type="
         "order_completed/*/*/*.parquet', hive_partitioning=true) order by 1").fetchall()
@@ -257,7 +257,7 @@ def test_a_message_delivered_in_two_hours_is_kept_once_across_syncs(spark, lake,
     assert found.ok, str(found)
     # out of the window, the same id is a new message
     write_hour(lake["archive_root"], SRC, "2026-11-30T10", [msg("a", hour="2026-11-30T10")])
-    assert sync(spark, lake, "2026-11-30T10").source["messages_written"] == 1
+    assert sync(spark, lake, "2026-11-30T10").source.messages_written == 1
 
 
 def test_lookback_zero_dedups_only_within_the_batch(spark, lake):
@@ -268,4 +268,4 @@ def test_lookback_zero_dedups_only_within_the_batch(spark, lake):
     for h in ("2026-11-21T10", "2026-11-21T11"):
         r = run_sync(spark, SyncRequest(lake_root=lake["lake_root"], archive_root=lake["archive_root"],
                                         source_id=SRC, hours=(h,), dedup_lookback_hours=0))
-    assert r.source["messages_written"] == 1 and r.source["cross_hour_duplicates"] == 0
+    assert r.source.messages_written == 1 and r.source.cross_hour_duplicates == 0

@@ -196,14 +196,14 @@ def print_table_ddl(
     ]
     for name in names:
         if name == reports.REPORTS_TABLE:
-            root = reports.reports_root(lake)
+            root = layout.reports_table_root(lake)
             out += [create_database_ddl(reports_db) + ";", "",
                     table_ddl(reports_db, reports.REPORTS_TABLE, reports.report_columns(),
                               list(reports.REPORTS_PARTITION_KEYS), root,
                               scan_partitions(root, reports.REPORTS_PARTITION_KEYS),
                               "Sync reports of every source (datalake-assets)")]
         elif name == reports.QUARANTINE_TABLE:
-            root = reports.quarantine_root(lake, source.lake_dir)
+            root = layout.quarantine_root(lake, source.lake_dir)
             out.append(table_ddl(
                 source.database, catalog_table_name(name, source.table_prefix),
                 reports.quarantine_columns(), list(reports.QUARANTINE_PARTITION_KEYS), root,

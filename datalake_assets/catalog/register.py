@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from datalake_assets.catalog.base import Catalog, Column, PartitionSpec
-from datalake_assets.catalog.reports import as_hour, register_quarantine
+from datalake_assets.catalog.reports import register_quarantine
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
 
@@ -81,7 +81,7 @@ def register_sync(
             f"Segment {table} of {source_dir} (datalake-assets)",
         )
         specs: dict[tuple[str, ...], PartitionSpec] = {}
-        for h in sorted({as_hour(h) for h in partitions.get(table, ())}):
+        for h in sorted({layout.ArchiveHour.parse(h) for h in partitions.get(table, ())}):
             values = tuple(v for _, v in layout.date_partition_values(date_layout, h))
             specs[values] = PartitionSpec(
                 values,

@@ -48,7 +48,6 @@ from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
 
 REPORTS_TABLE = "sync_reports"
-REPORTS_DIR = "sync_reports"
 REPORTS_PARTITION_KEYS = ("source_id", "day")
 QUARANTINE_TABLE = "quarantine"
 QUARANTINE_PARTITION_KEYS = ("day", "hr")
@@ -129,19 +128,11 @@ def quarantine_columns() -> list[Column]:
     return columns_of(QUARANTINE_SCHEMA, exclude=QUARANTINE_PARTITION_KEYS)
 
 
-def reports_root(lake_root: str) -> str:
-    return layout.join(lake_root, REPORTS_DIR)
-
-
-def quarantine_root(lake_root: str, source_dir: str) -> str:
-    return layout.join(lake_root, "quarantine", source_dir)
-
-
 def report_partition_dir(lake_root: str, source_id: str, day: str) -> str:
     check_partition_value(source_id, "source_id")
     if not _DAY_RE.fullmatch(day):
         raise ValueError(f"invalid report day {day!r}; expected YYYY-MM-DD")
-    return layout.join(reports_root(lake_root), f"source_id={source_id}", f"day={day}")
+    return layout.reports_table_partition_dir(lake_root, source_id, day)
 
 
 # ------------------------------------------------------------------------------- rows
@@ -200,7 +191,7 @@ def _coerce(kind: str, value: Any) -> tuple[Any, bool]:
 
 
 def report_rows(report: Sequence[dict]) -> list[dict]:
-    """The report's objects as rows of ``REPORT_SCHEMA``: missing keys are NULL, unknown
+    """The report's objects (``SyncReport.rows()``) as rows of ``REPORT_SCHEMA``: missing keys are NULL, unknown
     keys and values that do not fit their column go to ``extra``."""
     rows = []
     for obj in report:
@@ -225,7 +216,7 @@ def report_rows(report: Sequence[dict]) -> list[dict]:
 def write_report_table(
     lake_root: str, source_id: str, run_id: str, report: Sequence[dict], day: str
 ) -> str:
-    """Write the run's report as one Parquet file of the ``sync_reports`` table; returns its
+    """Write the run's report (``SyncReport.rows()``) as one Parquet file of the ``sync_reports`` table; returns its
     location ``<lake_root>/sync_reports/source_id=<id>/day=<day>/<run_id>.parquet``."""
     if not isinstance(run_id, str) or not _RUN_ID_RE.fullmatch(run_id):
         raise ValueError(f"invalid run id {run_id!r} for a report file name")
@@ -248,20 +239,11 @@ def register_reports(
     catalog.ensure_database(reports_database, "Sync reports of datalake-assets")
     catalog.create_or_update_table(
         reports_database, REPORTS_TABLE, report_columns(), list(REPORTS_PARTITION_KEYS),
-        reports_root(lake_root), "Sync reports of every source (datalake-assets)",
+        layout.reports_table_root(lake_root), "Sync reports of every source (datalake-assets)",
     )
     location = report_partition_dir(lake_root, source_id, day)
     return catalog.add_partitions(reports_database, REPORTS_TABLE,
                                   [PartitionSpec((source_id, day), location)])
-
-
-def as_hour(hour: layout.ArchiveHour | str) -> layout.ArchiveHour:
-    """An hour given as ``ArchiveHour``, ``YYYY-MM-DDTHH``, a Dagster key or ``YYYYMMDDHH``."""
-    if isinstance(hour, layout.ArchiveHour):
-        return hour
-    if isinstance(hour, str) and re.fullmatch(r"\d{10}", hour):
-        return layout.ArchiveHour.parse(f"{hour[:4]}-{hour[4:6]}-{hour[6:8]}T{hour[8:]}")
-    return layout.ArchiveHour.parse(hour)
 
 
 def register_quarantine(
@@ -278,11 +260,11 @@ def register_quarantine(
     catalog.ensure_database(database)
     info = catalog.create_or_update_table(
         database, name, columns, list(QUARANTINE_PARTITION_KEYS),
-        quarantine_root(lake_root, source_dir),
+        layout.quarantine_root(lake_root, source_dir),
         f"Quarantined lines and values of {source_dir} (datalake-assets)",
     )
     specs = {}
-    for h in sorted({as_hour(h) for h in hours}):
+    for h in sorted({layout.ArchiveHour.parse(h) for h in hours}):
         specs[(h.day, h.hr)] = PartitionSpec(
             (h.day, h.hr), layout.quarantine_dir(lake_root, source_dir, h), tuple(columns))
     added = catalog.add_partitions(database, name, list(specs.values())) if specs else 0

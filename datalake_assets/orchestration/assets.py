@@ -39,13 +39,13 @@ from dagster import (
     multi_asset,
 )
 
-from datalake_assets.catalog.config import config_from_settings
-from datalake_assets.orchestration.lake_state import STANDARD_TABLES, SourceState, read_source_state
+from datalake_assets.lake.report import SourceReport, TableReport
+from datalake_assets.orchestration.lake_state import SourceState, read_source_state
 from datalake_assets.orchestration.resources import SparkCompute
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
-from datalake_assets.spec.naming import catalog_table_name
-from datalake_assets.transform.job import SyncError, SyncRequest
+from datalake_assets.spec.naming import STANDARD_TABLES, catalog_table_name
+from datalake_assets.transform.request import SyncError, request_from_settings
 
 # Per-hour check results need partitioned check specs, a preview feature of Dagster 1.13 that we
 # chose on purpose (README): say so once here instead of warning on every load and run.
@@ -67,18 +67,25 @@ CHECK_TYPE_DRIFT = "type_drift"  # per table: a column widened or values did not
 CHECK_CONFORMANCE = "schema_conformance"  # per table: pandera rules of the fixed columns
 TABLE_CHECKS = (CHECK_DUPLICATES, CHECK_TYPE_DRIFT, CHECK_CONFORMANCE)
 
-# The modules whose rules decide what a sync writes: how messages are validated, routed,
-# named, flattened and typed. Their code (comments and docstrings aside) is the sync's
-# code_version, so changing a rule shows every hour synced before as stale in the UI.
-_RULE_MODULES = ("spec/messages.py", "spec/naming.py", "spec/types.py", "spec/columnar.py",
-                 "spec/schema.py", "spec/conformance.py", "transform/stages.py")
+# The modules whose rules decide what a sync writes: every pure rule (spec/: how messages are
+# validated, routed, named, flattened, typed and laid out) and the two worker stages that
+# apply them. Their code (comments and docstrings aside) is the sync's code_version, so
+# changing a rule shows every hour synced before as stale in the UI. spec/ is globbed so a
+# rule module added later counts without anyone remembering this list.
+_RULE_STAGES = ("transform/stage_a.py", "transform/stage_b.py")
+
+
+def _rule_modules() -> list[str]:
+    spec = resources.files("datalake_assets").joinpath("spec")
+    return sorted(f"spec/{p.name}" for p in spec.iterdir()
+                  if p.name.endswith(".py")) + list(_RULE_STAGES)
 
 
 @functools.cache  # the same for every source and load of this process
 def rules_code_version() -> str:
     h = hashlib.sha256()
     package = resources.files("datalake_assets")
-    for name in _RULE_MODULES:
+    for name in _rule_modules():
         tree = ast.parse(package.joinpath(name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):  # docstrings are not rules
             body = getattr(node, "body", None)
@@ -111,7 +118,7 @@ def _check_specs(slug: str, tables: list[str], partitions) -> list[AssetCheckSpe
     return specs
 
 
-def table_check_results(slug: str, table: str, report: dict | None,
+def table_check_results(slug: str, table: str, report: TableReport | None,
                         hours: list[str] | None = None) -> list[AssetCheckEvaluation]:
     """The three per-table checks from the table's sync report (``None``: no rows this time),
     one evaluation per synced hour (``hours``: partition keys; ``None``: unpartitioned)."""
@@ -120,16 +127,15 @@ def table_check_results(slug: str, table: str, report: dict | None,
         results = [(name, True, AssetCheckSeverity.ERROR,
                     {"note": "no rows for this table in these hours"}) for name in TABLE_CHECKS]
     else:
-        checks = report.get("checks", {})
-        repeated = checks.get("repeated_message_ids", 0)
-        misfits = checks.get("misfits_by_column", {})
-        widened = report.get("widened_columns", [])
-        failures = checks.get("conformance_failures", [])
+        repeated = report.checks.repeated_message_ids
+        misfits = report.checks.misfits_by_column
+        widened = report.widened_columns
+        failures = report.checks.conformance_failures
         results = [
             (CHECK_DUPLICATES, repeated == 0, AssetCheckSeverity.ERROR,
              {"repeated_message_ids": repeated,
-              "duplicates_removed": report.get("duplicates", 0),
-              "cross_hour_duplicates_removed": report.get("cross_hour_duplicates", 0)}),
+              "duplicates_removed": report.duplicates,
+              "cross_hour_duplicates_removed": report.cross_hour_duplicates or 0}),
             (CHECK_TYPE_DRIFT, not widened and not misfits, AssetCheckSeverity.WARN,
              {"widened_columns": MetadataValue.json(widened),
               "misfits_by_column": MetadataValue.json(misfits),
@@ -142,17 +148,16 @@ def table_check_results(slug: str, table: str, report: dict | None,
             for ev in _per_hour(key, name, passed, severity, metadata, hours)]
 
 
-def completeness_results(slug: str, src: dict | None, hours: list[str] | None = None,
+def completeness_results(slug: str, src: SourceReport | None, hours: list[str] | None = None,
                          error: str | None = None) -> list[AssetCheckEvaluation]:
     key = AssetKey([slug, SYNC_REPORTS])
     if src is None:
         return _per_hour(key, CHECK_COMPLETENESS, False, AssetCheckSeverity.ERROR,
                          {"error": error or "", "committed": False}, hours)
-    accounted = src["messages_written"] + src["duplicates"] + src["lines_quarantined"]
     return _per_hour(
-        key, CHECK_COMPLETENESS, src["lines_in"] == accounted, AssetCheckSeverity.ERROR,
-        {"lines_in": src["lines_in"], "rows": src["messages_written"],
-         "duplicates": src["duplicates"], "lines_quarantined": src["lines_quarantined"]},
+        key, CHECK_COMPLETENESS, src.reconciled, AssetCheckSeverity.ERROR,
+        {"lines_in": src.lines_in, "rows": src.messages_written,
+         "duplicates": src.duplicates, "lines_quarantined": src.lines_quarantined},
         hours,
     )
 
@@ -187,24 +192,24 @@ def _table_name(source: SourceSettings, table: str) -> str:
     return f"{source.database}.{catalog_table_name(table, source.effective_table_prefix)}"
 
 
-def _table_metadata(report: dict, settings: LakeSettings, source: SourceSettings) -> dict:
-    schema = TableSchema(columns=[TableColumn(c["name"], c["type"]) for c in report["columns"]])
-    uri = _table_uri(settings, source, report["table_name"])
+def _table_metadata(report: TableReport, settings: LakeSettings, source: SourceSettings) -> dict:
+    schema = TableSchema(columns=[TableColumn(c["name"], c["type"]) for c in report.columns])
+    uri = _table_uri(settings, source, report.table_name)
     return {
-        "rows": report["row_count"],
-        "duplicates": report["duplicates"],
-        "values_quarantined": report["values_quarantined"],
-        "new_columns": MetadataValue.json(report["new_columns"]),
-        "widened_columns": MetadataValue.json(report["widened_columns"]),
-        "files": report["files"],
-        "bytes": report["bytes"],
-        "is_new": report["is_new"],
+        "rows": report.row_count,
+        "duplicates": report.duplicates,
+        "values_quarantined": report.values_quarantined,
+        "new_columns": MetadataValue.json(report.new_columns),
+        "widened_columns": MetadataValue.json(report.widened_columns),
+        "files": report.files,
+        "bytes": report.bytes,
+        "is_new": report.is_new,
         "dagster/column_schema": schema,
-        "dagster/row_count": report["row_count"],
+        "dagster/row_count": report.row_count,
         "dagster/uri": MetadataValue.path(uri),
         "path": MetadataValue.path(uri),
-        "run_id": report["run_id"],
-        **_catalog_metadata(report.get("catalog")),
+        "run_id": report.run_id,
+        **_catalog_metadata(report.catalog),
     }
 
 
@@ -216,26 +221,6 @@ def _catalog_metadata(entry: dict | None) -> dict:
     if entry.get("partitions") is not None:
         out["catalog_partitions"] = entry["partitions"]
     return out
-
-
-def _sync_request(settings: LakeSettings, source: SourceSettings, hours: list[str],
-                  context: AssetExecutionContext) -> SyncRequest:
-    return SyncRequest(
-        lake_root=settings.lake_root,
-        archive_root=settings.archive_root,
-        source_id=source.id,
-        source_dir=source.lake_dir,
-        database=source.database,
-        date_layout=source.date_layout,
-        hours=tuple(hours),
-        run_id=context.run.run_id,
-        max_message_bytes=settings.sync.max_message_bytes,
-        max_depth=settings.sync.max_depth,
-        replay=len(hours) > 1 or "dagster/backfill" in context.run.tags,
-        table_prefix=source.effective_table_prefix,
-        catalog=config_from_settings(settings.catalog),
-        dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
-    )
 
 
 def build_source_assets(settings: LakeSettings, source: SourceSettings,
@@ -288,7 +273,7 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
             group_name=slug, kinds={"parquet"}, owners=owners,
             description="Lines and values that could not be written as they are, with reasons.",
             metadata={"dagster/uri": MetadataValue.path(
-                layout.join(settings.lake_root, "quarantine", source.lake_dir))},
+                layout.quarantine_root(settings.lake_root, source.lake_dir))},
         ),
         AssetSpec(
             key=AssetKey([slug, SYNC_REPORTS]), deps=[raw_key], partitions_def=partitions,
@@ -315,8 +300,10 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
         context.log.info(f"syncing {source.id} hours {hours[0]} .. {hours[-1]} (all tables of "
                          f"these hours; {len(selected)} assets selected)")
         try:
-            result = compute.run_sync(_sync_request(settings, source, hours, context),
-                                      context=context)
+            request = request_from_settings(
+                settings, source, hours, run_id=context.run.run_id,
+                replay=len(hours) > 1 or "dagster/backfill" in context.run.tags)
+            result = compute.run_sync(request, context=context)
         except SyncError as e:
             # Report the failed reconciliation, then fail the run: nothing was committed, so
             # there is no materialization to attach data to.
@@ -348,25 +335,24 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
             yield from table_check_results(slug, t, result.tables.get(t), keys)
         yield from completeness_results(slug, src, keys)
         yield from record(AssetKey([slug, QUARANTINE]), {
-            "lines_quarantined": src["lines_quarantined"],
-            "values_quarantined": src["values_quarantined"],
-            "path": MetadataValue.path(
-                layout.join(settings.lake_root, "quarantine", source.lake_dir)),
+            "lines_quarantined": src.lines_quarantined,
+            "values_quarantined": src.values_quarantined,
+            "path": MetadataValue.path(layout.quarantine_root(settings.lake_root, source.lake_dir)),
         })
         yield from record(AssetKey([slug, SYNC_REPORTS]), {
-            "lines_in": src["lines_in"],
-            "messages_written": src["messages_written"],
-            "duplicates": src["duplicates"],
-            "cross_hour_duplicates": src.get("cross_hour_duplicates", 0),
-            "lines_quarantined": src["lines_quarantined"],
-            "values_quarantined": src["values_quarantined"],
-            "tables": src["tables"],
-            "replay": src["replay"],
-            "replay_from": src["replay_from"] or "",
-            "replay_to": src["replay_to"] or "",
-            "hours_synced": MetadataValue.json(src["hours_synced"]),
-            "warning": src.get("warning") or "",
-            "duration_mins": src["duration_mins"],
+            "lines_in": src.lines_in,
+            "messages_written": src.messages_written,
+            "duplicates": src.duplicates,
+            "cross_hour_duplicates": src.cross_hour_duplicates or 0,
+            "lines_quarantined": src.lines_quarantined,
+            "values_quarantined": src.values_quarantined,
+            "tables": src.tables,
+            "replay": src.replay,
+            "replay_from": src.replay_from or "",
+            "replay_to": src.replay_to or "",
+            "hours_synced": MetadataValue.json(src.hours_synced),
+            "warning": src.warning or "",
+            "duration_mins": src.duration_mins,
         })
 
     return [raw, lake_sync]

@@ -19,7 +19,7 @@ One ``run_sync``:
    ``submit_timeout_s`` for the job to start and ``run_timeout_s`` for it to run. A timeout, or
    the Dagster run being terminated, cancels the step / job run.
 4. **Result**: the report the job wrote in the lake
-   (``<lake>/reports/day=/source=/run_id=/report.json``) becomes the ``SyncResult``, so the
+   (``<lake>/reports/day=/source=/run_id=/report.json``) becomes the ``SyncReport``, so the
    asset yields the same materializations and checks as with local Spark. A ``SyncError`` on the
    cluster is raised as a ``SyncError`` (the asset then fails its completeness check); any other
    failure is a ``dagster.Failure`` naming the state, the reason and where the logs are.
@@ -57,13 +57,9 @@ from datalake_assets.orchestration.emr_package import (
 from datalake_assets.orchestration.resources import SparkCompute
 from datalake_assets.spec import layout
 from datalake_assets.lake import storage
-from datalake_assets.transform.job import (
-    JOB_SPARK_CONF,
-    SyncError,
-    SyncRequest,
-    SyncResult,
-    parse_report,
-)
+from datalake_assets.lake.report import SyncReport
+from datalake_assets.transform.request import SyncError, SyncRequest
+from datalake_assets.transform.session import JOB_SPARK_CONF
 from datalake_assets.transform.pipes_entry import MESSAGE_KIND
 
 log = logging.getLogger(__name__)
@@ -178,7 +174,7 @@ class AwsSparkCompute(SparkCompute):
 
     def run_sync(
         self, request: SyncRequest, context: AssetExecutionContext | None = None
-    ) -> SyncResult:
+    ) -> SyncReport:
         req = self._remote_request(request)
         logger = context.log if context is not None else log
         staging = self._staging(req)
@@ -302,7 +298,7 @@ class AwsSparkCompute(SparkCompute):
     # ---------------------------------------------------------------------------- result
 
     def _result(self, req: SyncRequest, run: RemoteRun, final: RemoteStatus,
-                message: dict | None, submitted_at: datetime, s3: Any) -> SyncResult:
+                message: dict | None, submitted_at: datetime, s3: Any) -> SyncReport:
         where = f"{run.label} ended {final.state}" + (f": {final.reason}" if final.reason else "")
         where += f"; logs: {final.log_location}"
         metadata = {"state": final.state, "reason": final.reason,
@@ -318,10 +314,10 @@ class AwsSparkCompute(SparkCompute):
         for location in candidates:
             body = self._read(location, s3)
             if body is not None:
-                result = parse_report(body)
+                result = SyncReport.parse(body)
                 warning = ((message or {}).get("source") or {}).get("warning")
-                if warning and not result.source.get("warning"):
-                    result.source["warning"] = warning  # added after the report was written
+                if warning and not result.source.warning:
+                    result.source.warning = warning  # added after the report was written
                 return result
         raise Failure(description=f"{where}, but no sync report was found at "
                                   f"{' or '.join(candidates)}", metadata=metadata)

@@ -16,7 +16,7 @@ from datalake_assets.orchestration.emr import (
     client_error,
 )
 from datalake_assets.orchestration.emr_package import StagedPackage, dir_uri
-from datalake_assets.transform.job import SyncRequest
+from datalake_assets.transform.request import SyncRequest
 
 STEP_RUNNING = frozenset({"RUNNING"})
 STEP_TERMINAL = frozenset({"COMPLETED", "CANCELLED", "FAILED", "INTERRUPTED"})

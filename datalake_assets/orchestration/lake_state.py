@@ -27,11 +27,9 @@ from datetime import UTC, datetime
 from datalake_assets.lake.listing import lister_for
 from datalake_assets.settings import AUTO_START, LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
-from datalake_assets.spec.naming import TYPE_TABLES
+from datalake_assets.spec.naming import STANDARD_TABLES
 from datalake_assets.lake.records import read_schema_record
 
-# The tables every source has, whatever its traffic: one per message type, plus ``tracks``.
-STANDARD_TABLES = tuple(sorted(TYPE_TABLES.values()))
 STATE_VERSION = 1
 _EPOCH = ArchiveHour(datetime(1970, 1, 1, tzinfo=UTC))
 

@@ -7,9 +7,19 @@
 from __future__ import annotations
 
 from dagster import AssetExecutionContext, ConfigurableResource, InitResourceContext
+from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 
-from datalake_assets.transform.job import SyncRequest, SyncResult, local_spark_session, run_sync
+from datalake_assets.catalog.config import config_from_settings
+from datalake_assets.lake.report import SyncReport
+from datalake_assets.settings import LakeSettings
+from datalake_assets.transform.request import SyncRequest
+from datalake_assets.transform.session import (
+    local_session_conf,
+    prepare_local_spark_env,
+    spark_settings_conf,
+)
+from datalake_assets.transform.sync import run_sync
 
 
 class SparkCompute(ConfigurableResource):
@@ -20,30 +30,42 @@ class SparkCompute(ConfigurableResource):
 
     def run_sync(  # pragma: no cover - interface
         self, request: SyncRequest, context: AssetExecutionContext | None = None
-    ) -> SyncResult:
+    ) -> SyncReport:
         raise NotImplementedError
 
 
 class LocalSparkCompute(SparkCompute):
     """Spark in ``local[N]`` mode inside the run's process: the default, no cluster needed.
 
-    The session starts on first use (about 5 s) and is reused by every sync of the run.
+    The session is ``dagster_pyspark``'s (``LazyPySparkResource``, configured with
+    ``transform.session.local_session_conf``): it starts on first use (about 5 s) and is
+    reused by every sync of the run. It is not stopped at teardown: Spark has one session per
+    process (``getOrCreate``), which the process's end stops, and stopping it would stop any
+    other user's of it in the same process.
     """
 
     master: str = Field(default="local[2]", description="Spark master URL")
     driver_memory: str = Field(default="4g", description="JVM heap of the local driver")
     conf: dict[str, str] = Field(default_factory=dict, description="extra spark.* settings")
-    _spark: object = PrivateAttr(default=None)
+    _pyspark: LazyPySparkResource | None = PrivateAttr(default=None)
+
+    @classmethod
+    def from_settings(cls, settings: LakeSettings) -> LocalSparkCompute:
+        """The local compute of ``[spark]`` and the catalog (a Hive catalog needs the session)."""
+        return cls(master=settings.spark.master, driver_memory=settings.spark.driver_memory,
+                   conf=spark_settings_conf(settings.spark, config_from_settings(settings.catalog)))
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
-        self._spark = None
+        self._pyspark = None
 
     def spark(self):
-        if self._spark is None:
-            self._spark = local_spark_session(self.master, self.driver_memory, dict(self.conf))
-        return self._spark
+        if self._pyspark is None:
+            prepare_local_spark_env()
+            self._pyspark = LazyPySparkResource(spark_config=local_session_conf(
+                self.master, self.driver_memory, dict(self.conf)))
+        return self._pyspark.spark_session
 
     def run_sync(
         self, request: SyncRequest, context: AssetExecutionContext | None = None
-    ) -> SyncResult:
+    ) -> SyncReport:
         return run_sync(self.spark(), request)

@@ -30,7 +30,7 @@ def columnize(objs: list[dict], max_depth: int, child_name) -> dict[str, pa.Arra
     is split key by key, so only the disagreeing leaves are handled value by value).
 
     ``child_name(parent_full_name, key) -> (column name or None, full name)`` is the naming
-    rule (``messages._child_name``). Raises ``NeedsRowPath`` when the per-row rules must
+    rule (``messages.child_name``). Raises ``NeedsRowPath`` when the per-row rules must
     decide."""
     out: dict[str, pa.Array] = {}
     keys: dict = {}

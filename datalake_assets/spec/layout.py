@@ -35,6 +35,7 @@ DEFAULT_DATE_LAYOUT = "day_hour"
 S3_SCHEMES = ("s3", "s3a", "s3n")
 
 _HOUR_KEY_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})-(\d{2}):00$")
+_HOUR_COMPACT_RE = re.compile(r"^(\d{4})(\d{2})(\d{2})(\d{2})$")
 
 
 def join(root: str, *parts: str) -> str:
@@ -55,19 +56,27 @@ class ArchiveHour:
     start: datetime  # tz-aware UTC, minute = second = 0
 
     @staticmethod
-    def parse(text: str) -> "ArchiveHour":
-        """Accept a Dagster hourly partition key (``2026-11-21-09:00``) or ``2026-11-21T09``."""
-        m = _HOUR_KEY_RE.match(text)
+    def parse(text: "str | ArchiveHour") -> "ArchiveHour":
+        """The one parser of an hour's spellings: ``2026-11-21T09`` (``str()``), a Dagster
+        hourly partition key (``2026-11-21-09:00``) or compact ``2026112109`` (file names,
+        the id index, stage rows). An ``ArchiveHour`` is returned as it is."""
+        if isinstance(text, ArchiveHour):
+            return text
+        m = _HOUR_KEY_RE.match(text) or _HOUR_COMPACT_RE.match(text)
         if m:
             y, mo, d, h = (int(g) for g in m.groups())
-            return ArchiveHour(datetime(y, mo, d, h, tzinfo=UTC))
-        try:
-            dt = datetime.strptime(text, "%Y-%m-%dT%H")
-        except ValueError:
-            raise ValueError(
-                f"not an hour: {text!r} (expected 'YYYY-MM-DD-HH:00' or 'YYYY-MM-DDTHH')"
-            ) from None
-        return ArchiveHour(dt.replace(tzinfo=UTC))
+            try:
+                return ArchiveHour(datetime(y, mo, d, h, tzinfo=UTC))
+            except ValueError:
+                pass
+        else:
+            try:
+                return ArchiveHour(datetime.strptime(text, "%Y-%m-%dT%H").replace(tzinfo=UTC))
+            except ValueError:
+                pass
+        raise ValueError(
+            f"not an hour: {text!r} (expected 'YYYY-MM-DD-HH:00' or 'YYYY-MM-DDTHH')"
+        ) from None
 
     @staticmethod
     def of(ts: datetime) -> "ArchiveHour":
@@ -139,8 +148,13 @@ def date_partition_path(layout: str, hour: ArchiveHour) -> str:
     return "/".join(f"{k}={v}" for k, v in date_partition_values(layout, hour))
 
 
+def segment_type_dir(data_root: str, table: str) -> str:
+    """A table's folder under a data root (the lake's ``data/<source>``, or a staging's)."""
+    return join(data_root, f"segment_type={table}")
+
+
 def table_root(lake_root: str, source_dir: str, table: str) -> str:
-    return join(lake_root, "data", source_dir, f"segment_type={table}")
+    return segment_type_dir(join(lake_root, "data", source_dir), table)
 
 
 def table_partition_dir(
@@ -149,8 +163,18 @@ def table_partition_dir(
     return join(table_root(lake_root, source_dir, table), date_partition_path(layout, hour))
 
 
+def quarantine_root(lake_root: str, source_dir: str) -> str:
+    """The source's quarantine: ``<lake>/quarantine/<source>/day=/hr=/*.parquet``."""
+    return join(lake_root, "quarantine", source_dir)
+
+
+def hour_partition_path(hour: ArchiveHour) -> str:
+    """``day=YYYY-MM-DD/hr=HH``: the quarantine's partitions (whatever the tables' layout)."""
+    return f"day={hour.day}/hr={hour.hr}"
+
+
 def quarantine_dir(lake_root: str, source_dir: str, hour: ArchiveHour) -> str:
-    return join(lake_root, "quarantine", source_dir, f"day={hour.day}", f"hr={hour.hr}")
+    return join(quarantine_root(lake_root, source_dir), hour_partition_path(hour))
 
 
 def report_path(lake_root: str, source_id: str, run_id: str, day: str) -> str:
@@ -159,18 +183,66 @@ def report_path(lake_root: str, source_id: str, run_id: str, day: str) -> str:
     )
 
 
+def reports_table_root(lake_root: str) -> str:
+    """The ``sync_reports`` table of every source: ``<lake>/sync_reports/source_id=/day=/``."""
+    return join(lake_root, "sync_reports")
+
+
+def reports_table_partition_dir(lake_root: str, source_id: str, day: str) -> str:
+    return join(reports_table_root(lake_root), f"source_id={source_id}", f"day={day}")
+
+
 def schema_record_path(lake_root: str, source_dir: str) -> str:
     return join(lake_root, "_schemas", source_dir, "tables.json")
 
 
-def staging_dir(lake_root: str, run_id: str) -> str:
-    return join(lake_root, "_staging", run_id)
+def staging_root(lake_root: str, source_dir: str) -> str:
+    """Where a source's syncs stage their output: a run's under ``<run_id>/`` (left-overs of
+    a crashed run are deleted by the next sync, which holds the source's lock)."""
+    return join(lake_root, "_staging", source_dir)
+
+
+def staging_dir(lake_root: str, source_dir: str, run_id: str) -> str:
+    """A run's staging area. It mirrors the lake per source, so a commit swaps each staged
+    partition directory into place (``staged_*`` below):
+
+    * ``work/<table>/``: stage A's work files (deleted before the commit);
+    * ``data/segment_type=<table>/<date partition>/``: the tables;
+    * ``quarantine/day=/hr=/``: the quarantine;
+    * ``_index/hour=<YYYYMMDDHH>/``: the id index."""
+    return join(staging_root(lake_root, source_dir), run_id)
+
+
+def staged_work_root(staging: str) -> str:
+    return join(staging, "work")
+
+
+def staged_data_root(staging: str) -> str:
+    return join(staging, "data")
+
+
+def staged_quarantine_root(staging: str) -> str:
+    return join(staging, "quarantine")
+
+
+def staged_index_root(staging: str) -> str:
+    return join(staging, "_index")
 
 
 def index_root(lake_root: str, source_dir: str) -> str:
     """The message-id index of a source: ``<lake>/_index/<source>/hour=<YYYYMMDDHH>/*.parquet``,
     one ``message_id`` column per hour (every message the lake holds for that hour)."""
     return join(lake_root, "_index", source_dir)
+
+
+def index_partition_path(hour: ArchiveHour) -> str:
+    return f"hour={hour.compact}"
+
+
+def hour_of_index_file(location: str) -> str | None:
+    """The compact hour of an id-index file (``.../hour=<YYYYMMDDHH>/<name>.parquet``)."""
+    m = re.search(r"/hour=(\d{10})/[^/]+\.parquet$", location)
+    return m.group(1) if m else None
 
 
 def commit_journal_dir(lake_root: str, source_dir: str) -> str:

@@ -105,7 +105,7 @@ def decode(raw: bytes, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> object:
         return _check_nesting(raw, obj)
 
 
-def _reparse_exact(raw: bytes) -> object:
+def reparse_exact(raw: bytes) -> object:
     """Integers wider than 64 bits, exactly (orjson would have rounded them to floats)."""
     return json.loads(raw)
 
@@ -115,7 +115,9 @@ _NAME_CACHE: dict[str, dict[str, tuple[str | None, str]]] = {}
 _NAME_CACHE_MAX_PARENTS = 20_000
 
 
-def _child_name(parent: str, key: str) -> tuple[str | None, str]:
+def child_name(parent: str, key: str) -> tuple[str | None, str]:
+    """``(column name or None, full untruncated name)`` of ``key`` under the column ``parent``
+    (``""`` at the top level): the flattening's naming rule, shared with ``columnar``."""
     part = naming.snake(key)
     if not part:
         return (None, "")
@@ -183,7 +185,7 @@ def _flatten_fast(obj: dict, max_depth: int) -> tuple[dict[str, object], list, b
         for k, v in d.items():
             nm = names.get(k)
             if nm is None:
-                nm = names[k] = _child_name(parent, k)
+                nm = names[k] = child_name(parent, k)
             tv = type(v)
             if tv is str or tv is bool:
                 pass
@@ -226,7 +228,7 @@ def _flatten_tracked(obj: dict, max_depth: int) -> tuple[dict[str, object], list
             if v is None:
                 continue
             p = path + (k,)
-            name, full = _child_name(parent, k)
+            name, full = child_name(parent, k)
             if type(v) is dict and name is not None:
                 if not v:
                     continue
@@ -333,7 +335,7 @@ def parse_fast(
     mtype, table, message_id = validate(obj)
     flat, problems, suspect = flatten_values(obj, max_depth)  # type: ignore[arg-type]
     if suspect:
-        flat, problems, _ = flatten_values(_reparse_exact(raw), max_depth)  # type: ignore[arg-type]
+        flat, problems, _ = flatten_values(reparse_exact(raw), max_depth)  # type: ignore[arg-type]
     received = obj.get("receivedAt")  # type: ignore[union-attr]
     received_at = parse_timestamp(received) if type(received) is str else None
     return Message(mtype, table, message_id, received_at, flat, [], problems)

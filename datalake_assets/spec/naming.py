@@ -54,7 +54,10 @@ TYPE_TABLES: dict[str, str] = {
 }
 MESSAGE_TYPES = frozenset(TYPE_TABLES)
 TRACKS_TABLE = "tracks"
-RESERVED_TABLES = frozenset(set(TYPE_TABLES.values()) | {"quarantine", "sync_reports", "raw_archive"})
+# The tables every source has, whatever its traffic: one per message type (``tracks`` too).
+# Any other table is a track event's own table, whose rows are also in ``tracks``.
+STANDARD_TABLES = frozenset(TYPE_TABLES.values())
+RESERVED_TABLES = frozenset(STANDARD_TABLES | {"quarantine", "sync_reports", "raw_archive"})
 PARTITION_KEYS = frozenset({"segment_type", "year", "month", "day", "hr", "source_id"})
 
 _CAMEL_ACRONYM = re.compile(r"([A-Z]+)([A-Z][a-z])")

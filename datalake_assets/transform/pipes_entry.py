@@ -28,13 +28,11 @@ import json
 import os
 import sys
 
-from datalake_assets.transform.job import (
-    SyncError,
-    job_spark_session,
-    parse_args,
-    report_location,
-    run_sync,
-)
+from datalake_assets.lake.report import report_location
+from datalake_assets.transform.job import main as job_main
+from datalake_assets.transform.request import SyncError, parse_args
+from datalake_assets.transform.session import job_spark_session
+from datalake_assets.transform.sync import run_sync
 
 MESSAGE_KIND = "datalake_sync"
 PIPES_CONTEXT_ARG = "--dagster-pipes-context"  # = dagster_pipes.DAGSTER_PIPES_CONTEXT_CLI_ARGUMENT
@@ -83,8 +81,6 @@ def main(argv: list[str] | None = None) -> int:
     opts, job_argv = split_argv(sys.argv[1:] if argv is None else argv)
     _note_cluster_id(opts.emr_cluster_id)
     if not opts.pipes_context:
-        from datalake_assets.transform.job import main as job_main
-
         return job_main(job_argv)
     return _main_with_pipes(opts, job_argv)
 
@@ -116,7 +112,7 @@ def _main_with_pipes(opts: argparse.Namespace, job_argv: list[str]) -> int:
         pipes.log.info(f"sync {req.source_id} hours {req.hours[0]}..{req.hours[-1]} "
                        f"(run_id {req.run_id}) starting on {where}")
         try:
-            result = run_sync(job_spark_session(req), req)
+            result = run_sync(job_spark_session(req.catalog), req)
         except SyncError as e:
             pipes.log.error(f"sync failed ({e.code}): {e}")
             pipes.report_custom_message({
@@ -125,14 +121,15 @@ def _main_with_pipes(opts: argparse.Namespace, job_argv: list[str]) -> int:
             print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
             return 1
         src = result.source
-        path = report_location(req.lake_root, req.source_id, req.run_id, src)
-        pipes.log.info(f"sync finished: {src['lines_in']} lines in, {src['messages_written']} "
-                       f"rows, {src['duplicates']} duplicates, {src['lines_quarantined']} "
+        path = report_location(req.lake_root, src)
+        pipes.log.info(f"sync finished: {src.lines_in} lines in, {src.messages_written} "
+                       f"rows, {src.duplicates} duplicates, {src.lines_quarantined} "
                        f"quarantined; report {path}")
         pipes.report_custom_message({
-            "kind": MESSAGE_KIND, "status": "finished", "report_path": path, "source": src,
+            "kind": MESSAGE_KIND, "status": "finished", "report_path": path,
+            "source": src.to_dict(),
         })
-        print(json.dumps(src))
+        print(json.dumps(src.to_dict()))
     return 0
 
 

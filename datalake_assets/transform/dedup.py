@@ -1,0 +1,176 @@
+"""The sync's deduplication, on the driver and the JVM: which messages are duplicates, and the
+check that none was written twice.
+
+Duplicates are found on ``(messageId, receivedAt, position)`` only, from stage A's key rows (a
+small shuffle): in the batch, the first received copy of an id wins; across hours, ids the lake
+already holds for another hour of the lookback window (the id index, never the tables) are
+duplicates, and the message stays where it was. The losers' positions go to stage B, which
+skips them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from datalake_assets.lake import storage
+from datalake_assets.spec import layout
+from datalake_assets.transform.stage_a import ROW
+
+
+@dataclass
+class Duplicates:
+    """What the deduplication found: counts by ``(table, hour)`` and the lines stage B drops."""
+
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    cross_hour: Counter[tuple[str, str]] = field(default_factory=Counter)  # held by other hours
+    drop: defaultdict[tuple[str, int], list[int]] = field(
+        default_factory=lambda: defaultdict(list))  # (table, file_idx) -> line numbers
+    prior_files: list[str] = field(default_factory=list)  # index files of the lookback window
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def find_duplicates(spark, keys, lookback_hours: int, lake_root: str, source_dir: str,
+                    batch_hours: list[str]) -> Duplicates:
+    """The duplicates among stage A's key rows (``keys``) and against the id index of the
+    hours within ``lookback_hours`` of the batch (``batch_hours``: compact)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = Window.partitionBy("message_id").orderBy(
+        F.col("received_at").asc_nulls_last(), "file_idx", "line_no"
+    )
+    ranked = (
+        keys.filter(F.col("kind") == ROW)
+        .select("message_id", "received_at", "file_idx", "line_no", "table", "hour")
+        .withColumn("_n", F.row_number().over(order))
+    )
+    # Across hours: ids the lake already holds for other hours of the lookback window
+    # (the id index, never the tables) are duplicates; the message stays where it was.
+    prior_files = index_files(lake_root, source_dir, lookback_hours, batch_hours)
+    if prior_files:
+        # The window's index is big, the batch small: the batch's ids are broadcast and the
+        # index is scanned once, without shuffling it; only the ids found come back.
+        batch_ids = keys.filter(F.col("kind") == ROW).select("message_id").distinct()
+        prior = (ids_in_index(spark, prior_files, batch_ids).withColumn("_seen", F.lit(True)))
+        ranked = ranked.join(prior, "message_id", "left")
+    else:
+        ranked = ranked.withColumn("_seen", F.lit(None).cast("boolean"))
+    losers = (
+        ranked.filter((F.col("_n") > 1) | F.col("_seen").isNotNull())
+        .select("table", "hour", "file_idx", "line_no",
+                (F.col("_n") == 1).alias("cross_hour"))
+        .collect()
+    )
+    out = Duplicates(prior_files=prior_files)
+    for r in losers:
+        out.counts[(r["table"], r["hour"])] += 1
+        if r["cross_hour"]:
+            out.cross_hour[(r["table"], r["hour"])] += 1
+        out.drop[(r["table"], r["file_idx"])].append(r["line_no"])
+    return out
+
+
+def index_files(lake_root: str, source_dir: str, lookback_hours: int,
+                batch_hours: list[str]) -> list[str]:
+    """Index files of the hours within ``lookback_hours`` of the batch (before its first
+    hour or after its last), the batch's own hours (compact) excluded."""
+    if lookback_hours <= 0 or not batch_hours:
+        return []
+    first = layout.ArchiveHour.parse(min(batch_hours)).start
+    last = layout.ArchiveHour.parse(max(batch_hours)).start
+    span = timedelta(hours=lookback_hours)
+    lo = layout.ArchiveHour.of(first - span).compact
+    hi = layout.ArchiveHour.of(last + span).compact
+    own = set(batch_hours)
+    out = []
+    for location, _ in storage.list_files(layout.index_root(lake_root, source_dir), recursive=True):
+        hour = layout.hour_of_index_file(location)
+        if hour and lo <= hour <= hi and hour not in own:
+            out.append(location)
+    return out
+
+
+def ids_in_index(spark, index_files: list[str], ids):
+    """The distinct ``message_id`` of ``ids`` that the index files hold (a broadcast semi-join:
+    the index is read once and never shuffled)."""
+    from pyspark.sql import functions as F
+
+    index = spark.read.parquet(*index_files).select("message_id")
+    return index.join(F.broadcast(ids), "message_id", "left_semi").distinct()
+
+
+def repeated_message_ids(spark, staged_data: str, tables: list[str],
+                         prior_files: list[str]) -> dict[str, int]:
+    """Per table: how many message ids were written more than once (in one table or in two),
+    or also live in another hour of the lookback window (per the lake's id index). It reads
+    the written Parquet back (the ``message_id`` column only), so it checks what was written,
+    not what the dedup intended. ``tracks`` is made of the track tables' rows: it is checked
+    through them (and its row count against theirs, by the caller)."""
+    from pyspark.sql import functions as F
+
+    dirs = [layout.segment_type_dir(staged_data, t) for t in tables]
+    dirs = [d for d in dirs if storage.list_files(d, recursive=True)]
+    if not dirs:
+        return {}
+    if not prior_files:
+        local = repeated_in_output(staged_data, tables)
+        if local is not None:
+            return local
+    ids = (
+        spark.read.option("basePath", staged_data).schema("message_id string").parquet(*dirs)
+        .select(F.regexp_extract(F.input_file_name(), r"/segment_type=([^/]+)/", 1).alias("t"),
+                "message_id")
+    )
+    counted = ids.groupBy("message_id").agg(F.count("*").alias("n"), F.min("t").alias("t"))
+    bad = F.col("n") > 1
+    if prior_files:
+        seen = ids_in_index(spark, prior_files, ids.select("message_id").distinct()).withColumn(
+            "_seen", F.lit(1))
+        counted = counted.join(seen, "message_id", "left")
+        bad = bad | F.col("_seen").isNotNull()
+    rows = counted.filter(bad).groupBy("t").count().collect()
+    return {r["t"]: r["count"] for r in rows}
+
+
+_DRIVER_CHECK_MAX_ROWS = 20_000_000
+
+
+def repeated_in_output(staged_data: str, tables: list[str]) -> dict[str, int] | None:
+    """``repeated_message_ids`` without a lookback window, on the driver with Arrow: reads
+    the ``message_id`` column of the written files. ``None`` when the output is too big for
+    the driver (the caller then uses Spark)."""
+    files = [(i, loc) for i, t in enumerate(tables)
+             for loc, _ in storage.list_files(layout.segment_type_dir(staged_data, t),
+                                              recursive=True)
+             if loc.endswith(".parquet")]
+    rows = 0
+    for _, loc in files:
+        fs, path = storage.resolve(loc)
+        with fs.open_input_file(path) as f:
+            rows += pq.ParquetFile(f).metadata.num_rows
+    if rows > _DRIVER_CHECK_MAX_ROWS:
+        return None
+    ids, owner = [], []
+    for i, loc in files:
+        fs, path = storage.resolve(loc)
+        col = pq.read_table(path, columns=["message_id"], filesystem=fs).column(0).combine_chunks()
+        ids.append(col)
+        owner.append(pa.array([i] * len(col), pa.int32()))
+    if not ids:
+        return {}
+    table = pa.table({"id": pa.concat_arrays(ids), "t": pa.concat_arrays(owner)})
+    per_id = table.group_by("id").aggregate([("t", "count"), ("t", "min")])
+    repeated = per_id.filter(pc.greater(per_id["t_count"], 1))
+    out: dict[str, int] = {}
+    for t in repeated["t_min"].to_pylist():
+        out[tables[t]] = out.get(tables[t], 0) + 1
+    return out

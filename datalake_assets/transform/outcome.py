@@ -1,0 +1,295 @@
+"""The sync's last phases, once stage B has written into staging: reconcile, commit,
+register, report (``sync.py`` runs them in that order)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from datalake_assets.catalog.base import CatalogError
+from datalake_assets.catalog.register import register_sync
+from datalake_assets.catalog.reports import register_reports, write_report_table
+from datalake_assets.lake import commit, faults, storage
+from datalake_assets.lake.records import write_schema_record
+from datalake_assets.lake.report import (
+    SourceReport,
+    SyncReport,
+    TableChecks,
+    TableReport,
+    write_report,
+)
+from datalake_assets.spec import layout
+from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
+from datalake_assets.spec.schema import TableChange
+from datalake_assets.transform.dedup import Duplicates
+from datalake_assets.transform.manifest import (
+    CONFORMANCE,
+    FILE,
+    INDEX,
+    MISFITS,
+    QUARANTINE,
+    ManifestEntry,
+)
+from datalake_assets.transform.request import SyncError
+from datalake_assets.transform.run import SyncRun
+from datalake_assets.transform.stage_a import StageAStats
+
+
+@dataclass
+class Tally:
+    """What was written, from stage B's manifest and stage A's statistics."""
+
+    lines_in: int
+    lines_quarantined: int
+    rows: Counter[tuple[str, str]] = field(default_factory=Counter)  # (table, hour) -> rows
+    files: defaultdict[tuple[str, str], list[ManifestEntry]] = field(
+        default_factory=lambda: defaultdict(list))  # (table, hour) -> Parquet files
+    values_quarantined: Counter[str] = field(default_factory=Counter)  # by table
+    misfits_by_column: defaultdict[str, Counter[str]] = field(
+        default_factory=lambda: defaultdict(Counter))
+    conformance: defaultdict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    quarantine_hours: set[str] = field(default_factory=set)
+    index_ids_written: int = 0
+    repeated_ids: dict[str, int] = field(default_factory=dict)  # by table
+
+    @property
+    def messages_written(self) -> int:
+        return sum(n for (t, _), n in self.rows.items() if t != TRACKS_TABLE)
+
+    def table_rows(self, table: str) -> int:
+        return sum(n for (t, _), n in self.rows.items() if t == table)
+
+    def hours_written(self, table: str) -> list[str]:
+        return sorted({h for (t, h), n in self.rows.items() if t == table and n})
+
+
+# --------------------------------------------------------------------------------- reconcile
+
+
+def reconcile(run: SyncRun, stats: StageAStats, duplicates: Duplicates,
+              manifest: list[ManifestEntry], repeated_ids: dict[str, int]) -> Tally:
+    """The tally of what was written; fails, with nothing committed, unless every line read
+    is a row, a duplicate or quarantined."""
+    tally = _tally(stats, manifest, repeated_ids)
+    written, dups, quarantined = tally.messages_written, duplicates.total, tally.lines_quarantined
+    if tally.lines_in != written + dups + quarantined:
+        storage.delete_dir(run.staging)
+        raise SyncError(
+            f"reconciliation failed, nothing committed: lines_in={tally.lines_in} != rows={written}"
+            f" + duplicates={dups} + quarantined={quarantined}"
+        )
+    return tally
+
+
+def _tally(stats: StageAStats, manifest: list[ManifestEntry],
+           repeated_ids: dict[str, int]) -> Tally:
+    tally = Tally(lines_in=stats.lines_in, lines_quarantined=sum(stats.lines_quarantined.values()),
+                  quarantine_hours={h for h, _, _, _ in stats.quarantine_files},
+                  repeated_ids=dict(repeated_ids))
+    for m in manifest:
+        if m.entry == FILE:
+            tally.rows[(m.table, m.hour)] += m.rows
+            tally.values_quarantined[m.table] += m.values_quarantined
+            if m.location:
+                tally.files[(m.table, m.hour)].append(m)
+        elif m.entry == QUARANTINE:
+            tally.quarantine_hours.add(m.hour)
+        elif m.entry == MISFITS:
+            tally.misfits_by_column[m.table][m.column] += m.rows
+        elif m.entry == CONFORMANCE:
+            hour = str(layout.ArchiveHour.parse(m.hour))
+            tally.conformance[m.table].extend({**f, "hour": hour} for f in m.failures)
+        elif m.entry == INDEX:
+            tally.index_ids_written += m.rows
+    # ``tracks`` holds the track tables' rows: its count must match theirs, and an id
+    # repeated in a track table is repeated in tracks.
+    track_rows = sum(n for (t, _), n in tally.rows.items() if t not in STANDARD_TABLES)
+    tally.repeated_ids[TRACKS_TABLE] = abs(tally.table_rows(TRACKS_TABLE) - track_rows) + sum(
+        n for t, n in tally.repeated_ids.items() if t not in STANDARD_TABLES)
+    return tally
+
+
+# ------------------------------------------------------------------------------------ commit
+
+
+def commit_sync(run: SyncRun, existing: dict[str, list[tuple[str, str]]],
+                changes: dict[str, TableChange], tally: Tally, hours: list[str]) -> None:
+    """Swap the staged partitions into the lake (``lake/commit.py``), then record the tables'
+    schemas."""
+    req = run.req
+    try:  # before anything is committed: a missing permission fails with nothing changed
+        run.catalog.ensure_database(req.database, "Segment data lake tables (datalake-assets)")
+    except CatalogError as e:
+        storage.delete_dir(run.staging)
+        raise SyncError(f"catalog: {e}; nothing committed", e.code) from e
+    swaps = _plan_swaps(run, {t for t, _ in tally.files} | set(existing), hours)
+    faults.checkpoint("staged")
+    run.held.check()  # an S3 lease lost during a long pause: fail here, before the lake changes
+    commit.commit(req.lake_root, req.source_dir, req.run_id, swaps)
+    faults.checkpoint("committed")
+    storage.delete_dir(run.staging)
+    tables_after = dict(existing)
+    for t, c in changes.items():
+        tables_after[t] = c.columns
+    write_schema_record(req.lake_root, req.source_dir, tables_after)
+
+
+def _plan_swaps(run: SyncRun, tables: set[str], hours: list[str]) -> list[commit.Swap]:
+    """One swap per partition directory touched: written tables, tables that lost all rows of
+    a synced hour (swapped with an empty version), and each hour's quarantine and id index."""
+    req, staging = run.req, run.staging
+    by_dir: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, staged) -> hours
+    for h in hours:
+        hour = layout.ArchiveHour.parse(h)
+        for t in tables:
+            part = layout.date_partition_path(req.date_layout, hour)
+            by_dir[(layout.join(layout.table_root(req.lake_root, req.source_dir, t), part),
+                    layout.join(layout.segment_type_dir(layout.staged_data_root(staging), t),
+                                part))].add(h)
+        by_dir[(layout.quarantine_dir(req.lake_root, req.source_dir, hour),
+                layout.join(layout.staged_quarantine_root(staging),
+                            layout.hour_partition_path(hour)))].add(h)
+        by_dir[(layout.join(layout.index_root(req.lake_root, req.source_dir),
+                            layout.index_partition_path(hour)),
+                layout.join(layout.staged_index_root(staging),
+                            layout.index_partition_path(hour)))].add(h)
+    swaps = []
+    for (target, staged), hs in sorted(by_dir.items()):
+        if not storage.exists(staged):
+            # Only swap an empty version in where the live partition has data of these hours.
+            live = [loc for loc, _ in storage.list_files(target)]
+            if not any(layout.hour_of_data_file(loc) in hs for loc in live):
+                continue
+            if not storage.is_uri(staged):
+                os.makedirs(staged, exist_ok=True)
+        swaps.append(commit.Swap(staged=staged, target=target, hours=tuple(sorted(hs))))
+    return swaps
+
+
+# ---------------------------------------------------------------------------------- register
+
+
+def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally) -> dict[str, dict]:
+    """The committed tables, partitions and quarantine in the catalog."""
+    req = run.req
+    try:
+        registered = register_sync(
+            run.catalog, database=req.database, table_prefix=req.table_prefix,
+            lake_root=req.lake_root, source_dir=req.source_dir, date_layout=req.date_layout,
+            tables={t: c.columns for t, c in changes.items()},
+            partitions={t: tally.hours_written(t) for t in changes},
+            quarantine_hours=sorted(tally.quarantine_hours),
+            count_partitions=True,  # Glue: one paginated listing per table written
+        )
+    except CatalogError as e:
+        raise SyncError(
+            f"data committed, but the catalog registration failed: {e}. Re-run the sync to "
+            "register it (every step is idempotent)", e.code,
+        ) from e
+    faults.checkpoint("registered")
+    return registered
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def _run_fields(run: SyncRun) -> dict:
+    """The fields every row of the run's report shares."""
+    req = run.req
+    return {
+        "run_id": req.run_id, "source_id": req.source_id, "database": req.database,
+        "start_time": run.started.isoformat(), "replay": req.replay,
+        "replay_from": req.hours[0] if req.replay else None,
+        "replay_to": req.hours[-1] if req.replay else None,
+        "emr_cluster_id": os.environ.get("EMR_CLUSTER_ID"),
+        "s3_bucket": req.lake_root.split("://", 1)[1].split("/", 1)[0] if "://" in req.lake_root else None,
+    }
+
+
+def _partitions(hours: list[str]) -> list[dict[str, str]]:
+    return [{"day": h.day, "hr": h.hr} for h in map(layout.ArchiveHour.parse, hours)]
+
+
+def table_reports(run: SyncRun, changes: dict[str, TableChange], tally: Tally,
+                  duplicates: Duplicates, registered: dict[str, dict]) -> list[TableReport]:
+    out = []
+    for t in sorted(changes):
+        c = changes[t]
+        files = [m for (tt, _), v in tally.files.items() if tt == t for m in v]
+        out.append(TableReport(
+            table_name=t, **_run_fields(run),
+            partitions=_partitions(tally.hours_written(t)),
+            new_columns=[{"name": n, "type": ty} for n, ty in c.new_columns],
+            widened_columns=[{"name": n, "from": a, "to": b} for n, a, b in c.widened],
+            columns=[{"name": n, "type": ty} for n, ty in c.columns],
+            row_count=tally.table_rows(t),
+            duplicates=sum(n for (tt, _), n in duplicates.counts.items() if tt == t),
+            cross_hour_duplicates=sum(n for (tt, _), n in duplicates.cross_hour.items() if tt == t),
+            values_quarantined=tally.values_quarantined.get(t, 0),
+            files=len(files), bytes=sum(m.bytes for m in files), is_new=c.is_new,
+            catalog=_catalog_entry(registered.get(t)),
+            checks=TableChecks(
+                # message ids written more than once in this sync's output (re-read from it)
+                repeated_message_ids=tally.repeated_ids.get(t, 0),
+                misfits_by_column=dict(sorted(tally.misfits_by_column[t].items())),
+                conformance_failures=tally.conformance[t],
+            ),
+        ))
+    return out
+
+
+def _catalog_entry(info: dict | None) -> dict | None:
+    if not info:
+        return None
+    return {k: info.get(k) for k in ("catalog_table", "database", "partitions", "partitions_added",
+                                     "is_new", "location")}
+
+
+def source_report(run: SyncRun, tally: Tally, duplicates: Duplicates,
+                  files: list[tuple[str, str, int]], hours: list[str],
+                  recovered: list[str]) -> SourceReport:
+    return SourceReport(
+        **_run_fields(run),
+        lines_in=tally.lines_in, messages_written=tally.messages_written,
+        duplicates=duplicates.total, lines_quarantined=tally.lines_quarantined,
+        values_quarantined=sum(tally.values_quarantined.values()),
+        cross_hour_duplicates=sum(duplicates.cross_hour.values()),
+        dedup_lookback_hours=run.req.dedup_lookback_hours,
+        index_ids_written=tally.index_ids_written,
+        hours_synced=[str(layout.ArchiveHour.parse(h)) for h in hours],
+        recovered_commits=recovered, files_in=len(files), bytes_in=sum(s for _, _, s in files),
+        timings={k: round(v, 3) for k, v in run.timings.items()},
+    )
+
+
+def empty_source_report(run: SyncRun, recovered: list[str]) -> SourceReport:
+    """The report of a sync that found no archive file: nothing was written."""
+    return SourceReport(**_run_fields(run), warning="no_archive_files",
+                        recovered_commits=recovered)
+
+
+def finish(run: SyncRun, tables: list[TableReport], source: SourceReport) -> SyncReport:
+    """The run's outcome on every row; the report written as JSON lines and as a row per
+    object of the ``sync_reports`` table (registered in the catalog)."""
+    req = run.req
+    finished = datetime.now(UTC)
+    duration = round((time.monotonic() - run.t0) / 60, 4)
+    for row in (*tables, source):
+        row.finish_time, row.duration_mins = finished.isoformat(), duration
+        row.status, row.error, row.error_code = "finished", None, None
+    source.partitions = _partitions(source.hours_synced)
+    source.tables = len(tables)
+    report = SyncReport({t.table_name: t for t in tables}, source)
+    day = finished.strftime("%Y-%m-%d")  # = finish_time[:10]: see report_location
+    write_report(req.lake_root, report, day)
+    try:  # the reports table: a row per table and one per source, queryable by SQL
+        write_report_table(req.lake_root, req.source_id, req.run_id, report.rows(), day)
+        if run.catalog is not None:
+            register_reports(run.catalog, req.catalog.reports_database, req.lake_root,
+                             req.source_id, day)
+    except (CatalogError, OSError) as e:  # the sync itself is committed: say so, don't fail
+        source.warning = f"sync report table not updated: {e}"
+    return report

@@ -1,0 +1,123 @@
+"""What a sync is asked to do: ``SyncRequest``, from the settings or from the job's argv.
+
+``request_from_settings`` is the one place a request is made from the lake's settings (the
+Dagster assets, ``datalake sync``, ``datalake import --sync``); ``SyncRequest.to_args`` and
+``parse_args`` carry it to a job started elsewhere (``python -m``, ``spark-submit`` on EMR).
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from datalake_assets.catalog.config import CatalogConfig, config_from_settings
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.spec import layout
+
+_DESCRIPTION = "The sync: one Spark job per source and batch of archive hours (never one per table)."
+
+
+class SyncError(RuntimeError):
+    """A sync that failed; ``code`` is one of Segment's categories."""
+
+    def __init__(self, message: str, code: str = "internal") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    lake_root: str
+    archive_root: str
+    source_id: str
+    hours: tuple[str, ...]  # "YYYY-MM-DDTHH" (UTC)
+    source_dir: str = ""  # lake folder of the source (id or slug); default: source_id
+    database: str = ""
+    date_layout: str = layout.DEFAULT_DATE_LAYOUT
+    run_id: str = ""
+    max_message_bytes: int = 32 * 1024
+    max_depth: int = 16
+    replay: bool = False
+    table_prefix: str = ""  # catalog table names: <prefix><table>
+    dedup_lookback_hours: int = 7 * 24  # messageId unique across this window (id index)
+    lock_wait_seconds: float = 600.0  # wait this long for another sync of the source to end
+    catalog: CatalogConfig = field(default_factory=lambda: CatalogConfig(backend="none"))
+
+    def resolved(self) -> "SyncRequest":
+        run_id = self.run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        return replace(
+            self,
+            source_dir=self.source_dir or self.source_id,
+            database=self.database or self.source_id,
+            run_id=run_id,
+            hours=tuple(str(layout.ArchiveHour.parse(h)) for h in self.hours),
+        )
+
+    def to_args(self) -> list[str]:
+        args = [
+            "--lake-root", self.lake_root, "--archive-root", self.archive_root,
+            "--source-id", self.source_id, "--source-dir", self.source_dir or self.source_id,
+            "--database", self.database or self.source_id, "--date-layout", self.date_layout,
+            "--max-message-bytes", str(self.max_message_bytes), "--max-depth", str(self.max_depth),
+            "--dedup-lookback-hours", str(self.dedup_lookback_hours),
+            "--lock-wait-seconds", str(self.lock_wait_seconds),
+            *self.catalog.to_args(),
+        ]
+        if self.table_prefix:
+            args += ["--table-prefix", self.table_prefix]
+        if self.run_id:
+            args += ["--run-id", self.run_id]
+        if self.replay:
+            args.append("--replay")
+        return args + ["--hours", *self.hours]
+
+
+def parse_args(argv: list[str]) -> SyncRequest:
+    p = argparse.ArgumentParser(prog="datalake-sync", description=_DESCRIPTION)
+    p.add_argument("--lake-root", required=True)
+    p.add_argument("--archive-root", required=True)
+    p.add_argument("--source-id", required=True)
+    p.add_argument("--source-dir", default="")
+    p.add_argument("--database", default="")
+    p.add_argument("--date-layout", default=layout.DEFAULT_DATE_LAYOUT, choices=sorted(layout.DATE_LAYOUTS))
+    p.add_argument("--run-id", default="")
+    p.add_argument("--max-message-bytes", type=int, default=32 * 1024)
+    p.add_argument("--max-depth", type=int, default=16)
+    p.add_argument("--replay", action="store_true")
+    p.add_argument("--table-prefix", default="")
+    p.add_argument("--dedup-lookback-hours", type=int, default=7 * 24)
+    p.add_argument("--lock-wait-seconds", type=float, default=600.0)
+    p.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
+    CatalogConfig.add_arguments(p)
+    a = p.parse_args(argv)
+    return SyncRequest(
+        lake_root=a.lake_root, archive_root=a.archive_root, source_id=a.source_id,
+        source_dir=a.source_dir, database=a.database, date_layout=a.date_layout, run_id=a.run_id,
+        max_message_bytes=a.max_message_bytes, max_depth=a.max_depth, replay=a.replay,
+        hours=tuple(a.hours), table_prefix=a.table_prefix,
+        dedup_lookback_hours=a.dedup_lookback_hours, catalog=CatalogConfig.from_args(a),
+        lock_wait_seconds=a.lock_wait_seconds,
+    )
+
+
+def request_from_settings(settings: LakeSettings, source: SourceSettings, hours, *,
+                          replay: bool, run_id: str = "") -> SyncRequest:
+    """The sync of ``source``'s ``hours`` (any ``ArchiveHour`` spelling) as the settings say."""
+    return SyncRequest(
+        lake_root=settings.lake_root,
+        archive_root=settings.archive_root,
+        source_id=source.id,
+        source_dir=source.lake_dir,
+        database=source.database,
+        date_layout=source.date_layout,
+        hours=tuple(str(layout.ArchiveHour.parse(h)) for h in hours),
+        run_id=run_id,
+        max_message_bytes=settings.sync.max_message_bytes,
+        max_depth=settings.sync.max_depth,
+        replay=replay,
+        table_prefix=source.effective_table_prefix,
+        catalog=config_from_settings(settings.catalog),
+        dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
+    )

@@ -1,0 +1,34 @@
+"""``SyncRun``: what every phase of one sync knows (``sync.py``, ``outcome.py``)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from datalake_assets.catalog.base import Catalog
+from datalake_assets.lake.lock import SourceLock
+from datalake_assets.spec import layout
+from datalake_assets.transform.request import SyncRequest
+
+
+@dataclass
+class SyncRun:
+    """What every phase of one sync knows: the request, the session, its staging, timings."""
+
+    spark: Any
+    req: SyncRequest
+    held: SourceLock
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    t0: float = field(default_factory=time.monotonic)
+    timings: dict[str, float] = field(default_factory=dict)
+    catalog: Catalog | None = None
+
+    @property
+    def staging(self) -> str:
+        return layout.staging_dir(self.req.lake_root, self.req.source_dir, self.req.run_id)
+
+    def describe_jobs(self, description: str | None) -> None:
+        """The Spark UI's name of the next jobs."""
+        self.spark.sparkContext.setJobDescription(description)

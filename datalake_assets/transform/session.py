@@ -1,0 +1,98 @@
+"""The sync's Spark session: its settings, built from ``[spark]`` in one place.
+
+``local_session_conf`` is every ``spark.*`` setting of a local session; ``local_spark_session``
+builds it (the CLI, the job run by ``python -m``, the tests) and ``LocalSparkCompute`` hands
+the same settings to ``dagster_pyspark``. Under ``spark-submit`` the submit's session is used
+(``job_spark_session``) with what the job relies on (``JOB_SPARK_CONF``) set on it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from datalake_assets.catalog.config import CatalogConfig, config_from_settings
+from datalake_assets.settings import LakeSettings, SparkSettings
+
+# Session settings the job relies on, wherever it runs (local session or spark-submit).
+JOB_SPARK_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+APP_NAME = "datalake-sync"
+_DEFAULT_SPARK = SparkSettings()
+
+
+def _with_task_retries(master: str) -> str:
+    """``local[N]`` -> ``local[N,4]``: like a cluster (``spark.task.maxFailures`` = 4), a task
+    that hit a transient error (an S3 SlowDown on a small ranged read fails inside the AWS SDK
+    without a retry) is run again. Tasks are idempotent: their files have deterministic names
+    and a failed attempt's output rows are discarded."""
+    m = re.fullmatch(r"local\[(\d+|\*)\]", master.strip())
+    return f"local[{m.group(1)},4]" if m else master
+
+
+def spark_settings_conf(spark: SparkSettings, catalog: CatalogConfig) -> dict[str, str]:
+    """The ``extra`` settings of a local session from ``[spark]`` and the catalog (a Hive
+    catalog needs the session): shuffle partitions, ``extra_conf``, then the catalog's."""
+    return {"spark.sql.shuffle.partitions": str(spark.shuffle_partitions), **spark.extra_conf,
+            **catalog.spark_conf()}
+
+
+def prepare_local_spark_env() -> None:
+    """What a local session needs before the JVM starts: a loopback address, this Python."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def local_session_conf(master: str = _DEFAULT_SPARK.master,
+                       driver_memory: str = _DEFAULT_SPARK.driver_memory,
+                       extra: dict | None = None) -> dict[str, str]:
+    """Every ``spark.*`` setting of a local session sized for a small machine; ``extra``
+    (e.g. ``spark_settings_conf``) last, so it may override any of them."""
+    return {
+        "spark.master": _with_task_retries(master),
+        "spark.app.name": APP_NAME,
+        "spark.driver.memory": driver_memory,
+        "spark.sql.shuffle.partitions": str(_DEFAULT_SPARK.shuffle_partitions),
+        "spark.ui.enabled": "false",
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        **JOB_SPARK_CONF,
+        **(extra or {}),
+    }
+
+
+def local_spark_session(master: str = _DEFAULT_SPARK.master,
+                        driver_memory: str = _DEFAULT_SPARK.driver_memory,
+                        extra: dict | None = None):
+    """A local session (one per process: an existing one is returned)."""
+    prepare_local_spark_env()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for k, v in local_session_conf(master, driver_memory, extra).items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+def settings_spark_session(settings: LakeSettings):
+    """The local session of ``settings``' ``[spark]`` and catalog (``datalake sync``)."""
+    s = settings.spark
+    return local_spark_session(
+        s.master, s.driver_memory, spark_settings_conf(s, config_from_settings(settings.catalog)))
+
+
+def job_spark_session(catalog: CatalogConfig):
+    """Under ``spark-submit`` the submit's session (its configuration comes from the submit);
+    otherwise a local one with the default ``[spark]`` settings and the request's catalog."""
+    if os.environ.get("SPARK_ENV_LOADED") is None:
+        return local_spark_session(extra=spark_settings_conf(_DEFAULT_SPARK, catalog))
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.getOrCreate()
+    # What the local session sets at build time and a cluster's defaults may not: the job
+    # reads and writes UTC wall clock, and hands key rows to the JVM through Arrow.
+    for k, v in JOB_SPARK_CONF.items():
+        spark.conf.set(k, v)
+    return spark

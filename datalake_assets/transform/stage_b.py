@@ -1,0 +1,206 @@
+"""Stage B of a sync, in Spark's Python workers: one task per group of one table's work files.
+
+It drops the duplicates the driver found, casts every column to its decided type with Arrow
+kernels (values that do not fit go to quarantine with their reason), and writes one Parquet
+file per table and hour into the run's staging area, plus the values' quarantine and the
+hour's id index. It returns a manifest (``manifest.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from datalake_assets.lake import storage
+from datalake_assets.spec import layout
+from datalake_assets.spec.columnar import ARROW_TYPES, cast_array
+from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance
+from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
+from datalake_assets.transform.manifest import (
+    CONFORMANCE,
+    FILE,
+    INDEX,
+    MISFITS,
+    QUARANTINE,
+    ManifestEntry,
+    manifest_batch,
+)
+from datalake_assets.transform.stage_a import W_LINE, W_MESSAGE_ID, W_PROBLEMS, write_quarantine
+
+STAGE_B_TASK_SCHEMA = "task int, table string, items string"
+
+
+@dataclass(frozen=True)
+class StageBConfig:
+    source_id: str
+    run_id: str
+    staging_root: str  # <staging>/data: mirrors <lake>/data/<source_dir>
+    quarantine_staging_root: str  # <staging>/quarantine: mirrors <lake>/quarantine/<source_dir>
+    date_layout: str
+    tables: dict[str, tuple[tuple[str, str], ...]]  # table -> columns and types, in order
+    index_staging_root: str = ""  # <staging>/_index: the kept message ids per hour
+
+
+def plan_stage_b_tasks(
+    work_files: list[tuple[str, str, int, str, int]],
+    drop: dict[tuple[str, int], list[int]],
+    target_rows: int = 250_000,
+) -> list[tuple[int, str, str]]:
+    """Group work files into stage-B tasks: ``(task, table, items JSON)``. A task writes one
+    table; big tables are split so no task gets much more than ``target_rows``. The ``tracks``
+    table reads every track table's work files. ``drop`` holds the duplicate lines to skip, by
+    ``(table, file_idx)``."""
+    by_table: dict[str, list[tuple[str, int, str, int, str]]] = {}
+    for table, hour, file_idx, location, rows in work_files:
+        entry = (hour, file_idx, location, rows, table)
+        by_table.setdefault(table, []).append(entry)
+        if table not in STANDARD_TABLES:
+            by_table.setdefault(TRACKS_TABLE, []).append(entry)
+    groups: list[tuple[int, str, list]] = []
+    for table in sorted(by_table):
+        current: list[dict] = []
+        size = 0
+        for hour, file_idx, location, rows, src in sorted(by_table[table]):
+            current.append({"hour": hour, "file_idx": file_idx, "location": location,
+                            "drop": drop.get((src, file_idx), [])})
+            size += rows
+            if size >= target_rows:
+                groups.append((size, table, current))
+                current, size = [], 0
+        if current:
+            groups.append((size, table, current))
+    groups.sort(key=lambda g: -g[0])  # biggest first: better packing on few cores
+    return [(i, table, orjson.dumps(items).decode()) for i, (_, table, items) in enumerate(groups)]
+
+
+def run_stage_b(batches: Iterator[pa.RecordBatch], cfg: StageBConfig) -> Iterator[pa.RecordBatch]:
+    """Input: ``STAGE_B_TASK_SCHEMA`` rows. Output: the manifest of what was written."""
+    for batch in batches:
+        d = batch.to_pydict()
+        for task, table, items in zip(d["task"], d["table"], d["items"]):
+            yield from _StageBTask(cfg, task, table).run(orjson.loads(items))
+
+
+class _StageBTask:
+    def __init__(self, cfg: StageBConfig, task: int, table: str) -> None:
+        self.cfg = cfg
+        self.task = task
+        self.table = table
+        self.columns = cfg.tables[table]
+        self.schema = pa.schema([(c, ARROW_TYPES[t]) for c, t in self.columns])
+        self.writers: dict[str, tuple[pq.ParquetWriter, str, list[int]]] = {}
+        self.values_quarantined: dict[str, int] = {}
+        self.misfits: dict[tuple[str, str], int] = {}  # (hour, column) -> values
+        self.quarantine: dict[str, list[dict]] = {}
+        self.checked = [c for c, _ in self.columns if c in CHECKED_COLUMNS]
+        self.checked_data: dict[str, list[pa.Table]] = {}  # hour -> fixed columns written
+        self.kept_ids: dict[str, list[pa.Array]] = {}  # hour -> message ids written
+
+    def run(self, items: list[dict]) -> Iterator[pa.RecordBatch]:
+        for item in items:
+            self._one(item)
+        yield self._close()
+
+    def _one(self, item: dict) -> None:
+        hour = item["hour"]
+        # One whole-object read, not the IPC reader's tiny footer reads: on S3 a throttled
+        # ranged GET smaller than the error body fails inside the AWS SDK without a retry.
+        data = pa.ipc.open_file(pa.py_buffer(storage.read_bytes(item["location"]))).read_all()
+        if item["drop"]:
+            keep = pc.invert(pc.is_in(data.column(W_LINE), value_set=pa.array(item["drop"], pa.int64())))
+            data = data.filter(keep)
+        n = data.num_rows
+        if n == 0:
+            return
+        ids = data.column(W_MESSAGE_ID).combine_chunks()
+        if self.table != TRACKS_TABLE and self.cfg.index_staging_root:
+            self.kept_ids.setdefault(hour, []).append(ids)
+        present = set(data.column_names)
+        arrays = []
+        for column, typ in self.columns:
+            if column not in present:
+                arrays.append(pa.nulls(n, ARROW_TYPES[typ]))
+                continue
+            out, misfits = cast_array(data.column(column).combine_chunks(), typ)
+            arrays.append(out)
+            for row, value, reason in misfits:
+                self._value(hour, column, value, "type_mismatch", reason, ids[row].as_py())
+            if misfits:
+                self.misfits[(hour, column)] = self.misfits.get((hour, column), 0) + len(misfits)
+        if self.table != TRACKS_TABLE:  # flatten's problems, once per message (not in tracks)
+            problems = data.column(W_PROBLEMS).combine_chunks()
+            if problems.null_count < n:
+                for row in pc.indices_nonzero(pc.is_valid(problems)).to_pylist():
+                    for column, value, why in orjson.loads(problems[row].as_py()):
+                        reason, _, detail = why.partition(": ")
+                        if reason == "column_name_collision":
+                            detail = f"lost key path: {detail}"
+                        self._value(hour, column, value, reason, detail, ids[row].as_py())
+        written = pa.Table.from_arrays(arrays, schema=self.schema)
+        self._writer(hour).write_table(written)
+        self.writers[hour][2][0] += n
+        self.checked_data.setdefault(hour, []).append(written.select(self.checked))
+
+    def _writer(self, hour: str) -> pq.ParquetWriter:
+        entry = self.writers.get(hour)
+        if entry is None:
+            h = layout.ArchiveHour.parse(hour)
+            directory = layout.join(self.cfg.staging_root, f"segment_type={self.table}",
+                                    layout.date_partition_path(self.cfg.date_layout, h))
+            location = layout.join(directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0))
+            fs, path = storage.resolve(location)
+            fs.create_dir(storage.resolve(directory)[1], recursive=True)
+            w = pq.ParquetWriter(path, self.schema, filesystem=fs, compression="snappy")
+            entry = self.writers[hour] = (w, location, [0])
+        return entry[0]
+
+    def _value(self, hour: str, column: str, value: str, reason: str, detail: str,
+               message_id: str | None) -> None:
+        self.quarantine.setdefault(hour, []).append({
+            "source_id": self.cfg.source_id, "run_id": self.cfg.run_id, "level": "value",
+            "reason": reason, "detail": detail, "table_name": self.table, "column_name": column,
+            "value": value, "message_id": message_id,
+        })
+        self.values_quarantined[hour] = self.values_quarantined.get(hour, 0) + 1
+
+    def _close(self) -> pa.RecordBatch:
+        t = self.table
+        manifest: list[ManifestEntry] = []
+        for hour, (w, location, n) in self.writers.items():
+            w.close()
+            fs, path = storage.resolve(location)
+            manifest.append(ManifestEntry(FILE, t, hour, location=location, rows=n[0],
+                                          bytes=fs.get_file_info(path).size,
+                                          values_quarantined=self.values_quarantined.get(hour, 0)))
+        for hour, n in self.values_quarantined.items():
+            if hour not in self.writers:  # values quarantined from rows never written
+                manifest.append(ManifestEntry(FILE, t, hour, values_quarantined=n))
+        for (hour, column), n in self.misfits.items():
+            manifest.append(ManifestEntry(MISFITS, t, hour, column=column, rows=n))
+        for hour, parts in self.checked_data.items():  # schema conformance (pandera)
+            failures = check_conformance(t, pa.concat_tables(parts))
+            if failures:
+                manifest.append(ManifestEntry(CONFORMANCE, t, hour, failures=failures,
+                                              rows=sum(f["failures"] for f in failures)))
+        for hour, parts in self.kept_ids.items():  # the id index of the hour (this task's part)
+            kept = pa.concat_arrays(parts)
+            h = layout.ArchiveHour.parse(hour)
+            directory = layout.join(self.cfg.index_staging_root, layout.index_partition_path(h))
+            location = layout.join(directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0))
+            fs, path = storage.resolve(location)
+            fs.create_dir(storage.resolve(directory)[1], recursive=True)
+            pq.write_table(pa.table({"message_id": pc.array_take(kept, pc.array_sort_indices(kept))}),
+                           path, filesystem=fs, compression="zstd")
+            manifest.append(ManifestEntry(INDEX, t, hour, location=location, rows=len(kept)))
+        for hour, records in self.quarantine.items():
+            location, size = write_quarantine(self.cfg.quarantine_staging_root, hour, self.task,
+                                              0, self.cfg.run_id, records)
+            manifest.append(ManifestEntry(QUARANTINE, t, hour, location=location,
+                                          rows=len(records), bytes=size,
+                                          values_quarantined=len(records)))
+        return manifest_batch(manifest)

@@ -1,0 +1,266 @@
+"""The sync of one source and batch of hours, as its phases (``run_sync``).
+
+Under the source's lock: recover an unfinished commit, then
+
+1. **read**: stage A (``stage_a.py``), one task per archive file, writes work files and
+   returns key rows and per-column statistics;
+2. **plan types**: the statistics against the lake's schema record and the catalog;
+3. **dedup** (``dedup.py``): the duplicates, from the key rows and the id index;
+4. **write**: stage B (``stage_b.py``) writes each table's Parquet per hour into staging and
+   returns a manifest (``manifest.py``); the output is re-read for repeated ids;
+5. **reconcile**: ``lines_in = rows + duplicates + quarantined``, or nothing is committed;
+6. **commit** (``lake/commit.py``), then the schema record;
+7. **register** the tables and partitions in the catalog;
+8. **report** (``report.py``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from datalake_assets.catalog.base import CatalogError
+from datalake_assets.catalog.config import catalog_from_config
+from datalake_assets.catalog.register import read_schemas
+from datalake_assets.lake import commit, faults, storage
+from datalake_assets.lake.lock import LockLost, LockTimeout, SourceLock
+from datalake_assets.lake.records import read_schema_record
+from datalake_assets.lake.report import SyncReport
+from datalake_assets.spec import layout
+from datalake_assets.spec.naming import TRACKS_TABLE
+from datalake_assets.spec.schema import TableChange, plan_table
+from datalake_assets.spec.types import TYPES, widen
+from datalake_assets.transform.dedup import Duplicates, find_duplicates, repeated_message_ids
+from datalake_assets.transform.manifest import MANIFEST_SCHEMA, ManifestEntry
+from datalake_assets.transform.outcome import (
+    commit_sync,
+    empty_source_report,
+    finish,
+    reconcile,
+    register,
+    source_report,
+    table_reports,
+)
+from datalake_assets.transform.request import SyncError, SyncRequest
+from datalake_assets.transform.run import SyncRun
+from datalake_assets.transform.stage_a import (
+    STAGE_A_SCHEMA,
+    STATS,
+    StageAConfig,
+    StageAStats,
+    merge_stats,
+    run_stage_a,
+)
+from datalake_assets.transform.stage_b import (
+    STAGE_B_TASK_SCHEMA,
+    StageBConfig,
+    plan_stage_b_tasks,
+    run_stage_b,
+)
+
+
+def list_archive_files(req: SyncRequest) -> list[tuple[str, str, int]]:
+    """``[(location, hour compact, size)]`` of the requested hours' archive files."""
+    out = []
+    for h in sorted(layout.ArchiveHour.parse(x) for x in req.hours):
+        directory = layout.archive_hour_dir(req.archive_root, req.source_id, h)
+        for location, size in storage.list_files(directory):
+            if layout.is_archive_file(location):
+                out.append((location, h.compact, size))
+    return out
+
+
+def run_sync(spark, request: SyncRequest) -> SyncReport:
+    """Sync the request's hours; returns the report (also written under ``<lake>/reports``).
+
+    Holds the source's lock (``lock.py``) throughout: a second sync of the source waits for
+    this one, then runs against its committed result.
+    """
+    req = request.resolved()
+    try:
+        with SourceLock(req.lake_root, req.source_dir, req.run_id,
+                        wait_s=req.lock_wait_seconds) as held:
+            return _run_sync_locked(SyncRun(spark, req, held, timings={
+                "lock_wait_s": held.waited_s}))
+    except LockTimeout as e:
+        raise SyncError(str(e), "locked") from e
+    except LockLost as e:
+        raise SyncError(str(e), "locked") from e
+    except Exception as e:
+        cause = _task_failure(e)
+        if cause is None:
+            raise
+        raise SyncError(f"a Spark task failed, nothing committed: {cause}",
+                        "storage" if "ShortRead" in cause or "OSError" in cause else "internal") from e
+
+
+_PY_ERROR_LINE = re.compile(r"^\s*((?:[\w.]+\.)?\w*(?:Error|ShortRead|Exception)): (.+)$", re.M)
+
+
+def _task_failure(e: Exception) -> str | None:
+    """The Python error that failed a Spark task, from the JVM's wrapping of it."""
+    if type(e).__name__ not in ("Py4JJavaError", "PythonException"):
+        return None
+    text = str(e)
+    if "Traceback" not in text:
+        return None
+    lines = [m for m in _PY_ERROR_LINE.finditer(text) if "py4j" not in m.group(1).lower()
+             and "org.apache" not in m.group(1)]
+    return f"{lines[-1].group(1).rsplit('.', 1)[-1]}: {lines[-1].group(2)[:1000]}" if lines else None
+
+
+def _run_sync_locked(run: SyncRun) -> SyncReport:
+    req = run.req
+    recovered = commit.recover(req.lake_root, req.source_dir)
+    storage.delete_dir(layout.staging_root(req.lake_root, req.source_dir))
+    files = list_archive_files(req)
+    existing = read_schema_record(req.lake_root, req.source_dir)
+    if not files:
+        return finish(run, [], empty_source_report(run, recovered))
+    run.catalog = catalog_from_config(req.catalog, run.spark)
+    hours = sorted({h for _, h, _ in files})
+    keys = read(run, files)
+    try:
+        stats = collect_stats(run, keys)
+        changes = plan_types(run, existing, stats)
+        duplicates = dedup(run, keys, hours)
+    finally:
+        keys.unpersist()
+    manifest, repeated_ids = write(run, stats, changes, duplicates)
+    tally = reconcile(run, stats, duplicates, manifest, repeated_ids)
+    commit_sync(run, existing, changes, tally, hours)
+    registered = register(run, changes, tally)
+    return finish(run, table_reports(run, changes, tally, duplicates, registered),
+                  source_report(run, tally, duplicates, files, hours, recovered))
+
+
+# ------------------------------------------------------------------------------ read (stage A)
+
+
+def read(run: SyncRun, files: list[tuple[str, str, int]]):
+    """Stage A over ``files``: its key rows, persisted (stage A writes work files as a side
+    effect, so it must run once; the first action computes every partition)."""
+    from pyspark import StorageLevel
+
+    staging = run.staging
+    file_rows = [(i, loc, hour) for i, (loc, hour, _) in enumerate(files)]
+    # Exactly one archive file per stage-A task (gzip is not splittable; hash partitioning
+    # would put two files in one task and leave another idle).
+    sc = run.spark.sparkContext
+    files_df = run.spark.createDataFrame(
+        sc.parallelize(file_rows, len(file_rows)), "file_idx int, location string, hour string"
+    )
+    a_cfg = StageAConfig(
+        max_message_bytes=run.req.max_message_bytes, max_depth=run.req.max_depth,
+        source_id=run.req.source_id, run_id=run.req.run_id,
+        work_root=layout.staged_work_root(staging),
+        quarantine_root=layout.staged_quarantine_root(staging),
+        archive_files=tuple(loc for loc, _, _ in files),
+        archive_sizes=tuple(size for _, _, size in files),
+    )
+
+    def stage_a(batches):
+        return run_stage_a(batches, a_cfg)
+
+    return files_df.mapInArrow(stage_a, STAGE_A_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def collect_stats(run: SyncRun, keys) -> StageAStats:
+    """Runs stage A and merges its tasks' statistics."""
+    from pyspark.sql import functions as F
+
+    t = time.monotonic()
+    run.describe_jobs(f"sync {run.req.source_id} {run.req.hours[0]}..{run.req.hours[-1]}: parse")
+    stats_rows = keys.filter(F.col("kind") == STATS).select("payload").collect()
+    stats = merge_stats([bytes(r.payload) for r in stats_rows])
+    run.timings["parse_s"] = time.monotonic() - t
+    faults.checkpoint("parsed")
+    return stats
+
+
+# -------------------------------------------------------------------------------- plan types
+
+
+def plan_types(run: SyncRun, existing: dict[str, list[tuple[str, str]]],
+               stats: StageAStats) -> dict[str, TableChange]:
+    """Each table's columns and types. The catalog may know a column wider than the lake's
+    record (widened by another writer or by hand): the sync never writes a type narrower
+    than the catalog's. ``existing`` is updated with the catalog's types."""
+    for table, cols in _catalog_schemas(run, stats.counts).items():
+        existing[table] = _widest(existing.get(table, []), cols)
+    return {table: plan_table(table, existing.get(table), cols)
+            for table, cols in stats.counts.items()}
+
+
+def _catalog_schemas(run: SyncRun, tables) -> dict[str, list[tuple[str, str]]]:
+    try:
+        return read_schemas(run.catalog, run.req.database, run.req.table_prefix, list(tables))
+    except CatalogError as e:  # read before anything is written
+        raise SyncError(f"catalog: {e}; nothing committed", e.code) from e
+
+
+def _widest(record: list[tuple[str, str]], catalog: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The record's columns in order, each at the wider of its two types, then the catalog's
+    other columns."""
+    theirs = {n: t for n, t in catalog if t in TYPES}
+    out = [(n, widen(t, theirs[n]) if n in theirs else t) for n, t in record]
+    known = {n for n, _ in record}
+    return out + [(n, t) for n, t in catalog if n not in known and t in TYPES]
+
+
+# ------------------------------------------------------------------------------------- dedup
+
+
+def dedup(run: SyncRun, keys, hours: list[str]) -> Duplicates:
+    t = time.monotonic()
+    run.describe_jobs(f"sync {run.req.source_id}: find duplicates")
+    found = find_duplicates(run.spark, keys, run.req.dedup_lookback_hours, run.req.lake_root,
+                            run.req.source_dir, hours)
+    run.timings["dedup_s"] = time.monotonic() - t
+    return found
+
+
+# ----------------------------------------------------------------------------- write (stage B)
+
+
+def write(run: SyncRun, stats: StageAStats, changes: dict[str, TableChange],
+          duplicates: Duplicates) -> tuple[list[ManifestEntry], dict[str, int]]:
+    """Stage B: the tables into staging; returns its manifest and, per table, the message ids
+    written more than once (re-read from the output). The work files are deleted."""
+    staging = run.staging
+    b_cfg = StageBConfig(
+        source_id=run.req.source_id, run_id=run.req.run_id,
+        staging_root=layout.staged_data_root(staging),
+        quarantine_staging_root=layout.staged_quarantine_root(staging),
+        date_layout=run.req.date_layout,
+        tables={t: tuple(c.columns) for t, c in changes.items()},
+        index_staging_root=layout.staged_index_root(staging),
+    )
+    tasks = plan_stage_b_tasks(stats.work_files, duplicates.drop)
+    manifest: list[ManifestEntry] = []
+    repeated_ids: dict[str, int] = {}
+    if tasks:
+
+        def stage_b(batches):
+            return run_stage_b(batches, b_cfg)
+
+        t = time.monotonic()
+        run.describe_jobs(f"sync {run.req.source_id}: write tables")
+        try:
+            sc = run.spark.sparkContext
+            tasks_df = run.spark.createDataFrame(sc.parallelize(tasks, len(tasks)),
+                                                 STAGE_B_TASK_SCHEMA)
+            manifest = [ManifestEntry.from_row(r.asDict())
+                        for r in tasks_df.mapInArrow(stage_b, MANIFEST_SCHEMA).collect()]
+        finally:
+            run.describe_jobs(None)
+        run.timings["write_s"] = time.monotonic() - t
+        t = time.monotonic()
+        repeated_ids = repeated_message_ids(
+            run.spark, layout.staged_data_root(staging),
+            [t for t in changes if t != TRACKS_TABLE], duplicates.prior_files,
+        )
+        run.timings["check_s"] = time.monotonic() - t
+    storage.delete_dir(layout.staged_work_root(staging))
+    return manifest, repeated_ids
+
