@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-pytest_plugins = ["datalake_assets_tests.ledger"]
+pytest_plugins = ["datalake_assets_tests.support.ledger"]
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("DAGSTER_HOME", "")  # tests use ephemeral instances

@@ -67,7 +67,7 @@ def test_session_metastore_stays_out_of_the_repo(spark, hive_metastore_dir):
     spark.sql("SHOW DATABASES").collect()  # the metastore is created lazily: make sure it is
     assert (Path(hive_metastore_dir) / "metastore_db").is_dir()
     assert (Path(hive_metastore_dir) / "derby.log").is_file()
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     for junk in ("metastore_db", "derby.log", "spark-warehouse"):
         assert not (repo / junk).exists(), junk
         assert not (Path.cwd() / junk).exists(), junk

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
 ALL_FEATURES_TFVARS = INFRA / "tests" / "all-features.tfvars"
 BOOTSTRAP = INFRA / "bootstrap" / "install-python-deps.sh"

@@ -33,9 +33,9 @@ from datalake_assets.settings import SettingsError, SourceSettings, load_setting
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.lake import storage
-from datalake_assets_tests.archive_builders import msg
-from datalake_assets_tests.lake_reader import LocalStore, read_lake
-from datalake_assets_tests.oracle import Oracle, segment_archive_lines
+from datalake_assets_tests.support.archive_builders import msg
+from datalake_assets_tests.support.lake_reader import LocalStore, read_lake
+from datalake_assets_tests.support.oracle import Oracle, segment_archive_lines
 
 SOURCE = "web-prod"  # our source id
 SEGMENT_ID = "gLrbTPPs3s"  # Segment's source id in segment-logs/

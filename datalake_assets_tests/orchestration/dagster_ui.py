@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from datalake_assets_tests.dagster_ui_queries import (
+from datalake_assets_tests.orchestration.dagster_ui_queries import (
     ALL_ASSET_NODES_QUERY,
     ASSET_CATALOG_TABLE_QUERY,
     BACKFILL_DETAILS_QUERY,

@@ -254,7 +254,7 @@ def test_dg_checks_and_lists_the_code_location(tmp_path):
     import sys
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     dg = Path(sys.executable).with_name("dg")
     env = dict(os.environ, DATALAKE_HOME=str(tmp_path / "home"), DAGSTER_HOME="")
     env.pop("DATALAKE_SETTINGS", None)

@@ -9,7 +9,7 @@ from datalake_assets.orchestration.assets import build_source_assets, table_chec
 from datalake_assets.orchestration.resources import LocalSparkCompute
 from datalake_assets.settings import load_settings
 from datalake_assets.transform import job
-from datalake_assets_tests.archive_builders import msg, write_hour
+from datalake_assets_tests.support.archive_builders import msg, write_hour
 
 pytestmark = [pytest.mark.spark, pytest.mark.dagster]
 HOUR = "2026-11-21T10"

@@ -1,6 +1,6 @@
 """End to end, as a user drives Dagster: ``datalake dev`` (webserver + daemon) on loopback with
 a temp home, the archive sensor syncing hours that introduce new event types, then through the
-UI's own GraphQL calls (datalake_assets_tests/dagster_ui.py):
+UI's own GraphQL calls (datalake_assets_tests/orchestration/dagster_ui.py):
 
 (c) the new event tables become declared, materializable assets of the source without anyone
     reloading the code location;
@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from datalake_assets.spec.layout import ArchiveHour
-from datalake_assets_tests.archive_builders import msg, write_hour
-from datalake_assets_tests.dagster_ui import DagsterUI, datalake_dev, poll
+from datalake_assets_tests.support.archive_builders import msg, write_hour
+from datalake_assets_tests.orchestration.dagster_ui import DagsterUI, datalake_dev, poll
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
 

@@ -701,7 +701,7 @@ def run_like_spark_submit(world, endpoint: str, args: list[str],
 
 
 def write_archive(archive_root: str, source_id: str) -> int:
-    from datalake_assets_tests.archive_builders import msg, write_hour
+    from datalake_assets_tests.support.archive_builders import msg, write_hour
 
     lines = [msg(f"m{i}", minute=i) for i in range(6)]  # Order Completed tracks
     lines += [msg(f"p{i}", type="page", name="Home", minute=i) for i in range(3)]

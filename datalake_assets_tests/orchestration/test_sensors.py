@@ -26,11 +26,11 @@ from datalake_assets.definitions import build_definitions
 from datalake_assets.orchestration.sensors import SensorCursor
 from datalake_assets.settings import load_settings
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
-from datalake_assets_tests.archive_builders import msg, write_hour
+from datalake_assets_tests.support.archive_builders import msg, write_hour
 
 pytestmark = pytest.mark.dagster
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 SOURCE = "web-prod"
 SENSOR = "web_prod_archive_sensor"
 RAW = AssetKey(["web_prod", "raw_archive"])

@@ -1,6 +1,6 @@
 """Screenshots of the Dagster UI of a running ``datalake dev``, in a real browser.
 
-    python -m datalake_assets_tests.ui_screenshots --url http://127.0.0.1:3000 --out bench/out/ui
+    python -m datalake_assets_tests.orchestration.ui_screenshots --url http://127.0.0.1:3000 --out bench/out/ui
 
 Opens an event table's asset page (overview, Partitions and Checks tabs), the asset catalog and
 the lineage graph of the source's group with Playwright driving Debian's ``/usr/bin/chromium``

@@ -26,15 +26,15 @@ from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.lake.faults import ENV as FAULT_ENV
 from datalake_assets.transform.job import SyncError, SyncRequest, run_sync
 from datalake_assets.lake.lock import SourceLock
-from datalake_assets_tests.archive_builders import msg, write_hour
-from datalake_assets_tests.lake_reader import LocalStore, compare, read_lake
-from datalake_assets_tests.oracle import Expected, Oracle
+from datalake_assets_tests.support.archive_builders import msg, write_hour
+from datalake_assets_tests.support.lake_reader import LocalStore, compare, read_lake
+from datalake_assets_tests.support.oracle import Expected, Oracle
 
 pytestmark = [pytest.mark.spark, pytest.mark.reliability]
 
 SRC = "faulty"
 HOURS = ("2026-11-21T10", "2026-11-21T11")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # ----------------------------------------------------------------------------- helpers

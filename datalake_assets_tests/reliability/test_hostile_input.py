@@ -30,10 +30,10 @@ import pytest
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
 from datalake_assets.transform.job import SyncRequest, SyncResult, run_sync
-from datalake_assets_tests.lake_reader import LocalStore
-from datalake_assets_tests.lake_reader import read_lake as read_lake_files
-from datalake_assets_tests.oracle import Oracle
-from datalake_assets_tests.hostile_corpus import (
+from datalake_assets_tests.support.lake_reader import LocalStore
+from datalake_assets_tests.support.lake_reader import read_lake as read_lake_files
+from datalake_assets_tests.support.oracle import Oracle
+from datalake_assets_tests.reliability.hostile_corpus import (
     ANY,
     BLANK,
     CASES,

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.spark
 
 SRC = "dist"
 HOURS = ("2026-11-21T10", "2026-11-21T11")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _spark_home() -> str:

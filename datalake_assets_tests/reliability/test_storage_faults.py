@@ -22,15 +22,15 @@ from datalake_assets.catalog.config import CatalogConfig
 from datalake_assets.ingest.demo import generate_archive
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.job import SyncRequest
-from datalake_assets_tests.lake_reader import S3Store, compare, read_lake
-from datalake_assets_tests.oracle import Oracle
-from datalake_assets_tests.s3_fault_proxy import FaultProxy
+from datalake_assets_tests.support.lake_reader import S3Store, compare, read_lake
+from datalake_assets_tests.support.oracle import Oracle
+from datalake_assets_tests.reliability.s3_fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.spark, pytest.mark.reliability]
 
 SRC = "s3src"
 HOURS = ("2026-11-21T10", "2026-11-21T11")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
          "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
-from datalake_assets_tests.oracle import (
+from datalake_assets_tests.support.oracle import (
     ANY_TRACK_TABLE,
     DUPLICATE,
     QUARANTINED,

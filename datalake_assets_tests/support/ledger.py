@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass, field
 
 import pytest
 
-from datalake_assets_tests.lake_reader import Comparison, Lake, compare
-from datalake_assets_tests.oracle import Expected
+from datalake_assets_tests.support.lake_reader import Comparison, Lake, compare
+from datalake_assets_tests.support.oracle import Expected
 
 REPORT_ENV = "DATALAKE_RELIABILITY_REPORT"
 

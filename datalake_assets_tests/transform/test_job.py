@@ -9,9 +9,9 @@ from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.lake import commit
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.transform.job import SyncError, SyncRequest, run_sync
-from datalake_assets_tests.archive_builders import msg, write_hour
-from datalake_assets_tests.lake_reader import LocalStore, compare, read_lake
-from datalake_assets_tests.oracle import Oracle
+from datalake_assets_tests.support.archive_builders import msg, write_hour
+from datalake_assets_tests.support.lake_reader import LocalStore, compare, read_lake
+from datalake_assets_tests.support.oracle import Oracle
 
 pytestmark = pytest.mark.spark
 SRC = "src1"

@@ -16,7 +16,7 @@ from datalake_assets.transform.stages import (
     run_stage_a,
     run_stage_b,
 )
-from datalake_assets_tests.archive_builders import msg, write_hour
+from datalake_assets_tests.support.archive_builders import msg, write_hour
 
 HOUR = "2026112110"
 

@@ -9,7 +9,7 @@ from moto import mock_aws
 
 from datalake_assets.catalog.config import CatalogConfig
 from datalake_assets.transform.job import SyncError, SyncRequest, run_sync
-from datalake_assets_tests.archive_builders import msg, write_hour
+from datalake_assets_tests.support.archive_builders import msg, write_hour
 
 pytestmark = pytest.mark.spark
 SRC = "web"

@@ -42,10 +42,10 @@ from datalake_assets.settings import (
     load_settings,
 )
 from datalake_assets.spec.layout import ArchiveHour, is_archive_file
-from datalake_assets_tests.lake_reader import LocalStore, read_lake
-from datalake_assets_tests.oracle import Oracle
+from datalake_assets_tests.support.lake_reader import LocalStore, read_lake
+from datalake_assets_tests.support.oracle import Oracle
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 KEY, WEB_KEY = "key-src1", "key-web"
 H10 = ArchiveHour.parse("2026-11-21T10")
 
