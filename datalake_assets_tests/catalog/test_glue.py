@@ -9,7 +9,6 @@ from types import SimpleNamespace
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from datalake_assets.catalog.base import CatalogError, PartitionSpec
 from datalake_assets.catalog.register import read_schemas, register_sync
@@ -23,22 +22,12 @@ H9, H10, H11 = (ArchiveHour.parse(f"2026-11-21T{h}") for h in ("09", "10", "11")
 
 
 @pytest.fixture()
-def aws(monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
-        yield
-
-
-@pytest.fixture()
 def sleeps():
     return []
 
 
 @pytest.fixture()
-def glue(aws, sleeps):
+def glue(mocked_aws, sleeps):
     return GlueCatalog(region="us-east-1", sleep=sleeps.append)
 
 
@@ -342,7 +331,7 @@ def test_throttling_is_retried_with_backoff(glue, sleeps):
     assert sleeps == [0.25, 0.25, 0.5]  # exponential per call: GetTable 1st, CreateTable 1st, 2nd
 
 
-def test_throttling_gives_up_after_max_attempts(aws, sleeps):
+def test_throttling_gives_up_after_max_attempts(mocked_aws, sleeps):
     glue = GlueCatalog(region="us-east-1", sleep=sleeps.append, max_attempts=3)
     inject(glue.client, "GetDatabase", "ThrottlingException", "Rate exceeded", times=10)
     with pytest.raises(CatalogError) as err:

@@ -22,20 +22,19 @@ from datalake_assets.definitions import STATE_KEY, build_definitions, loaded_sta
 from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
 from datalake_assets.orchestration.reload import SENSOR_NAME, state_hash
 from datalake_assets.orchestration.resources import LocalSparkCompute
-from datalake_assets.settings import load_settings
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets_tests.support.settings_files import load_lake_toml
 
 pytestmark = [pytest.mark.spark, pytest.mark.dagster]
 
 
 @pytest.fixture()
 def settings(tmp_path):
-    f = tmp_path / "lake.toml"
-    f.write_text(
+    return load_lake_toml(
+        tmp_path,
         'archive_root = "archive"\nlake_root = "lake"\n'
         '[[sources]]\nid = "web-prod"\nslug = "web_prod"\nstart = "2026-11-01-00:00"\n'
     )
-    return load_settings(str(f), env={})
 
 
 def test_asset_graph_snapshot(settings):
@@ -49,10 +48,9 @@ def test_asset_graph_snapshot(settings):
 
 
 def test_the_graph_declares_owners_table_names_uris_and_a_code_version(tmp_path):
-    f = tmp_path / "lake.toml"
-    f.write_text('[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\ntable_prefix = "w"\n'
-                 'owners = ["team:growth", "ana@example.com"]\n')
-    defs = build_definitions(load_settings(str(f), env={}))
+    defs = build_definitions(load_lake_toml(
+        tmp_path, '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\ntable_prefix = "w"\n'
+                  'owners = ["team:growth", "ana@example.com"]\n'))
     pages = defs.resolve_assets_def(AssetKey(["web", "pages"])).specs_by_key[AssetKey(["web", "pages"])]
     assert pages.owners == ["team:growth", "ana@example.com"]
     assert pages.metadata["dagster/table_name"] == "web.w_pages"
@@ -94,9 +92,8 @@ def test_the_definitions_sensor_asks_for_a_reload_only_when_the_lake_changed(tmp
     from datalake_assets.lake.records import write_schema_record
 
     def defs_for(url: str):
-        f = tmp_path / "lake.toml"
-        f.write_text(f'[automation]\nwebserver_url = "{url}"\n[[sources]]\nid = "web"\n')
-        settings = load_settings(str(f), env={})
+        settings = load_lake_toml(
+            tmp_path, f'[automation]\nwebserver_url = "{url}"\n[[sources]]\nid = "web"\n')
         return settings, build_definitions(settings)
 
     settings, defs = defs_for("http://127.0.0.1:3999")
@@ -129,9 +126,7 @@ def test_the_definitions_sensor_asks_for_a_reload_only_when_the_lake_changed(tmp
 def test_auto_start_is_the_archive_first_hour(tmp_path):
     from datalake_assets.ingest.demo import generate_archive
 
-    f = tmp_path / "lake.toml"
-    f.write_text('[[sources]]\nid = "web"\n')
-    settings = load_settings(str(f), env={})
+    settings = load_lake_toml(tmp_path, '[[sources]]\nid = "web"\n')
     empty = read_lake_state(settings, now=lambda: ArchiveHour.parse("2026-11-23T08").start)
     assert empty.sources["web"].start == "2026-11-23-08:00"  # nothing older exists yet
     # An hour later, still empty: the start stays where it was loaded (no reload every hour).

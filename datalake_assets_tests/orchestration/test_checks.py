@@ -7,9 +7,9 @@ from dagster import AssetCheckSeverity, DagsterInstance, materialize
 
 from datalake_assets.orchestration.assets import build_source_assets, table_check_results
 from datalake_assets.orchestration.resources import LocalSparkCompute
-from datalake_assets.settings import load_settings
 from datalake_assets.transform import job
 from datalake_assets_tests.support.archive_builders import msg, write_hour
+from datalake_assets_tests.support.settings_files import load_lake_toml
 
 pytestmark = [pytest.mark.spark, pytest.mark.dagster]
 HOUR = "2026-11-21T10"
@@ -17,10 +17,8 @@ HOUR = "2026-11-21T10"
 
 @pytest.fixture()
 def settings(tmp_path):
-    f = tmp_path / "lake.toml"
-    f.write_text('archive_root = "archive"\nlake_root = "lake"\n'
-                 '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n')
-    return load_settings(str(f), env={})
+    return load_lake_toml(tmp_path, 'archive_root = "archive"\nlake_root = "lake"\n'
+                                    '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n')
 
 
 def run(settings, raise_on_error=True):

@@ -27,6 +27,7 @@ import pytest
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.orchestration.dagster_ui import DagsterUI, datalake_dev, poll
+from datalake_assets_tests.support.settings_files import write_lake_toml
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
 
@@ -66,8 +67,8 @@ def archive_lines(hour: ArchiveHour, new_events: bool) -> list:
 
 
 def write_settings(folder: Path, start: ArchiveHour, archive_root: str = "archive") -> Path:
-    path = folder / "lake.toml"
-    path.write_text(
+    return write_lake_toml(
+        folder,
         f'archive_root = "{archive_root}"\nlake_root = "lake"\n'
         '[spark]\nmaster = "local[2]"\ndriver_memory = "1g"\nshuffle_partitions = 2\n'
         '[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n'
@@ -76,7 +77,6 @@ def write_settings(folder: Path, start: ArchiveHour, archive_root: str = "archiv
         '[catalog]\nbackend = "none"\n'
         f'[[sources]]\nid = "{SOURCE}"\nstart = "{start.partition_key}"\n'
     )
-    return path
 
 
 def wait_sensor_runs(ui: DagsterUI, hours: list[ArchiveHour]) -> None:

@@ -24,9 +24,9 @@ from dagster import (
 from datalake_assets.orchestration import sensors as sn
 from datalake_assets.definitions import build_definitions
 from datalake_assets.orchestration.sensors import SensorCursor
-from datalake_assets.settings import load_settings
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
 from datalake_assets_tests.support.archive_builders import msg, write_hour
+from datalake_assets_tests.support.settings_files import load_lake_toml
 
 pytestmark = pytest.mark.dagster
 
@@ -48,12 +48,11 @@ class Clock:
 
 
 def make_settings(tmp_path: Path, extra: str = "", archive_root: str = "archive"):
-    f = tmp_path / "lake.toml"
-    f.write_text(
+    return load_lake_toml(
+        tmp_path,
         f'archive_root = "{archive_root}"\nlake_root = "lake"\n{extra}'
         f'[[sources]]\nid = "{SOURCE}"\nslug = "web_prod"\nstart = "2026-11-01-00:00"\n'
     )
-    return load_settings(str(f), env={})
 
 
 class Harness:
@@ -300,10 +299,9 @@ def test_a_cursor_it_cannot_read_is_an_error(harness):
 
 
 def test_one_job_and_one_sensor_per_source(tmp_path):
-    f = tmp_path / "lake.toml"
-    f.write_text('[[sources]]\nid = "web"\n[[sources]]\nid = "ios"\nstart = "2026-11-21-09:00"\n'
-                 '[automation]\nsensors = "stopped"\ninterval_seconds = 300\n')
-    defs = build_definitions(load_settings(str(f), env={}))
+    defs = build_definitions(load_lake_toml(
+        tmp_path, '[[sources]]\nid = "web"\n[[sources]]\nid = "ios"\nstart = "2026-11-21-09:00"\n'
+                  '[automation]\nsensors = "stopped"\ninterval_seconds = 300\n'))
     # one job and sensor per source, plus the code location's definitions sensor and its job
     assert sorted(j.name for j in defs.jobs) == [
         "datalake_reload_definitions", "ios_sync_job", "web_sync_job"]
@@ -327,19 +325,12 @@ def test_one_job_and_one_sensor_per_source(tmp_path):
 
 
 @pytest.fixture()
-def s3(monkeypatch):
-    moto = pytest.importorskip("moto")
+def s3(mocked_aws):
     import boto3
 
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
-    with moto.mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="segment")
-        yield client
+    client = boto3.client("s3", region_name="us-east-1")
+    client.create_bucket(Bucket="segment")
+    return client
 
 
 def put_hour(client, hour: ArchiveHour, names=("part-0000.jsonl.gz", "part-0001.jsonl.gz"),

@@ -306,19 +306,11 @@ def test_a_killed_lock_holder_does_not_block_the_next_sync(tmp_path):
 
 
 @pytest.fixture()
-def s3_bucket(monkeypatch):
-    from moto import mock_aws
+def s3_bucket(mocked_aws):
+    import boto3
 
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
-    with mock_aws():
-        import boto3
-
-        boto3.client("s3").create_bucket(Bucket="lease-lake")
-        yield "s3://lease-lake/lake"
+    boto3.client("s3").create_bucket(Bucket="lease-lake")
+    return "s3://lease-lake/lake"
 
 
 class ManualClock:

@@ -25,27 +25,24 @@ from datalake_assets.transform.job import SyncRequest
 from datalake_assets_tests.support.lake_reader import S3Store, compare, read_lake
 from datalake_assets_tests.support.oracle import Oracle
 from datalake_assets_tests.reliability.s3_fault_proxy import FaultProxy
+from datalake_assets_tests.support.aws import FAKE_CREDENTIALS, reset_moto
 
 pytestmark = [pytest.mark.spark, pytest.mark.reliability]
 
 SRC = "s3src"
 HOURS = ("2026-11-21T10", "2026-11-21T11")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-         "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
+CREDS = FAKE_CREDENTIALS
 
 
 @pytest.fixture(scope="module")
-def aws():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    proxy = FaultProxy(host, port).start()
-    yield {"moto": f"http://{host}:{port}", "proxy": proxy}
+def moto_with_proxy(moto_server):
+    """The moto server, emptied, and a fault-injecting proxy in front of it: their URLs."""
+    reset_moto(moto_server)
+    host, port = moto_server.rsplit("/", 1)[1].rsplit(":", 1)
+    proxy = FaultProxy(host, int(port)).start()
+    yield {"moto": moto_server, "proxy": proxy}
     proxy.stop()
-    server.stop()
 
 
 def s3fs(endpoint: str) -> pafs.S3FileSystem:
@@ -54,33 +51,31 @@ def s3fs(endpoint: str) -> pafs.S3FileSystem:
 
 
 @pytest.fixture()
-def bucket(aws, monkeypatch):
+def bucket(moto_with_proxy, fake_aws_credentials, monkeypatch):
     """A fresh bucket with two archive hours (written straight to moto, not through faults)."""
     import boto3
 
     name = f"lake-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=aws["moto"], **{
+    boto3.client("s3", endpoint_url=moto_with_proxy["moto"], **{
         "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
         "region_name": "us-east-1"}).create_bucket(Bucket=name)
-    for k, v in CREDS.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", aws["moto"])
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_with_proxy["moto"])
     s = generate_archive(f"s3://{name}/archive", SRC, [ArchiveHour.parse(h) for h in HOURS],
                          events_per_hour=300, files_per_hour=2, seed=13)
-    aws["proxy"].fail = lambda m, p, h: None
+    moto_with_proxy["proxy"].fail = lambda m, p, h: None
     return {"name": name, "lines": s.lines, "lake": f"s3://{name}/lake",
             "archive": f"s3://{name}/archive"}
 
 
-def glue_config(aws) -> CatalogConfig:
+def glue_config(moto_with_proxy) -> CatalogConfig:
     return CatalogConfig(backend="glue", glue_region="us-east-1",
-                         glue_endpoint_url=aws["proxy"].url, max_attempts=3)
+                         glue_endpoint_url=moto_with_proxy["proxy"].url, max_attempts=3)
 
 
-def sync(aws, b: dict, database: str) -> tuple[int, dict]:
+def sync(moto_with_proxy, b: dict, database: str) -> tuple[int, dict]:
     req = SyncRequest(b["lake"], b["archive"], SRC, HOURS, database=database,
-                      catalog=glue_config(aws), lock_wait_seconds=30)
-    env = {**os.environ, **CREDS, "AWS_ENDPOINT_URL": aws["proxy"].url,
+                      catalog=glue_config(moto_with_proxy), lock_wait_seconds=30)
+    env = {**os.environ, **CREDS, "AWS_ENDPOINT_URL": moto_with_proxy["proxy"].url,
            "PYTHONPATH": REPO, "SPARK_LOCAL_IP": "127.0.0.1"}
     done = subprocess.run([sys.executable, "-m", "datalake_assets.transform.job", *req.to_args()],
                           env=env, capture_output=True, timeout=600)
@@ -89,8 +84,8 @@ def sync(aws, b: dict, database: str) -> tuple[int, dict]:
     return done.returncode, json.loads(out[-1])
 
 
-def s3_state(aws, b: dict) -> dict[tuple[str, str], list[str]]:
-    fs = s3fs(aws["moto"])
+def s3_state(moto_with_proxy, b: dict) -> dict[tuple[str, str], list[str]]:
+    fs = s3fs(moto_with_proxy["moto"])
     state: dict[tuple[str, str], list[str]] = {}
     base = f"{b['name']}/lake/data/{SRC}"
     infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
@@ -104,10 +99,10 @@ def s3_state(aws, b: dict) -> dict[tuple[str, str], list[str]]:
     return {k: sorted(v) for k, v in state.items()}
 
 
-def glue_partitions(aws, database: str) -> dict[str, int]:
+def glue_partitions(moto_with_proxy, database: str) -> dict[str, int]:
     import boto3
 
-    glue = boto3.client("glue", endpoint_url=aws["moto"], region_name="us-east-1",
+    glue = boto3.client("glue", endpoint_url=moto_with_proxy["moto"], region_name="us-east-1",
                         aws_access_key_id="testing", aws_secret_access_key="testing")
     try:
         tables = glue.get_tables(DatabaseName=database)["TableList"]
@@ -118,36 +113,36 @@ def glue_partitions(aws, database: str) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def reference(aws, tmp_path_factory):
+def reference(moto_with_proxy, tmp_path_factory):
     """A clean sync of the same archive (same seed) with no fault: the truth to converge to."""
     import boto3
 
     name = f"lake-ref-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=aws["moto"], aws_access_key_id="testing",
+    boto3.client("s3", endpoint_url=moto_with_proxy["moto"], aws_access_key_id="testing",
                  aws_secret_access_key="testing", region_name="us-east-1").create_bucket(Bucket=name)
     with pytest.MonkeyPatch.context() as mp:  # restored after: nothing leaks to later modules
-        for k, v in {**CREDS, "AWS_ENDPOINT_URL": aws["moto"]}.items():
+        for k, v in {**CREDS, "AWS_ENDPOINT_URL": moto_with_proxy["moto"]}.items():
             mp.setenv(k, v)
         s = generate_archive(f"s3://{name}/archive", SRC, [ArchiveHour.parse(h) for h in HOURS],
                              events_per_hour=300, files_per_hour=2, seed=13)
     b = {"name": name, "lines": s.lines, "lake": f"s3://{name}/lake",
          "archive": f"s3://{name}/archive"}
-    aws["proxy"].fail = lambda m, p, h: None
-    code, report = sync(aws, b, "ref_db")
+    moto_with_proxy["proxy"].fail = lambda m, p, h: None
+    code, report = sync(moto_with_proxy, b, "ref_db")
     assert code == 0, report
     assert report["lines_in"] == s.lines
-    store = S3Store(aws["moto"])  # the reference itself is held to the oracle
+    store = S3Store(moto_with_proxy["moto"])  # the reference itself is held to the oracle
     found = compare(Oracle(store, b["archive"], SRC).sync(HOURS).expected(),
                     read_lake(store, b["lake"], SRC))
     assert found.ok, str(found)
-    return {"state": s3_state(aws, b), "report": report,
-            "partitions": glue_partitions(aws, "ref_db")}
+    return {"state": s3_state(moto_with_proxy, b), "report": report,
+            "partitions": glue_partitions(moto_with_proxy, "ref_db")}
 
 
-def expect_oracle(reliability, aws, b: dict) -> None:
+def expect_oracle(reliability, moto_with_proxy, b: dict) -> None:
     """The lake must hold what the oracle says for the bucket's archive (read from moto
     directly, not through the proxy or the sync's storage layer)."""
-    store = S3Store(aws["moto"])
+    store = S3Store(moto_with_proxy["moto"])
     expected = Oracle(store, b["archive"], SRC).sync(HOURS).expected()
     reliability.expect(expected, lambda: read_lake(store, b["lake"], SRC))
 
@@ -158,9 +153,9 @@ def assert_oracle_holds(reliability) -> None:
 
 
 def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
-        aws, bucket, reference, reliability):
-    expect_oracle(reliability, aws, bucket)
-    proxy = aws["proxy"]
+        moto_with_proxy, bucket, reference, reliability):
+    expect_oracle(reliability, moto_with_proxy, bucket)
+    proxy = moto_with_proxy["proxy"]
     n = {"i": 0}
 
     def every_fourth(method, path, headers):  # S3 SlowDown / Glue ThrottlingException
@@ -169,56 +164,57 @@ def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
 
     proxy.fail = every_fourth
     before = proxy.failed
-    code, report = sync(aws, bucket, "throttled_db")
+    code, report = sync(moto_with_proxy, bucket, "throttled_db")
     injected = proxy.failed - before
     reliability.fault(injected)
     proxy.fail = lambda m, p, h: None
     assert code == 0, report
     assert injected >= 5  # the sync really went through throttling
     assert_oracle_holds(reliability)
-    assert s3_state(aws, bucket) == reference["state"]
-    assert glue_partitions(aws, "throttled_db") == reference["partitions"]
+    assert s3_state(moto_with_proxy, bucket) == reference["state"]
+    assert glue_partitions(moto_with_proxy, "throttled_db") == reference["partitions"]
 
 
 def test_a_storage_outage_mid_commit_fails_clearly_and_one_rerun_converges(
-        aws, bucket, reference, reliability):
-    expect_oracle(reliability, aws, bucket)
-    proxy = aws["proxy"]
+        moto_with_proxy, bucket, reference, reliability):
+    expect_oracle(reliability, moto_with_proxy, bucket)
+    proxy = moto_with_proxy["proxy"]
     # Every write into the live tables fails: the commit's copies (staging -> lake) break.
     proxy.fail = lambda m, p, h: 500 if m == "PUT" and "/lake/data/" in p else None
     before = proxy.failed
-    code, report = sync(aws, bucket, "outage_db")
+    code, report = sync(moto_with_proxy, bucket, "outage_db")
     injected = proxy.failed - before
     reliability.fault(injected)
     proxy.fail = lambda m, p, h: None
     assert code == 1, report
     assert report["status"] == "failed" and report["error"]
     assert injected >= 1
-    assert glue_partitions(aws, "outage_db") == {}  # nothing registered for a failed commit
+    # nothing registered for a failed commit
+    assert glue_partitions(moto_with_proxy, "outage_db") == {}
 
-    code, report = sync(aws, bucket, "outage_db")
+    code, report = sync(moto_with_proxy, bucket, "outage_db")
     assert code == 0, report
     assert report["recovered_commits"]  # the journaled commit was rolled forward first
     assert_oracle_holds(reliability)
-    assert s3_state(aws, bucket) == reference["state"]
-    assert glue_partitions(aws, "outage_db") == reference["partitions"]
+    assert s3_state(moto_with_proxy, bucket) == reference["state"]
+    assert glue_partitions(moto_with_proxy, "outage_db") == reference["partitions"]
 
 
 def test_an_unavailable_catalog_commits_nothing_and_a_rerun_registers_everything(
-        aws, bucket, reference, reliability):
-    expect_oracle(reliability, aws, bucket)
-    proxy = aws["proxy"]
+        moto_with_proxy, bucket, reference, reliability):
+    expect_oracle(reliability, moto_with_proxy, bucket)
+    proxy = moto_with_proxy["proxy"]
     proxy.fail = lambda m, p, h: 500 if any(
         k.lower() == "x-amz-target" and v.startswith("AWSGlue") for k, v in h.items()) else None
     before = proxy.failed
-    code, report = sync(aws, bucket, "down_db")
+    code, report = sync(moto_with_proxy, bucket, "down_db")
     reliability.fault(proxy.failed - before)
     proxy.fail = lambda m, p, h: None
     assert code == 1
     assert "nothing committed" in report["error"]
-    assert s3_state(aws, bucket) == {}  # the lake was not touched
-    code, report = sync(aws, bucket, "down_db")
+    assert s3_state(moto_with_proxy, bucket) == {}  # the lake was not touched
+    code, report = sync(moto_with_proxy, bucket, "down_db")
     assert code == 0, report
     assert_oracle_holds(reliability)
-    assert s3_state(aws, bucket) == reference["state"]
-    assert glue_partitions(aws, "down_db") == reference["partitions"]
+    assert s3_state(moto_with_proxy, bucket) == reference["state"]
+    assert glue_partitions(moto_with_proxy, "down_db") == reference["partitions"]

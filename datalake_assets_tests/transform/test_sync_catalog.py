@@ -49,10 +49,8 @@ def test_hive_tables_partitions_and_reports_queryable_by_name(spark, lake):
     assert [(r.type, r.status, r.n) for r in rows] == [("event", "finished", 4), ("source", "finished", 2)]
 
 
-def test_glue_permission_error_fails_before_anything_is_committed(spark, lake, monkeypatch):
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "eu-west-1"}.items():
-        monkeypatch.setenv(k, v)
+def test_glue_permission_error_fails_before_anything_is_committed(spark, lake, fake_aws_credentials, monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("a1")])
     with mock_aws():
         client = boto3.client("glue", region_name="eu-west-1")
@@ -75,10 +73,8 @@ def test_glue_permission_error_fails_before_anything_is_committed(spark, lake, m
     assert not os.path.exists(f"{lake['lake_root']}/data")
 
 
-def test_glue_registers_tables_and_partitions(spark, lake, monkeypatch):
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "eu-west-1"}.items():
-        monkeypatch.setenv(k, v)
+def test_glue_registers_tables_and_partitions(spark, lake, fake_aws_credentials, monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("a1", properties={"n": 1})])
     with mock_aws():
         cfg = CatalogConfig(backend="glue", glue_region="eu-west-1")
