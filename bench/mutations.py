@@ -39,46 +39,47 @@ MUTATIONS = [
         (("        self._writer(hour).write_table(written)\n",
           ("        self._writer(hour).write_table(\n"
            "            written.slice(1) if storage.is_uri(self.cfg.staging_root) else written)\n")),),
-        (T + "test_storage_faults.py", "-k", "throttled")),
+        (T + "reliability/test_storage_faults.py", "-k", "throttled")),
     Mutation(
         "the reader drops the last buffer of a file", "datalake_assets/lake/storage.py",
         (("                if d.eof:\n                    yield from pending\n",
           "                if d.eof:\n"),),
-        (T + "test_hostile_input.py", "-k", "oracle")),
+        (T + "reliability/test_hostile_input.py", "-k", "oracle")),
     Mutation(
         "skip the cross-hour dedup (id index)", "datalake_assets/transform/dedup.py",
         (("    prior_files = index_files(lake_root, source_dir, lookback_hours, batch_hours)\n",
           "    prior_files = []\n"),),
-        (T + "test_sync_spark.py", "-k", "kept_once_across_syncs")),
+        (T + "transform/test_job.py", "-k", "kept_once_across_syncs")),
     Mutation(
         "treat one valid line as quarantined", "datalake_assets/transform/stage_a.py",
         (("                    _, table, message_id = validate(obj)\n",
           ("                    _, table, message_id = validate(obj)\n"
            "                    if line_no == 1:\n"
            "                        raise Rejected(\"invalid_json\", \"mutation\")\n")),),
-        (T + "test_hostile_input.py", "-k", "oracle")),
+        (T + "reliability/test_hostile_input.py", "-k", "oracle")),
     Mutation(
         "write a partition's rows twice", "datalake_assets/transform/stage_b.py",
         (("        self._writer(hour).write_table(written)\n",
           ("        self._writer(hour).write_table(written)\n"
            "        self._writer(hour).write_table(written)\n")),),
-        (T + "test_hostile_input.py", "-k", "oracle")),
+        (T + "reliability/test_hostile_input.py", "-k", "oracle")),
     Mutation(
         "commit without the journal", "datalake_assets/lake/commit.py",
         (("    journal = write_journal(lake_root, source_dir, run_id, swaps)\n",
           "    journal = None\n"),
          ("        if i == 0:\n            faults.checkpoint(\"mid_commit\")\n    _delete_file(journal)\n",
           "        if i == 0:\n            faults.checkpoint(\"mid_commit\")\n")),
-        (T + "test_faults.py", "-k", "mid_commit")),
+        (T + "reliability/test_faults.py", "-k", "mid_commit")),
     Mutation(
         "the collector replies before the fsync", "datalake_assets/ingest/collector/spool.py",
         (("        r.done.wait()\n        error = r.failed.get(seg)\n",
           "        error = r.failed.get(seg)\n"),),
-        (T + "test_collector.py", "-k", "returns_only_after_its_fsync or kill_9")),
+        (T + "ingest/collector/test_spool.py", T + "ingest/collector/test_crash_restart.py",
+         "-k", "returns_only_after_its_fsync or kill_9")),
     Mutation(
         "the importer skips a file", "datalake_assets/ingest/segment_import.py",
         (("        for obj in sorted(files):\n", "        for obj in sorted(files)[1:]:\n"),),
-        (T + "test_segment_import.py", "-k", "import_then_sync_finds_every_message_once")),
+        (T + "ingest/test_segment_import.py", "-k", "import_then_sync_finds_every_message_once")),
 ]
 
 

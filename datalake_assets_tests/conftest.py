@@ -1,8 +1,15 @@
+"""Fixtures shared by every test folder: the Spark session, lake roots, fake AWS (credentials,
+in-process moto, a moto server on loopback). Settings files: ``support/settings_files.py``."""
+
+import logging
 import os
+import uuid
 
 import pytest
 
-pytest_plugins = ["datalake_assets_tests.ledger"]
+from datalake_assets_tests.support.aws import FAKE_CREDENTIALS, reset_moto
+
+pytest_plugins = ["datalake_assets_tests.support.ledger"]
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("DAGSTER_HOME", "")  # tests use ephemeral instances
@@ -40,3 +47,70 @@ def lake(tmp_path):
     lake_root = tmp_path / "lake"
     archive.mkdir()
     return {"archive_root": str(archive), "lake_root": str(lake_root)}
+
+
+# ------------------------------------------------------------------------------ fake AWS (moto)
+
+
+@pytest.fixture()
+def fake_aws_credentials(monkeypatch, tmp_path):
+    """moto's fake credentials; nothing from the real environment or ~/.aws (every ``AWS_``
+    variable of the environment is removed first). Returns the variables set."""
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    env = {**FAKE_CREDENTIALS, "AWS_EC2_METADATA_DISABLED": "true",
+           "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials")}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+@pytest.fixture()
+def mocked_aws(fake_aws_credentials):
+    """In-process moto: every boto3 call of the test is answered from moto's memory (pyarrow's
+    S3 client does not go through boto3: it needs ``moto_endpoint``)."""
+    from moto import mock_aws
+
+    with mock_aws():
+        yield
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """One moto server on loopback for the whole run, its URL (``http://127.0.0.1:<port>``).
+    Tests that share it without a reset make their own buckets; ``moto_endpoint`` empties it."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture()
+def moto_endpoint(moto_server, fake_aws_credentials):
+    """The moto server emptied (as a fresh server would be), with fake credentials: its URL.
+    boto3 and pyarrow reach it through ``AWS_ENDPOINT_URL(_S3)``, which each test sets."""
+    reset_moto(moto_server)
+    return moto_server
+
+
+@pytest.fixture()
+def moto_bucket(moto_endpoint, monkeypatch):
+    """A fresh bucket on the moto server: ``(boto3 client, bucket name)``; boto3 and pyarrow
+    both reach moto through AWS_ENDPOINT_URL_S3."""
+    import boto3
+
+    from datalake_assets.lake import storage
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_endpoint)
+    storage._fs_for.cache_clear()  # pyarrow filesystems read the endpoint when created
+    client = boto3.client("s3", region_name="us-east-1")
+    bucket = f"seg-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    yield client, bucket
+    storage._fs_for.cache_clear()

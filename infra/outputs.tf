@@ -1,4 +1,4 @@
-# Every output has a description (datalake_assets_tests/test_infra.py checks it).
+# Every output has a description (datalake_assets_tests/infra/test_module.py checks it).
 
 output "region" {
   description = "AWS region of the lake (lake.toml `[compute] region` and `[catalog] glue_region`)."

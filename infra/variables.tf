@@ -1,5 +1,5 @@
-# Every variable has a description (datalake_assets_tests/test_infra.py checks it); the README
-# lists them in tables. A variable that decides whether a resource exists defaults to "" or a
+# Every variable has a description (datalake_assets_tests/infra/test_module.py checks it); the
+# README lists them in tables. A variable that decides whether a resource exists defaults to "" or a
 # bool, never null: checkov evaluates `x == null` in a count as false and would silently skip
 # the resource's checks.
 

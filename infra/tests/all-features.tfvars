@@ -1,4 +1,4 @@
-# Every optional part of the module switched on, so that checkov (test_infra.py) checks every
+# Every optional part of the module switched on, so that checkov (test_tools.py) checks every
 # resource: checkov skips the checks of a resource whose count it evaluates to 0.
 bucket_name           = "example-segment-lake"
 glue_databases        = ["web", "ios"]

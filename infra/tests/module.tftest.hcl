@@ -1,6 +1,6 @@
 # `terraform test` of the module's own logic, offline: a mock AWS provider answers every call,
-# so nothing is created and no credentials are needed (datalake_assets_tests/test_infra.py runs
-# it when terraform and the AWS provider are installed locally).
+# so nothing is created and no credentials are needed (datalake_assets_tests/infra/test_tools.py
+# runs it when terraform and the AWS provider are installed locally).
 
 mock_provider "aws" {
   mock_data "aws_caller_identity" {

@@ -1,0 +1,260 @@
+"""End to end, as a user drives Dagster: ``datalake dev`` (webserver + daemon) on loopback with
+a temp home, the archive sensor syncing hours that introduce new event types, then through the
+UI's own GraphQL calls (datalake_assets_tests/orchestration/dagster_ui.py):
+
+(c) the new event tables become declared, materializable assets of the source without anyone
+    reloading the code location;
+(a) a backfill of a range of hours with the asset selection the UI held *before* those tables
+    existed completes, every run succeeding;
+(b) a materialization of one event table for one hour succeeds;
+
+and the lake then equals a clean sync of the same archive (``datalake sync`` into a fresh
+lake). Failures of (c), (a), (b) and the comparison are collected and reported together, so one
+run tells everything that is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets_tests.support.archive_builders import msg, write_hour
+from datalake_assets_tests.orchestration.dagster_ui import DagsterUI, datalake_dev, poll
+from datalake_assets_tests.support.settings_files import write_lake_toml
+
+pytestmark = [pytest.mark.dagster, pytest.mark.spark]
+
+SOURCE = "web"
+NEW_TABLES = ("order_completed", "cart_viewed")
+RUN_TIMEOUT = 360.0  # per phase: a sync run starts a JVM and Spark on a busy 2-core machine
+RELOAD_TIMEOUT = 240.0  # (c): "within a couple of minutes of the sync that first saw it"
+
+
+def archive_lines(hour: ArchiveHour, new_events: bool) -> list:
+    """About 120 lines of one hour: page, identify, a track event every hour has, and (hours
+    2) two event names never seen before; one duplicate delivery and two bad lines, so the
+    dedup and the quarantine are part of the comparison."""
+    h = str(hour)
+    lines: list = []
+    for i in range(30):
+        lines.append(msg(f"{h}-p{i}", h, i % 60, type="page", name="Home", event=None,
+                         properties={"path": f"/p/{i % 7}", "title": "Home"}))
+        lines.append(msg(f"{h}-i{i}", h, (i + 3) % 60, type="identify", event=None,
+                         userId=f"u-{i % 11}", traits={"email": f"u{i}@example.com",
+                                                      "plan": "pro" if i % 2 else "free"}))
+        lines.append(msg(f"{h}-s{i}", h, (i + 5) % 60, event="Signed Up",
+                         properties={"plan": "free", "referrer": f"ad-{i % 3}"}))
+        if new_events:
+            lines.append(msg(f"{h}-o{i}", h, (i + 7) % 60, event="Order Completed",
+                             properties={"revenue": 10.5 + i, "order_id": f"o-{i}",
+                                         "currency": "USD"}))
+            if i % 2:
+                lines.append(msg(f"{h}-c{i}", h, (i + 9) % 60, event="Cart Viewed",
+                                 properties={"cart_id": f"c-{i}", "items": i % 5}))
+    lines = [{k: v for k, v in m.items() if v is not None} for m in lines]
+    lines.append(lines[4])  # a duplicate delivery
+    lines.append(b"{not json")  # quarantined: invalid_json
+    lines.append({"messageId": f"{h}-bad", "anonymousId": "a", "receivedAt": f"{hour.day}T"
+                  f"{hour.hr}:30:00.000Z"})  # quarantined: missing_type
+    return lines
+
+
+def write_settings(folder: Path, start: ArchiveHour, archive_root: str = "archive") -> Path:
+    return write_lake_toml(
+        folder,
+        f'archive_root = "{archive_root}"\nlake_root = "lake"\n'
+        '[spark]\nmaster = "local[2]"\ndriver_memory = "1g"\nshuffle_partitions = 2\n'
+        '[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n'
+        # The catalog's registration is tested on its own (test_sync_catalog.py); here it
+        # would add a metastore round of ~15 s to each of the test's runs.
+        '[catalog]\nbackend = "none"\n'
+        f'[[sources]]\nid = "{SOURCE}"\nstart = "{start.partition_key}"\n'
+    )
+
+
+def wait_sensor_runs(ui: DagsterUI, hours: list[ArchiveHour]) -> None:
+    """Until the archive sensor's run of every hour succeeded; fails at the first failed one."""
+    wanted = {h.partition_key for h in hours}
+
+    def done():
+        runs = [r for r in ui.runs({"datalake/trigger": "sensor"})
+                if r["tag"].get("dagster/partition") in wanted]
+        for r in runs:
+            assert r["status"] not in ("FAILURE", "CANCELED"), (
+                f"sensor run {r['id']} of {r['tag']['dagster/partition']} ended {r['status']}:"
+                f"\n{ui.run_errors(r['id'])}")
+        return wanted <= {r["tag"]["dagster/partition"] for r in runs if r["status"] == "SUCCESS"}
+
+    poll(f"the archive sensor's runs of {sorted(wanted)} to succeed", done, RUN_TIMEOUT, 3.0)
+
+
+def source_keys(ui: DagsterUI) -> list[str]:
+    """Every declared asset of the source but the raw archive: what the Materialize dialog
+    selects from one lake table (it adds the sync's siblings)."""
+    return sorted(k for k, n in ui.asset_nodes().items()
+                  if k.startswith(f"{SOURCE}/") and k != f"{SOURCE}/raw_archive")
+
+
+def new_tables_declared(ui: DagsterUI) -> dict | None:
+    nodes = ui.asset_nodes()
+    ok = {}
+    for t in NEW_TABLES:
+        n = nodes.get(f"{SOURCE}/{t}")
+        deps = {"/".join(d["path"]) for d in (n or {}).get("dependencyKeys", [])}
+        if not (n and n["groupName"] == SOURCE and n["isMaterializable"] and n["isExecutable"]
+                and not n["isObservable"] and f"{SOURCE}/raw_archive" in deps):
+            return None
+        ok[t] = n
+    return ok
+
+
+def test_ui_backfills_and_new_event_tables(tmp_path):
+    t0 = time.monotonic()
+    # Two closed hours within the sensor's recheck window: the first has only known event
+    # types, the second brings new ones; the backfill then replays both (a range).
+    last = ArchiveHour.of(datetime.now(UTC) - timedelta(hours=3))
+    hours = [ArchiveHour.of(last.start - timedelta(hours=1)), last]
+    home = tmp_path / "home"
+    home.mkdir()
+    settings = write_settings(home, hours[0])
+    archive = home / "archive"
+    for h in hours[:1]:
+        write_hour(str(archive), SOURCE, str(h), archive_lines(h, new_events=False))
+    failures: list[str] = []
+
+    with datalake_dev(home, settings) as dev:
+        ui = dev.ui
+        print(f"datalake dev ready at {dev.url} after {time.monotonic() - t0:.0f} s")
+        # Phase 1: the sensor syncs hour 1; the UI's selection is taken now.
+        wait_sensor_runs(ui, hours[:1])
+        # A reload may be under way (new tables): take the selection from a loaded location.
+        poll("the code location to be loaded", ui.location_loaded, 120)
+        held_keys = source_keys(ui)
+        held = ui.load_for_launch(held_keys)
+        assert {f"{SOURCE}/pages", f"{SOURCE}/sync_reports"} <= set(held_keys), held_keys
+        print(f"phase 1 done at {time.monotonic() - t0:.0f} s; held selection ({held['job']}, "
+              f"{len(held['nodes'])} assets): {held_keys}")
+
+        # Phase 2: hours with event types never seen before.
+        for h in hours[1:]:
+            write_hour(str(archive), SOURCE, str(h), archive_lines(h, new_events=True))
+        clean = start_clean_sync(tmp_path / "clean", archive, hours)
+        wait_sensor_runs(ui, hours[1:])
+        print(f"phase 2 done at {time.monotonic() - t0:.0f} s")
+
+        # (c) new tables become declared assets by themselves (no reload mutation here).
+        try:
+            poll(f"{NEW_TABLES} to become declared, materializable assets of group "
+                 f"{SOURCE!r} downstream of {SOURCE}/raw_archive, without a manual reload "
+                 f"(catalog now: {describe_new_tables(ui)})",
+                 lambda: new_tables_declared(ui), RELOAD_TIMEOUT, 5.0)
+        except AssertionError as e:
+            failures.append(f"(c) {e}; catalog at the end: {describe_new_tables(ui)}")
+        print(f"(c) done at {time.monotonic() - t0:.0f} s")
+
+        # (a) backfill both hours with the selection held since phase 1.
+        try:
+            bid = ui.launch_backfill(held, [h.partition_key for h in hours])
+            b = ui.wait_backfill(bid, RUN_TIMEOUT)
+            failed = "".join(f"\nrun {r['id']} {r['status']}:\n{ui.run_errors(r['id'])}"
+                             for r in b["runs"] if r["status"] != "SUCCESS")
+            ok = b["status"] in ("COMPLETED", "COMPLETED_SUCCESS")
+            assert ok and b["runs"] and not failed, (
+                f"backfill {bid} ended {b['status']} with {len(b['runs'])} runs:{failed}")
+        except (AssertionError, OSError) as e:
+            failures.append(f"(a) {e}")
+        print(f"(a) done at {time.monotonic() - t0:.0f} s")
+
+        # (b) one event table, one hour, as the asset page's Materialize does.
+        try:
+            one = ui.load_for_launch([f"{SOURCE}/order_completed"])
+            run_id = ui.launch_partition_run(one, hours[1].partition_key)
+            ui.wait_run(run_id, RUN_TIMEOUT)
+            got = ui.materialized_partitions(run_id).get(f"{SOURCE}/order_completed")
+            assert got == {hours[1].partition_key}, f"run {run_id} materialized {got}"
+        except (AssertionError, OSError) as e:
+            failures.append(f"(b) {e}")
+        print(f"(b) done at {time.monotonic() - t0:.0f} s")
+
+    try:
+        compare_lakes(home / "lake", finish_clean_sync(clean), SOURCE)
+    except AssertionError as e:
+        failures.append(f"lake vs clean sync: {e}")
+    print(f"test wall time {time.monotonic() - t0:.0f} s")
+    assert not failures, "\n\n".join(failures)
+
+
+def describe_new_tables(ui: DagsterUI) -> dict:
+    catalog = ui.catalog_keys()
+    return {t: catalog.get(f"{SOURCE}/{t}", "absent") for t in NEW_TABLES}
+
+
+# ------------------------------------------------------------------- the clean sync to compare
+
+
+def start_clean_sync(folder: Path, archive: Path, hours: list[ArchiveHour]):
+    """``datalake sync`` of all hours into a fresh lake (own metastore), in the background: it
+    overlaps the waits for Dagster instead of adding to the wall time."""
+    folder.mkdir()
+    settings = write_settings(folder, hours[0], archive_root=str(archive))
+    env = dict(os.environ, DATALAKE_HOME=str(folder), SPARK_LOCAL_IP="127.0.0.1")
+    env.pop("DAGSTER_HOME", None)
+    log = open(folder / "sync.log", "wb")  # noqa: SIM115 - closed by finish_clean_sync
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "datalake_assets.cli", "--settings", str(settings), "sync",
+         "--hours", *map(str, hours)],
+        cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, folder, log
+
+
+def finish_clean_sync(clean) -> Path:
+    proc, folder, log = clean
+    try:
+        code = proc.wait(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        log.close()
+    out = (folder / "sync.log").read_text(errors="replace")
+    assert code == 0, f"clean sync failed ({code}):\n{out[-3000:]}"
+    return folder / "lake"
+
+
+def read_rows(pattern: str, drop: tuple[str, ...]) -> tuple[list[str], set[tuple]]:
+    import duckdb
+
+    con = duckdb.connect()
+    source = f"read_parquet('{pattern}', hive_partitioning = true, union_by_name = true)"
+    cols = sorted(c for c in con.sql(f"SELECT * FROM {source} LIMIT 0").columns
+                  if c not in drop)
+    select = ", ".join(f'CAST("{c}" AS VARCHAR)' for c in cols)
+    return cols, set(con.sql(f"SELECT {select} FROM {source}").fetchall())
+
+
+def compare_lakes(lake: Path, clean: Path, source: str) -> None:
+    """Same tables, same columns and the same set of rows in each; same quarantine."""
+    def tables(root: Path) -> set[str]:
+        return {p.name.split("=", 1)[1] for p in (root / "data" / source).glob("segment_type=*")}
+
+    ours, theirs = tables(lake), tables(clean)
+    assert ours == theirs and set(NEW_TABLES) <= ours, f"tables: lake {ours}, clean {theirs}"
+    for t in sorted(ours):
+        pattern = f"data/{source}/segment_type={t}/*/*/*.parquet"
+        c1, r1 = read_rows(str(lake / pattern), ())
+        c2, r2 = read_rows(str(clean / pattern), ())
+        assert c1 == c2, f"table {t}: columns {c1} != clean {c2}"
+        assert r1 == r2, (f"table {t}: {len(r1 - r2)} rows only in the lake, {len(r2 - r1)} "
+                          f"only in the clean sync, e.g. {sorted(r1 ^ r2)[:3]}")
+    q = f"quarantine/{source}/*/*/*.parquet"
+    c1, r1 = read_rows(str(lake / q), ("run_id",))
+    c2, r2 = read_rows(str(clean / q), ("run_id",))
+    assert c1 == c2 and r1 == r2 and r1, (
+        f"quarantine differs: {len(r1)} vs {len(r2)} rows, e.g. {sorted(r1 ^ r2)[:3]}")

@@ -1,0 +1,220 @@
+"""Storage and catalog faults on an ``s3://`` lake: moto behind a proxy that injects errors.
+
+Every sync here is a real process with ``AWS_ENDPOINT_URL`` on the proxy (loopback only), its
+archive and lake in a moto bucket, Glue in moto as its catalog. Throttling is retried and the
+result is exact; an outage fails the sync with a clear error, leaves the lake and the catalog
+consistent, and one re-run after the outage converges to the clean result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from datalake_assets.catalog.config import CatalogConfig
+from datalake_assets.ingest.demo import generate_archive
+from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.transform.job import SyncRequest
+from datalake_assets_tests.support.lake_reader import S3Store, compare, read_lake
+from datalake_assets_tests.support.oracle import Oracle
+from datalake_assets_tests.reliability.s3_fault_proxy import FaultProxy
+from datalake_assets_tests.support.aws import FAKE_CREDENTIALS, reset_moto
+
+pytestmark = [pytest.mark.spark, pytest.mark.reliability]
+
+SRC = "s3src"
+HOURS = ("2026-11-21T10", "2026-11-21T11")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CREDS = FAKE_CREDENTIALS
+
+
+@pytest.fixture(scope="module")
+def moto_with_proxy(moto_server):
+    """The moto server, emptied, and a fault-injecting proxy in front of it: their URLs."""
+    reset_moto(moto_server)
+    host, port = moto_server.rsplit("/", 1)[1].rsplit(":", 1)
+    proxy = FaultProxy(host, int(port)).start()
+    yield {"moto": moto_server, "proxy": proxy}
+    proxy.stop()
+
+
+def s3fs(endpoint: str) -> pafs.S3FileSystem:
+    return pafs.S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
+                             endpoint_override=endpoint, scheme="http")
+
+
+@pytest.fixture()
+def bucket(moto_with_proxy, fake_aws_credentials, monkeypatch):
+    """A fresh bucket with two archive hours (written straight to moto, not through faults)."""
+    import boto3
+
+    name = f"lake-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=moto_with_proxy["moto"], **{
+        "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
+        "region_name": "us-east-1"}).create_bucket(Bucket=name)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_with_proxy["moto"])
+    s = generate_archive(f"s3://{name}/archive", SRC, [ArchiveHour.parse(h) for h in HOURS],
+                         events_per_hour=300, files_per_hour=2, seed=13)
+    moto_with_proxy["proxy"].fail = lambda m, p, h: None
+    return {"name": name, "lines": s.lines, "lake": f"s3://{name}/lake",
+            "archive": f"s3://{name}/archive"}
+
+
+def glue_config(moto_with_proxy) -> CatalogConfig:
+    return CatalogConfig(backend="glue", glue_region="us-east-1",
+                         glue_endpoint_url=moto_with_proxy["proxy"].url, max_attempts=3)
+
+
+def sync(moto_with_proxy, b: dict, database: str) -> tuple[int, dict]:
+    req = SyncRequest(b["lake"], b["archive"], SRC, HOURS, database=database,
+                      catalog=glue_config(moto_with_proxy), lock_wait_seconds=30)
+    env = {**os.environ, **CREDS, "AWS_ENDPOINT_URL": moto_with_proxy["proxy"].url,
+           "PYTHONPATH": REPO, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run([sys.executable, "-m", "datalake_assets.transform.job", *req.to_args()],
+                          env=env, capture_output=True, timeout=600)
+    out = done.stdout.decode().strip().splitlines()
+    assert out, done.stderr.decode()[-3000:]
+    return done.returncode, json.loads(out[-1])
+
+
+def s3_state(moto_with_proxy, b: dict) -> dict[tuple[str, str], list[str]]:
+    fs = s3fs(moto_with_proxy["moto"])
+    state: dict[tuple[str, str], list[str]] = {}
+    base = f"{b['name']}/lake/data/{SRC}"
+    infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    for i in infos:
+        if i.type != pafs.FileType.File or not i.path.endswith(".parquet"):
+            continue
+        rel = i.path[len(base) + 1:].split("/")
+        key = (rel[0].split("=", 1)[1], f"{rel[1]}/{rel[2]}")
+        ids = pq.read_table(i.path, filesystem=fs, columns=["message_id"]).column(0).to_pylist()
+        state.setdefault(key, []).extend(ids)
+    return {k: sorted(v) for k, v in state.items()}
+
+
+def glue_partitions(moto_with_proxy, database: str) -> dict[str, int]:
+    import boto3
+
+    glue = boto3.client("glue", endpoint_url=moto_with_proxy["moto"], region_name="us-east-1",
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+    try:
+        tables = glue.get_tables(DatabaseName=database)["TableList"]
+    except glue.exceptions.EntityNotFoundException:
+        return {}
+    return {t["Name"]: len(glue.get_partitions(DatabaseName=database, TableName=t["Name"])
+                           ["Partitions"]) for t in tables}
+
+
+@pytest.fixture(scope="module")
+def reference(moto_with_proxy, tmp_path_factory):
+    """A clean sync of the same archive (same seed) with no fault: the truth to converge to."""
+    import boto3
+
+    name = f"lake-ref-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=moto_with_proxy["moto"], aws_access_key_id="testing",
+                 aws_secret_access_key="testing", region_name="us-east-1").create_bucket(Bucket=name)
+    with pytest.MonkeyPatch.context() as mp:  # restored after: nothing leaks to later modules
+        for k, v in {**CREDS, "AWS_ENDPOINT_URL": moto_with_proxy["moto"]}.items():
+            mp.setenv(k, v)
+        s = generate_archive(f"s3://{name}/archive", SRC, [ArchiveHour.parse(h) for h in HOURS],
+                             events_per_hour=300, files_per_hour=2, seed=13)
+    b = {"name": name, "lines": s.lines, "lake": f"s3://{name}/lake",
+         "archive": f"s3://{name}/archive"}
+    moto_with_proxy["proxy"].fail = lambda m, p, h: None
+    code, report = sync(moto_with_proxy, b, "ref_db")
+    assert code == 0, report
+    assert report["lines_in"] == s.lines
+    store = S3Store(moto_with_proxy["moto"])  # the reference itself is held to the oracle
+    found = compare(Oracle(store, b["archive"], SRC).sync(HOURS).expected(),
+                    read_lake(store, b["lake"], SRC))
+    assert found.ok, str(found)
+    return {"state": s3_state(moto_with_proxy, b), "report": report,
+            "partitions": glue_partitions(moto_with_proxy, "ref_db")}
+
+
+def expect_oracle(reliability, moto_with_proxy, b: dict) -> None:
+    """The lake must hold what the oracle says for the bucket's archive (read from moto
+    directly, not through the proxy or the sync's storage layer)."""
+    store = S3Store(moto_with_proxy["moto"])
+    expected = Oracle(store, b["archive"], SRC).sync(HOURS).expected()
+    reliability.expect(expected, lambda: read_lake(store, b["lake"], SRC))
+
+
+def assert_oracle_holds(reliability) -> None:
+    found = reliability.compare()
+    assert found.ok, str(found)
+
+
+def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
+        moto_with_proxy, bucket, reference, reliability):
+    expect_oracle(reliability, moto_with_proxy, bucket)
+    proxy = moto_with_proxy["proxy"]
+    n = {"i": 0}
+
+    def every_fourth(method, path, headers):  # S3 SlowDown / Glue ThrottlingException
+        n["i"] += 1
+        return 503 if n["i"] % 4 == 0 else None
+
+    proxy.fail = every_fourth
+    before = proxy.failed
+    code, report = sync(moto_with_proxy, bucket, "throttled_db")
+    injected = proxy.failed - before
+    reliability.fault(injected)
+    proxy.fail = lambda m, p, h: None
+    assert code == 0, report
+    assert injected >= 5  # the sync really went through throttling
+    assert_oracle_holds(reliability)
+    assert s3_state(moto_with_proxy, bucket) == reference["state"]
+    assert glue_partitions(moto_with_proxy, "throttled_db") == reference["partitions"]
+
+
+def test_a_storage_outage_mid_commit_fails_clearly_and_one_rerun_converges(
+        moto_with_proxy, bucket, reference, reliability):
+    expect_oracle(reliability, moto_with_proxy, bucket)
+    proxy = moto_with_proxy["proxy"]
+    # Every write into the live tables fails: the commit's copies (staging -> lake) break.
+    proxy.fail = lambda m, p, h: 500 if m == "PUT" and "/lake/data/" in p else None
+    before = proxy.failed
+    code, report = sync(moto_with_proxy, bucket, "outage_db")
+    injected = proxy.failed - before
+    reliability.fault(injected)
+    proxy.fail = lambda m, p, h: None
+    assert code == 1, report
+    assert report["status"] == "failed" and report["error"]
+    assert injected >= 1
+    # nothing registered for a failed commit
+    assert glue_partitions(moto_with_proxy, "outage_db") == {}
+
+    code, report = sync(moto_with_proxy, bucket, "outage_db")
+    assert code == 0, report
+    assert report["recovered_commits"]  # the journaled commit was rolled forward first
+    assert_oracle_holds(reliability)
+    assert s3_state(moto_with_proxy, bucket) == reference["state"]
+    assert glue_partitions(moto_with_proxy, "outage_db") == reference["partitions"]
+
+
+def test_an_unavailable_catalog_commits_nothing_and_a_rerun_registers_everything(
+        moto_with_proxy, bucket, reference, reliability):
+    expect_oracle(reliability, moto_with_proxy, bucket)
+    proxy = moto_with_proxy["proxy"]
+    proxy.fail = lambda m, p, h: 500 if any(
+        k.lower() == "x-amz-target" and v.startswith("AWSGlue") for k, v in h.items()) else None
+    before = proxy.failed
+    code, report = sync(moto_with_proxy, bucket, "down_db")
+    reliability.fault(proxy.failed - before)
+    proxy.fail = lambda m, p, h: None
+    assert code == 1
+    assert "nothing committed" in report["error"]
+    assert s3_state(moto_with_proxy, bucket) == {}  # the lake was not touched
+    code, report = sync(moto_with_proxy, bucket, "down_db")
+    assert code == 0, report
+    assert_oracle_holds(reliability)
+    assert s3_state(moto_with_proxy, bucket) == reference["state"]
+    assert glue_partitions(moto_with_proxy, "down_db") == reference["partitions"]
