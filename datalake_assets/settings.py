@@ -27,7 +27,7 @@ date layouts, bad start hours, and sources that would overwrite each other. A ``
 names the file (or ``environment``), the key path (``sources[1].date_layout``), the bad value
 and what is allowed.
 
-The models are frozen pydantic dataclasses (``spec/settings_base.py``), also validated when
+The models are frozen pydantic dataclasses (``settings_base.py``), also validated when
 built directly or by ``dataclasses.replace``. Each feature's model lives next to the feature
 and is re-exported here: ``transform/settings.py`` (``[spark]``, ``[sync]``),
 ``catalog/settings.py``, ``orchestration/settings.py`` (``[automation]``, ``[compute]``),
@@ -56,7 +56,7 @@ from datalake_assets.orchestration.settings import (
     check_compute_fits)
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
-from datalake_assets.spec.settings_base import (
+from datalake_assets.settings_base import (
     ENV_HOME, Bool, Match, NotInFile, OneOf, Root, SettingsError, Str, default_home,
     file_defaults, file_keys, got, load_model, resolve_root, settings_model)
 from datalake_assets.transform.settings import (

@@ -56,8 +56,8 @@ def layer_of(module: str) -> str:
         return "rules"
     if sub == "lake":
         return "lake"
-    if sub == "settings" or parts[-1] == "settings" and len(parts) > 2:
-        return "settings"  # the loader, and each feature's settings model next to it
+    if sub in ("settings", "settings_base") or parts[-1] == "settings" and len(parts) > 2:
+        return "settings"  # the loader, its base, and each feature's model next to the feature
     if sub == "catalog":
         return "catalog"
     if sub == "transform":

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from datalake_assets.spec.settings_base import (
+from datalake_assets.settings_base import (
     LocalFolder, Match, OneOf, SettingsError, file_defaults, settings_model)
 
 CATALOG_BACKENDS = ("glue", "hive", "none")  # = datalake_assets.catalog.config.BACKENDS

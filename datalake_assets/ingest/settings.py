@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, PlainValidator, ValidationInfo, model_validator
 
 from datalake_assets.spec.layout import S3_SCHEMES
-from datalake_assets.spec.settings_base import (
+from datalake_assets.settings_base import (
     HALF_URI_RE, URI_RE, Int, LocalFolder, Match, SettingsError, Str, base_of, default_home,
     file_defaults, resolve_root, settings_model, type_name)
 

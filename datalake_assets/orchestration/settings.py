@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import model_validator
 
-from datalake_assets.spec.settings_base import (
+from datalake_assets.settings_base import (
     Int, Match, OneOf, SettingsError, SparkConf, settings_model)
 
 SENSOR_STATUSES = ("running", "stopped")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from datalake_assets.spec.settings_base import (
+from datalake_assets.settings_base import (
     Int, Match, SettingsError, SparkConf, Str, settings_model)
 
 
