@@ -172,3 +172,29 @@ def test_the_check_catches_a_wrong_import(tmp_path):
     bad.write_text("def f():\n    from datalake_assets.transform import job\n")
     assert (2, "datalake_assets.transform.job") in imports_of("datalake_assets.spec.x", bad)
     assert "sync" not in LAYERS[layer_of("datalake_assets.spec.x")]
+
+
+# Data, not logic: the demo's catalogue of events and users.
+LONG_MODULES_ALLOWED = {"datalake_assets.ingest.demo"}
+MAX_MODULE_LINES = 400
+MAX_PHASE_LINES = 60
+
+
+def test_modules_fit_in_a_head():
+    long = {m: n for m, p in MODULES.items()
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+            and m not in LONG_MODULES_ALLOWED}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_the_sync_reads_as_named_phases():
+    """Every function of the Spark job (``transform/``) is at most ~60 lines."""
+    long = []
+    for m, p in MODULES.items():
+        if layer_of(m) != "sync":
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if (n := node.end_lineno - node.lineno + 1) > MAX_PHASE_LINES:
+                    long.append(f"{m}.{node.name}: {n} lines")
+    assert not long, "\n".join(long)
