@@ -127,7 +127,7 @@ def test_the_sync_on_a_standalone_cluster_equals_the_local_sync(spark, cluster, 
                      events_per_hour=3000, files_per_hour=3, seed=21)
     # The archive paths differ between the two lakes only by the lake root.
     local_lake, cluster_lake = str(tmp_path / "lake-local"), str(tmp_path / "lake-cluster")
-    local = run_sync(spark, SyncRequest(local_lake, archive, SRC, HOURS)).source
+    local = run_sync(spark, SyncRequest(local_lake, archive, SRC, HOURS)).source.to_dict()
 
     req = SyncRequest(cluster_lake, archive, SRC, HOURS, run_id="on-cluster")
     submit = [
