@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import orjson
 
 from datalake_assets.ingest.collector import protocol, settings_endpoint
+from datalake_assets.ingest.collector.body import BodyError, read_body
 from datalake_assets.ingest.collector.cors import ALLOW_METHODS, Cors, KeyTable
 from datalake_assets.ingest.collector.roller import Roller
 from datalake_assets.ingest.collector.spool import Spool, SpoolError
@@ -32,7 +33,6 @@ from datalake_assets.spec.layout import ArchiveHour
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT_SECONDS = 60  # a keep-alive connection idle this long is closed
-DRAIN_LIMIT_FACTOR = 8  # a body up to 8x max_batch_bytes is read (and dropped) before the 400
 RETRY_AFTER_BUSY = "1"  # seconds, on a 429 (too many requests in progress)
 RETRY_AFTER_UNAVAILABLE = "5"  # seconds, on a 503 (the spool failed, or shutting down)
 
@@ -185,40 +185,13 @@ class _Handler(BaseHTTPRequestHandler):
                         close=True)
             return
         endpoint_type = protocol.ENDPOINTS[path]
-        length_text = self.headers.get("Content-Length")
-        if length_text is None:
-            c._count("errors")
-            self._error(protocol.RequestError(411, "length_required",
-                                              "Content-Length is required"), close=True)
-            return
         try:
-            length = int(length_text)
-            if length < 0:
-                raise ValueError
-        except ValueError:
+            raw = read_body(self.headers, self.rfile, c.limits.max_batch_bytes)
+        except BodyError as e:
             c._count("errors")
-            self._error(protocol.RequestError(400, "invalid_request", "invalid Content-Length"),
-                        close=True)
+            self._error(e, close=e.close)
             return
-        if length > c.limits.max_batch_bytes:
-            c._count("errors")
-            # Read and drop a moderately large body, so the client gets the reply instead of a
-            # broken pipe; a huge one is refused unread and the connection closed.
-            drained = length <= DRAIN_LIMIT_FACTOR * c.limits.max_batch_bytes
-            left = length if drained else 0
-            while left > 0:
-                chunk = self.rfile.read(min(left, 1 << 16))
-                if not chunk:
-                    drained = False
-                    break
-                left -= len(chunk)
-            self._error(protocol.RequestError(
-                400, "batch_too_large",
-                f"request body is larger than {c.limits.max_batch_bytes} bytes"),
-                close=not drained)
-            return
-        raw = self.rfile.read(length)
-        if len(raw) != length:
+        if raw is None:  # the client went away
             self.close_connection = True
             return
         if not self._admit_origin(c):
