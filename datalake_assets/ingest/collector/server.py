@@ -120,6 +120,7 @@ class _Handler(BaseHTTPRequestHandler):
         if origin is None:  # not a preflight
             self._reply(204, None, headers=[("Allow", ALLOW_METHODS)])
         elif c.cors.allows(origin):
+            c._count("preflights")
             self._reply(204, None, headers=Cors.preflight_headers(
                 origin, self.headers.get("Access-Control-Request-Headers"),
                 self.headers.get("Access-Control-Request-Private-Network") == "true"))
@@ -271,7 +272,7 @@ class Collector:
         self._draining = False
         self._stats_lock = threading.Lock()
         self._stats = {"requests": 0, "accepted": 0, "rejected": 0, "unauthorized": 0,
-                       "errors": 0, "busy": 0, "refused_origins": 0}
+                       "errors": 0, "busy": 0, "preflights": 0, "refused_origins": 0}
         self.recovered = 0
 
     # ------------------------------------------------------------------------------ running
