@@ -64,6 +64,10 @@ def require_browser() -> None:
 
 class _PageHandler(http.server.BaseHTTPRequestHandler):
     files = {"/page.html": (JS / "page.html", "text/html"),
+             "/classic.html": (JS / "classic.html", "text/html"),
+             "/standalone.js": (
+                 JS / "node_modules/@segment/analytics-next/dist/umd/standalone.js",
+                 "application/javascript"),
              "/analytics-next.js": (JS / "node_modules/@segment/analytics-next/dist/umd/index.js",
                                     "application/javascript")}
 

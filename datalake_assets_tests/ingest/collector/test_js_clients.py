@@ -1,8 +1,8 @@
 """The official JavaScript libraries, offline on loopback, through the collector and the sync
 into the lake: ``@segment/analytics-node`` (``/v1/batch``, Basic auth) and
 ``@segment/analytics-next`` in headless Chromium (settings from the collector, the short paths
-``/v1/t``... with CORS preflights from the page's origin, and a batch sent with ``keepalive`` as
-the page is left). Each message is in the lake exactly once, in its table, with its context
+``/v1/t``... with CORS preflights from the page's origin, a batch sent with ``keepalive`` as
+the page is left, and the classic snippet's way: ``analytics._cdn`` and ``standalone.js``). Each message is in the lake exactly once, in its table, with its context
 (library, page, user agent) flattened."""
 
 from __future__ import annotations
@@ -111,6 +111,12 @@ def test_analytics_next_in_chromium_through_the_collector_into_the_lake(tmp_path
                     deadline = time.monotonic() + 20
                     while c.stats()["accepted"] < 15 and time.monotonic() < deadline:
                         time.sleep(0.05)
+                    # the classic snippet: a queue, _writeKey and _cdn, then standalone.js
+                    page.goto(f"{page_origin}/classic.html?writeKey={WEB_KEY}"
+                              f"&collector={c.url}")
+                    deadline = time.monotonic() + 20
+                    while c.stats()["accepted"] < 17 and time.monotonic() < deadline:
+                        time.sleep(0.05)
                     # a page of another origin: the browser blocks what the collector refuses
                     page.goto(f"http://127.0.0.1:{page_port}/page.html?writeKey={WEB_KEY}"
                               f"&collector={c.url}")
@@ -123,19 +129,20 @@ def test_analytics_next_in_chromium_through_the_collector_into_the_lake(tmp_path
         finally:
             assert c.stop() is True
     assert blocked.startswith("blocked")
-    assert stats["accepted"] == 15 and stats["preflights"] >= 1 and stats["refused_origins"] >= 1
+    assert stats["accepted"] == 17 and stats["preflights"] >= 1 and stats["refused_origins"] >= 1
     assert len(sent) == 12 and sorted(Counter(sent.values()).values()) == [2] * 6
 
     rows = _sync_and_read(spark, tmp_path, "web")
     ids = Counter(r["message_id"] for r in rows)
-    assert max(ids.values()) == 1 and len(ids) == 15 and set(sent) <= set(ids)
+    assert max(ids.values()) == 1 and len(ids) == 17 and set(sent) <= set(ids)
     by_id = {r["message_id"]: r for r in rows}
     for mid, m_type in sent.items():
         assert by_id[mid]["segment_type"] == _table(m_type, by_id[mid].get("event"))
-    unload = [r for r in rows if r["message_id"] not in sent]
-    assert sorted(r["segment_type"] for r in unload) == ["identifies", "pages", "video_played"]
+    later = [r for r in rows if r["message_id"] not in sent]
+    assert sorted(r["segment_type"] for r in later) == [
+        "classic_snippet_loaded", "identifies", "pages", "pages", "video_played"]
     for r in rows:
         assert r["context_library_name"] == "analytics.js"
         assert r["context_library_version"] == "next-1.84.3", r  # the UMD bundle
         assert r["context_user_agent"] == user_agent
-        assert r["context_page_url"].startswith(f"{page_origin}/page.html")
+        assert r["context_page_url"].startswith(f"{page_origin}/")
