@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import orjson
 
-from datalake_assets.ingest.collector import protocol, settings_endpoint
+from datalake_assets.ingest.collector import http_request, protocol, settings_endpoint
 from datalake_assets.ingest.collector.body import BodyError, read_body
 from datalake_assets.ingest.collector.cors import ALLOW_METHODS, Cors, KeyTable
 from datalake_assets.ingest.collector.roller import Roller
@@ -77,6 +77,9 @@ class _Handler(BaseHTTPRequestHandler):
     def finish(self) -> None:
         self.server.collector._connections.discard(self)
         super().finish()
+
+    def parse_request(self) -> bool:
+        return http_request.parse_request(self, super().parse_request)
 
     def log_message(self, format: str, *args: object) -> None:
         if log.isEnabledFor(logging.DEBUG):  # never headers: no keys
