@@ -60,6 +60,7 @@ class Cors:
         self._by_source = {s: tuple(o) for s, o in origins_by_source.items()}
         self._any = tuple(sorted({o for os in self._by_source.values() for o in os}))
         self._cache: dict[tuple[str, str | None], bool] = {}
+        self._headers: dict[str, tuple[tuple[str, str], ...]] = {}
 
     def allows(self, origin: str, source_id: str | None = None) -> bool:
         """``origin`` admitted by the source (``None``: by any source)."""
@@ -73,11 +74,16 @@ class Cors:
             self._cache[key] = hit
         return hit
 
-    @staticmethod
-    def headers(origin: str) -> list[tuple[str, str]]:
+    def headers(self, origin: str) -> tuple[tuple[str, str], ...]:
         """The headers of a reply to an admitted origin."""
-        return [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
-                ("Access-Control-Expose-Headers", "Retry-After")]
+        h = self._headers.get(origin)
+        if h is None:
+            h = (("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
+                 ("Access-Control-Expose-Headers", "Retry-After"))
+            if len(self._headers) > 4096:
+                self._headers.clear()
+            self._headers[origin] = h
+        return h
 
     @staticmethod
     def preflight_headers(origin: str, requested: str | None,

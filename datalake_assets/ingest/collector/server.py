@@ -71,7 +71,10 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.busy = False
-        self._cors: list[tuple[str, str]] = []
+        self._cors: tuple[tuple[str, str], ...] = ()
+        # the last Authorization header this connection sent that named a key: (header,
+        # (key, source id)); a browser or library sends the same one on every request
+        self._auth: tuple[str | None, tuple[str | None, str | None]] = (None, (None, None))
         self.server.collector._connections.add(self)
 
     def finish(self) -> None:
@@ -120,9 +123,9 @@ class _Handler(BaseHTTPRequestHandler):
         if origin is None:
             return True
         if c.cors.allows(origin, source_id):
-            self._cors = Cors.headers(origin)
+            self._cors = c.cors.headers(origin)
             return True
-        self._cors = []
+        self._cors = ()
         c._count("refused_origins")
         self._error(protocol.RequestError(
             403, "origin_not_allowed",
@@ -132,7 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_OPTIONS(self) -> None:
         """CORS preflight: an origin admitted by any source gets 204 and the CORS headers."""
         c = self.server.collector
-        self._cors = []
+        self._cors = ()
         path = self.path.split("?", 1)[0]
         if path not in protocol.ENDPOINTS and settings_endpoint.write_key_of(path) is None:
             self._error(protocol.RequestError(404, "not_found", f"no such endpoint: {path}"))
@@ -152,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         c = self.server.collector
-        self._cors = []
+        self._cors = ()
         path = self.path.split("?", 1)[0]
         key = settings_endpoint.write_key_of(path)
         if key is not None:
@@ -181,7 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         c = self.server.collector
         self.busy = True  # stop() waits for busy connections and closes idle ones
-        self._cors = []
+        self._cors = ()
         with c._stats_lock:
             c._pending += 1
             overloaded = c._pending > c.max_pending
@@ -225,8 +228,14 @@ class _Handler(BaseHTTPRequestHandler):
                 f"more than {c.max_pending} requests in progress; retry after "
                 f"{RETRY_AFTER_BUSY} s"))
             return
-        header_key = protocol.write_key_from_header(self.headers.get("Authorization"))
-        source_id = c.keys.source_of(header_key) if header_key else None
+        authorization = self.headers.get("Authorization")
+        if authorization is not None and authorization == self._auth[0]:
+            header_key, source_id = self._auth[1]  # this connection's key, checked before
+        else:
+            header_key = protocol.write_key_from_header(authorization)
+            source_id = c.keys.source_of(header_key) if header_key else None
+            if source_id is not None:
+                self._auth = (authorization, (header_key, source_id))
         if header_key is not None and source_id is None:
             c._count("unauthorized")
             self._error(protocol.RequestError(401, "unauthorized", "unknown write key"))
