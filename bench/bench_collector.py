@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python bench/bench_collector.py                                  # 4 clients
     PYTHONPATH=. python bench/bench_collector.py --clients 1,4,16 --workers 1,2 --wait-quiet 300
+    PYTHONPATH=. python bench/bench_collector.py --web --clients 16 --workers 1,2   # browsers
 
 For each number of workers and of clients: a fresh collector (``datalake collect`` in its own
 process, on 127.0.0.1, port chosen by the OS, ``--workers`` processes), then that many client
@@ -17,6 +18,10 @@ Measured: accepted events/s (events in 2xx replies / load time), request latency
 archive is read back: every accepted messageId must be in it exactly once. The figure to beat
 is the sync's events/s on the same machine (``--sync-events-per-s``, default 11,401: the
 ``ours`` row of ``bench/README.md``), given as a ratio.
+
+``--web``: the web source's traffic instead (``web_load.py``): ``--clients`` browser connections
+driven by one load process, one small analytics.js event per request on ``/v1/t``, ``/v1/p``,
+``/v1/i``; requests/s is then events/s.
 
 Traffic goes to 127.0.0.1 only, bounded in count and time. Output: a Markdown table on stdout
 and ``<out>/results.json``.
@@ -41,6 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench_sync import machine_cpu, wait_for_quiet  # same folder: run as a script
+from web_load import run as web_run
 
 REPO = Path(__file__).resolve().parent.parent
 SYNC_EVENTS_PER_S = 11_401  # bench_sync.py, "ours" (bench/README.md)
@@ -143,6 +149,11 @@ def client_main(cid: int, host: str, port: int, templates: list[bytes], start_at
                  "cpu_s": time.process_time() - cpu0,
                  "statuses": statuses, "errors": errors, "elapsed": elapsed,
                  "latencies": latencies})
+
+
+def web_client_main(host: str, port: int, connections: int, start_at: float, seconds: float,
+                    max_requests: int, results: mp.Queue) -> None:
+    results.put(web_run(host, port, WRITE_KEY, connections, start_at, seconds, max_requests))
 
 
 # ---------------------------------------------------------------------------------- collector
@@ -264,9 +275,14 @@ def run_config(clients: int, workers: int, args: argparse.Namespace, templates: 
     ctx = mp.get_context("fork")
     results: mp.Queue = ctx.Queue()
     start_at = time.time() + 1.0
-    procs = [ctx.Process(target=client_main, args=(
-        c, collector.host, collector.port, templates[c::clients] or templates, start_at,
-        args.seconds, args.max_requests, args.batch, results)) for c in range(clients)]
+    if args.web:  # one load process drives every connection
+        procs = [ctx.Process(target=web_client_main, args=(
+            collector.host, collector.port, clients, start_at, args.seconds,
+            args.max_requests * clients, results))]
+    else:
+        procs = [ctx.Process(target=client_main, args=(
+            c, collector.host, collector.port, templates[c::clients] or templates, start_at,
+            args.seconds, args.max_requests, args.batch, results)) for c in range(clients)]
     for p in procs:
         p.start()
     samples: list[float] = []
@@ -303,7 +319,8 @@ def run_config(clients: int, workers: int, args: argparse.Namespace, templates: 
             statuses[str(s)] = statuses.get(str(s), 0) + n
     eps = accepted / load_s if load_s else 0.0
     result = {
-        "clients": clients, "workers": workers, "batch": args.batch,
+        "clients": clients, "workers": workers, "batch": 1 if args.web else args.batch,
+        "mode": "web" if args.web else "batch",
         "seconds": round(load_s, 2),
         "requests": sum(r["requests"] for r in per_client), "statuses": statuses,
         "client_errors": sum(r["errors"] for r in per_client),
@@ -344,6 +361,9 @@ def main() -> int:
     p.add_argument("--workers", default="1", help="comma-separated collector worker process "
                                                   "counts (default 1)")
     p.add_argument("--batch", type=int, default=100, help="messages per request (default 100)")
+    p.add_argument("--web", action="store_true",
+                   help="web-source traffic: one small event per request on /v1/t|p|i, "
+                        "--clients connections from one load process")
     p.add_argument("--seconds", type=float, default=20.0, help="load time per run (default 20)")
     p.add_argument("--max-requests", type=int, default=100_000, help="per client (bound)")
     p.add_argument("--segment-max-bytes", type=int, default=64 * 1024 * 1024)
@@ -358,9 +378,14 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     counts = [int(c) for c in args.clients.split(",")]
     worker_counts = [int(w) for w in args.workers.split(",")]
-    messages = demo_messages(2000, out)
-    templates = batch_templates(messages, args.batch, 64)
-    body_kb = sum(len(t) for t in templates) / len(templates) / 1024
+    if args.web:
+        templates = []
+        body_kb = sum(len(t) for t in __import__("web_load").request_templates(
+            "127.0.0.1", 8088, WRITE_KEY)) / 3 / 1024
+    else:
+        messages = demo_messages(2000, out)
+        templates = batch_templates(messages, args.batch, 64)
+        body_kb = sum(len(t) for t in templates) / len(templates) / 1024
     runs = []
     for w, c in [(w, c) for w in worker_counts for c in counts]:
         r = run_config(c, w, args, templates, out)
@@ -377,19 +402,21 @@ def main() -> int:
         "sync_events_per_s": args.sync_events_per_s,
     }
     (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
-    print(f"\nbatch of {args.batch} messages per request ({body_kb:.1f} KiB JSON), "
+    what = "1 event" if args.web else f"batch of {args.batch} messages"
+    print(f"\n{what} per request ({body_kb:.1f} KiB), "
           f"{args.seconds:g} s per run; sync: {args.sync_events_per_s:,.0f} events/s\n")
     print("| workers | clients | accepted events/s | vs sync | requests/s | p50 ms | p99 ms "
           "| max ms | peak RSS MB | collector CPU µs/event | events/fsync | graceful stop s "
-          "| archive ok | others' CPU s |")
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|")
+          "| archive ok | load generator CPU s | others' CPU s |")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|")
     for r in runs:
         lat = r["latency_ms"]
         print(f"| {r['workers']} | {r['clients']} | {r['events_per_s']:,} | {r['vs_sync']:.1f}x | "
               f"{r['requests_per_s']:,} | {lat['p50']} | {lat['p99']} | {lat['max']} | "
               f"{r['collector_peak_rss_mb']} | {r['collector_cpu_us_per_event']} | "
               f"{r['events_per_fsync']} | {r['graceful_stop_s']} | "
-              f"{'yes' if r['archive_complete'] else 'NO'} | {r['others_cpu_s']} |")
+              f"{'yes' if r['archive_complete'] else 'NO'} | {r['clients_cpu_s']} | "
+              f"{r['others_cpu_s']} |")
     bad = [r for r in runs if not r["archive_complete"] or r["stop_exit_code"] != 0]
     return 1 if bad else 0
 

@@ -49,7 +49,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, mod
 from datalake_assets.catalog.settings import (
     CATALOG_BACKENDS, DEFAULT_METASTORE_DIR, CatalogSettings)
 from datalake_assets.ingest.settings import (
-    DEFAULT_SPOOL_DIR, ENV_WRITE_KEYS, CollectorSettings, SegmentArchive, WriteKeys,
+    DEFAULT_SPOOL_DIR, ENV_WRITE_KEYS, CollectorSettings, CorsOrigins, SegmentArchive, WriteKeys,
     sources_with_env_keys)
 from datalake_assets.orchestration.settings import (
     COMPUTE_BACKENDS, DEPLOY_MODES, SENSOR_STATUSES, AutomationSettings, ComputeSettings,
@@ -143,6 +143,10 @@ class SourceSettings:
     # Segment write keys the collector accepts for this source. Secrets: never in a repr or an
     # error message (errors name the key's position, never its value).
     write_keys: WriteKeys = dataclasses.field(default=(), repr=False)
+    # Browser origins whose pages may send this source's events to the collector (CORS): "*"
+    # (any, the default: write keys are public in browser code anyway), "https://host[:port]",
+    # "https://*.domain".
+    cors_origins: CorsOrigins = ("*",)
 
     @model_validator(mode="after")
     def _derive(self) -> "SourceSettings":

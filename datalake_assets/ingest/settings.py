@@ -46,6 +46,37 @@ def _write_keys(keys: Any) -> tuple[str, ...]:
 # A source's write keys, which the collector accepts for it.
 WriteKeys = Annotated[tuple[str, ...], PlainValidator(_write_keys)]
 
+# A browser origin: "*" (any), "scheme://host[:port]", or "scheme://*.domain[:port]" (any
+# subdomain of domain, not domain itself).
+_ORIGIN_RE = re.compile(r"\*|https?://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,5})?")
+_ORIGIN_RULE = ('"*", "https://host[:port]", "http://host[:port]" or "https://*.domain" '
+                '(lower case, no path, no trailing \'/\')')
+
+
+def _cors_origins(origins: Any) -> tuple[str, ...]:
+    if isinstance(origins, str) or not isinstance(origins, (list, tuple)):
+        raise SettingsError(f"must be an array of origins, got {type_name(origins)}")
+    for i, o in enumerate(origins):
+        if not isinstance(o, str):
+            raise SettingsError(f"must be a string, got {type_name(o)}", key=f"[{i}]")
+        if not _ORIGIN_RE.fullmatch(o) or o != o.lower():
+            raise SettingsError(f"invalid origin {o!r}; allowed: {_ORIGIN_RULE}", key=f"[{i}]")
+    return tuple(origins)
+
+
+# The browser origins whose pages may send a source's events (CORS); ("*",): any.
+CorsOrigins = Annotated[tuple[str, ...], PlainValidator(_cors_origins)]
+
+
+def _public_url(url: str) -> str:
+    if url and not re.fullmatch(r"https?://[A-Za-z0-9.\-:\[\]]+(/[A-Za-z0-9._~\-/]*)?", url):
+        raise SettingsError(f"invalid URL {url!r}; allowed: http(s)://host[:port][/path]")
+    return url.rstrip("/")
+
+
+# The collector's URL as browsers reach it (through a proxy); "": the request's Host header.
+PublicUrl = Annotated[Str, AfterValidator(_public_url)]
+
 
 def _segment_archive(root: str, info: ValidationInfo) -> str:
     if not root:
@@ -90,6 +121,11 @@ class CollectorSettings:
     max_message_bytes: Int(256) = 32768  # one stamped message, as archived (Segment: 32 KB)
     max_batch_bytes: Int(1024, 64 * 1024 * 1024) = 512000  # one request body, uncompressed
     workers: Int(1, 64) = 1  # processes serving the port (Python decodes JSON on one core each)
+    # the URL browsers reach the collector at (https://collect.example.com), announced by the
+    # settings endpoint to analytics.js; "": http://<the request's Host header>
+    public_url: PublicUrl = ""
+    # requests being processed at once (per worker) beyond which new ones get 429 + Retry-After
+    max_pending_requests: Int(1, 1_000_000) = 512
 
     @model_validator(mode="after")
     def _message_fits_a_batch(self) -> "CollectorSettings":

@@ -1,7 +1,8 @@
 """Segment's tracking API, request to archive lines: pure functions, no I/O.
 
-``POST /v1/track|identify|page|screen|group|alias`` take one message, ``/v1/batch`` takes
-``{"batch": [...], "context": {...}, "integrations": {...}}``. What the collector does to each
+``POST /v1/track|identify|page|screen|group|alias`` (and the short forms ``/v1/t|i|p|s|g|a``)
+take one message, ``/v1/batch`` (``/v1/b``, ``/v1/import``) takes
+``{"batch": [...], "context": {...}, "integrations": {...}, "sentAt": ...}``. What the collector does to each
 message before it is archived (Segment's documented behaviour):
 
 * ``type`` is the endpoint's (single calls); ``writeKey`` is removed (never archived);
@@ -40,9 +41,13 @@ from datalake_assets.spec.messages import Rejected, validate
 from datalake_assets.spec.naming import MESSAGE_TYPES
 from datalake_assets.spec.types import parse_timestamp
 
-# path -> message type (None: a batch). Segment's paths, with or without a trailing '/'.
+# path -> message type (None: a batch). Segment's paths, with or without a trailing '/': the
+# tracking API's long ones, ``/v1/import`` (its endpoint for historical batches, the same body
+# as ``/v1/batch``), and the short ones analytics.js posts to (``/v1/t``, ``/v1/p``, ...: the
+# type's first letter) and the mobile libraries' ``/v1/b`` (a batch).
 ENDPOINTS: dict[str, str | None] = {f"/v1/{t}": t for t in sorted(MESSAGE_TYPES)}
-ENDPOINTS["/v1/batch"] = None
+ENDPOINTS.update({f"/v1/{t[0]}": t for t in sorted(MESSAGE_TYPES)})
+ENDPOINTS.update({"/v1/batch": None, "/v1/import": None, "/v1/b": None})
 ENDPOINTS.update({f"{p}/": t for p, t in list(ENDPOINTS.items())})
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

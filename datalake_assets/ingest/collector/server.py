@@ -18,11 +18,14 @@ import socket
 import threading
 import time
 from datetime import UTC, datetime
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import orjson
 
-from datalake_assets.ingest.collector import protocol
+from datalake_assets.ingest.collector import http_request, protocol, settings_endpoint
+from datalake_assets.ingest.collector.body import BodyError, read_body
+from datalake_assets.ingest.collector.cors import ALLOW_METHODS, Cors, KeyTable
 from datalake_assets.ingest.collector.roller import Roller
 from datalake_assets.ingest.collector.spool import Spool, SpoolError
 from datalake_assets.settings import LakeSettings
@@ -31,7 +34,21 @@ from datalake_assets.spec.layout import ArchiveHour
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT_SECONDS = 60  # a keep-alive connection idle this long is closed
-DRAIN_LIMIT_FACTOR = 8  # a body up to 8x max_batch_bytes is read (and dropped) before the 400
+RETRY_AFTER_BUSY = "1"  # seconds, on a 429 (too many requests in progress)
+RETRY_AFTER_UNAVAILABLE = "5"  # seconds, on a 503 (the spool failed, or shutting down)
+
+
+_REASONS = {code: phrase for code, (phrase, _) in BaseHTTPRequestHandler.responses.items()}
+_date_cache: tuple[int, str] = (0, "")
+
+
+def _http_date() -> str:
+    """The ``Date`` header's value, formatted once a second."""
+    global _date_cache
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache = (now, formatdate(now, usegmt=True))
+    return _date_cache[1]
 
 
 class _Server(ThreadingHTTPServer):
@@ -54,49 +71,138 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.busy = False
+        self._cors: tuple[tuple[str, str], ...] = ()
+        # the last Authorization header this connection sent that named a key: (header,
+        # (key, source id)); a browser or library sends the same one on every request
+        self._auth: tuple[str | None, tuple[str | None, str | None]] = (None, (None, None))
         self.server.collector._connections.add(self)
 
     def finish(self) -> None:
         self.server.collector._connections.discard(self)
         super().finish()
 
-    def log_message(self, format: str, *args: object) -> None:
-        log.debug("%s %s", self.address_string(), format % args)  # never headers: no keys
+    def parse_request(self) -> bool:
+        return http_request.parse_request(self, super().parse_request)
 
-    def _reply(self, status: int, body: dict[str, object], close: bool = False) -> None:
-        data = orjson.dumps(body)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+    def log_message(self, format: str, *args: object) -> None:
+        if log.isEnabledFor(logging.DEBUG):  # never headers: no keys
+            log.debug("%s %s", self.address_string(), format % args)
+
+    def _reply(self, status: int, body: dict[str, object] | None, close: bool = False,
+               headers: list[tuple[str, str]] | tuple = ()) -> None:
+        """The whole reply in one write (status line, headers, body): one syscall and one
+        packet per reply, which matters with one small event per request."""
+        data = orjson.dumps(body) if body is not None else b""
+        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nServer: {self.server_version}"
+                 f"\r\nDate: {_http_date()}\r\nContent-Length: {len(data)}\r\n"]
+        if body is not None:
+            lines.append("Content-Type: application/json\r\n")
         if status == 401:
-            self.send_header("WWW-Authenticate", 'Basic realm="segment write key"')
+            lines.append('WWW-Authenticate: Basic realm="segment write key"\r\n')
+        if status == 429:
+            lines.append(f"Retry-After: {RETRY_AFTER_BUSY}\r\n")
         if status == 503:
-            self.send_header("Retry-After", "5")
+            lines.append(f"Retry-After: {RETRY_AFTER_UNAVAILABLE}\r\n")
+        for name, value in (*self._cors, *headers):
+            lines.append(f"{name}: {value}\r\n")
         if close or self.server.collector._draining:
             self.close_connection = True
         if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
+            lines.append("Connection: close\r\n")
+        lines.append("\r\n")
+        self.log_request(status, len(data))
+        self.wfile.write("".join(lines).encode("latin-1") + data)
 
     def _error(self, e: protocol.RequestError, close: bool = False) -> None:
         self._reply(e.status, e.body(), close)
 
+    def _admit_origin(self, c: Collector, source_id: str | None = None) -> bool:
+        """CORS (``cors.py``): an admitted ``Origin`` (or none) -> True, the reply will carry
+        the CORS headers; a refused one -> 403 sent, no CORS header."""
+        origin = self.headers.get("Origin")
+        if origin is None:
+            return True
+        if c.cors.allows(origin, source_id):
+            self._cors = c.cors.headers(origin)
+            return True
+        self._cors = ()
+        c._count("refused_origins")
+        self._error(protocol.RequestError(
+            403, "origin_not_allowed",
+            "this page's origin may not send to this source (its cors_origins)"))
+        return False
+
+    def do_OPTIONS(self) -> None:
+        """CORS preflight: an origin admitted by any source gets 204 and the CORS headers."""
+        c = self.server.collector
+        self._cors = ()
+        path = self.path.split("?", 1)[0]
+        if path not in protocol.ENDPOINTS and settings_endpoint.write_key_of(path) is None:
+            self._error(protocol.RequestError(404, "not_found", f"no such endpoint: {path}"))
+            return
+        origin = self.headers.get("Origin")
+        if origin is None:  # not a preflight
+            self._reply(204, None, headers=[("Allow", ALLOW_METHODS)])
+        elif c.cors.allows(origin):
+            c._count("preflights")
+            self._reply(204, None, headers=Cors.preflight_headers(
+                origin, self.headers.get("Access-Control-Request-Headers"),
+                self.headers.get("Access-Control-Request-Private-Network") == "true"))
+        else:
+            c._count("refused_origins")
+            self._error(protocol.RequestError(
+                403, "origin_not_allowed", "no source admits this origin (cors_origins)"))
+
     def do_GET(self) -> None:
         c = self.server.collector
-        if self.path.rstrip("/") in ("/health", ""):
+        self._cors = ()
+        path = self.path.split("?", 1)[0]
+        key = settings_endpoint.write_key_of(path)
+        if key is not None:
+            self._settings(c, key)
+        elif path.rstrip("/") in ("/health", ""):
             self._reply(200, {"status": "draining" if c._draining else "ok", **c.stats()})
         else:
-            self._error(protocol.RequestError(404, "not_found", f"no such path: {self.path}"))
+            self._error(protocol.RequestError(404, "not_found", f"no such path: {path}"))
+
+    def _settings(self, c: Collector, key: str) -> None:
+        if not self._admit_origin(c):
+            return
+        source_id = c.keys.source_of(key)
+        if source_id is None:
+            self._error(protocol.RequestError(404, "not_found",
+                                              settings_endpoint.UNKNOWN_KEY_MESSAGE))
+            return
+        if not self._admit_origin(c, source_id):
+            return
+        url = settings_endpoint.collector_url(
+            c.settings.collector.public_url, self.headers.get("Host"),
+            self.headers.get("X-Forwarded-Proto"), c.url)
+        self._reply(200, settings_endpoint.settings_document(key, url),
+                    headers=[("Cache-Control", "private, max-age=60")])
 
     def do_POST(self) -> None:
+        c = self.server.collector
         self.busy = True  # stop() waits for busy connections and closes idle ones
+        self._cors = ()
+        with c._stats_lock:
+            c._pending += 1
+            overloaded = c._pending > c.max_pending
         try:
-            self._post(self.server.collector)
+            self._post(c, overloaded)
+        except OSError:  # the connection broke: nobody to answer
+            raise
+        except Exception:  # a bug, not the client's fault: 500, which the libraries retry
+            log.exception("request failed")
+            c._count("errors")
+            self._error(protocol.RequestError(500, "internal_error",
+                                              "the collector failed; retry later"), close=True)
         finally:
+            with c._stats_lock:
+                c._pending -= 1
             self.busy = False
 
-    def _post(self, c: Collector) -> None:
+    def _post(self, c: Collector, overloaded: bool) -> None:
         path = self.path.split("?", 1)[0]
         if path not in protocol.ENDPOINTS:
             c._count("errors")
@@ -104,44 +210,32 @@ class _Handler(BaseHTTPRequestHandler):
                         close=True)
             return
         endpoint_type = protocol.ENDPOINTS[path]
-        length_text = self.headers.get("Content-Length")
-        if length_text is None:
-            c._count("errors")
-            self._error(protocol.RequestError(411, "length_required",
-                                              "Content-Length is required"), close=True)
-            return
         try:
-            length = int(length_text)
-            if length < 0:
-                raise ValueError
-        except ValueError:
+            raw = read_body(self.headers, self.rfile, c.limits.max_batch_bytes)
+        except BodyError as e:
             c._count("errors")
-            self._error(protocol.RequestError(400, "invalid_request", "invalid Content-Length"),
-                        close=True)
+            self._error(e, close=e.close)
             return
-        if length > c.limits.max_batch_bytes:
-            c._count("errors")
-            # Read and drop a moderately large body, so the client gets the reply instead of a
-            # broken pipe; a huge one is refused unread and the connection closed.
-            drained = length <= DRAIN_LIMIT_FACTOR * c.limits.max_batch_bytes
-            left = length if drained else 0
-            while left > 0:
-                chunk = self.rfile.read(min(left, 1 << 16))
-                if not chunk:
-                    drained = False
-                    break
-                left -= len(chunk)
-            self._error(protocol.RequestError(
-                400, "batch_too_large",
-                f"request body is larger than {c.limits.max_batch_bytes} bytes"),
-                close=not drained)
-            return
-        raw = self.rfile.read(length)
-        if len(raw) != length:
+        if raw is None:  # the client went away
             self.close_connection = True
             return
-        header_key = protocol.write_key_from_header(self.headers.get("Authorization"))
-        source_id = c.sources_by_key.get(header_key) if header_key else None
+        if not self._admit_origin(c):
+            return
+        if overloaded:  # before the JSON work: the client retries after Retry-After
+            c._count("busy")
+            self._error(protocol.RequestError(
+                429, "too_many_requests",
+                f"more than {c.max_pending} requests in progress; retry after "
+                f"{RETRY_AFTER_BUSY} s"))
+            return
+        authorization = self.headers.get("Authorization")
+        if authorization is not None and authorization == self._auth[0]:
+            header_key, source_id = self._auth[1]  # this connection's key, checked before
+        else:
+            header_key = protocol.write_key_from_header(authorization)
+            source_id = c.keys.source_of(header_key) if header_key else None
+            if source_id is not None:
+                self._auth = (authorization, (header_key, source_id))
         if header_key is not None and source_id is None:
             c._count("unauthorized")
             self._error(protocol.RequestError(401, "unauthorized", "unknown write key"))
@@ -151,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = protocol.parse_json(raw)
             if source_id is None:
                 key = body.get("writeKey")
-                source_id = c.sources_by_key.get(key) if type(key) is str else None
+                source_id = c.keys.source_of(key)
                 if source_id is None:
                     c._count("unauthorized")
                     raise protocol.RequestError(
@@ -164,6 +258,8 @@ class _Handler(BaseHTTPRequestHandler):
             if e.status != 401:
                 c._count("errors")
             self._error(e)
+            return
+        if self.headers.get("Origin") is not None and not self._admit_origin(c, source_id):
             return
         if outcome.lines:
             try:
@@ -192,7 +288,10 @@ class Collector:
         self.host = cs.host if host is None else host
         self.port = cs.port if port is None else port
         self.limits = protocol.Limits(cs.max_message_bytes, cs.max_batch_bytes)
-        self.sources_by_key = {k: s.id for k, s in settings.write_key_sources().items()}
+        self.keys = KeyTable({k: s.id for k, s in settings.write_key_sources().items()})
+        self.cors = Cors({s.id: s.cors_origins for s in settings.sources})
+        self.max_pending = cs.max_pending_requests
+        self._pending = 0  # requests in progress (under _stats_lock)
         self.roller = Roller(settings.archive_root)
         self.spool = Spool(spool_dir or cs.spool_path(), self.roller.submit,
                            cs.segment_max_bytes, cs.segment_max_age_seconds)
@@ -203,7 +302,7 @@ class Collector:
         self._draining = False
         self._stats_lock = threading.Lock()
         self._stats = {"requests": 0, "accepted": 0, "rejected": 0, "unauthorized": 0,
-                       "errors": 0}
+                       "errors": 0, "busy": 0, "preflights": 0, "refused_origins": 0}
         self.recovered = 0
 
     # ------------------------------------------------------------------------------ running
@@ -221,7 +320,7 @@ class Collector:
         return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
     def start(self) -> Collector:
-        if not self.sources_by_key:
+        if not self.keys:
             raise RuntimeError(
                 "no write keys configured: add write_keys to a [[sources]] entry of the "
                 "settings, or set DATALAKE_WRITE_KEYS=\"key=source,...\"")

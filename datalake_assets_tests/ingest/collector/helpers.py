@@ -63,3 +63,19 @@ def track(mid: str | None = None, **kw) -> dict:
         m["messageId"] = mid
     m.update(kw)
     return m
+
+
+def request(url: str, method: str, path: str, body: bytes | None = None,
+            headers: dict[str, str] | None = None):
+    """``(status, reply bytes, response headers)`` of any request."""
+    conn = http.client.HTTPConnection(url.split("://", 1)[1], timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, resp.read(), dict(resp.getheaders())
+    finally:
+        conn.close()
+
+
+def basic(key: str) -> str:
+    return "Basic " + base64.b64encode(f"{key}:".encode()).decode()

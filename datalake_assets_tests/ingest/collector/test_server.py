@@ -129,3 +129,11 @@ def test_collector_refuses_to_start_without_write_keys(tmp_path, monkeypatch, ca
     assert cli.main(["--settings", str(path), "collect"]) == 2
     assert "no write keys configured" in capsys.readouterr().err
     assert not (tmp_path / "spool" / ".lock").exists()  # refused before touching the spool
+
+
+def test_a_keep_alive_connection_is_checked_on_every_key_it_sends(collector):
+    conn = http.client.HTTPConnection(collector.url.split("://")[1], timeout=30)
+    for key, want in ((KEY, 200), (KEY, 200), ("wrong", 401), (WEB_KEY, 200), (KEY, 200),
+                      ("", 401)):
+        assert post(collector.url, "/v1/t", track(), key=key, conn=conn)[0] == want, key
+    conn.close()

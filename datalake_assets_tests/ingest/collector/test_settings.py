@@ -124,3 +124,28 @@ def test_direct_construction_validates_collector_settings():
     with pytest.raises(SettingsError, match="collector"):
         LakeSettings("/a", "/l", (SourceSettings("a"),), collector="x")  # type: ignore[arg-type]
     assert CollectorSettings().spool_path("/h") == "/h/spool"
+
+
+def test_cors_origins_and_public_url(tmp_path):
+    path = write_lake_toml(tmp_path, """
+        [collector]
+        public_url = "https://collect.example.com/seg/"
+        max_pending_requests = 64
+        [[sources]]
+        id = "web"
+        cors_origins = ["https://shop.example.com", "https://*.example.com:8443"]
+        [[sources]]
+        id = "app"
+        """)
+    s = load_settings(path)
+    assert s.sources[0].cors_origins == ("https://shop.example.com", "https://*.example.com:8443")
+    assert s.sources[1].cors_origins == ("*",)  # the default: any origin
+    assert s.collector.public_url == "https://collect.example.com/seg"
+    assert s.collector.max_pending_requests == 64
+    for bad in (["https://shop.example.com/"], ["shop.example.com"], ["https://Shop.com"],
+                "https://a.com", ["ftp://a.com"]):
+        with pytest.raises(SettingsError) as e:
+            SourceSettings("web", cors_origins=bad)  # type: ignore[arg-type]
+        assert "cors_origins" in str(e.value)
+    with pytest.raises(SettingsError, match="public_url"):
+        CollectorSettings(public_url="collect.example.com")
