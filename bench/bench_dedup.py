@@ -106,8 +106,8 @@ def main() -> int:
         wall = time.monotonic() - t
         s = r.source
         rows.append({"lookback_hours": lookback, "wall_s": round(wall, 1),
-                     "cross_hour_duplicates": s["cross_hour_duplicates"],
-                     "messages_written": s["messages_written"], "timings": s["timings"]})
+                     "cross_hour_duplicates": s.cross_hour_duplicates,
+                     "messages_written": s.messages_written, "timings": s.timings or {}})
         print(json.dumps(rows[-1]))
     spark.stop()
     base = min(r["wall_s"] for r in rows if r["lookback_hours"] == 0)

@@ -277,10 +277,10 @@ def child_main(a: argparse.Namespace) -> int:
                 hours=(HOUR,),
             ))
             res["job_s"] = time.monotonic() - t
-            res["source_report"] = result.source
-            res["tables"] = {n: {"row_count": r["row_count"], "duplicates": r["duplicates"],
-                                 "values_quarantined": r["values_quarantined"],
-                                 "columns": len(r["columns"])}
+            res["source_report"] = result.source.to_dict()
+            res["tables"] = {n: {"row_count": r.row_count, "duplicates": r.duplicates,
+                                 "values_quarantined": r.values_quarantined,
+                                 "columns": len(r.columns)}
                              for n, r in result.tables.items()}
         else:
             df = spark.read.json(hour_dir)  # full pass for the schema, a second one to write
