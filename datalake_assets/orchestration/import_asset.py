@@ -11,7 +11,6 @@ from dagster import (
     AssetKey,
     AssetsDefinition,
     DailyPartitionsDefinition,
-    DefaultSensorStatus,
     MaterializeResult,
     MetadataValue,
     asset,
@@ -22,7 +21,7 @@ from datalake_assets.ingest.segment_import import SegmentImporter
 from datalake_assets.ingest.segment_layout import day_ms_of, segment_source_dir
 from datalake_assets.ingest.segment_listing import SegmentLister
 from datalake_assets.orchestration import sensors as sn
-from datalake_assets.settings import AutomationSettings, LakeSettings, SourceSettings
+from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
 
@@ -51,10 +50,6 @@ def import_partitions(source: SourceSettings) -> DailyPartitionsDefinition:
     """Received days from the source's start; today included (its folder is being written)."""
     return DailyPartitionsDefinition(start_date=ArchiveHour.parse(source.start).day,
                                      timezone="UTC", end_offset=1)
-
-
-def sensor_status(auto: AutomationSettings) -> DefaultSensorStatus:
-    return DefaultSensorStatus.RUNNING if auto.sensors == "running" else DefaultSensorStatus.STOPPED
 
 
 # ----------------------------------------------------------------------------------- the asset

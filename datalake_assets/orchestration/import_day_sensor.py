@@ -29,7 +29,6 @@ from datalake_assets.orchestration.import_asset import (
     IMPORT_PRIORITY,
     import_job_name,
     import_sensor_name,
-    sensor_status,
 )
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
@@ -152,7 +151,7 @@ def build_import_sensor(
         name=import_sensor_name(source),
         job=import_job,
         minimum_interval_seconds=auto.interval_seconds,
-        default_status=sensor_status(auto),
+        default_status=sn.sensor_status(auto),
         description=(
             f"Lists new or changed day folders of {folder} (re-checking the last "
             f"{auto.recheck_hours} h) and requests {jname} for each."

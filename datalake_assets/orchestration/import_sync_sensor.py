@@ -25,7 +25,6 @@ from datalake_assets.orchestration.import_asset import (
     SYNC_PRIORITY,
     import_job_name,
     import_sync_sensor_name,
-    sensor_status,
 )
 from datalake_assets.settings import AutomationSettings, LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
@@ -103,7 +102,7 @@ def build_import_sync_sensor(
         monitored_jobs=[import_job],
         request_job=sync_job,
         minimum_interval_seconds=auto.interval_seconds,
-        default_status=sensor_status(auto),
+        default_status=sn.sensor_status(auto),
         description=(
             f"After each successful {import_job_name(source)} run, requests "
             f"{sn.job_name(source)} for the hours it changed that are older than the archive "

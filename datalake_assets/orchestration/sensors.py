@@ -90,6 +90,11 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def sensor_status(auto: AutomationSettings) -> DefaultSensorStatus:
+    """Every sensor's default status: ``[automation] sensors``."""
+    return DefaultSensorStatus.RUNNING if auto.sensors == "running" else DefaultSensorStatus.STOPPED
+
+
 def job_name(source: SourceSettings) -> str:
     return f"{source.slug}_sync_job"
 
@@ -297,8 +302,7 @@ def build_archive_sensor(
         name=sensor_name(source),
         job=job,
         minimum_interval_seconds=auto.interval_seconds,
-        default_status=(DefaultSensorStatus.RUNNING if auto.sensors == "running"
-                        else DefaultSensorStatus.STOPPED),
+        default_status=sensor_status(auto),
         description=(
             f"Lists new or changed hours of {source_dir} (re-checking the last "
             f"{auto.recheck_hours} h for late files) and requests {jname} for each hour "
