@@ -81,9 +81,11 @@ def test_retrying_clients_get_every_message_in_exactly_once(tmp_path, spark, mon
     monkeypatch.setattr(c.spool, "append", flaky_append)
     real_reply = server_module._Handler._reply
     replies = itertools.count()
+    lost_replies = []  # one entry per 200 reply dropped after its messages were spooled
 
     def lossy_reply(self, status, body, close=False, headers=()):
         if status == 200 and next(replies) % 11 == 5:
+            lost_replies.append(status)
             raise ConnectionResetError("injected: the reply is lost after the fsync")
         return real_reply(self, status, body, close, headers)
 
@@ -100,19 +102,23 @@ def test_retrying_clients_get_every_message_in_exactly_once(tmp_path, spark, mon
     assert c.stop() is True
     total = CLIENTS * BATCHES * PER_BATCH
     assert statuses[200] == CLIENTS * BATCHES
-    assert statuses[429] > 0 and statuses[503] > 0 and statuses["connection lost"] > 0, statuses
+    assert statuses[429] > 0 and statuses[503] > 0 and lost_replies, statuses
+    assert statuses["connection lost"] >= len(lost_replies)
     assert c.stats()["busy"] == statuses[429]
 
     archived = Counter(m["messageId"] for m in archive_lines(tmp_path / "archive" / "src1"))
     assert len(archived) == total  # every message at least once ...
-    twice = sum(n > 1 for n in archived.values())  # ... twice only after a lost reply
-    assert twice == statuses["connection lost"] * PER_BATCH and max(archived.values()) == 2
+    # ... and again only after a lost reply: a batch's retry may itself lose its reply, so a
+    # message can be archived three times; the copies beyond the first are exactly the lost
+    # replies' batches
+    extra = sum(n - 1 for n in archived.values())
+    assert extra == len(lost_replies) * PER_BATCH
 
     hours = sorted({f"{m['receivedAt'][:10]}T{m['receivedAt'][11:13]}"
                     for m in archive_lines(tmp_path / "archive" / "src1")})
     lake = str(tmp_path / "lake")
     result = run_sync(spark, SyncRequest(lake, str(tmp_path / "archive"), "src1", tuple(hours)))
-    assert (result.source.messages_written, result.source.duplicates) == (total, twice)
+    assert (result.source.messages_written, result.source.duplicates) == (total, extra)
     rows = duckdb.sql(f"select message_id from read_parquet("
                       f"'{lake}/data/src1/segment_type=order_completed/*/*/*.parquet')").fetchall()
     assert Counter(r for (r,) in rows) == Counter(dict.fromkeys(archived, 1))
