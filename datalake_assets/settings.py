@@ -54,6 +54,7 @@ from datalake_assets.ingest.settings import (
 from datalake_assets.orchestration.settings import (
     COMPUTE_BACKENDS, DEPLOY_MODES, SENSOR_STATUSES, AutomationSettings, ComputeSettings,
     check_compute_fits)
+from datalake_assets.privacy.settings import PrivacySettings
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
 from datalake_assets.settings_base import (
@@ -207,7 +208,7 @@ class LakeSettings:
     _file_defaults = file_defaults(
         archive_root=DEFAULT_ARCHIVE_DIR, lake_root=DEFAULT_LAKE_DIR,
         sources=[{"id": DEFAULT_SOURCE_ID}], spark={}, sync={}, automation={}, catalog={},
-        compute={}, collector={})
+        compute={}, collector={}, privacy={})
 
     archive_root: Root  # absolute local path or URI (s3://bucket/prefix), no trailing '/'
     lake_root: Root
@@ -219,6 +220,7 @@ class LakeSettings:
     catalog: CatalogSettings = dataclasses.field(default_factory=CatalogSettings)
     compute: ComputeSettings = dataclasses.field(default_factory=ComputeSettings)
     collector: CollectorSettings = dataclasses.field(default_factory=CollectorSettings)
+    privacy: PrivacySettings = dataclasses.field(default_factory=PrivacySettings)
 
     @model_validator(mode="after")
     def _fit_together(self) -> "LakeSettings":
@@ -295,6 +297,7 @@ _AUTOMATION_KEYS = file_keys(AutomationSettings)
 _CATALOG_KEYS = file_keys(CatalogSettings)
 _COMPUTE_KEYS = file_keys(ComputeSettings)
 _COLLECTOR_KEYS = file_keys(CollectorSettings)
+_PRIVACY_KEYS = file_keys(PrivacySettings)
 _SOURCE_KEYS = file_keys(SourceSettings)
 
 

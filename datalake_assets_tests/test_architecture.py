@@ -28,8 +28,10 @@ LAYERS: dict[str, set[str]] = {
     "catalog": {"rules", "lake", "settings", "catalog"},
     "sync": {"rules", "lake", "settings", "catalog", "sync"},
     "ingest": {"rules", "lake", "settings", "ingest"},
-    "dagster": {"rules", "lake", "settings", "catalog", "sync", "ingest", "dagster"},
-    "app": {"rules", "lake", "settings", "catalog", "sync", "ingest", "dagster", "app"},
+    "privacy": {"rules", "lake", "settings", "catalog", "privacy"},
+    "dagster": {"rules", "lake", "settings", "catalog", "sync", "ingest", "privacy", "dagster"},
+    "app": {"rules", "lake", "settings", "catalog", "sync", "ingest", "privacy", "dagster",
+            "app"},
 }
 # The sync talks to a catalog through its interface and factory, not a backend's internals.
 SYNC_MAY_IMPORT_OF_CATALOG = {"datalake_assets.catalog", "datalake_assets.catalog.base",
@@ -43,6 +45,7 @@ FORBIDDEN_THIRD_PARTY = {
     "catalog": {"dagster"},
     "sync": {"dagster"},
     "ingest": {"dagster", "pyspark"},
+    "privacy": {"dagster", "pyspark"},
 }
 # Dagster's private modules: one import, in one place (Dagster 1.13 exports the definitions
 # load context nowhere else; definitions.py says why it needs it).
@@ -64,6 +67,8 @@ def layer_of(module: str) -> str:
         return "sync"
     if sub == "ingest":
         return "ingest"
+    if sub == "privacy":
+        return "privacy"
     if sub in ("orchestration", "definitions"):
         return "dagster"
     if sub == "cli":

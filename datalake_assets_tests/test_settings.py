@@ -104,14 +104,14 @@ def test_shipped_lake_toml_documents_every_key():
     text = SHIPPED.read_text(encoding="utf-8")
     keys = (list(st._TOP_KEYS) + list(st._SPARK_KEYS) + list(st._SYNC_KEYS) + list(st._SOURCE_KEYS)
             + list(st._AUTOMATION_KEYS) + list(st._CATALOG_KEYS) + list(st._COMPUTE_KEYS)
-            + list(st._COLLECTOR_KEYS))
+            + list(st._COLLECTOR_KEYS) + list(st._PRIVACY_KEYS))
     for key in keys:
         if key in ("spark", "sync", "sources", "conf", "automation", "catalog", "compute",
-                   "collector"):
+                   "collector", "privacy"):
             continue
         assert re.search(rf"^(# )?{key} = ", text, re.M), key
     for section in ("[spark]", "[spark.conf]", "[sync]", "[automation]", "[catalog]",
-                    "[compute]", "[compute.conf]", "[collector]", "[[sources]]"):
+                    "[compute]", "[compute.conf]", "[collector]", "[privacy]", "[[sources]]"):
         assert section in text
     for layout in DATE_LAYOUTS:
         assert f'"{layout}"' in text
@@ -228,7 +228,7 @@ INVALID = [
     # unknown keys, with the allowed ones listed
     ('archive_rot = "x"\n', "archive_rot", ["'archive_rot'", "did you mean 'archive_root'",
                                             "allowed keys: archive_root, automation,",
-                                            "lake_root, sources"]),
+                                            "lake_root, privacy, sources"]),
     ('[spark]\nshufle_partitions = 2\n', "spark.shufle_partitions",
      ["'shufle_partitions'", "[spark]", "'shuffle_partitions'", "conf, driver_memory"]),
     ('[sync]\nmax_bytes = 2\n', "sync.max_bytes", ["'max_bytes'", "max_depth, max_message_bytes"]),

@@ -258,3 +258,49 @@ def data_file_name(hour: ArchiveHour, run_id: str, task: int, seq: int) -> str:
 def hour_of_data_file(name: str) -> str | None:
     m = re.match(r"^part-(\d{10})-", name.rsplit("/", 1)[-1])
     return m.group(1) if m else None
+
+
+# ------------------------------------------------------------------------------ privacy
+# (``spec/identity.py`` says what an identity is; ``privacy/`` erases and suppresses.)
+
+
+def identity_index_root(lake_root: str, source_dir: str) -> str:
+    """The identity index of a source: ``<lake>/_identities/<source>/hour=<YYYYMMDDHH>/
+    *.parquet``, written by the sync and committed with the hour like the id index: for each
+    identity hash of the hour, the tables holding it and how many rows, and the links
+    (``lake/identities.py`` has the schema)."""
+    return join(lake_root, "_identities", source_dir)
+
+
+def staged_identity_root(staging: str) -> str:
+    """A run's staged identity index: ``<staging>/_identities/hour=<YYYYMMDDHH>/``."""
+    return join(staging, "_identities")
+
+
+def privacy_root(lake_root: str) -> str:
+    """The lake's privacy state: ``_privacy/key`` (the identity hashes' key),
+    ``_privacy/suppressed/<request id>.json`` (suppressed identity hashes, one file per
+    request), ``_privacy/requests/`` (the inbox the request sensor reads) and
+    ``_privacy/state/<request id>.json`` (a request's progress, so a re-run converges)."""
+    return join(lake_root, "_privacy")
+
+
+def privacy_key_path(lake_root: str) -> str:
+    return join(privacy_root(lake_root), "key")
+
+
+def suppression_dir(lake_root: str) -> str:
+    return join(privacy_root(lake_root), "suppressed")
+
+
+def privacy_inbox_dir(lake_root: str) -> str:
+    return join(privacy_root(lake_root), "requests")
+
+
+def privacy_state_dir(lake_root: str) -> str:
+    return join(privacy_root(lake_root), "state")
+
+
+def privacy_requests_table_root(lake_root: str) -> str:
+    """The ``privacy_requests`` audit table: ``<lake>/privacy_requests/day=YYYY-MM-DD/``."""
+    return join(lake_root, "privacy_requests")
