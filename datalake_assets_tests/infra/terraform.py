@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
+AZURE = INFRA / "azure"  # the Azure variant's module
 ALL_FEATURES_TFVARS = INFRA / "tests" / "all-features.tfvars"
 BOOTSTRAP = INFRA / "bootstrap" / "install-python-deps.sh"
 IN_CI = bool(os.environ.get("CI"))
@@ -40,13 +41,13 @@ def _unquote(value: Any) -> Any:
     return value
 
 
-def parse_module() -> dict[str, Any]:
+def parse_module(directory: Path = INFRA) -> dict[str, Any]:
     """The module's *.tf files merged: resources and data sources keyed "type.name",
     variables, outputs and locals by name."""
     merged: dict[str, Any] = {"resource": {}, "data": {}, "variable": {}, "output": {},
                               "locals": {}}
-    files = sorted(INFRA.glob("*.tf"))
-    assert files, f"no Terraform files in {INFRA}"
+    files = sorted(directory.glob("*.tf"))
+    assert files, f"no Terraform files in {directory}"
     for path in files:
         with path.open(encoding="utf-8") as handle:
             parsed = _unquote(hcl2.load(handle))

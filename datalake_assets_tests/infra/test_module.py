@@ -344,6 +344,6 @@ def test_every_checkov_skip_gives_a_reason():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if "checkov:skip" in line:
                 skips += 1
-                match = re.fullmatch(r"\s*#checkov:skip=(CKV2?_AWS_\d+):(.+)", line)
+                match = re.fullmatch(r"\s*#checkov:skip=(CKV2?_(?:AWS|AZURE)_\d+):(.+)", line)
                 assert match, f"{path.name}:{number}: malformed skip {line.strip()!r}"
                 assert len(match[2].split()) >= 8, f"{path.name}:{number}: reason too short"
