@@ -149,6 +149,12 @@ class FakeDatabricks:
         return {"run_id": run.run_id}
 
     def _execute(self, run: FakeRun) -> None:
+        try:
+            self._run_task(run)
+        except Exception as e:  # noqa: BLE001 - a broken fake must end the run, not hang it
+            run.life, run.result, run.message = "INTERNAL_ERROR", "FAILED", f"fake: {e!r}"
+
+    def _run_task(self, run: FakeRun) -> None:
         while self.hold.is_set() and not run.cancelled.is_set():
             time.sleep(0.05)
         if run.cancelled.is_set():
@@ -162,8 +168,9 @@ class FakeDatabricks:
         args = [str(self.local(a) or a) for a in spark_task.get("parameters", [])]
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-                   SPARK_LOCAL_IP="127.0.0.1", **self.env,
-                   **run.task.get("new_cluster", {}).get("spark_env_vars", {}))
+                   SPARK_LOCAL_IP="127.0.0.1")
+        env.update(self.env)
+        env.update(run.task.get("new_cluster", {}).get("spark_env_vars", {}))
         workdir = self.root / "runs" / str(run.run_id)
         workdir.mkdir(parents=True)
         command = [_spark_submit(), "--master", "local[2]", "--driver-memory", "1g",
@@ -190,8 +197,12 @@ class FakeDatabricks:
         if code == 0:
             run.life, run.result = "TERMINATED", "SUCCESS"
         else:
+            # runs/get-output's "error": the exception, not the stack trace's last frame
             lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
-            run.error = lines[-1] if lines else f"exit code {code}"
+            # (Python's is its last unindented line, the JVM's the "Exception in thread" one)
+            errors = [ln for ln in lines if ln.startswith("Exception in thread")] or [
+                ln for ln in lines if not ln[0].isspace() and ("Error" in ln or "Exception" in ln)]
+            run.error = (errors or lines or [f"exit code {code}"])[-1]
             run.life, run.result = "TERMINATED", "FAILED"
             run.message = "Workload failed, see run output for details"
 
