@@ -1,4 +1,4 @@
-"""The sync on a cluster (EMR steps, EMR Serverless): the entry point ``spark-submit`` runs.
+"""The sync on a cluster (EMR steps, EMR Serverless, Databricks): the entry point it runs.
 
 ``datalake_assets.orchestration.emr`` submits::
 
@@ -31,12 +31,16 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from datalake_assets.lake.report import report_location
 from datalake_assets.transform.job import main as job_main
 from datalake_assets.transform.request import SyncError, parse_args
 from datalake_assets.transform.session import job_spark_session
 from datalake_assets.transform.sync import run_sync
+
+if TYPE_CHECKING:  # imported when Pipes is used: the plain job needs no dagster_pipes
+    from dagster_pipes import PipesContextLoader, PipesMessageWriter
 
 MESSAGE_KIND = "datalake_sync"
 PIPES_CONTEXT_ARG = "--dagster-pipes-context"  # = dagster_pipes.DAGSTER_PIPES_CONTEXT_CLI_ARGUMENT
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     return _main_with_pipes(opts, job_argv)
 
 
-def _pipes_io(opts: argparse.Namespace) -> tuple:
+def _pipes_io(opts: argparse.Namespace) -> tuple[PipesContextLoader, PipesMessageWriter]:
     """``(context loader, message writer)`` of ``--pipes-via``."""
     if opts.pipes_via == "storage":
         from datalake_assets.transform.pipes_storage import (
