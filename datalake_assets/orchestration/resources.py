@@ -1,7 +1,8 @@
 """Compute resources: where the sync's Spark job runs. Assets only see ``SparkCompute``.
 
-``LocalSparkCompute`` (here) runs it in the run's process; ``datalake_assets.orchestration.emr`` has
-``EmrSparkCompute`` (steps of an existing EMR cluster) and ``EmrServerlessCompute``.
+``LocalSparkCompute`` (here) runs it in the run's process; ``datalake_assets.orchestration.emr``
+has ``EmrSparkCompute`` (steps of an existing EMR cluster) and ``EmrServerlessCompute``,
+``orchestration.databricks`` ``DatabricksSparkCompute``; ``remote.py`` what those share.
 """
 
 from __future__ import annotations

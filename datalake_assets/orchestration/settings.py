@@ -1,16 +1,23 @@
 """``[automation]`` (the sensors, ``orchestration.sensors``) and ``[compute]`` (where the sync's
-Spark job runs, ``orchestration.resources`` / ``orchestration.emr``)."""
+Spark job runs: ``orchestration.resources``, ``.emr``, ``.databricks``)."""
 
 import dataclasses
-from typing import Any
+import re
+from typing import Annotated, Any
 
-from pydantic import model_validator
+from pydantic import PlainValidator, model_validator
 
 from datalake_assets.settings_base import (
-    Int, Match, OneOf, SettingsError, SparkConf, settings_model)
+    Int, Match, OneOf, SettingsError, SparkConf, settings_model, type_name)
 
 SENSOR_STATUSES = ("running", "stopped")
-COMPUTE_BACKENDS = ("local", "emr", "emr_serverless")
+COMPUTE_BACKENDS = ("local", "emr", "emr_serverless", "databricks")
+# What the job imports beyond the standard library and PySpark, pinned like pyproject.toml:
+# installed for each Databricks task (docs/emr.md installs the same on EMR nodes).
+JOB_LIBRARIES = ("pyarrow>=16", "orjson>=3.9", "numpy>=1.26", "pandas>=2.2,<3",
+                 "pandera[pandas]>=0.20", "pydantic>=2.11,<3", "boto3>=1.34")
+_REQUIREMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?"
+                             r"([<>=!~]=?[A-Za-z0-9.*+!-]+(,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?")
 DEPLOY_MODES = ("client", "cluster")
 _URL = "an http:// or https:// URL"
 _CLUSTER = "an EMR cluster id such as 'j-2AXXXXXXGAPLF'"
@@ -23,6 +30,16 @@ _COMPUTE_CONF_OWNED = {
     "spark.submit.pyFiles": "is not allowed here: the job's package is added by the compute "
                             "resource",
 }
+
+
+def _libraries(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise SettingsError(f"must be an array of PyPI requirements, got {type_name(value)}")
+    for i, spec in enumerate(value):
+        if not isinstance(spec, str) or not _REQUIREMENT_RE.fullmatch(spec):
+            raise SettingsError("invalid requirement; allowed: a PyPI name with optional extras "
+                                "and version bounds, e.g. \"pandas>=2.2,<3\"", key=f"[{i}]")
+    return tuple(value)
 
 
 @settings_model
@@ -84,6 +101,27 @@ class ComputeSettings:
     endpoint_url: Match(r"https?://[^\s'\"\\;`]+", "endpoint url", _URL, empty=True) = ""
     # the remote job's spark.* settings
     conf: SparkConf(_COMPUTE_CONF_OWNED) = dataclasses.field(default_factory=dict)
+    # databricks: the workspace URL; "" -> DATABRICKS_HOST. Credentials: environment only.
+    databricks_host: Match(r"https?://[^\s'\"\\;`]+", "databricks host", _URL, empty=True) = ""
+    # databricks: an existing cluster; "" -> a job cluster per run
+    databricks_cluster_id: Match(r"[0-9]{4}-[0-9]{6}-[A-Za-z0-9]{4,32}", "cluster id",
+                                 "a Databricks cluster id such as '0123-456789-abcd1234'",
+                                 empty=True) = ""
+    databricks_policy_id: Match(r"[0-9A-Za-z]{1,64}", "policy id",  # the job cluster's
+                                "a Databricks cluster policy id", empty=True) = ""
+    # databricks job cluster: runtime and VM size; "" -> the policy's
+    databricks_spark_version: Match(r"[0-9A-Za-z][0-9A-Za-z._-]{0,127}", "spark version",
+                                    "a Databricks runtime such as '15.4.x-scala2.12'",
+                                    empty=True) = ""
+    databricks_node_type: Match(r"[0-9A-Za-z][0-9A-Za-z._-]{0,127}", "node type",
+                                "a node type such as 'Standard_D4ds_v5'", empty=True) = ""
+    databricks_max_workers: Int(1, 10000) = 8  # databricks job cluster: autoscaling ceiling
+    # databricks: where the job's package is uploaded
+    databricks_package_dir: Match(r"(/Volumes/|/Workspace/|dbfs:/)[^\s'\"\\;`]*",
+                                  "package folder", "a /Workspace/..., /Volumes/... or dbfs:/... "
+                                  "folder") = "/Workspace/Shared/datalake/jobs"
+    # databricks: PyPI requirements installed for each run's task
+    databricks_libraries: Annotated[tuple[str, ...], PlainValidator(_libraries)] = JOB_LIBRARIES
 
     @model_validator(mode="after")
     def _backend_needs(self) -> "ComputeSettings":
@@ -92,6 +130,17 @@ class ComputeSettings:
         for name in required.get(self.backend, ()):
             if not getattr(self, name):
                 raise SettingsError(f"required when backend = {self.backend!r}", key=name)
+        if self.backend == "databricks" and not self.databricks_cluster_id:
+            if not self.databricks_policy_id and not (self.databricks_spark_version
+                                                      and self.databricks_node_type):
+                raise SettingsError(
+                    "a job cluster (no databricks_cluster_id) needs databricks_policy_id, or "
+                    "databricks_spark_version and databricks_node_type",
+                    key="databricks_policy_id")
+        if self.backend == "databricks" and self.databricks_cluster_id and self.conf:
+            raise SettingsError(
+                "a run on an existing cluster cannot set its Spark settings: set them on the "
+                "cluster (or leave databricks_cluster_id empty for a job cluster)", key="conf")
         return self
 
     @property
@@ -100,19 +149,34 @@ class ComputeSettings:
 
 
 def check_compute_fits(compute: ComputeSettings, catalog: Any, roots: dict[str, str]) -> None:
-    """A job on AWS reads and writes S3 (``roots``: archive_root, lake_root), and registers its
-    tables where the cluster can (``catalog``: the ``CatalogSettings``)."""
+    """A job on AWS reads and writes S3, one on Databricks its cloud's storage (``roots``:
+    archive_root, lake_root), and registers its tables where the cluster can (``catalog``: the
+    ``CatalogSettings``)."""
     if not compute.remote:
         return
     backend = compute.backend
+    if backend == "databricks":
+        for name, value in roots.items():
+            if "://" not in value:
+                raise SettingsError(
+                    "must be a URI of the cloud storage the cluster reads (abfss://..., "
+                    f"s3://...) when [compute] backend = 'databricks', not the local folder "
+                    f"{value!r}", key=name)
+        _check_catalog_reachable(catalog, backend, "Databricks")
+        return
     for name, value in roots.items():
         if not value.startswith("s3://"):
             raise SettingsError(
                 f"must be an s3:// URI when [compute] backend = {backend!r} (the job runs on "
                 f"AWS and cannot reach {value!r})", key=name)
+    _check_catalog_reachable(catalog, backend, "AWS")
+
+
+def _check_catalog_reachable(catalog: Any, backend: str, cloud: str) -> None:
     if catalog.backend == "hive" and not catalog.hive_metastore_uri:
+        glue = ("set backend = 'glue' (the Glue Data Catalog, which EMR uses as its Hive "
+                "metastore), 'none'" if cloud == "AWS" else "set backend = 'none'")
         raise SettingsError(
             f"the embedded Derby metastore of backend 'hive' lives on this machine, but "
-            f"[compute] backend = {backend!r} runs the job on AWS: set backend = 'glue' (the "
-            "Glue Data Catalog, which EMR uses as its Hive metastore), 'none', or a "
+            f"[compute] backend = {backend!r} runs the job on {cloud}: {glue}, or a "
             "hive_metastore_uri the cluster can reach", key="catalog.backend")

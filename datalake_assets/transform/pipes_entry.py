@@ -1,4 +1,4 @@
-"""The sync on a cluster (EMR steps, EMR Serverless): the entry point ``spark-submit`` runs.
+"""The sync on a cluster (EMR steps, EMR Serverless, Databricks): the entry point it runs.
 
 ``datalake_assets.orchestration.emr`` submits::
 
@@ -7,8 +7,12 @@
         [--dagster-pipes-context C --dagster-pipes-messages M] [--aws-region R] \\
         [--emr-cluster-id j-...] -- <the job's argv: SyncRequest.to_args()>
 
-With the Pipes arguments it opens Dagster Pipes (the context is read from S3, messages are
-written to S3: ``dagster_pipes.PipesS3ContextLoader`` / ``PipesS3MessageWriter``), logs its
+Databricks (``orchestration/databricks.py``) runs ``DATABRICKS_ENTRY_SCRIPT`` as a
+``spark_python_task`` with the same arguments plus ``--package <zip> --pipes-via storage``.
+
+With the Pipes arguments it opens Dagster Pipes (on AWS the context is read from S3 and
+messages are written to S3: ``dagster_pipes.PipesS3ContextLoader`` / ``PipesS3MessageWriter``;
+with ``--pipes-via storage`` both go through the lake's storage, ``pipes_storage.py``), logs its
 progress to the Dagster run and reports the outcome as a custom message::
 
     {"kind": "datalake_sync", "status": "finished", "report_path": ".../report.json",
@@ -27,12 +31,16 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from datalake_assets.lake.report import report_location
 from datalake_assets.transform.job import main as job_main
 from datalake_assets.transform.request import SyncError, parse_args
 from datalake_assets.transform.session import job_spark_session
 from datalake_assets.transform.sync import run_sync
+
+if TYPE_CHECKING:  # imported when Pipes is used: the plain job needs no dagster_pipes
+    from dagster_pipes import PipesContextLoader, PipesMessageWriter
 
 MESSAGE_KIND = "datalake_sync"
 PIPES_CONTEXT_ARG = "--dagster-pipes-context"  # = dagster_pipes.DAGSTER_PIPES_CONTEXT_CLI_ARGUMENT
@@ -49,6 +57,12 @@ def _entry_parser() -> argparse.ArgumentParser:
     p.add_argument("--emr-cluster-id", default=None, help="recorded in the sync report")
     p.add_argument("--pipes-interval", type=float, default=10.0,
                    help="seconds between two uploads of buffered Pipes messages")
+    p.add_argument("--pipes-via", choices=("s3", "storage"), default="s3",
+                   help="where the Pipes context and messages are: S3 (boto3) or the lake's "
+                        "storage (pyarrow.fs)")
+    p.add_argument("--package", default=None,
+                   help="the package zip (Databricks: the entry script put it on the path)")
+    p.add_argument("--runs-on", default=None, help="where the job runs, for its first log line")
     return p
 
 
@@ -85,30 +99,41 @@ def main(argv: list[str] | None = None) -> int:
     return _main_with_pipes(opts, job_argv)
 
 
-def _main_with_pipes(opts: argparse.Namespace, job_argv: list[str]) -> int:
+def _pipes_io(opts: argparse.Namespace) -> tuple[PipesContextLoader, PipesMessageWriter]:
+    """``(context loader, message writer)`` of ``--pipes-via``."""
+    if opts.pipes_via == "storage":
+        from datalake_assets.transform.pipes_storage import (
+            StorageContextLoader,
+            StorageMessageWriter,
+        )
+
+        return StorageContextLoader(), StorageMessageWriter(interval=opts.pipes_interval)
     import boto3
+    from dagster_pipes import PipesS3ContextLoader, PipesS3MessageWriter
+
+    s3 = boto3.client("s3", region_name=opts.aws_region)
+    return PipesS3ContextLoader(s3), PipesS3MessageWriter(s3, interval=opts.pipes_interval)
+
+
+def _main_with_pipes(opts: argparse.Namespace, job_argv: list[str]) -> int:
     from dagster_pipes import (
         DAGSTER_PIPES_CONTEXT_ENV_VAR,
         DAGSTER_PIPES_MESSAGES_ENV_VAR,
         PipesMappingParamsLoader,
-        PipesS3ContextLoader,
-        PipesS3MessageWriter,
         open_dagster_pipes,
     )
 
-    s3 = boto3.client("s3", region_name=opts.aws_region)
     # The params come from our argv (not sys.argv): the same call works in-process in tests.
     params = PipesMappingParamsLoader({
         DAGSTER_PIPES_CONTEXT_ENV_VAR: opts.pipes_context,
         DAGSTER_PIPES_MESSAGES_ENV_VAR: opts.pipes_messages or "",
     })
+    context_loader, message_writer = _pipes_io(opts)
     with open_dagster_pipes(
-        context_loader=PipesS3ContextLoader(s3),
-        message_writer=PipesS3MessageWriter(s3, interval=opts.pipes_interval),
-        params_loader=params,
+        context_loader=context_loader, message_writer=message_writer, params_loader=params,
     ) as pipes:
         req = parse_args(job_argv).resolved()
-        where = os.environ.get("EMR_CLUSTER_ID") or "EMR Serverless"
+        where = opts.runs_on or os.environ.get("EMR_CLUSTER_ID") or "EMR Serverless"
         pipes.log.info(f"sync {req.source_id} hours {req.hours[0]}..{req.hours[-1]} "
                        f"(run_id {req.run_id}) starting on {where}")
         try:
@@ -138,6 +163,21 @@ ENTRY_SCRIPT = (
     '"""Runs datalake_assets.transform.pipes_entry (from --py-files) under spark-submit."""\n'
     "import sys\n\n"
     "from datalake_assets.transform.pipes_entry import main\n\n"
+    "sys.exit(main())\n"
+)
+
+
+# What a Databricks spark_python_task runs (next to the zip in the package folder). A task has
+# no --py-files: the zip given as --package is added to the session, which puts it on this
+# driver's sys.path and ships it to the executors (whose Python workers import the sync's
+# modules). On Databricks the session exists already; under spark-submit it is the submit's.
+DATABRICKS_ENTRY_SCRIPT = (
+    '"""Runs datalake_assets.transform.pipes_entry (from --package) on Databricks."""\n'
+    "import sys\n\n"
+    "from pyspark.sql import SparkSession\n\n"
+    "args = sys.argv[1:]\n"
+    'SparkSession.builder.getOrCreate().sparkContext.addPyFile(args[args.index("--package") + 1])\n'
+    "from datalake_assets.transform.pipes_entry import main  # noqa: E402 - from the zip\n\n"
     "sys.exit(main())\n"
 )
 

@@ -76,6 +76,22 @@ def test_databricks_nodes_have_no_public_ip_and_the_policy_pins_the_runtime(azur
     assert "var.databricks_spark_version" in policy and "autotermination_minutes" in policy
 
 
+def test_the_jobs_principal_submits_runs_only_under_the_sync_policy(azure):
+    """[compute] backend = "databricks" authenticates as the jobs' principal: in the workspace
+    it may use the sync policy and create no other cluster; the job's Python reads the lake as
+    it, the secret from the Key Vault-backed scope."""
+    sp = azure["resource"]["databricks_service_principal.jobs"]
+    assert sp["application_id"] == "${azuread_application.lake.client_id}"
+    assert sp["allow_cluster_create"] is False
+    perms = azure["resource"]["databricks_permissions.sync_policy"]
+    assert perms["cluster_policy_id"] == "${databricks_cluster_policy.sync.id}"
+    (grant,) = perms["access_control"]
+    assert grant["permission_level"] == "CAN_USE"
+    env = azure["locals"]["sync_env_vars"]
+    assert env["AZURE_CLIENT_SECRET"].startswith("{{secrets/")
+    assert "spark_env_vars" in azure["resource"]["databricks_cluster_policy.sync"]["definition"]
+
+
 def test_every_variable_and_output_is_described_and_in_the_readme(azure):
     readme = (AZURE / "README.md").read_text(encoding="utf-8")
     for kind in ("variable", "output"):

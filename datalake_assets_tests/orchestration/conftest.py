@@ -32,3 +32,20 @@ def moto_cancel_steps(monkeypatch):
 
     monkeypatch.setattr(ElasticMapReduceResponse, "cancel_steps", cancel_steps, raising=False)
     return calls
+
+
+@pytest.fixture()
+def fake_databricks(tmp_path, monkeypatch):
+    """A Databricks workspace on loopback (``databricks_fake.py``). Its token is the
+    environment's ``DATABRICKS_TOKEN``, as in production; no other Databricks or Azure
+    configuration of this machine is read."""
+    import os
+
+    from datalake_assets_tests.orchestration.databricks_fake import FAKE_TOKEN, FakeDatabricks
+
+    for name in [k for k in os.environ if k.startswith(("DATABRICKS_", "ARM_", "AZURE_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("DATABRICKS_CONFIG_FILE", str(tmp_path / "no-databrickscfg"))
+    monkeypatch.setenv("DATABRICKS_TOKEN", FAKE_TOKEN)
+    with FakeDatabricks(tmp_path / "databricks") as fake:
+        yield fake

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import boto3
 
-from datalake_assets.orchestration import emr as emr_module
+from datalake_assets.orchestration import remote as remote_module
 from datalake_assets.catalog.config import CatalogConfig
 from datalake_assets.spec import layout
 from datalake_assets.lake.report import SyncReport, write_report
@@ -105,7 +105,7 @@ def interrupt_once_waiting(monkeypatch, find: Callable) -> None:
             raise KeyboardInterrupt
         real_sleep(seconds)
 
-    monkeypatch.setattr(emr_module.time, "sleep", sleep)
+    monkeypatch.setattr(remote_module.time, "sleep", sleep)
 
 
 def request(**kw) -> SyncRequest:

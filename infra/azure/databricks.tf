@@ -86,5 +86,34 @@ resource "databricks_cluster_policy" "sync" {
       data_security_mode      = { type = "fixed", value = "SINGLE_USER" }
     },
     { for k, v in local.sync_spark_conf : "spark_conf.${k}" => { type = "fixed", value = v } },
+    # The job's own file I/O (pyarrow.fs, and the Pipes files under _pipes/) reads the lake as
+    # the jobs' principal, from the standard Azure variables; the secret stays in Key Vault.
+    { for k, v in local.sync_env_vars : "spark_env_vars.${k}" => { type = "fixed", value = v } },
   ))
+}
+
+locals {
+  sync_env_vars = {
+    AZURE_TENANT_ID     = data.azurerm_client_config.current.tenant_id
+    AZURE_CLIENT_ID     = azuread_application.lake.client_id
+    AZURE_CLIENT_SECRET = "{{secrets/${var.name}/jobs-client-secret}}"
+  }
+}
+
+# The jobs' principal in the workspace: the orchestrator authenticates as it to submit the
+# sync runs ([compute] backend = "databricks"). No cluster creation of its own: job clusters
+# only under the sync policy (CAN_USE), which fixes what they may be.
+resource "databricks_service_principal" "jobs" {
+  application_id       = azuread_application.lake.client_id
+  display_name         = "${var.name}-jobs"
+  allow_cluster_create = false
+}
+
+resource "databricks_permissions" "sync_policy" {
+  cluster_policy_id = databricks_cluster_policy.sync.id
+
+  access_control {
+    service_principal_name = databricks_service_principal.jobs.application_id
+    permission_level       = "CAN_USE"
+  }
 }
