@@ -5,6 +5,7 @@
     datalake sync --hours H ...  run one sync outside Dagster (local Spark), print the report
     datalake import [--from D]   import Segment's S3-destination archive into the raw archive
     datalake collect             run the Segment-compatible collector until SIGTERM/SIGINT
+    datalake catalog init-metastore   create a MySQL/MariaDB metastore's schema, once, up front
 """
 
 from __future__ import annotations
@@ -213,6 +214,22 @@ def cmd_ddl(settings: LakeSettings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_catalog(settings: LakeSettings, args: argparse.Namespace) -> int:
+    """``init-metastore``: the Hive schema of ``[catalog] metastore_jdbc_url``'s database
+    (``catalog/metastore_init.py``); sessions never create it themselves."""
+    from datalake_assets.catalog.base import CatalogError
+    from datalake_assets.catalog.config import config_from_settings
+    from datalake_assets.catalog.metastore_init import init_metastore
+
+    try:
+        result = init_metastore(config_from_settings(settings.catalog))
+    except CatalogError as e:
+        print(f"datalake: {e}", file=sys.stderr)
+        return 2 if e.code == "invalid_settings" else 1
+    print(result.summary())
+    return 0
+
+
 def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
     import logging
     import threading
@@ -314,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--port", type=int, help="port, 0 for any free one (default: [collector] port)")
     c.add_argument("--workers", type=int, help="processes (default: [collector] workers)")
 
+    k = sub.add_parser("catalog", help="catalog maintenance (README: Catalog)")
+    k.add_argument("action", choices=["init-metastore"],
+                   help="init-metastore: create the Hive schema of metastore_jdbc_url's "
+                        "database (idempotent)")
+
     args = p.parse_args(argv)
     try:
         settings = load_settings(args.settings)
@@ -321,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"datalake: invalid settings: {e}", file=sys.stderr)
         return 2
     commands = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
-                "import": cmd_import,
+                "import": cmd_import, "catalog": cmd_catalog,
                 "collect": cmd_collect}
     return commands[args.command](settings, args)
 
