@@ -113,13 +113,18 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
 
 
 def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
+    from datalake_assets.catalog.base import CatalogError
     from datalake_assets.transform.request import SyncError, request_from_settings
     from datalake_assets.transform.session import settings_spark_session
     from datalake_assets.transform.sync import run_sync
 
     source = settings.source(args.source) if args.source else settings.sources[0]
     request = request_from_settings(settings, source, args.hours, replay=args.replay)
-    spark = settings_spark_session(settings)
+    try:
+        spark = settings_spark_session(settings)
+    except CatalogError as e:  # a JDBC metastore's password or driver jar missing
+        print(f"datalake: {e}", file=sys.stderr)
+        return 2
     try:
         result = run_sync(spark, request)
     except SyncError as e:

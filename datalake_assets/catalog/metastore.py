@@ -152,6 +152,8 @@ _NOT_READY = (
      "created on first use: two processes doing so at once deadlock)"),
     ("Required table missing",
      f"the metastore database lacks Hive tables: run `{INIT_COMMAND}`"),
+    ("Hive metastore database is not initialized",  # what Hive says without verification
+     f"the metastore database has no Hive schema yet: run `{INIT_COMMAND}` once"),
     ("Hive Schema version",
      "the metastore database holds another Hive version's schema than Spark's built-in Hive "
      "client expects"),
