@@ -5,6 +5,7 @@
     datalake sync --hours H ...  run one sync outside Dagster (local Spark), print the report
     datalake import [--from D]   import Segment's S3-destination archive into the raw archive
     datalake collect             run the Segment-compatible collector until SIGTERM/SIGINT
+    datalake catalog init-metastore   create a MySQL/MariaDB metastore's schema, once, up front
 """
 
 from __future__ import annotations
@@ -112,13 +113,18 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
 
 
 def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
+    from datalake_assets.catalog.base import CatalogError
     from datalake_assets.transform.request import SyncError, request_from_settings
     from datalake_assets.transform.session import settings_spark_session
     from datalake_assets.transform.sync import run_sync
 
     source = settings.source(args.source) if args.source else settings.sources[0]
     request = request_from_settings(settings, source, args.hours, replay=args.replay)
-    spark = settings_spark_session(settings)
+    try:
+        spark = settings_spark_session(settings)
+    except CatalogError as e:  # a JDBC metastore's password or driver jar missing
+        print(f"datalake: {e}", file=sys.stderr)
+        return 2
     try:
         result = run_sync(spark, request)
     except SyncError as e:
@@ -210,6 +216,22 @@ def cmd_ddl(settings: LakeSettings, args: argparse.Namespace) -> int:
     except CatalogError as e:
         print(f"datalake: {e}", file=sys.stderr)
         return 2
+    return 0
+
+
+def cmd_catalog(settings: LakeSettings, args: argparse.Namespace) -> int:
+    """``init-metastore``: the Hive schema of ``[catalog] metastore_jdbc_url``'s database
+    (``catalog/metastore_init.py``); sessions never create it themselves."""
+    from datalake_assets.catalog.base import CatalogError
+    from datalake_assets.catalog.config import config_from_settings
+    from datalake_assets.catalog.metastore_init import init_metastore
+
+    try:
+        result = init_metastore(config_from_settings(settings.catalog))
+    except CatalogError as e:
+        print(f"datalake: {e}", file=sys.stderr)
+        return 2 if e.code == "invalid_settings" else 1
+    print(result.summary())
     return 0
 
 
@@ -314,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--port", type=int, help="port, 0 for any free one (default: [collector] port)")
     c.add_argument("--workers", type=int, help="processes (default: [collector] workers)")
 
+    k = sub.add_parser("catalog", help="catalog maintenance (README: Catalog)")
+    k.add_argument("action", choices=["init-metastore"],
+                   help="init-metastore: create the Hive schema of metastore_jdbc_url's "
+                        "database (idempotent)")
+
     args = p.parse_args(argv)
     try:
         settings = load_settings(args.settings)
@@ -321,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"datalake: invalid settings: {e}", file=sys.stderr)
         return 2
     commands = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
-                "import": cmd_import,
+                "import": cmd_import, "catalog": cmd_catalog,
                 "collect": cmd_collect}
     return commands[args.command](settings, args)
 

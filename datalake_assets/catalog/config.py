@@ -20,8 +20,9 @@ that is fine because every sync's Spark session lives in the one process that ru
 syncs are serialized by the Dagster pool ``spark_local`` (limit 1). A second JVM on the same
 folder at the same moment (a ``pyspark`` shell, ``datalake sync`` while a run is in progress)
 fails to boot the metastore ("Another instance of Derby may have already booted the
-database"). Use a remote metastore (``hive_metastore_uri``) for concurrent access, or
-``backend = "none"``.
+database"). For concurrent access use a metastore in MySQL/MariaDB (``metastore_jdbc_url``,
+``metastore.py``: the recommended local setup when runs overlap), a remote metastore
+(``hive_metastore_uri``), or ``backend = "none"``.
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ from __future__ import annotations
 import argparse
 import os
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from datalake_assets.catalog.base import CatalogError, NoCatalog, check_identifier
 from datalake_assets.catalog.glue import GlueCatalog
 from datalake_assets.catalog.hive import HiveCatalog
+from datalake_assets.catalog.metastore import effective_jdbc_url, jdbc_spark_conf, prepare_session
+from datalake_assets.catalog.settings import DEFAULT_METASTORE_JARS, MARIADB_DRIVER
 from datalake_assets.settings import DEFAULT_METASTORE_DIR, CatalogSettings, default_home
 
 BACKENDS = ("glue", "hive", "none")
@@ -59,6 +63,13 @@ class CatalogConfig:
     reports_database: str = DEFAULT_REPORTS_DATABASE  # holds the sync_reports table
     partition_batch_size: int = DEFAULT_PARTITION_BATCH_SIZE
     max_attempts: int = DEFAULT_MAX_ATTEMPTS  # Glue throttling retries (total attempts)
+    # a metastore in MySQL/MariaDB instead of Derby (metastore.py); no password here: it is
+    # read from the environment or metastore_password_file when the session starts
+    metastore_jdbc_url: str = ""
+    metastore_jdbc_driver: str = MARIADB_DRIVER
+    metastore_user: str = ""
+    metastore_password_file: str = ""
+    metastore_jars: str = DEFAULT_METASTORE_JARS
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -73,6 +84,11 @@ class CatalogConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise CatalogError(f"{name} must be an integer >= 1, got {value!r}",
                                    "invalid_settings")
+        if self.backend == "hive" and self.metastore_jdbc_url:
+            effective_jdbc_url(self.metastore_jdbc_url, self.metastore_jdbc_driver)  # checked
+            if self.hive_metastore_uri:
+                raise CatalogError("set either metastore_jdbc_url or hive_metastore_uri, not "
+                                   "both", "invalid_settings")
         if self.partition_batch_size > 100 and self.backend == "glue":
             raise CatalogError("partition_batch_size must be at most 100 for Glue "
                                f"(BatchCreatePartition's limit), got {self.partition_batch_size}",
@@ -126,15 +142,27 @@ class CatalogConfig:
         if self.backend != "hive":
             return {}
         if not self.metastore_dir and not self.hive_metastore_uri:
-            raise CatalogError("the Hive catalog needs metastore_dir (embedded Derby) or "
-                               "hive_metastore_uri", "invalid_settings")
+            raise CatalogError("the Hive catalog needs metastore_dir (embedded Derby, or the "
+                               "warehouse of metastore_jdbc_url) or hive_metastore_uri",
+                               "invalid_settings")
         base = self.metastore_dir.rstrip("/")
+        jdbc = jdbc_spark_conf(
+            self.metastore_jdbc_url, self.metastore_jdbc_driver, self.metastore_user,
+            self.metastore_jars, self.metastore_password_file,
+        ) if self.metastore_jdbc_url else None
         return hive_spark_conf(base, f"{base}/warehouse" if base else "",
-                               self.hive_metastore_uri or None)
+                               self.hive_metastore_uri or None, jdbc)
+
+
+def prepare_session_env(conf: Mapping[str, str]) -> None:
+    """What a local session with ``conf`` needs before its JVM starts (a JDBC metastore's
+    jar checked and password exported: ``metastore.prepare_session``); nothing otherwise."""
+    prepare_session(conf)
 
 
 def hive_spark_conf(
-    metastore_dir: str, warehouse_dir: str, metastore_uri: str | None = None
+    metastore_dir: str, warehouse_dir: str, metastore_uri: str | None = None,
+    jdbc: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Spark settings that make a session use a Hive metastore.
 
@@ -143,6 +171,8 @@ def hive_spark_conf(
       goes there too: nothing lands in the current directory. One JVM at a time (see the
       module doc).
     * remote: ``spark.hadoop.hive.metastore.uris`` (a thrift URI, or several comma-separated).
+    * MySQL/MariaDB (``jdbc``: ``metastore.jdbc_spark_conf``): those settings; the metastore
+      folder only holds the warehouse.
 
     ``spark.driver.extraJavaOptions`` is set to ``-Duser.timezone=UTC`` plus the Derby home:
     these entries are meant to be applied after the job's own (which sets the time zone).
@@ -158,6 +188,8 @@ def hive_spark_conf(
     java_options = ["-Duser.timezone=UTC"]
     if metastore_uri:
         conf["spark.hadoop.hive.metastore.uris"] = metastore_uri
+    elif jdbc:
+        conf.update(jdbc)
     else:
         if not metastore_dir or "://" in metastore_dir:
             raise ValueError(f"an embedded metastore needs a local folder, got {metastore_dir!r}")
@@ -190,7 +222,6 @@ def catalog_from_config(cfg: CatalogConfig, spark: Any = None):
     return HiveCatalog(spark, batch_size=cfg.partition_batch_size)
 
 
-
 def config_from_settings(settings: CatalogSettings, home: str | None = None) -> CatalogConfig:
     """The ``CatalogConfig`` a sync gets from the ``[catalog]`` settings (the one place)."""
     metastore_dir = settings.metastore_dir or os.path.join(
@@ -200,4 +231,9 @@ def config_from_settings(settings: CatalogSettings, home: str | None = None) -> 
         glue_endpoint_url=settings.glue_endpoint_url, glue_catalog_id=settings.glue_catalog_id,
         hive_metastore_uri=settings.hive_metastore_uri, metastore_dir=metastore_dir,
         reports_database=settings.reports_database,
+        metastore_jdbc_url=settings.metastore_jdbc_url,
+        metastore_jdbc_driver=settings.metastore_jdbc_driver,
+        metastore_user=settings.metastore_user,
+        metastore_password_file=settings.metastore_password_file,
+        metastore_jars=settings.metastore_jars,
     )

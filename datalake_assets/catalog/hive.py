@@ -66,6 +66,7 @@ from datalake_assets.catalog.base import (
     quote_identifier,
     quote_location,
 )
+from datalake_assets.catalog.metastore import explain
 
 _SPARK_TYPES = {"bigint": "LongType", "double": "DoubleType", "boolean": "BooleanType",
                 "timestamp": "TimestampType", "string": "StringType"}
@@ -114,7 +115,12 @@ class HiveCatalog(Catalog):
         verb = " ".join(statement.split()[:3])
         where = f" on {resource}" if resource else ""
         lower = str(e).lower()
-        if "permission denied" in lower or "access denied" in lower:
+        # a metastore database that is not ready says why only deep in the Java causes
+        meaning = explain(e)
+        if meaning:
+            text = f"{meaning} ({text})"
+            lower += meaning.lower()
+        if "permission denied" in lower or "access denied" in lower or "refused the user" in lower:
             return CatalogError(f"hive:{verb}{where}: {text}", INSUFFICIENT_PERMISSIONS)
         return CatalogError(f"hive:{verb}{where}: {text}", INTERNAL)
 

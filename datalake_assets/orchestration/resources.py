@@ -61,9 +61,9 @@ class LocalSparkCompute(SparkCompute):
 
     def spark(self):
         if self._pyspark is None:
-            prepare_local_spark_env()
-            self._pyspark = LazyPySparkResource(spark_config=local_session_conf(
-                self.master, self.driver_memory, dict(self.conf)))
+            conf = local_session_conf(self.master, self.driver_memory, dict(self.conf))
+            prepare_local_spark_env(conf)  # a JDBC metastore's password: never in self.conf
+            self._pyspark = LazyPySparkResource(spark_config=conf)
         return self._pyspark.spark_session
 
     def run_sync(

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 
-from datalake_assets.catalog.config import CatalogConfig, config_from_settings
+from datalake_assets.catalog.config import CatalogConfig, config_from_settings, prepare_session_env
 from datalake_assets.settings import LakeSettings, SparkSettings
 
 # Session settings the job relies on, wherever it runs (local session or spark-submit).
@@ -40,10 +41,14 @@ def spark_settings_conf(spark: SparkSettings, catalog: CatalogConfig) -> dict[st
             **catalog.spark_conf()}
 
 
-def prepare_local_spark_env() -> None:
-    """What a local session needs before the JVM starts: a loopback address, this Python."""
+def prepare_local_spark_env(conf: Mapping[str, str] | None = None) -> None:
+    """What a local session needs before the JVM starts: a loopback address, this Python,
+    and for a metastore in MySQL/MariaDB its driver's jar and password (the JVM reads the
+    password from its environment: ``catalog/metastore.py``)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if conf:
+        prepare_session_env(conf)
 
 
 def local_session_conf(master: str = _DEFAULT_SPARK.master,
@@ -67,11 +72,12 @@ def local_spark_session(master: str = _DEFAULT_SPARK.master,
                         driver_memory: str = _DEFAULT_SPARK.driver_memory,
                         extra: dict | None = None):
     """A local session (one per process: an existing one is returned)."""
-    prepare_local_spark_env()
+    conf = local_session_conf(master, driver_memory, extra)
+    prepare_local_spark_env(conf)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for k, v in local_session_conf(master, driver_memory, extra).items():
+    for k, v in conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
 
