@@ -65,14 +65,37 @@ def to_location(template: str, fs_path: str) -> str:
     return f"{template.split('://', 1)[0]}://{fs_path}"
 
 
+def hidden_path(path: str, location: str) -> str:
+    """Where to write ``path`` (a path of ``location``'s filesystem) before ``publish``: next
+    to it under a ``.tmp-`` name; on blob-only Azure in a ``.tmp-`` folder of its own, which
+    is deleted in one batch afterwards (pyarrow deletes a single blob under a lease, and its
+    release of that lease after the delete can stall for seconds)."""
+    folder, _, name = path.rpartition("/")
+    if is_azure(location) and not renames_directories(location):
+        return f"{folder}/{temporary_name(name)}/{name}"
+    return f"{folder}/{temporary_name(name)}"
+
+
 def publish(fs: pafs.FileSystem, hidden: str, path: str, location: str) -> None:
     """Make the complete hidden file ``hidden`` appear as ``path`` in one step (``location``:
     any location of the same filesystem, which says how)."""
     if is_azure(location) and not renames_directories(location):
         fs.copy_file(hidden, path)  # blob-only: no rename; Copy Blob appears whole
-        fs.delete_file(hidden)
+        discard_hidden(fs, hidden)
     else:
         rename(fs, hidden, path)  # local, HNS; on S3 pyarrow copies and deletes
+
+
+def discard_hidden(fs: pafs.FileSystem, hidden: str) -> None:
+    """Remove a hidden file (and its own ``.tmp-`` folder, see ``hidden_path``), quietly."""
+    folder = hidden.rpartition("/")[0]
+    try:
+        if folder.rpartition("/")[2].startswith(".tmp-"):
+            fs.delete_dir(folder)
+        else:
+            fs.delete_file(hidden)
+    except OSError:
+        pass
 
 
 def rename(fs: pafs.FileSystem, src: str, dst: str) -> None:
@@ -117,14 +140,13 @@ def write_bytes_atomic(location: str, data: bytes) -> None:
     Azure: a hidden file, published)."""
     fs, path = resolve(location)
     if is_azure(location):
-        folder, _, name = path.rpartition("/")
-        hidden = f"{folder}/{temporary_name(name)}"
+        hidden = hidden_path(path, location)
         try:
             with fs.open_output_stream(hidden, compression=None) as f:
                 f.write(data)
             publish(fs, hidden, path, location)
         except BaseException:
-            _discard_quietly(fs, hidden)
+            discard_hidden(fs, hidden)
             raise
         return
     if is_uri(location):
@@ -243,13 +265,6 @@ def delete_file(location: str) -> bool:
     return True
 
 
-def _discard_quietly(fs: pafs.FileSystem, path: str) -> None:
-    try:
-        fs.delete_file(path)
-    except OSError:
-        pass
-
-
 def temporary_name(name: str) -> str:
     """A hidden (``.``-prefixed, so invisible to the sync and the sensors), unique name."""
     return f".tmp-{uuid.uuid4().hex[:12]}-{name}"
@@ -292,8 +307,7 @@ class StagedFile:
                 return
             self._f.close()
             fs, path = resolve(self.location)
-            folder, _, name = path.rpartition("/")
-            hidden = f"{folder}/{temporary_name(name)}"
+            hidden = hidden_path(path, self.location)
             try:
                 # compression=None: pyarrow would gzip a ".gz" name once more
                 with open(self._tmp, "rb") as src, \
@@ -302,7 +316,7 @@ class StagedFile:
                         out.write(chunk)
                 publish(fs, hidden, path, self.location)
             except BaseException:
-                _discard_quietly(fs, hidden)
+                discard_hidden(fs, hidden)
                 raise
         finally:
             self._discard()

@@ -138,7 +138,8 @@ def test_a_file_appears_whole_never_empty_or_partial(container, monkeypatch):
     staged = storage.StagedFile(f"{root}/y.jsonl.gz")
     staged.write(b"2" * 3000)
     staged.commit()
-    visible = [[n for n in (loc.rsplit("/", 1)[1] for loc, _ in s) if not n.startswith(".")]
+    visible = [[rel for rel in (loc[len(root) + 1:] for loc, _ in s)
+                if not any(p.startswith(".") for p in rel.split("/"))]
                for s in seen]  # hidden names (.tmp-) are skipped by every reader
     assert visible == [[], ["x.json"]]
     assert storage.list_files(root) == [(f"{root}/x.json", 1000), (f"{root}/y.jsonl.gz", 3000)]
