@@ -163,8 +163,8 @@ def _plan_swaps(run: SyncRun, tables: set[str], hours: list[str]) -> list[commit
             live = [loc for loc, _ in storage.list_files(target)]
             if not any(layout.hour_of_data_file(loc) in hs for loc in live):
                 continue
-            if not storage.is_uri(staged):
-                os.makedirs(staged, exist_ok=True)
+            if storage.renames_directories(staged):  # renamed in: must exist (empty)
+                storage.create_dir(staged)
         swaps.append(commit.Swap(staged=staged, target=target, hours=tuple(sorted(hs))))
     return swaps
 
