@@ -18,6 +18,9 @@ reader would see at that moment).
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
 from collections.abc import Callable
 
@@ -110,15 +113,89 @@ def hns_filesystem(root: str, after_rename: Callable[[str, str], None] | None = 
     return pafs.PyFileSystem(handler), handler
 
 
-def install(monkeypatch_setattr: Callable, fs: pafs.FileSystem) -> None:
+class EmulatedLeaseStore:
+    """The lock's lease blob (``lake/lease_store.py``) as a file of the emulated account, its
+    conditional writes made atomic by an ``flock`` (the emulation has no blob endpoint)."""
+
+    root = ""  # the account's folder (set by ``install``)
+
+    def __init__(self, location: str) -> None:
+        from datalake_assets.spec import azure_uri
+
+        self.path = os.path.join(self.root, azure_uri.parse(location).fs_path)
+
+    def _mutex(self) -> int:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fd = os.open(self.path + ".mutex", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def _etag(self) -> str | None:
+        try:
+            with open(self.path, "rb") as f:
+                return hashlib.sha256(f.read()).hexdigest()[:16]
+        except FileNotFoundError:
+            return None
+
+    def _write(self, body: bytes) -> str:
+        with open(self.path, "wb") as f:
+            f.write(body)
+        return hashlib.sha256(body).hexdigest()[:16]
+
+    def create(self, body: bytes) -> str | None:
+        fd = self._mutex()
+        try:
+            return None if self._etag() is not None else self._write(body)
+        finally:
+            os.close(fd)
+
+    def replace(self, body: bytes, etag: str) -> str | None:
+        fd = self._mutex()
+        try:
+            return self._write(body) if self._etag() == etag else None
+        finally:
+            os.close(fd)
+
+    def read(self) -> tuple[dict, str] | None:
+        fd = self._mutex()
+        try:
+            with open(self.path, "rb") as f:
+                body = f.read()
+            return json.loads(body or b"{}"), hashlib.sha256(body).hexdigest()[:16]
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(fd)
+
+    def etag(self) -> str | None:
+        return self._etag()
+
+    def delete(self, etag: str) -> None:
+        fd = self._mutex()
+        try:
+            if self._etag() == etag:
+                os.unlink(self.path)
+        finally:
+            os.close(fd)
+
+
+def install(monkeypatch_setattr: Callable, fs: pafs.FileSystem, root: str = "") -> None:
     """Make every ``abfss://`` (and ``az://``) location resolve to ``fs`` (the account is the
-    folder; ``container/path`` inside it, as in pyarrow's ``AzureFileSystem``)."""
-    from datalake_assets.lake import azure
+    folder; ``container/path`` inside it, as in pyarrow's ``AzureFileSystem``); with the
+    folder ``root``, the lock's lease lives there too (never an Azure endpoint)."""
+    from datalake_assets.lake import azure, lock
 
     monkeypatch_setattr(azure, "filesystem", lambda uri: fs)
+    if root:
+        store = type("RootedLeaseStore", (EmulatedLeaseStore,), {"root": root})
+        monkeypatch_setattr(lock, "AzureLeaseStore", store)
 
 
 ROOT_ENV = "DATALAKE_TEST_HNS_ROOT"
+# Set wherever the emulation is: a path it does not cover would reach a closed loopback port
+# with a dummy key (failing at once), never a public endpoint or the instance metadata service.
+LOOPBACK_GUARD = {"DATALAKE_AZURE_BLOB_ENDPOINT": "http://127.0.0.1:9",
+                  "AZURE_STORAGE_ACCOUNT_KEY": "bm90LWEta2V5"}
 
 
 def install_from_environment() -> None:
@@ -127,4 +204,4 @@ def install_from_environment() -> None:
     root = os.environ.get(ROOT_ENV)
     if root:
         fs, _ = hns_filesystem(root)
-        install(setattr, fs)
+        install(setattr, fs, root)

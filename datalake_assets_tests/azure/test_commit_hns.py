@@ -14,7 +14,12 @@ import pytest
 
 from datalake_assets.lake import commit, storage
 from datalake_assets.lake.faults import ENV as FAULT_ENV
-from datalake_assets_tests.azure.hns_emulation import HnsRulesHandler, hns_filesystem, install
+from datalake_assets_tests.azure.hns_emulation import (
+    LOOPBACK_GUARD,
+    HnsRulesHandler,
+    hns_filesystem,
+    install,
+)
 
 LAKE = "abfss://lake@acct1.dfs.core.windows.net/prod"
 LOCAL_LAKE = "lake/prod"  # the same lake, inside the emulated account's folder
@@ -59,6 +64,8 @@ class Account:
 
 @pytest.fixture()
 def account(tmp_path, monkeypatch) -> Account:
+    for name, value in LOOPBACK_GUARD.items():
+        monkeypatch.setenv(name, value)
     return Account(tmp_path / "account", monkeypatch)
 
 
