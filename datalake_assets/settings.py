@@ -16,10 +16,11 @@ Loading order, later wins::
   ``DATALAKE_CATALOG_BACKEND``, ``DATALAKE_COMPUTE_BACKEND``, ``DATALAKE_WEBSERVER_URL``,
   ``DATALAKE_WRITE_KEYS`` (``key=source,key=source``: replaces every source's ``write_keys``;
   keep the keys out of the file this way). An empty variable counts as unset.
-* Roots are local folders or URIs (``s3://bucket/prefix``). A URI is kept as written (minus
-  trailing ``/``; ``os.path`` never touches it). A local path is made absolute: relative to the
-  settings file's folder (from the file), to the home folder (defaults: ``<home>/archive`` and
-  ``<home>/lake``), or to the current directory (from the environment). ``~`` is expanded.
+* Roots are local folders or URIs (``s3://bucket/prefix``; Azure: ``spec/azure_uri.py``), a
+  URI kept as written (minus trailing ``/``; ``os.path`` never touches it), a local path made
+  absolute: relative to the settings file's folder (from the file), to the home folder
+  (defaults: ``<home>/archive`` and ``<home>/lake``), or to the current directory (from the
+  environment). ``~`` is expanded.
 * Home: ``$DATALAKE_HOME``, else ``<cwd>/.datalake``.
 
 Everything is validated when loaded: unknown keys (typos), wrong types, invalid names, unknown
@@ -137,7 +138,7 @@ class SourceSettings:
     # who answers for the source's assets (shown in the Dagster UI): emails or "team:<name>"
     owners: Annotated[tuple[str, ...], PlainValidator(_owners)] = ()
     # Segment's S3-destination archive to import (datalake_assets.ingest.segment_import): a local
-    # folder or s3:// URI holding segment-logs/<segment_source_id>/<day epoch ms>/*.gz; "": none
+    # folder, s3:// or Azure URI with segment-logs/<segment_source_id>/<day epoch ms>/*.gz; "": none
     segment_archive: SegmentArchive = ""
     # the source's folder in segment-logs/; "" -> id (with an archive)
     segment_source_id: Match(_ID_RE, "Segment source id", _ID_RULE, empty=True) = ""
@@ -210,7 +211,7 @@ class LakeSettings:
         sources=[{"id": DEFAULT_SOURCE_ID}], spark={}, sync={}, automation={}, catalog={},
         compute={}, collector={}, privacy={})
 
-    archive_root: Root  # absolute local path or URI (s3://bucket/prefix), no trailing '/'
+    archive_root: Root  # absolute local path or URI (s3://, abfss://, az://), no trailing '/'
     lake_root: Root
     sources: Annotated[tuple[SourceSettings, ...], BeforeValidator(_sources)]
     spark: SparkSettings = dataclasses.field(default_factory=SparkSettings)

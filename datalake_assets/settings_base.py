@@ -21,6 +21,8 @@ from pydantic import ValidationInfo, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic_core import PydanticCustomError
 
+from datalake_assets.spec import azure_uri
+
 ENV_HOME = "DATALAKE_HOME"
 T = TypeVar("T", bound=type)
 M = TypeVar("M")
@@ -275,11 +277,24 @@ def resolve_root(root: str, base: str) -> str:
         if not m or not rest:
             raise SettingsError(f"invalid URI {root!r}; allowed: scheme://bucket/prefix (e.g. "
                                 "s3://my-lake/data) or a local folder")
+        check_azure_uri(f"{m.group(1)}://{rest}")
         return f"{m.group(1)}://{rest}"
     if HALF_URI_RE.match(root):
         raise SettingsError(
             f"{root!r} looks like a URI missing a '/' (write scheme://bucket/prefix)")
     return os.path.normpath(os.path.join(base, os.path.expanduser(root)))
+
+
+def check_azure_uri(uri: str) -> None:
+    """Azure URIs (and the spellings of Azure that are refused) follow Azure's rules; other
+    schemes pass (``s3://``)."""
+    scheme = azure_uri.scheme_of(uri)
+    if scheme in azure_uri.AZURE_SCHEMES or scheme in azure_uri.OTHER_AZURE_SCHEMES:
+        try:
+            azure_uri.parse(uri)
+        except ValueError as e:
+            shown = uri.split("?", 1)[0] + ("?<redacted>" if "?" in uri else "")  # a SAS token
+            raise SettingsError(f"invalid Azure URI {shown!r}: {e}") from None
 
 
 def _root(value: str, info: ValidationInfo) -> str:

@@ -10,7 +10,8 @@ Each file holds one JSON message per line, ``\\n``-terminated, gzip level 1 (or 
 ``part-NNNN.jsonl`` with ``compress=False``). A file is written under a temporary dot-name
 (``.part-0000.jsonl.gz.tmp``) in the same folder and renamed when complete, so readers, which
 ignore dot-files, never see half a file. ``archive_root`` is a local path or any URI pyarrow
-understands (``s3://bucket/prefix``; there the rename is a copy and a delete).
+understands (``s3://bucket/prefix``, ``abfss://``, ``az://``; on S3 and blob-only Azure the
+rename is a copy and a delete).
 
 What one hour holds (``events_per_hour`` lines, exactly):
 
@@ -74,6 +75,7 @@ from datetime import date
 
 import orjson
 
+from datalake_assets.lake import storage
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir, join
 
 __all__ = [
@@ -895,8 +897,9 @@ class _Sink:
     _MAX_IN_FLIGHT = 4
 
     def __init__(self, fs, directory: str, name: str, compress: bool,
-                 pool: ThreadPoolExecutor) -> None:
+                 pool: ThreadPoolExecutor, root: str = "") -> None:
         self.fs = fs
+        self.root = root  # the archive root: how a file is published there (storage.publish)
         self.final = f"{directory}/{name}"
         self.tmp = f"{directory}/.{name}.tmp"
         self.pool = pool
@@ -924,8 +927,8 @@ class _Sink:
         self.out.close()
         if self.fs is None:
             os.replace(self.tmp, self.final)
-        else:
-            self.fs.move(self.tmp, self.final)
+        else:  # a rename, or on blob-only Azure a copy and a delete
+            storage.publish(self.fs, self.tmp, self.final, self.root)
 
     def abort(self) -> None:
         for fut in self.in_flight:
@@ -990,10 +993,8 @@ def generate_archive(
     _check_args(hours, events_per_hour, files_per_hour,
                 {"malformed_rate": malformed_rate, "duplicate_rate": duplicate_rate,
                  "late_rate": late_rate})
-    if "://" in archive_root:
-        from pyarrow import fs as pafs
-
-        fs, base = pafs.FileSystem.from_uri(archive_root)
+    if "://" in archive_root:  # the lake's filesystems (Azure: built from the environment)
+        fs, base = storage.resolve(archive_root)
     else:
         fs, base = None, archive_root
 
@@ -1049,7 +1050,7 @@ def _write_hour(fs, base: str, archive_root: str, source_id: str, hour: ArchiveH
     for f in range(n_files):
         first, last = f * n_lines // n_files, (f + 1) * n_lines // n_files
         name = f"part-{f:04d}{ext}"
-        sink = _Sink(fs, directory, name, compress, pool)
+        sink = _Sink(fs, directory, name, compress, pool, archive_root)
         try:
             for slot in range(first, last):
                 # this line's receivedAt: its share of the hour plus jitter, inside the hour

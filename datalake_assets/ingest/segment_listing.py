@@ -1,6 +1,7 @@
-"""Listing a Segment source's day folders, locally (``os.scandir``) or on S3
-(``list_objects_v2``, with the archive sensor's client): which files each day holds, with the
-size and version that tell the importer whether a file changed."""
+"""Listing a Segment source's day folders, locally (``os.scandir``), on S3
+(``list_objects_v2``, with the archive sensor's client) or on Azure (pyarrow, one folder at a
+time): which files each day holds, with the size and version that tell the importer whether a
+file changed."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from datalake_assets.ingest.segment_layout import (
     parse_day_folder,
     segment_source_dir,
 )
-from datalake_assets.lake.listing import S3ArchiveLister
+import pyarrow.fs as pafs
+
+from datalake_assets.lake.listing import S3ArchiveLister, list_folder
 from datalake_assets.spec import layout
+from datalake_assets.spec.azure_uri import AZURE_SCHEMES
 from datalake_assets.spec.layout import S3_SCHEMES
 
 DEFAULT_LIST_LIMIT = 200_000  # folder entries or keys listed per call at most (sensor ticks)
@@ -25,7 +29,7 @@ DEFAULT_LIST_LIMIT = 200_000  # folder entries or keys listed per call at most (
 class SegmentObject:
     name: str  # base name in the day folder
     size: int
-    version: str  # ETag (S3) or mtime in ns (local)
+    version: str  # ETag (S3) or mtime in ns (local, Azure)
 
 
 @dataclass
@@ -110,6 +114,21 @@ class LocalSegmentLister:
         return found
 
 
+class FileSystemSegmentLister(LocalSegmentLister):
+    """The local lister's walk through pyarrow's filesystem (Azure); versions are modification
+    times, as for the archive (``lake.listing.FileSystemArchiveLister``)."""
+
+    @staticmethod
+    def _scan(path: str, out: SegmentListing) -> list[tuple[str, bool]]:
+        return [(i.base_name, i.type == pafs.FileType.Directory) for i in list_folder(path, out)]
+
+    @staticmethod
+    def _scan_files(path: str, out: SegmentListing) -> list[SegmentObject | None]:
+        return [(SegmentObject(i.base_name, i.size or 0, str(i.mtime_ns or 0))
+                 if is_input_file(i.base_name) else None)
+                for i in list_folder(path, out) if i.type == pafs.FileType.File]
+
+
 class S3SegmentLister(S3ArchiveLister):
     """``list_objects_v2`` under ``<prefix>/segment-logs/<id>/``, ``StartAfter`` the first day
     wanted. Day folders of 13 digits (2001-09-09 to 2286) sort by name as by time, so a listing
@@ -177,4 +196,7 @@ def segment_lister_for(segment_archive: str) -> SegmentLister:
         return LocalSegmentLister()
     if scheme in S3_SCHEMES:
         return S3SegmentLister()
-    raise ValueError(f"Segment archives are local folders or s3:// URIs; not {segment_archive!r}")
+    if scheme in AZURE_SCHEMES:
+        return FileSystemSegmentLister()
+    raise ValueError("Segment archives are local folders, s3://, abfss:// or az:// URIs; not "
+                     f"{segment_archive!r}")

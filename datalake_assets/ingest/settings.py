@@ -12,10 +12,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, PlainValidator, ValidationInfo, model_validator
 
+from datalake_assets.spec.azure_uri import AZURE_SCHEMES
 from datalake_assets.spec.layout import S3_SCHEMES
 from datalake_assets.settings_base import (
-    HALF_URI_RE, URI_RE, Int, LocalFolder, Match, SettingsError, Str, base_of, default_home,
-    file_defaults, resolve_root, settings_model, type_name)
+    HALF_URI_RE, URI_RE, Int, LocalFolder, Match, SettingsError, Str, base_of, check_azure_uri,
+    default_home, file_defaults, resolve_root, settings_model, type_name)
 
 DEFAULT_SPOOL_DIR = "spool"  # relative like the roots: <home>/spool by default
 ENV_WRITE_KEYS = "DATALAKE_WRITE_KEYS"
@@ -87,15 +88,18 @@ def _segment_archive(root: str, info: ValidationInfo) -> str:
     if root != root.strip() or root.endswith("/"):
         raise SettingsError(f"has surrounding spaces or a trailing '/': {root!r}")
     m = URI_RE.fullmatch(root)
-    if m and (m.group(1).lower() not in S3_SCHEMES or not m.group(2)):
-        raise SettingsError(
-            f"invalid archive {root!r}; allowed: a local folder or s3://bucket[/prefix]")
+    if m and m.group(2) and m.group(1).lower() in AZURE_SCHEMES:
+        check_azure_uri(root)
+    elif m and (m.group(1).lower() not in S3_SCHEMES or not m.group(2)):
+        raise SettingsError(f"invalid archive {root!r}; allowed: a local folder, "
+                            "s3://bucket[/prefix], abfss:// or az:// (Azure)")
     if not m and ("://" in root or HALF_URI_RE.match(root)):
         raise SettingsError(f"invalid URI {root!r}; write s3://bucket/prefix")
     return root
 
 
-# Segment's S3-destination archive a source imports: a local folder or s3:// URI; "": none.
+# Segment's S3-destination archive a source imports: a local folder, an s3:// URI or an Azure
+# one (a copy of it); "": none.
 SegmentArchive = Annotated[Str, AfterValidator(_segment_archive)]
 
 

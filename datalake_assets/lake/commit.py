@@ -23,10 +23,18 @@ A reader of a partition directory therefore sees the old hour or the new hour, n
 and a re-run replaces an hour instead of adding to it. Hours of a run whose tables disappeared
 (no rows any more) are swapped with an empty version.
 
-On an object store (``s3://``) there is no rename: new objects are copied in under their final
-names, then the replaced hour's old objects are deleted. A direct-path reader can briefly see
-both versions; catalog readers are switched atomically by the catalog's partition update
-(the catalog issue). The journal and roll-forward recovery work the same way.
+On Azure with a hierarchical namespace (``abfss://``) a directory rename is atomic but there
+is no exchange, and a rename onto a non-empty directory fails. Step 3 is then: rename the live
+dir aside (to ``<staged>.replaced``, inside the run's staging area, where no reader looks),
+rename the staged dir in, delete the old version. A reader of the partition sees the old hour,
+briefly no hour, or the new hour, never a mix. A crash between the renames leaves the hour
+absent until ``recover`` (the next sync of the source) renames the staged dir in.
+
+On an object store (``s3://``, and blob-only Azure ``az://``) there is no rename: new objects
+are copied in under their final names, then the replaced hour's old objects are deleted. A
+direct-path reader can briefly see both versions; catalog readers are switched atomically by
+the catalog's partition update (the catalog issue). The journal and roll-forward recovery
+work the same way.
 """
 
 from __future__ import annotations
@@ -91,10 +99,12 @@ def recover(lake_root: str, source_dir: str) -> list[str]:
 
 def apply_swap(swap: Swap, run_id: str) -> None:
     """Idempotent: a swap already made (marker present) only cleans up."""
-    if storage.is_uri(swap.target):
-        _apply_object_store(swap, run_id)
-    else:
+    if not storage.is_uri(swap.target):
         _apply_local(swap, run_id)
+    elif storage.renames_directories(swap.target):
+        _apply_renames(swap, run_id)
+    else:
+        _apply_object_store(swap, run_id)
 
 
 # ------------------------------------------------------------------------------- local files
@@ -175,6 +185,60 @@ def _fsync_dir(directory: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# ------------------------------------------------------- hierarchical namespace (abfss://)
+
+
+def aside_location(swap: Swap) -> str:
+    """Where the live version waits between the two renames: inside the run's staging area
+    (never next to the partition, where Spark would read ``hr=10.old`` as another hour)."""
+    return f"{swap.staged}.replaced"
+
+
+def _fs_marker_run(fs: pafs.FileSystem, directory: str) -> str | None:
+    try:
+        with fs.open_input_stream(f"{directory}/{MARKER}", compression=None) as f:
+            return f.read().decode("utf-8").strip()
+    except (FileNotFoundError, OSError):
+        return None
+
+
+def _is_dir(fs: pafs.FileSystem, path: str) -> bool:
+    return fs.get_file_info(path).type == pafs.FileType.Directory
+
+
+def _apply_renames(swap: Swap, run_id: str) -> None:
+    fs, target = storage.resolve(swap.target)
+    _, staged = storage.resolve(swap.staged)
+    _, aside = storage.resolve(aside_location(swap))
+    if _fs_marker_run(fs, target) == run_id:  # swapped: only the old version to delete
+        storage.delete_dir(aside_location(swap))
+        storage.delete_dir(swap.staged)
+        return
+    if not _is_dir(fs, staged):
+        raise RuntimeError(f"staged partition missing, cannot commit: {swap.staged}")
+    hours = set(swap.hours)
+    live = _is_dir(fs, target)
+    if live:  # carry over the partition's other hours (coarse layouts): server-side copies
+        have = {i.base_name for i in fs.get_file_info(pafs.FileSelector(staged))}
+        for info in fs.get_file_info(pafs.FileSelector(target)):
+            hour = layout.hour_of_data_file(info.base_name)
+            if info.type == pafs.FileType.File and hour is not None and hour not in hours \
+                    and info.base_name not in have:
+                fs.copy_file(info.path, f"{staged}/{info.base_name}")
+    with fs.open_output_stream(f"{staged}/{MARKER}", compression=None) as f:
+        f.write(run_id.encode())
+    if live:
+        if _is_dir(fs, aside):  # a rename aside already happened: the live one is not ours
+            raise RuntimeError(f"both {swap.target} and its replaced version {aside} exist; "
+                               "another writer touched the partition during the commit")
+        storage.rename(fs, target, aside)
+        faults.checkpoint("swap_aside")
+    else:
+        fs.create_dir(target.rpartition("/")[0], recursive=True)  # a rename needs the parent
+    storage.rename(fs, staged, target)
+    storage.delete_dir(aside_location(swap))
 
 
 # ------------------------------------------------------------------------------ object store

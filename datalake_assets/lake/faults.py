@@ -8,6 +8,8 @@ The points, in the order a sync passes them:
 
 ``parsed``      stage A done: work files and staged quarantine exist, nothing else
 ``staged``      stage B done: every new Parquet file is staged, the lake is untouched
+``swap_aside``  (``abfss://`` lakes only) the journal is written and the first partition's
+                live dir renamed aside, the staged one not yet renamed in: the hour is absent
 ``mid_commit``  the commit journal is written and the first partition swapped, not the rest
 ``committed``   every swap done, journal removed; schema record, catalog and report not yet
 ``registered``  catalog updated; the sync report not yet written
@@ -20,7 +22,7 @@ import signal
 import sys
 
 ENV = "DATALAKE_FAULT_AT"
-POINTS = ("parsed", "staged", "mid_commit", "committed", "registered")
+POINTS = ("parsed", "staged", "swap_aside", "mid_commit", "committed", "registered")
 
 
 def checkpoint(point: str) -> None:

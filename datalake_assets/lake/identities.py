@@ -29,7 +29,9 @@ import orjson
 import pyarrow as pa
 
 from datalake_assets.lake import storage
+from datalake_assets.lake.lease_store import AzureLeaseStore
 from datalake_assets.spec import layout
+from datalake_assets.spec.azure_uri import is_azure
 
 KEY_BYTES = 32
 LINK = "#link"
@@ -61,10 +63,13 @@ def lake_key(lake_root: str) -> bytes:
 
 
 def _create_if_absent(location: str, data: bytes) -> None:
+    if is_azure(location):  # If-None-Match: * through the Azure SDK (pyarrow has none)
+        AzureLeaseStore(location).create(data)  # None: another process made it first
+        return
     if storage.is_uri(location):
         scheme, rest = location.split("://", 1)
         if scheme not in layout.S3_SCHEMES:
-            raise ValueError(f"{location}: the privacy key needs a local or s3:// lake")
+            raise ValueError(f"{location}: the privacy key needs a local, s3:// or Azure lake")
         import boto3
         from botocore.exceptions import ClientError
 

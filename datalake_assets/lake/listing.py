@@ -1,9 +1,9 @@
 """Listing the raw archive: which hours of a source exist, and their files.
 
-``<archive_root>/<source>/day=YYYY-MM-DD/hr=HH/<file>``, locally (``os.scandir``) or on S3
-(``list_objects_v2``). The archive sensors list from their cursor's position on; the lake state
-and the Segment importer use the same listers. Part of the lake's I/O layer: it imports only
-the rules (``spec``).
+``<archive_root>/<source>/day=YYYY-MM-DD/hr=HH/<file>``, locally (``os.scandir``), on S3
+(``list_objects_v2``) or on Azure (pyarrow's filesystem, one folder at a time). The archive
+sensors list from their cursor's position on; the lake state and the Segment importer use the
+same listers. Part of the lake's I/O layer.
 """
 
 from __future__ import annotations
@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import pyarrow.fs as pafs
+
+from datalake_assets.lake import storage
 from datalake_assets.spec import layout
+from datalake_assets.spec.azure_uri import AZURE_SCHEMES
 from datalake_assets.spec.layout import S3_SCHEMES, ArchiveHour
 
 DEFAULT_LIST_LIMIT = 200_000  # entries (files, folders or keys) listed per call at most
@@ -26,7 +30,7 @@ DEFAULT_LIST_LIMIT = 200_000  # entries (files, folders or keys) listed per call
 class ArchiveFile:
     name: str  # base name in the hour folder
     size: int
-    version: str  # mtime in ns (local) or ETag (S3)
+    version: str  # mtime in ns (local, Azure) or ETag (S3)
 
 
 @dataclass
@@ -122,6 +126,42 @@ class LocalArchiveLister:
         return sorted(files)
 
 
+class Counted(Protocol):
+    calls: int
+    entries: int
+
+
+def list_folder(location: str, out: Counted) -> list[pafs.FileInfo]:
+    """The entries of one folder through pyarrow (on Azure one delimited listing: folders
+    come back as prefixes); empty if it does not exist. Counts one call and its entries."""
+    fs, path = storage.resolve(location)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out.calls += 1
+    out.entries += len(infos)
+    return infos
+
+
+class FileSystemArchiveLister(LocalArchiveLister):
+    """The local lister's walk (source folder, then the days and hours from ``since`` on)
+    through pyarrow's filesystem: Azure (``abfss://``, ``az://``). A file's version is its
+    modification time (pyarrow does not expose the ETag): a file replaced within the same
+    second by one of the same size is not seen as changed; archive files are written once."""
+
+    @staticmethod
+    def _names(path: str, out: Listing, dirs_only: bool) -> list[str]:
+        return [i.base_name for i in list_folder(path, out)
+                if not dirs_only or i.type == pafs.FileType.Directory]
+
+    @staticmethod
+    def _files(path: str, out: Listing) -> list[ArchiveFile]:
+        return sorted(ArchiveFile(i.base_name, i.size or 0, str(i.mtime_ns or 0))
+                      for i in list_folder(path, out)
+                      if i.type == pafs.FileType.File and layout.is_archive_file(i.base_name))
+
+
 class S3ArchiveLister:
     """``list_objects_v2`` under ``<prefix>/<source>/``, ``StartAfter`` the position's key,
     paginated (``page_size`` keys a request, 1000 at most on S3). ``client`` defaults to
@@ -196,9 +236,10 @@ def lister_for(archive_root: str) -> ArchiveLister:
         return LocalArchiveLister()
     if scheme in S3_SCHEMES:
         return S3ArchiveLister()
-    raise ValueError(
-        f"archive sensors list local folders and s3:// roots; {archive_root!r} is neither"
-    )
+    if scheme in AZURE_SCHEMES:
+        return FileSystemArchiveLister()
+    raise ValueError(f"archive sensors list local folders, s3://, abfss:// and az:// roots; "
+                     f"not {archive_root!r}")
 
 
 

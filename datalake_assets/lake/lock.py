@@ -7,8 +7,10 @@ committed result, so two runs of the same hour are *serialized*, never interleav
 
 - Local lake: ``flock`` on ``<lake>/_locks/<source>.lock``. The kernel drops it when the holder
   dies, even by ``SIGKILL``: a crashed sync never blocks the next one.
-- ``s3://`` lake: a lease object ``_locks/<source>.json`` created with a conditional PUT
-  (``If-None-Match: *``), renewed by a heartbeat with ``If-Match`` on its ETag. A holder that
+- ``s3://``, ``abfss://`` or ``az://`` lake: a lease object ``_locks/<source>.json`` created
+  with a conditional write (``If-None-Match: *``), renewed by a heartbeat with ``If-Match`` on
+  its ETag (``lake/lease_store.py``: boto3 on S3, the Azure SDK on Azure, where pyarrow has no
+  conditional writes). A holder that
   died stops renewing; after ``lease_s`` the next sync takes the lease over (again with
   ``If-Match``, so two waiters cannot both win). A holder that lost its lease (a pause longer
   than the lease) finds out at ``check()`` before it commits, and fails instead of committing.
@@ -26,7 +28,9 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from datalake_assets.lake.lease_store import AzureLeaseStore, LeaseStore, S3LeaseStore
 from datalake_assets.spec import layout
+from datalake_assets.spec.azure_uri import is_azure
 
 
 class LockTimeout(RuntimeError):
@@ -34,7 +38,7 @@ class LockTimeout(RuntimeError):
 
 
 class LockLost(RuntimeError):
-    """The S3 lease was taken over (the holder paused longer than the lease)."""
+    """The lease was taken over (the holder paused longer than the lease)."""
 
 
 def _holder(run_id: str, lease_s: float | None = None, now: float | None = None) -> dict:
@@ -52,7 +56,7 @@ def _describe(body: dict) -> str:
 
 class SourceLock:
     """``with SourceLock(lake_root, source_dir, run_id): ...``; see the module docstring.
-    ``clock``: the wall clock that S3 leases expire by (injectable, so tests of expiry and
+    ``clock``: the wall clock that leases (S3, Azure) expire by (injectable, so tests of expiry and
     renewal do not depend on how fast a busy machine schedules the heartbeat)."""
 
     def __init__(self, lake_root: str, source_dir: str, run_id: str, wait_s: float = 600.0,
@@ -66,7 +70,7 @@ class SourceLock:
         self.lease_s = lease_s
         self.poll_s = poll_s
         self.waited_s = 0.0
-        self._impl = _S3Lease(self) if "://" in lake_root else _LocalFlock(self)
+        self._impl = _ObjectLease(self) if "://" in lake_root else _LocalFlock(self)
 
     def __enter__(self) -> "SourceLock":
         t = time.monotonic()
@@ -132,51 +136,39 @@ class _LocalFlock:
         return None  # a flock cannot be taken away from a live holder
 
 
-class _S3Lease:
-    def __init__(self, lock: SourceLock) -> None:
-        import boto3
+class _ObjectLease:
+    """The lease of an object store (S3 or Azure blobs), on a ``LeaseStore``'s conditional
+    writes; see the module docstring."""
 
+    def __init__(self, lock: SourceLock) -> None:
         self.lock = lock
-        _, rest = lock.location.split("://", 1)
-        self.bucket, self.key = rest.split("/", 1)
-        self.key = self.key[: -len(".lock")] + ".json"
-        self.s3 = boto3.client("s3")
+        location = lock.location[: -len(".lock")] + ".json"
+        self.store: LeaseStore = (AzureLeaseStore(location) if is_azure(location)
+                                  else S3LeaseStore(location))
         self.etag: str | None = None
         self.lost = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._mutex = threading.Lock()
 
-    def _put(self, **cond) -> str:
-        body = json.dumps(_holder(self.lock.run_id, self.lock.lease_s, self.lock.clock())).encode()
-        return self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=body, **cond)["ETag"]
+    def _body(self) -> bytes:
+        return json.dumps(_holder(self.lock.run_id, self.lock.lease_s, self.lock.clock())).encode()
 
     def acquire(self) -> None:
-        from botocore.exceptions import ClientError
-
         deadline = time.monotonic() + self.lock.wait_s
         holder: dict = {}
         while True:
-            try:
-                self.etag = self._put(IfNoneMatch="*")
+            self.etag = self.store.create(self._body())
+            if self.etag is not None:
                 break
-            except ClientError as e:
-                if e.response["Error"]["Code"] not in ("PreconditionFailed", "ConditionalRequestConflict"):
-                    raise
-            try:
-                got = self.s3.get_object(Bucket=self.bucket, Key=self.key)
-                holder = json.loads(got["Body"].read() or b"{}")
-                if float(holder.get("expires_at", 0)) < self.lock.clock():  # holder died: take over
-                    try:
-                        self.etag = self._put(IfMatch=got["ETag"])
-                        break
-                    except ClientError as e:
-                        if e.response["Error"]["Code"] != "PreconditionFailed":
-                            raise
-            except ClientError as e:
-                if e.response["Error"]["Code"] not in ("NoSuchKey", "404"):
-                    raise
-                continue  # released between our PUT and GET: try again at once
+            got = self.store.read()
+            if got is None:
+                continue  # released between our create and read: try again at once
+            holder, etag = got
+            if float(holder.get("expires_at", 0)) < self.lock.clock():  # holder died: take over
+                self.etag = self.store.replace(self._body(), etag)  # two waiters: one wins
+                if self.etag is not None:
+                    break
             if time.monotonic() >= deadline:
                 raise self.lock._timeout(holder)
             time.sleep(self.lock.poll_s)
@@ -185,46 +177,30 @@ class _S3Lease:
         self._thread.start()
 
     def _heartbeat(self) -> None:
-        from botocore.exceptions import ClientError
-
         while not self._stop.wait(self.lock.lease_s / 3):
             with self._mutex:
                 try:
-                    self.etag = self._put(IfMatch=self.etag)
-                except ClientError as e:
-                    if e.response["Error"]["Code"] in ("PreconditionFailed", "NoSuchKey"):
-                        self.lost = True
-                        return
-                    # A transient error: the next beat retries; the lease has slack for two.
+                    etag = self.store.replace(self._body(), self.etag or "")
+                except Exception:  # noqa: BLE001 - transient: the lease has slack for two beats
+                    continue
+                if etag is None:  # taken over, or deleted
+                    self.lost = True
+                    return
+                self.etag = etag
 
     def check(self) -> None:
-        from botocore.exceptions import ClientError
-
         if not self.lost:  # one HEAD: is the lease still ours?
-            try:
-                head = self.s3.head_object(Bucket=self.bucket, Key=self.key)
-                self.lost = head["ETag"] != self.etag
-            except ClientError as e:
-                if e.response["Error"]["Code"] not in ("404", "NoSuchKey", "NotFound"):
-                    raise
-                self.lost = True
+            self.lost = self.store.etag() != self.etag
         if self.lost:
             raise LockLost(
                 f"the lock of source {self.lock.source_dir!r} was taken over while this sync "
                 "paused longer than its lease; nothing was committed")
 
     def release(self) -> None:
-        from botocore.exceptions import ClientError
-
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         with self._mutex:
             if self.lost or self.etag is None:
                 return
-            try:  # delete only our own lease (another holder's ETag differs)
-                head = self.s3.head_object(Bucket=self.bucket, Key=self.key)
-                if head["ETag"] == self.etag:
-                    self.s3.delete_object(Bucket=self.bucket, Key=self.key)
-            except ClientError:
-                pass  # it expires by itself
+            self.store.delete(self.etag)

@@ -1,6 +1,14 @@
-"""File access for local paths and URIs (``s3://...``) through ``pyarrow.fs``.
+"""File access for local paths and URIs (``s3://``, ``abfss://``, ``az://``) through ``pyarrow.fs``.
 
 Every path the rest of the code handles is a *location*: a local absolute path or a URI.
+Azure accounts get an explicitly built ``AzureFileSystem`` (``lake/azure.py``: account,
+endpoint and credentials from the environment), never one parsed from a URI.
+
+Files appear whole or not at all: locally by a rename, on S3 by one PUT; on Azure a pyarrow
+output stream creates an empty blob when opened and commits blocks as it flushes, so a file is
+written under a hidden ``.tmp-`` name and then *published*: renamed on an account with a
+hierarchical namespace (``abfss://``), copied (Copy Blob: the copy appears whole) and the
+hidden one deleted on a blob-only account (``az://``).
 """
 
 from __future__ import annotations
@@ -14,9 +22,19 @@ from functools import lru_cache
 
 import pyarrow.fs as pafs
 
+from datalake_assets.lake import azure
+from datalake_assets.spec import azure_uri
+from datalake_assets.spec.azure_uri import HNS_SCHEME, is_azure
+
 
 def is_uri(location: str) -> bool:
     return "://" in location
+
+
+def renames_directories(location: str) -> bool:
+    """Whether a directory of this location is renamed in one atomic step: local folders and
+    Azure accounts with a hierarchical namespace (``abfss://``); not S3 or blob-only Azure."""
+    return not is_uri(location) or azure_uri.scheme_of(location) == HNS_SCHEME
 
 
 @lru_cache(maxsize=32)
@@ -29,6 +47,9 @@ def resolve(location: str) -> tuple[pafs.FileSystem, str]:
     """``(filesystem, path inside it)`` for a location."""
     if not is_uri(location):
         return pafs.LocalFileSystem(), location
+    if is_azure(location):
+        uri = azure_uri.parse(location)
+        return azure.filesystem(uri), uri.fs_path
     scheme, rest = location.split("://", 1)
     bucket = rest.split("/", 1)[0]
     fs = _fs_for(f"{scheme}://{bucket}")
@@ -39,7 +60,53 @@ def to_location(template: str, fs_path: str) -> str:
     """Turn a path inside ``template``'s filesystem back into a location."""
     if not is_uri(template):
         return fs_path
+    if is_azure(template):  # the account (abfss://) is in the host, not in the fs path
+        return azure_uri.parse(template).location_of(fs_path)
     return f"{template.split('://', 1)[0]}://{fs_path}"
+
+
+def hidden_path(path: str, location: str) -> str:
+    """Where to write ``path`` (a path of ``location``'s filesystem) before ``publish``: next
+    to it under a ``.tmp-`` name; on blob-only Azure in a ``.tmp-`` folder of its own, which
+    is deleted in one batch afterwards (pyarrow deletes a single blob under a lease, and its
+    release of that lease after the delete can stall for seconds)."""
+    folder, _, name = path.rpartition("/")
+    if is_azure(location) and not renames_directories(location):
+        return f"{folder}/{temporary_name(name)}/{name}"
+    return f"{folder}/{temporary_name(name)}"
+
+
+def publish(fs: pafs.FileSystem, hidden: str, path: str, location: str) -> None:
+    """Make the complete hidden file ``hidden`` appear as ``path`` in one step (``location``:
+    any location of the same filesystem, which says how)."""
+    if is_azure(location) and not renames_directories(location):
+        fs.copy_file(hidden, path)  # blob-only: no rename; Copy Blob appears whole
+        discard_hidden(fs, hidden)
+    else:
+        rename(fs, hidden, path)  # local, HNS; on S3 pyarrow copies and deletes
+
+
+def discard_hidden(fs: pafs.FileSystem, hidden: str) -> None:
+    """Remove a hidden file (and its own ``.tmp-`` folder, see ``hidden_path``), quietly."""
+    folder = hidden.rpartition("/")[0]
+    try:
+        if folder.rpartition("/")[2].startswith(".tmp-"):
+            fs.delete_dir(folder)
+        else:
+            fs.delete_file(hidden)
+    except OSError:
+        pass
+
+
+def rename(fs: pafs.FileSystem, src: str, dst: str) -> None:
+    """``fs.move``, with what to do when an ``abfss://`` root names a blob-only account."""
+    try:
+        fs.move(src, dst)
+    except NotImplementedError as e:  # pyarrow: no hierarchical namespace on this account
+        raise RuntimeError(
+            f"cannot rename {src}: abfss:// roots need a storage account with a hierarchical "
+            "namespace; for a blob-only account write the root as az://<container>/<path>"
+        ) from e
 
 
 def list_files(directory: str, recursive: bool = False) -> list[tuple[str, int]]:
@@ -69,8 +136,19 @@ def read_bytes(location: str) -> bytes:
 
 
 def write_bytes_atomic(location: str, data: bytes) -> None:
-    """Readers see the old content or the new, never a part (rename locally; S3 PUT is atomic)."""
+    """Readers see the old content or the new, never a part (rename locally; S3 PUT is atomic;
+    Azure: a hidden file, published)."""
     fs, path = resolve(location)
+    if is_azure(location):
+        hidden = hidden_path(path, location)
+        try:
+            with fs.open_output_stream(hidden, compression=None) as f:
+                f.write(data)
+            publish(fs, hidden, path, location)
+        except BaseException:
+            discard_hidden(fs, hidden)
+            raise
+        return
     if is_uri(location):
         # compression=None: the exact bytes (pyarrow would gzip a ``*.gz`` name again)
         with fs.open_output_stream(path, compression=None) as f:
@@ -83,6 +161,12 @@ def write_bytes_atomic(location: str, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def create_dir(location: str) -> None:
+    """A directory (and its parents); nothing if it exists."""
+    fs, path = resolve(location)
+    fs.create_dir(path, recursive=True)
 
 
 def delete_dir(location: str) -> None:
@@ -190,10 +274,11 @@ class StagedFile:
     """A file that appears under ``location`` complete or not at all.
 
     Local: written as ``.tmp-<random>-<name>`` in the target folder, renamed by ``commit``.
-    URIs (S3): spooled to a local temporary file (memory stays bounded whatever the size),
-    uploaded by ``commit`` as ``.tmp-<random>-<name>`` next to the target, then moved (S3:
-    copy + delete). ``abort`` removes every trace. A crash may leave a ``.tmp-`` file behind:
-    hidden from the sync and the sensors."""
+    URIs (S3, Azure): spooled to a local temporary file (memory stays bounded whatever the
+    size), uploaded by ``commit`` as ``.tmp-<random>-<name>`` next to the target, then moved
+    (S3: copy + delete) or published (Azure, see the module docstring). ``abort`` removes
+    every trace. A crash may leave a ``.tmp-`` file behind: hidden from the sync and the
+    sensors."""
 
     def __init__(self, location: str, spool_dir: str | None = None):
         self.location = location
@@ -222,20 +307,16 @@ class StagedFile:
                 return
             self._f.close()
             fs, path = resolve(self.location)
-            folder, _, name = path.rpartition("/")
-            hidden = f"{folder}/{temporary_name(name)}"
+            hidden = hidden_path(path, self.location)
             try:
                 # compression=None: pyarrow would gzip a ".gz" name once more
                 with open(self._tmp, "rb") as src, \
                         fs.open_output_stream(hidden, compression=None) as out:
                     while chunk := src.read(1 << 20):
                         out.write(chunk)
-                fs.move(hidden, path)
+                publish(fs, hidden, path, self.location)
             except BaseException:
-                try:
-                    fs.delete_file(hidden)
-                except OSError:
-                    pass
+                discard_hidden(fs, hidden)
                 raise
         finally:
             self._discard()

@@ -23,6 +23,7 @@ from datalake_assets.ingest.segment_listing import SegmentLister
 from datalake_assets.orchestration import sensors as sn
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
+from datalake_assets.spec.azure_uri import is_azure
 from datalake_assets.spec.layout import ArchiveHour
 
 IMPORT_ASSET = "segment_import"
@@ -64,7 +65,7 @@ def build_import_asset(settings: LakeSettings, source: SourceSettings,
         key=key,
         partitions_def=import_partitions(source),
         group_name=source.slug,
-        kinds={"s3" if "://" in folder else "json"},
+        kinds={("azure" if is_azure(folder) else "s3") if "://" in folder else "json"},
         check_specs=[AssetCheckSpec(
             CHECK_ALL_FILES, asset=key,
             description="Every file of the day folder was read to its end and imported",

@@ -104,8 +104,44 @@ def ids_in_index(spark, index_files: list[str], ids):
     the index is read once and never shuffled)."""
     from pyspark.sql import functions as F
 
-    index = spark.read.parquet(*index_files).select("message_id")
+    if spark_reads(spark, index_files[0]):  # one lake: every file has the same scheme
+        index = spark.read.parquet(*index_files).select("message_id")
+    else:
+        index = ids_read_by_pyarrow(spark, [("", f) for f in index_files]).select("message_id")
     return index.join(F.broadcast(ids), "message_id", "left_semi").distinct()
+
+
+def spark_reads(spark, location: str) -> bool:
+    """Whether Spark's own (Hadoop) filesystems read ``location``: local paths always, a URI
+    where the cluster has a connector for its scheme (EMR: ``s3``; Databricks: ``abfss``).
+    A local session on an S3 or Azure lake has none (no hadoop-aws or hadoop-azure jars): the
+    files are then read with pyarrow in Python workers, as stages A and B read and write."""
+    if not storage.is_uri(location):
+        return True
+    try:
+        conf = spark._jsc.hadoopConfiguration()
+        spark._jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(
+            location.split("://", 1)[0], conf)
+        return True
+    except Exception:  # noqa: BLE001 - no such filesystem, or no JVM at hand (Spark Connect)
+        return False
+
+
+def ids_read_by_pyarrow(spark, files: list[tuple[str, str]]):
+    """``(t, message_id)`` of Parquet files ``[(t, location)]``, read with pyarrow in Python
+    workers (``storage.resolve``: the lake's credentials come from the workers' environment)."""
+    def read(batches):
+        for batch in batches:
+            for t, loc in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                fs, path = storage.resolve(loc)
+                ids = pq.read_table(path, columns=["message_id"], filesystem=fs).column(0)
+                ids = ids.combine_chunks().cast(pa.string())
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([t] * len(ids), pa.string()), ids], names=["t", "message_id"])
+
+    tasks = max(1, min(len(files), spark.sparkContext.defaultParallelism))
+    return (spark.createDataFrame(files, "t string, location string").repartition(tasks)
+            .mapInArrow(read, "t string, message_id string"))
 
 
 def repeated_message_ids(spark, staged_data: str, tables: list[str],
@@ -125,11 +161,17 @@ def repeated_message_ids(spark, staged_data: str, tables: list[str],
         local = repeated_in_output(staged_data, tables)
         if local is not None:
             return local
-    ids = (
-        spark.read.option("basePath", staged_data).schema("message_id string").parquet(*dirs)
-        .select(F.regexp_extract(F.input_file_name(), r"/segment_type=([^/]+)/", 1).alias("t"),
-                "message_id")
-    )
+    if spark_reads(spark, staged_data):
+        ids = (
+            spark.read.option("basePath", staged_data).schema("message_id string").parquet(*dirs)
+            .select(F.regexp_extract(F.input_file_name(), r"/segment_type=([^/]+)/", 1)
+                    .alias("t"), "message_id")
+        )
+    else:
+        ids = ids_read_by_pyarrow(spark, [
+            (t, loc) for t in tables
+            for loc, _ in storage.list_files(layout.segment_type_dir(staged_data, t),
+                                             recursive=True) if loc.endswith(".parquet")])
     counted = ids.groupBy("message_id").agg(F.count("*").alias("n"), F.min("t").alias("t"))
     bad = F.col("n") > 1
     if prior_files:

@@ -22,6 +22,7 @@ from datalake_assets.lake.report import (
     write_report,
 )
 from datalake_assets.spec import layout
+from datalake_assets.spec.layout import S3_SCHEMES
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange
 from datalake_assets.transform.dedup import Duplicates
@@ -163,8 +164,8 @@ def _plan_swaps(run: SyncRun, tables: set[str], hours: list[str]) -> list[commit
             live = [loc for loc, _ in storage.list_files(target)]
             if not any(layout.hour_of_data_file(loc) in hs for loc in live):
                 continue
-            if not storage.is_uri(staged):
-                os.makedirs(staged, exist_ok=True)
+            if storage.renames_directories(staged):  # renamed in: must exist (empty)
+                storage.create_dir(staged)
         swaps.append(commit.Swap(staged=staged, target=target, hours=tuple(sorted(hs))))
     return swaps
 
@@ -205,7 +206,8 @@ def _run_fields(run: SyncRun) -> dict:
         "replay_from": req.hours[0] if req.replay else None,
         "replay_to": req.hours[-1] if req.replay else None,
         "emr_cluster_id": os.environ.get("EMR_CLUSTER_ID"),
-        "s3_bucket": req.lake_root.split("://", 1)[1].split("/", 1)[0] if "://" in req.lake_root else None,
+        "s3_bucket": (req.lake_root.split("://", 1)[1].split("/", 1)[0]  # S3 lakes only
+                      if req.lake_root.split("://", 1)[0] in S3_SCHEMES else None),
     }
 
 
