@@ -3,12 +3,15 @@
 Under the source's lock: recover an unfinished commit, then
 
 1. **read**: stage A (``stage_a.py``), one task per archive file, writes work files and
-   returns key rows and per-column statistics;
+   returns key rows, identity index entries and per-column statistics; it drops the
+   messages of suppressed identities (the lake's list, read once: ``identity_index.py``);
 2. **plan types**: the statistics against the lake's schema record and the catalog;
-3. **dedup** (``dedup.py``): the duplicates, from the key rows and the id index;
+3. **dedup** (``dedup.py``): the duplicates, from the key rows and the id index; the identity
+   index of each hour is staged (``identity_index.py``);
 4. **write**: stage B (``stage_b.py``) writes each table's Parquet per hour into staging and
    returns a manifest (``manifest.py``); the output is re-read for repeated ids;
-5. **reconcile**: ``lines_in = rows + duplicates + quarantined``, or nothing is committed;
+5. **reconcile**: ``lines_in = rows + duplicates + quarantined + suppressed``, or nothing is
+   committed;
 6. **commit** (``lake/commit.py``), then the schema record;
 7. **register** the tables and partitions in the catalog;
 8. **report** (``report.py``).
@@ -31,6 +34,7 @@ from datalake_assets.spec.naming import TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange, plan_table
 from datalake_assets.spec.types import TYPES, widen
 from datalake_assets.transform.dedup import Duplicates, find_duplicates, repeated_message_ids
+from datalake_assets.transform.identity_index import index_identities, load_privacy
 from datalake_assets.transform.manifest import MANIFEST_SCHEMA, ManifestEntry
 from datalake_assets.transform.outcome import (
     commit_sync,
@@ -118,12 +122,14 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     if not files:
         return finish(run, [], empty_source_report(run, recovered))
     run.catalog = catalog_from_config(req.catalog, run.spark)
+    load_privacy(run)
     hours = sorted({h for _, h, _ in files})
     keys = read(run, files)
     try:
         stats = collect_stats(run, keys)
         changes = plan_types(run, existing, stats)
         duplicates = dedup(run, keys, hours)
+        index_identities(run, keys)
     finally:
         keys.unpersist()
     manifest, repeated_ids = write(run, stats, changes, duplicates)
@@ -157,6 +163,8 @@ def read(run: SyncRun, files: list[tuple[str, str, int]]):
         quarantine_root=layout.staged_quarantine_root(staging),
         archive_files=tuple(loc for loc, _, _ in files),
         archive_sizes=tuple(size for _, _, size in files),
+        identity_key=run.identity_key, identity_traits=tuple(run.req.identity_traits),
+        suppressed=run.suppressed,
     )
 
     def stage_a(batches):
