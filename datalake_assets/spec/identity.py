@@ -67,6 +67,8 @@ def normalize(kind: str, value: object) -> str | None:
                                 and abs(value) < _SUSPECT_FLOAT):
         text = str(int(value))
     elif type(value) is float:
+        if value.is_integer():  # an integer this big was rounded: it may be another's id
+            return None
         text = repr(value)
     else:
         return None
