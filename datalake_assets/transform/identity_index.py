@@ -1,6 +1,7 @@
-"""The identity index of a sync's hours, on the driver: stage A's ``IDENTITY`` rows merged into
-one staged file per hour, ``<staging>/_identities/hour=<YYYYMMDDHH>/part-<hour>-<run>-...
-.parquet`` (``lake/identities.INDEX_SCHEMA``), committed with the hour's tables by the same
+"""The identity index of a sync's hours, on the driver: stage A's entries (``IDENTITY`` rows,
+collected with its statistics) merged into one staged file per hour,
+``<staging>/_identities/hour=<YYYYMMDDHH>/part-<hour>-<run>-....parquet``
+(``lake/identities.INDEX_SCHEMA``), committed with the hour's tables by the same
 swap as the id index (``outcome._plan_swaps``), so the index always describes the hour's
 committed version. An hour without identities gets no staged file: the commit then swaps an
 empty directory over the hour's old index, as it does for the id index.
@@ -30,8 +31,9 @@ from datalake_assets.lake.identities import (
 )
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
-from datalake_assets.transform.identity_tally import IDENTITY
+from datalake_assets.transform.identity_tally import read_entries
 from datalake_assets.transform.run import SyncRun
+from datalake_assets.transform.stage_a import StageAStats
 
 _NOT_TRACK_TABLES = pa.array(sorted(STANDARD_TABLES | {QUARANTINE, LINK}), pa.string())
 
@@ -45,18 +47,12 @@ def load_privacy(run: SyncRun) -> None:
     run.timings["privacy_s"] = time.monotonic() - t
 
 
-def index_identities(run: SyncRun, keys) -> int:
-    """Stage A's identity rows (``keys``: its persisted output) written as the staged index
-    of each hour; returns the rows written."""
-    from pyspark.sql import functions as F
-
+def index_identities(run: SyncRun, stats: StageAStats) -> int:
+    """Stage A's identity entries (``stats.identity_parts``) written as the staged index of
+    each hour; returns the rows written."""
     t = time.monotonic()
-    rows = (keys.filter(F.col("kind") == IDENTITY)
-            .select("hour", F.col("message_id").alias("identity"), "table",
-                    F.col("line_no").alias("rows"), F.col("payload").cast("string")
-                    .alias("linked"))
-            .toArrow())
-    written = write_staged_index(run.staging, run.req.run_id, merge_rows(rows))
+    written = write_staged_index(run.staging, run.req.run_id,
+                                 merge_rows(read_entries(stats.identity_parts)))
     run.timings["identities_s"] = time.monotonic() - t
     return written
 

@@ -292,9 +292,7 @@ def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterato
     finally:
         if enabled:
             gc.enable()
-    identity_rows = task.identities.batch(_KEY_NAMES)
-    if identity_rows is not None:
-        yield identity_rows
+    yield from task.identities.batches(_KEY_NAMES)
     yield task.stats()
 
 
@@ -309,6 +307,7 @@ class StageAStats:
     work_files: list[tuple[str, str, int, str, int]]  # (table, hour, file_idx, location, rows)
     quarantine_files: list[tuple[str, str, int, int]]  # (hour, location, rows, bytes)
     suppressed: dict[tuple[str, str], int] = field(default_factory=dict)  # (table, hour) -> lines
+    identity_parts: list[bytes] = field(default_factory=list)  # IDENTITY rows' payloads
 
 
 def merge_stats(payloads: list[bytes]) -> StageAStats:

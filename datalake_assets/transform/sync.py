@@ -35,6 +35,7 @@ from datalake_assets.spec.schema import TableChange, plan_table
 from datalake_assets.spec.types import TYPES, widen
 from datalake_assets.transform.dedup import Duplicates, find_duplicates, repeated_message_ids
 from datalake_assets.transform.identity_index import index_identities, load_privacy
+from datalake_assets.transform.identity_tally import IDENTITY
 from datalake_assets.transform.manifest import MANIFEST_SCHEMA, ManifestEntry
 from datalake_assets.transform.outcome import (
     commit_sync,
@@ -129,9 +130,9 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
         stats = collect_stats(run, keys)
         changes = plan_types(run, existing, stats)
         duplicates = dedup(run, keys, hours)
-        index_identities(run, keys)
     finally:
         keys.unpersist()
+    index_identities(run, stats)
     manifest, repeated_ids = write(run, stats, changes, duplicates)
     tally = reconcile(run, stats, duplicates, manifest, repeated_ids)
     commit_sync(run, existing, changes, tally, hours)
@@ -174,13 +175,15 @@ def read(run: SyncRun, files: list[tuple[str, str, int]]):
 
 
 def collect_stats(run: SyncRun, keys) -> StageAStats:
-    """Runs stage A and merges its tasks' statistics."""
+    """Runs stage A and merges its tasks' statistics (the identity index entries come along:
+    ``stats.identity_parts``)."""
     from pyspark.sql import functions as F
 
     t = time.monotonic()
     run.describe_jobs(f"sync {run.req.source_id} {run.req.hours[0]}..{run.req.hours[-1]}: parse")
-    stats_rows = keys.filter(F.col("kind") == STATS).select("payload").collect()
-    stats = merge_stats([bytes(r.payload) for r in stats_rows])
+    rows = keys.filter(F.col("kind").isin(STATS, IDENTITY)).select("kind", "payload").collect()
+    stats = merge_stats([bytes(r.payload) for r in rows if r.kind == STATS])
+    stats.identity_parts = [bytes(r.payload) for r in rows if r.kind == IDENTITY]
     run.timings["parse_s"] = time.monotonic() - t
     faults.checkpoint("parsed")
     return stats
