@@ -70,7 +70,8 @@ def test_each_hour_gets_its_index_of_identities_tables_and_links(spark, lake):
         7, 5, 2, 0)
     assert src.reconciled
     u1, a1 = h(lake, "user_id", "u1"), h(lake, "anonymous_id", "a1")
-    ann, a2, bob = h(lake, "email", "ann@example.com"), h(lake, "id", "a2"), h(lake, "email", "bob@x.io")
+    ann, bob = h(lake, "email", "ann@example.com"), h(lake, "email", "bob@x.io")
+    a2 = h(lake, "id", "a2")
     u9 = h(lake, "user_id", "u9")
     link = lambda x, y, n: (min(x, y), LINK, n, max(x, y))  # noqa: E731
     assert index_rows(lake, "2026112110") == {
