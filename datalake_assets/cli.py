@@ -202,7 +202,8 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
             return 1
         print(f"synced {first} .. {last}: {result.lines_in} lines, "
               f"{result.messages_written} rows, {result.duplicates} duplicates, "
-              f"{result.lines_quarantined} quarantined", flush=True)
+              f"{result.lines_quarantined} quarantined, {result.suppressed} suppressed",
+              flush=True)
     return code
 
 

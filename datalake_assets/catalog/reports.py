@@ -87,6 +87,7 @@ REPORT_FIELDS: tuple[tuple[str, str], ...] = (
     ("lines_in", _INT),
     ("messages_written", _INT),
     ("lines_quarantined", _INT),
+    ("suppressed", _INT),  # lines of suppressed identities (NULL in reports written before it)
     ("files_in", _INT),
     ("bytes_in", _INT),
     ("hours_synced", _JSON),

@@ -13,10 +13,12 @@ file per request, so two requests never overwrite each other; the list is their 
 
 **Identity index.** Per source and received hour, ``_identities/<source>/hour=<YYYYMMDDHH>/
 *.parquet`` with ``INDEX_SCHEMA``: a presence row per (identity hash, table) of the hour with
-its row count (``table`` is ``QUARANTINE`` for quarantined lines that still name someone), and
-a link row per linked pair (``table`` = ``LINK``, ``linked`` = the other hash). It is a superset
-of the hour (duplicates dropped by the sync may be listed): a request reads the hours it names,
-never fewer.
+its row count (``table`` is ``QUARANTINE`` for quarantined lines that still name someone;
+``tracks`` is listed beside the track tables), and a link row per linked pair (``table`` =
+``LINK``, each pair once: the smaller hash in ``identity``, the other in ``linked``; ``rows``:
+the messages that link them). It is a superset of the hour (duplicates dropped by the sync may
+be listed): a request reads the hours it names, never fewer. ``transform/identity_index.py``
+writes it.
 """
 
 from __future__ import annotations

@@ -106,6 +106,7 @@ class TableReport(_Row):
     columns: list[dict[str, str]] = field(default_factory=list)  # [{"name", "type"}], in order
     row_count: int = 0
     duplicates: int = 0
+    suppressed: int = 0  # lines of suppressed identities that would have been rows here
     cross_hour_duplicates: int | None = None
     values_quarantined: int = 0
     files: int = 0
@@ -116,7 +117,7 @@ class TableReport(_Row):
 
     type = EVENT
     _ORDER = ("type", "table_name", *_RUN_FIELDS, "partitions", "new_columns", "widened_columns",
-              "columns", "row_count", "duplicates", "cross_hour_duplicates",
+              "columns", "row_count", "duplicates", "suppressed", "cross_hour_duplicates",
               "values_quarantined", "files", "bytes", "is_new", "catalog", "checks",
               *_OUTCOME_FIELDS)
     _OMITTED_WHEN_NONE = frozenset({"cross_hour_duplicates"})
@@ -125,12 +126,15 @@ class TableReport(_Row):
 @dataclass(kw_only=True)
 class SourceReport(_Row):
     """The sync of the source (``type = "source"``): its reconciliation
-    ``lines_in = messages_written + duplicates + lines_quarantined`` and what it read."""
+    ``lines_in = messages_written + duplicates + lines_quarantined + suppressed`` and what it
+    read. ``suppressed``: lines of suppressed identities, stored nowhere (a report of a
+    version before suppression has none: 0)."""
 
     lines_in: int = 0
     messages_written: int = 0
     duplicates: int = 0
     lines_quarantined: int = 0
+    suppressed: int = 0
     values_quarantined: int = 0
     cross_hour_duplicates: int | None = None
     dedup_lookback_hours: int | None = None
@@ -147,7 +151,7 @@ class SourceReport(_Row):
     type = SOURCE
     table_name = None
     _ORDER = ("type", "table_name", *_RUN_FIELDS, "lines_in", "messages_written", "duplicates",
-              "lines_quarantined", "values_quarantined", "cross_hour_duplicates",
+              "lines_quarantined", "suppressed", "values_quarantined", "cross_hour_duplicates",
               "dedup_lookback_hours", "index_ids_written", "hours_synced", "recovered_commits",
               "files_in", "bytes_in", "timings", *_OUTCOME_FIELDS, "partitions", "tables",
               "warning")
@@ -156,7 +160,8 @@ class SourceReport(_Row):
 
     @property
     def reconciled(self) -> bool:
-        return self.lines_in == self.messages_written + self.duplicates + self.lines_quarantined
+        return self.lines_in == (self.messages_written + self.duplicates
+                                 + self.lines_quarantined + self.suppressed)
 
 
 @dataclass

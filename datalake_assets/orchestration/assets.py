@@ -60,7 +60,8 @@ RAW_ARCHIVE = "raw_archive"
 # Asset checks, evaluated on every sync from what its Spark job measured (never by loading the
 # partitions into Dagster), one result per hour synced. Blocking checks (ERROR) stop downstream
 # assets from running on a bad hour; the others warn.
-CHECK_COMPLETENESS = "completeness"  # on sync_reports: lines_in = rows + duplicates + quarantined
+# on sync_reports: lines_in = rows + duplicates + quarantined + suppressed
+CHECK_COMPLETENESS = "completeness"
 CHECK_DUPLICATES = "duplicates"  # per table: no message id written twice, in the synced hours or
 # in another hour of the dedup lookback window (re-read from the output, against the id index)
 CHECK_TYPE_DRIFT = "type_drift"  # per table: a column widened or values did not fit (WARN)
@@ -72,7 +73,7 @@ TABLE_CHECKS = (CHECK_DUPLICATES, CHECK_TYPE_DRIFT, CHECK_CONFORMANCE)
 # apply them. Their code (comments and docstrings aside) is the sync's code_version, so
 # changing a rule shows every hour synced before as stale in the UI. spec/ is globbed so a
 # rule module added later counts without anyone remembering this list.
-_RULE_STAGES = ("transform/stage_a.py", "transform/stage_b.py")
+_RULE_STAGES = ("transform/stage_a.py", "transform/identity_tally.py", "transform/stage_b.py")
 
 
 def _rule_modules() -> list[str]:
@@ -101,7 +102,8 @@ def _check_specs(slug: str, tables: list[str], partitions) -> list[AssetCheckSpe
     specs = [AssetCheckSpec(
         CHECK_COMPLETENESS, asset=AssetKey([slug, SYNC_REPORTS]), blocking=True,
         partitions_def=partitions,
-        description="lines_in = rows written + duplicates + lines quarantined, for the hour",
+        description="lines_in = rows written + duplicates + lines quarantined + lines of "
+                    "suppressed identities, for the hour",
     )]
     for t in tables:
         key = AssetKey([slug, t])
@@ -157,7 +159,8 @@ def completeness_results(slug: str, src: SourceReport | None, hours: list[str] |
     return _per_hour(
         key, CHECK_COMPLETENESS, src.reconciled, AssetCheckSeverity.ERROR,
         {"lines_in": src.lines_in, "rows": src.messages_written,
-         "duplicates": src.duplicates, "lines_quarantined": src.lines_quarantined},
+         "duplicates": src.duplicates, "lines_quarantined": src.lines_quarantined,
+         "suppressed": src.suppressed},
         hours,
     )
 
@@ -278,7 +281,8 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
         AssetSpec(
             key=AssetKey([slug, SYNC_REPORTS]), deps=[raw_key], partitions_def=partitions,
             group_name=slug, kinds={"json"}, owners=owners,
-            description="The sync's reconciliation: lines_in = rows + duplicates + quarantined.",
+            description="The sync's reconciliation: lines_in = rows + duplicates + quarantined "
+                        "+ suppressed.",
         ),
     ]
     declared = {s.key for s in table_specs + side_specs}
@@ -345,6 +349,7 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
             "duplicates": src.duplicates,
             "cross_hour_duplicates": src.cross_hour_duplicates or 0,
             "lines_quarantined": src.lines_quarantined,
+            "suppressed": src.suppressed,
             "values_quarantined": src.values_quarantined,
             "tables": src.tables,
             "replay": src.replay,

@@ -67,6 +67,8 @@ def normalize(kind: str, value: object) -> str | None:
                                 and abs(value) < _SUSPECT_FLOAT):
         text = str(int(value))
     elif type(value) is float:
+        if value.is_integer():  # an integer this big was rounded: it may be another's id
+            return None
         text = repr(value)
     else:
         return None
@@ -125,6 +127,60 @@ def identities_of(message: dict, traits: Iterable[str] = DEFAULT_IDENTITY_TRAITS
             text = normalize(TRAIT_PREFIX, holder.get(name))
             if text is not None and len(text) <= MAX_IDENTITY_CHARS:
                 out.add(Identity(trait_kind(name), text))
+    return out
+
+
+_ID_FIELDS = ("userId", "anonymousId", "previousId")
+
+
+def _value_hash(key: bytes, kind: str, value: object) -> str:
+    """The hash of one raw value of ``kind`` as ``identities_of`` would take it, ``""`` when
+    it names nobody."""
+    text = normalize(kind, value)
+    if text is None or len(text) > MAX_IDENTITY_CHARS:
+        return ""
+    return identity_hash(key, Identity(kind, text))
+
+
+def identity_hashes(message: dict, traits: tuple[str, ...], key: bytes,
+                    cache: dict[object, str]) -> set[str]:
+    """``{identity_hash(key, i) for i in identities_of(message, traits)}``, for hot paths
+    (the sync's stage A, the collector): ``cache`` (the caller's, one per key; a plain dict
+    the caller bounds) maps each raw text value already seen to its hash, so a value is
+    normalized and hashed once, and no ``Identity`` is built for it again."""
+    out: set[str] = set()
+    for field in _ID_FIELDS:
+        v = message.get(field)
+        if v is None:
+            continue
+        if type(v) is str:
+            h = cache.get(v)
+            if h is None:
+                h = cache[v] = _value_hash(key, ID, v)
+        else:
+            h = _value_hash(key, ID, v)
+        if h:
+            out.add(h)
+    if not traits:
+        return out
+    context = message.get("context")
+    for holder in (message.get("traits") if message.get("type") == "identify" else None,
+                   context.get("traits") if type(context) is dict else None):
+        if type(holder) is not dict:
+            continue
+        for name in traits:
+            v = holder.get(name)
+            if v is None:
+                continue
+            if type(v) is str:
+                ck = (name, v)  # a tuple: never equal to an id's plain text key
+                h = cache.get(ck)
+                if h is None:
+                    h = cache[ck] = _value_hash(key, trait_kind(name), v)
+            else:
+                h = _value_hash(key, trait_kind(name), v)
+            if h:
+                out.add(h)
     return out
 
 

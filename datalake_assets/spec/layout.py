@@ -209,7 +209,8 @@ def staging_dir(lake_root: str, source_dir: str, run_id: str) -> str:
     * ``work/<table>/``: stage A's work files (deleted before the commit);
     * ``data/segment_type=<table>/<date partition>/``: the tables;
     * ``quarantine/day=/hr=/``: the quarantine;
-    * ``_index/hour=<YYYYMMDDHH>/``: the id index."""
+    * ``_index/hour=<YYYYMMDDHH>/``: the id index;
+    * ``_identities/hour=<YYYYMMDDHH>/``: the identity index."""
     return join(staging_root(lake_root, source_dir), run_id)
 
 

@@ -21,9 +21,9 @@ Passes over the data (``sync.py`` runs them as its phases):
 4. Stage B, one task per group of one table's work files: casts every column with Arrow
    kernels, writes each table's Parquet per hour into staging; returns a manifest
    (``stage_b.py``, ``manifest.py``).
-5. Driver: checks ``lines_in = rows + duplicates + quarantined``, commits (``commit.py``),
-   updates the schema record, registers the catalog, writes the report (``outcome.py``,
-   ``lake/report.py``).
+5. Driver: checks ``lines_in = rows + duplicates + quarantined + suppressed``, commits
+   (``commit.py``) with the id and identity indexes, updates the schema record, registers
+   the catalog, writes the report (``outcome.py``, ``lake/report.py``).
 
 This module is the entry point; the request is ``request.py``, the session ``session.py``.
 """

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from datalake_assets.catalog.base import CatalogError
 from datalake_assets.catalog.register import register_sync
 from datalake_assets.catalog.reports import register_reports, write_report_table
-from datalake_assets.lake import commit, faults, storage
+from datalake_assets.lake import commit, faults, identities, storage
 from datalake_assets.lake.records import write_schema_record
 from datalake_assets.lake.report import (
     SourceReport,
@@ -45,6 +45,9 @@ class Tally:
 
     lines_in: int
     lines_quarantined: int
+    # (table, hour) -> lines of suppressed identities (a line that would have been
+    # quarantined counts under lake.identities.QUARANTINE)
+    suppressed: Counter[tuple[str, str]] = field(default_factory=Counter)
     rows: Counter[tuple[str, str]] = field(default_factory=Counter)  # (table, hour) -> rows
     files: defaultdict[tuple[str, str], list[ManifestEntry]] = field(
         default_factory=lambda: defaultdict(list))  # (table, hour) -> Parquet files
@@ -60,6 +63,17 @@ class Tally:
     def messages_written(self) -> int:
         return sum(n for (t, _), n in self.rows.items() if t != TRACKS_TABLE)
 
+    @property
+    def lines_suppressed(self) -> int:
+        return sum(self.suppressed.values())
+
+    def table_suppressed(self, table: str) -> int:
+        """Suppressed lines of ``table``; of ``tracks``: those of every track table."""
+        if table == TRACKS_TABLE:
+            return sum(n for (t, _), n in self.suppressed.items()
+                       if t not in STANDARD_TABLES and t != identities.QUARANTINE)
+        return sum(n for (t, _), n in self.suppressed.items() if t == table)
+
     def table_rows(self, table: str) -> int:
         return sum(n for (t, _), n in self.rows.items() if t == table)
 
@@ -73,14 +87,15 @@ class Tally:
 def reconcile(run: SyncRun, stats: StageAStats, duplicates: Duplicates,
               manifest: list[ManifestEntry], repeated_ids: dict[str, int]) -> Tally:
     """The tally of what was written; fails, with nothing committed, unless every line read
-    is a row, a duplicate or quarantined."""
+    is a row, a duplicate, quarantined or suppressed."""
     tally = _tally(stats, manifest, repeated_ids)
     written, dups, quarantined = tally.messages_written, duplicates.total, tally.lines_quarantined
-    if tally.lines_in != written + dups + quarantined:
+    suppressed = tally.lines_suppressed
+    if tally.lines_in != written + dups + quarantined + suppressed:
         storage.delete_dir(run.staging)
         raise SyncError(
             f"reconciliation failed, nothing committed: lines_in={tally.lines_in} != rows={written}"
-            f" + duplicates={dups} + quarantined={quarantined}"
+            f" + duplicates={dups} + quarantined={quarantined} + suppressed={suppressed}"
         )
     return tally
 
@@ -89,7 +104,7 @@ def _tally(stats: StageAStats, manifest: list[ManifestEntry],
            repeated_ids: dict[str, int]) -> Tally:
     tally = Tally(lines_in=stats.lines_in, lines_quarantined=sum(stats.lines_quarantined.values()),
                   quarantine_hours={h for h, _, _, _ in stats.quarantine_files},
-                  repeated_ids=dict(repeated_ids))
+                  repeated_ids=dict(repeated_ids), suppressed=Counter(stats.suppressed))
     for m in manifest:
         if m.entry == FILE:
             tally.rows[(m.table, m.hour)] += m.rows
@@ -140,7 +155,8 @@ def commit_sync(run: SyncRun, existing: dict[str, list[tuple[str, str]]],
 
 def _plan_swaps(run: SyncRun, tables: set[str], hours: list[str]) -> list[commit.Swap]:
     """One swap per partition directory touched: written tables, tables that lost all rows of
-    a synced hour (swapped with an empty version), and each hour's quarantine and id index."""
+    a synced hour (swapped with an empty version), and each hour's quarantine, id index and
+    identity index."""
     req, staging = run.req, run.staging
     by_dir: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, staged) -> hours
     for h in hours:
@@ -156,6 +172,10 @@ def _plan_swaps(run: SyncRun, tables: set[str], hours: list[str]) -> list[commit
         by_dir[(layout.join(layout.index_root(req.lake_root, req.source_dir),
                             layout.index_partition_path(hour)),
                 layout.join(layout.staged_index_root(staging),
+                            layout.index_partition_path(hour)))].add(h)
+        by_dir[(layout.join(layout.identity_index_root(req.lake_root, req.source_dir),
+                            layout.index_partition_path(hour)),
+                layout.join(layout.staged_identity_root(staging),
                             layout.index_partition_path(hour)))].add(h)
     swaps = []
     for (target, staged), hs in sorted(by_dir.items()):
@@ -229,6 +249,7 @@ def table_reports(run: SyncRun, changes: dict[str, TableChange], tally: Tally,
             columns=[{"name": n, "type": ty} for n, ty in c.columns],
             row_count=tally.table_rows(t),
             duplicates=sum(n for (tt, _), n in duplicates.counts.items() if tt == t),
+            suppressed=tally.table_suppressed(t),
             cross_hour_duplicates=sum(n for (tt, _), n in duplicates.cross_hour.items() if tt == t),
             values_quarantined=tally.values_quarantined.get(t, 0),
             files=len(files), bytes=sum(m.bytes for m in files), is_new=c.is_new,
@@ -257,6 +278,7 @@ def source_report(run: SyncRun, tally: Tally, duplicates: Duplicates,
         **_run_fields(run),
         lines_in=tally.lines_in, messages_written=tally.messages_written,
         duplicates=duplicates.total, lines_quarantined=tally.lines_quarantined,
+        suppressed=tally.lines_suppressed,
         values_quarantined=sum(tally.values_quarantined.values()),
         cross_hour_duplicates=sum(duplicates.cross_hour.values()),
         dedup_lookback_hours=run.req.dedup_lookback_hours,

@@ -149,7 +149,7 @@ def _main_with_pipes(opts: argparse.Namespace, job_argv: list[str]) -> int:
         path = report_location(req.lake_root, src)
         pipes.log.info(f"sync finished: {src.lines_in} lines in, {src.messages_written} "
                        f"rows, {src.duplicates} duplicates, {src.lines_quarantined} "
-                       f"quarantined; report {path}")
+                       f"quarantined, {src.suppressed} suppressed; report {path}")
         pipes.report_custom_message({
             "kind": MESSAGE_KIND, "status": "finished", "report_path": path,
             "source": src.to_dict(),

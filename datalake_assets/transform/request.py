@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
+from datalake_assets.spec.identity import DEFAULT_IDENTITY_TRAITS
 
 _DESCRIPTION = "The sync: one Spark job per source and batch of archive hours (never one per table)."
 
@@ -44,6 +45,8 @@ class SyncRequest:
     dedup_lookback_hours: int = 7 * 24  # messageId unique across this window (id index)
     lock_wait_seconds: float = 600.0  # wait this long for another sync of the source to end
     catalog: CatalogConfig = field(default_factory=lambda: CatalogConfig(backend="none"))
+    # traits that identify a person in the identity index and the suppression ([privacy])
+    identity_traits: tuple[str, ...] = DEFAULT_IDENTITY_TRAITS
 
     def resolved(self) -> "SyncRequest":
         run_id = self.run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
@@ -63,6 +66,8 @@ class SyncRequest:
             "--max-message-bytes", str(self.max_message_bytes), "--max-depth", str(self.max_depth),
             "--dedup-lookback-hours", str(self.dedup_lookback_hours),
             "--lock-wait-seconds", str(self.lock_wait_seconds),
+            # trait names are [A-Za-z0-9_]: a comma list is unambiguous ("" for none)
+            "--identity-traits", ",".join(self.identity_traits),
             *self.catalog.to_args(),
         ]
         if self.table_prefix:
@@ -89,6 +94,8 @@ def parse_args(argv: list[str]) -> SyncRequest:
     p.add_argument("--table-prefix", default="")
     p.add_argument("--dedup-lookback-hours", type=int, default=7 * 24)
     p.add_argument("--lock-wait-seconds", type=float, default=600.0)
+    p.add_argument("--identity-traits", default=",".join(DEFAULT_IDENTITY_TRAITS),
+                   help="comma-separated trait names that identify a person ([privacy])")
     p.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
     CatalogConfig.add_arguments(p)
     a = p.parse_args(argv)
@@ -99,6 +106,7 @@ def parse_args(argv: list[str]) -> SyncRequest:
         hours=tuple(a.hours), table_prefix=a.table_prefix,
         dedup_lookback_hours=a.dedup_lookback_hours, catalog=CatalogConfig.from_args(a),
         lock_wait_seconds=a.lock_wait_seconds,
+        identity_traits=tuple(t for t in a.identity_traits.split(",") if t),
     )
 
 
@@ -120,4 +128,5 @@ def request_from_settings(settings: LakeSettings, source: SourceSettings, hours,
         table_prefix=source.effective_table_prefix,
         catalog=config_from_settings(settings.catalog),
         dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
+        identity_traits=settings.privacy.identity_traits,
     )

@@ -24,6 +24,8 @@ class SyncRun:
     t0: float = field(default_factory=time.monotonic)
     timings: dict[str, float] = field(default_factory=dict)
     catalog: Catalog | None = None
+    identity_key: bytes = b""  # the lake's identity-hash key (identity_index.load_privacy)
+    suppressed: frozenset[str] = frozenset()  # suppressed identity hashes, read once per run
 
     @property
     def staging(self) -> str:

@@ -6,8 +6,10 @@ flattened column, each a plain Arrow array when its values share a JSON type, el
 kind (``columnar.py``). Kinds are counted per column with Arrow kernels while the buffer is
 turned into columns, so the driver learns every column's statistics without a second pass.
 Rejected lines go straight to the staged quarantine. The task emits one small *key* row per
-message (id, receivedAt, position) for the deduplication, and one statistics row, which the
-driver merges (``merge_stats``).
+message (id, receivedAt, position) for the deduplication, its identity index entries
+(``IDENTITY`` rows, ``identity_tally.py``), and one statistics row, which the driver merges
+(``merge_stats``). Messages of suppressed identities are dropped here, before anything is
+written, and only counted (``identity_tally.py`` says which table they count under).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import gc
 import marshal
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 
 import orjson
@@ -45,13 +47,17 @@ from datalake_assets.spec.messages import (
 )
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.types import N_KINDS, parse_timestamp
+from datalake_assets.transform.identity_tally import IdentityTally
 
-ROW, STATS = 0, 2
+ROW, STATS = 0, 2  # and IDENTITY (3): an identity index entry
 
 STAGE_A_SCHEMA = (
     "kind byte, table string, hour string, message_id string, received_at long, "
     "file_idx int, line_no long, payload binary"
 )
+
+_KEY_NAMES = ["kind", "table", "hour", "message_id", "received_at", "file_idx", "line_no",
+              "payload"]
 
 # Columns of a work file that are not message columns (message columns are [a-z0-9_]).
 W_LINE, W_MESSAGE_ID, W_PROBLEMS = "#line", "#message_id", "#problems"
@@ -82,6 +88,9 @@ class StageAConfig:
     archive_sizes: tuple[int, ...] = ()  # file_idx -> size when listed (a short read fails)
     flush_rows: int = 32_768  # rows of one table per work file
     buffered_rows: int = 131_072  # rows of all tables held by a task before everything is flushed
+    identity_key: bytes = b""  # the lake's key (lake_key); empty: no identity index, no suppression
+    identity_traits: tuple[str, ...] = ()  # the traits that identify a person ([privacy])
+    suppressed: frozenset[str] = frozenset()  # identity hashes whose messages are dropped
 
 
 class _TableBuffer:
@@ -106,6 +115,7 @@ class _StageA:
         self.lines_quarantined: dict[str, int] = {}
         self.work_files: list[tuple[str, str, int, str, int]] = []  # table, hour, file, loc, rows
         self.quarantine_files: list[tuple[str, str, int, int]] = []  # hour, location, rows, bytes
+        self.identities = IdentityTally(cfg.identity_key, cfg.identity_traits, cfg.suppressed)
 
     def read_file(self, file_idx: int, location: str, hour: str) -> Iterator[pa.RecordBatch]:
         cfg = self.cfg
@@ -113,6 +123,7 @@ class _StageA:
         rejected: list[dict] = []
         buffered = 0
         line_no = 0
+        identities = self.identities
         try:
             sizes = self.cfg.archive_sizes
             expected = sizes[file_idx] if file_idx < len(sizes) else None
@@ -121,12 +132,17 @@ class _StageA:
                 if not raw.strip():
                     continue  # blank lines carry nothing (not counted as input)
                 self.lines_in += 1
+                obj = None
                 try:
                     obj = decode(raw, cfg.max_message_bytes)
                     _, table, message_id = validate(obj)
                 except Rejected as r:
-                    rejected.append(self._line_record(file_idx, line_no, raw, r.reason, r.detail))
+                    if identities.keep_rejected(obj, raw, r.reason, hour):
+                        rejected.append(self._line_record(file_idx, line_no, raw, r.reason,
+                                                          r.detail))
                     continue
+                if not identities.keep(obj, table, hour):
+                    continue  # suppressed: stored nowhere, counted
                 buf = buffers.get(table)
                 if buf is None:
                     buf = buffers[table] = _TableBuffer()
@@ -242,8 +258,7 @@ class _StageA:
                 pa.array(buf.lines, pa.int64()),
                 pa.nulls(n, pa.binary()),
             ],
-            names=["kind", "table", "hour", "message_id", "received_at", "file_idx", "line_no",
-                   "payload"],
+            names=_KEY_NAMES,
         )
 
     def stats(self) -> pa.RecordBatch:
@@ -251,19 +266,19 @@ class _StageA:
             "lines_in": self.lines_in, "counts": self.counts, "messages": self.messages,
             "lines_quarantined": self.lines_quarantined, "work_files": self.work_files,
             "quarantine_files": self.quarantine_files,
+            "suppressed": self.identities.suppressed_counts,
         })
         return pa.RecordBatch.from_arrays(
             [pa.array([STATS], pa.int8()), pa.nulls(1, pa.string()), pa.nulls(1, pa.string()),
              pa.nulls(1, pa.string()), pa.nulls(1, pa.int64()), pa.array([-1], pa.int32()),
              pa.array([-1], pa.int64()), pa.array([payload], pa.binary())],
-            names=["kind", "table", "hour", "message_id", "received_at", "file_idx", "line_no",
-                   "payload"],
+            names=_KEY_NAMES,
         )
 
 
 def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterator[pa.RecordBatch]:
     """Input rows: ``file_idx, location, hour``. Output: ``STAGE_A_SCHEMA`` batches: key rows,
-    then one statistics row."""
+    the identity index entries, then one statistics row."""
     task = _StageA(cfg)
     # The buffers hold tens of thousands of decoded messages: Python's cycle collector would
     # scan them again and again (about 15% of the stage) for cycles that JSON cannot make.
@@ -277,6 +292,7 @@ def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterato
     finally:
         if enabled:
             gc.enable()
+    yield from task.identities.batches(_KEY_NAMES)
     yield task.stats()
 
 
@@ -290,6 +306,8 @@ class StageAStats:
     lines_quarantined: dict[str, int]  # hour -> lines
     work_files: list[tuple[str, str, int, str, int]]  # (table, hour, file_idx, location, rows)
     quarantine_files: list[tuple[str, str, int, int]]  # (hour, location, rows, bytes)
+    suppressed: dict[tuple[str, str], int] = field(default_factory=dict)  # (table, hour) -> lines
+    identity_parts: list[bytes] = field(default_factory=list)  # IDENTITY rows' payloads
 
 
 def merge_stats(payloads: list[bytes]) -> StageAStats:
@@ -322,4 +340,6 @@ def merge_stats(payloads: list[bytes]) -> StageAStats:
             out.lines_quarantined[hour] = out.lines_quarantined.get(hour, 0) + n
         out.work_files.extend(tuple(w) for w in s["work_files"])
         out.quarantine_files.extend(tuple(q) for q in s["quarantine_files"])
+        for key, n in s.get("suppressed", {}).items():
+            out.suppressed[key] = out.suppressed.get(key, 0) + n
     return out

@@ -3,12 +3,15 @@
 Under the source's lock: recover an unfinished commit, then
 
 1. **read**: stage A (``stage_a.py``), one task per archive file, writes work files and
-   returns key rows and per-column statistics;
+   returns key rows, identity index entries and per-column statistics; it drops the
+   messages of suppressed identities (the lake's list, read once: ``identity_index.py``);
 2. **plan types**: the statistics against the lake's schema record and the catalog;
-3. **dedup** (``dedup.py``): the duplicates, from the key rows and the id index;
+3. **dedup** (``dedup.py``): the duplicates, from the key rows and the id index; the identity
+   index of each hour is staged (``identity_index.py``);
 4. **write**: stage B (``stage_b.py``) writes each table's Parquet per hour into staging and
    returns a manifest (``manifest.py``); the output is re-read for repeated ids;
-5. **reconcile**: ``lines_in = rows + duplicates + quarantined``, or nothing is committed;
+5. **reconcile**: ``lines_in = rows + duplicates + quarantined + suppressed``, or nothing is
+   committed;
 6. **commit** (``lake/commit.py``), then the schema record;
 7. **register** the tables and partitions in the catalog;
 8. **report** (``report.py``).
@@ -31,6 +34,8 @@ from datalake_assets.spec.naming import TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange, plan_table
 from datalake_assets.spec.types import TYPES, widen
 from datalake_assets.transform.dedup import Duplicates, find_duplicates, repeated_message_ids
+from datalake_assets.transform.identity_index import index_identities, load_privacy
+from datalake_assets.transform.identity_tally import IDENTITY
 from datalake_assets.transform.manifest import MANIFEST_SCHEMA, ManifestEntry
 from datalake_assets.transform.outcome import (
     commit_sync,
@@ -118,6 +123,7 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     if not files:
         return finish(run, [], empty_source_report(run, recovered))
     run.catalog = catalog_from_config(req.catalog, run.spark)
+    load_privacy(run)
     hours = sorted({h for _, h, _ in files})
     keys = read(run, files)
     try:
@@ -126,6 +132,7 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
         duplicates = dedup(run, keys, hours)
     finally:
         keys.unpersist()
+    index_identities(run, stats)
     manifest, repeated_ids = write(run, stats, changes, duplicates)
     tally = reconcile(run, stats, duplicates, manifest, repeated_ids)
     commit_sync(run, existing, changes, tally, hours)
@@ -157,6 +164,8 @@ def read(run: SyncRun, files: list[tuple[str, str, int]]):
         quarantine_root=layout.staged_quarantine_root(staging),
         archive_files=tuple(loc for loc, _, _ in files),
         archive_sizes=tuple(size for _, _, size in files),
+        identity_key=run.identity_key, identity_traits=tuple(run.req.identity_traits),
+        suppressed=run.suppressed,
     )
 
     def stage_a(batches):
@@ -166,13 +175,15 @@ def read(run: SyncRun, files: list[tuple[str, str, int]]):
 
 
 def collect_stats(run: SyncRun, keys) -> StageAStats:
-    """Runs stage A and merges its tasks' statistics."""
+    """Runs stage A and merges its tasks' statistics (the identity index entries come along:
+    ``stats.identity_parts``)."""
     from pyspark.sql import functions as F
 
     t = time.monotonic()
     run.describe_jobs(f"sync {run.req.source_id} {run.req.hours[0]}..{run.req.hours[-1]}: parse")
-    stats_rows = keys.filter(F.col("kind") == STATS).select("payload").collect()
-    stats = merge_stats([bytes(r.payload) for r in stats_rows])
+    rows = keys.filter(F.col("kind").isin(STATS, IDENTITY)).select("kind", "payload").collect()
+    stats = merge_stats([bytes(r.payload) for r in rows if r.kind == STATS])
+    stats.identity_parts = [bytes(r.payload) for r in rows if r.kind == IDENTITY]
     run.timings["parse_s"] = time.monotonic() - t
     faults.checkpoint("parsed")
     return stats

@@ -221,6 +221,27 @@ def test_sync_reports_queryable_by_sql(spark, hive, tmp_path):
     assert one(spark, f"SELECT count(*) FROM {meta}.sync_reports") == (5,)
 
 
+def test_sync_reports_written_before_the_suppressed_column_stay_readable(spark, hive, tmp_path):
+    from datalake_assets.catalog.reports import REPORT_SCHEMA, report_rows
+
+    lake = str(tmp_path / "lake")
+    meta = f"meta_{uuid.uuid4().hex[:8]}"
+    src = {"type": "source", "run_id": "old", "status": "finished", "lines_in": 3,
+           "messages_written": 3, "duplicates": 0, "lines_quarantined": 0}
+    # a file of a version without ``suppressed``: the schema less that column
+    old_schema = REPORT_SCHEMA.remove(REPORT_SCHEMA.get_field_index("suppressed"))
+    rows = [{k: v for k, v in r.items() if k != "suppressed"} for r in report_rows([src])]
+    folder = f"{lake}/sync_reports/source_id=web/day=2026-11-21"
+    os.makedirs(folder)
+    pq.write_table(pa.Table.from_pylist(rows, schema=old_schema), f"{folder}/old.parquet")
+    write_report_table(lake, "web", "new", [{**src, "run_id": "new", "lines_in": 5,
+                                             "suppressed": 2}], "2026-11-21")
+    register_reports(hive, meta, lake, "web", "2026-11-21")
+    got = spark.sql(f"SELECT run_id, lines_in, suppressed FROM {meta}.sync_reports "
+                    "ORDER BY run_id").collect()
+    assert [tuple(r) for r in got] == [("new", 5, 2), ("old", 3, None)]
+
+
 def test_quarantine_table(spark, hive, db, tmp_path):
     from datalake_assets.lake.records import QUARANTINE_SCHEMA
 

@@ -123,3 +123,22 @@ def test_duplicates_check_driver_and_spark_paths_agree(spark, tmp_path, monkeypa
     assert dedup.repeated_in_output(str(staged), tables) is None
     spark_side = dedup.repeated_message_ids(spark, str(staged), tables, [])
     assert driver == spark_side == {"pages": 2}  # "b" twice in pages; "c" in pages and screens
+
+
+def test_completeness_counts_the_lines_of_suppressed_identities(spark, settings):
+    from datalake_assets.lake.identities import lake_key, write_suppressed
+    from datalake_assets.orchestration.assets import completeness_results
+    from datalake_assets.lake.report import SourceReport
+    from datalake_assets.spec.identity import identity, identity_hash
+
+    write_hour(settings.archive_root, "web", HOUR, [msg("a1", userId="gone"), msg("a2")])
+    gone = identity_hash(lake_key(settings.lake_root), identity("user_id", "gone"))
+    write_suppressed(settings.lake_root, "req-1", [gone])
+    result, checks = run(settings)
+    c = checks[("sync_reports", "completeness")]
+    assert result.success and c.passed
+    assert (c.metadata["lines_in"].value, c.metadata["rows"].value,
+            c.metadata["suppressed"].value) == (2, 1, 1)
+    # the same counts without the suppressed line would not add up
+    short = SourceReport(lines_in=2, messages_written=1)
+    assert not completeness_results("web", short)[0].passed

@@ -42,7 +42,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def lake_state(lake_root: str) -> dict[tuple[str, str], list[str]]:
     """``{(table, day/hr): sorted message ids}`` as a reader of the Parquet files sees them
-    (quarantine: sorted ``level|hash`` of its rows)."""
+    (quarantine: sorted ``level|hash`` of its rows; identity index: ``table|rows|is a
+    presence row`` of each hour's rows)."""
     state: dict[tuple[str, str], list[str]] = {}
     for part in sorted(glob.glob(f"{lake_root}/data/{SRC}/segment_type=*/day=*/hr=*")):
         files = glob.glob(f"{part}/*.parquet")
@@ -59,6 +60,14 @@ def lake_state(lake_root: str) -> dict[tuple[str, str], list[str]]:
                 "select level || '|' || md5(concat_ws('|', reason, message_id, column_name, "
                 f"value, raw_line, raw_line_base64)) from read_parquet({files!r})").fetchall()
             state[("_quarantine", "/".join(part.split("/")[-2:]))] = sorted(r for (r,) in rows)
+    # The identity index, committed with the hour: its rows without the hashes (each lake
+    # has its own key, and the reference is another lake), so whole hours still compare.
+    for part in sorted(glob.glob(f"{lake_root}/_identities/{SRC}/hour=*")):
+        files = glob.glob(f"{part}/*.parquet")
+        if files:
+            rows = duckdb.sql(f"select \"table\" || '|' || rows || '|' || (linked is null) "
+                              f"from read_parquet({files!r})").fetchall()
+            state[("_identities", part.rsplit("=", 1)[1])] = sorted(r for (r,) in rows)
     return state
 
 

@@ -22,6 +22,9 @@ the sync would quarantine it whole (``spec.messages.validate``: not an object, n
 ``type``, no ``userId``/``anonymousId``, a ``track`` without ``event``, a bad ``messageId``):
 whatever the collector accepts, the sync turns into a row. A request is refused whole (400)
 when its body is not JSON, not an object, or larger than ``max_batch_bytes``.
+
+A valid message for which ``drop`` (the suppression list's test, ``suppression.py``) says yes
+is *suppressed*: not archived, counted, and answered like an accepted one (as Segment does).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import json
 import math
 import uuid
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -78,11 +82,13 @@ class Limits:
 @dataclass
 class Outcome:
     """What became of a request's messages: ``lines`` to archive (JSON, no newline), the
-    ``rejected`` ones by index (``{"index", "code", "message"}``), and ``total``."""
+    ``rejected`` ones by index (``{"index", "code", "message"}``), the ``suppressed`` count
+    and ``total``."""
 
     lines: list[bytes] = field(default_factory=list)
     rejected: list[dict[str, object]] = field(default_factory=list)
     total: int = 0
+    suppressed: int = 0  # valid messages of suppressed identities: answered as accepted
     _payload: bytes | None = None
 
     def payload(self) -> bytes:
@@ -295,9 +301,14 @@ def _dumps(m: dict) -> bytes:
         return json.dumps(_finite(m), ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def process(body: dict, endpoint_type: str | None, received: datetime, limits: Limits) -> Outcome:
+Drop = Callable[[dict], bool]
+
+
+def process(body: dict, endpoint_type: str | None, received: datetime, limits: Limits,
+            drop: Drop | None = None) -> Outcome:
     """Stamp, check and serialize the messages of one request (``endpoint_type`` ``None``: a
-    batch). Raises ``RequestError`` for a request refused whole."""
+    batch); a valid message ``drop`` says yes to is only counted (``suppressed``). Raises
+    ``RequestError`` for a request refused whole."""
     clock = _Clock(received)
     out = Outcome()
     if endpoint_type is None:
@@ -329,6 +340,9 @@ def process(body: dict, endpoint_type: str | None, received: datetime, limits: L
                 m["messageId"] = str(uuid.uuid4())
             clock.stamp(m)
             validate(m)
+            if drop is not None and drop(m):
+                out.suppressed += 1
+                continue
             line = _dumps(m)
             if len(line) > max_bytes:
                 raise Rejected("oversize", f"{len(line)} bytes > limit {max_bytes}")
@@ -341,14 +355,15 @@ def process(body: dict, endpoint_type: str | None, received: datetime, limits: L
 
 
 def process_body(raw: bytes, endpoint_type: str | None, received: datetime, limits: Limits,
-                 body: dict | None = None) -> Outcome:
+                 body: dict | None = None, drop: Drop | None = None) -> Outcome:
     """``process`` of ``body`` (``parse_json(raw)`` if not given). orjson reads integers wider
     than 64 bits as floats, which it writes as ``1.2e+19``: when an archived line holds an
     ``e+``, ``raw`` is read again with the exact parser (rare: a float >= 1e16, or the text
     ``e+`` in a string)."""
-    outcome = process(parse_json(raw) if body is None else body, endpoint_type, received, limits)
+    outcome = process(parse_json(raw) if body is None else body, endpoint_type, received, limits,
+                      drop)
     if outcome.lines and b"e+" in outcome.payload():
-        outcome = process(parse_json(raw, exact=True), endpoint_type, received, limits)
+        outcome = process(parse_json(raw, exact=True), endpoint_type, received, limits, drop)
     return outcome
 
 
@@ -356,12 +371,12 @@ def reply_for(outcome: Outcome, batch: bool) -> tuple[int, dict[str, object]]:
     """The HTTP status and JSON reply once the accepted lines are durable."""
     if not outcome.rejected:
         return 200, {"success": True}
-    if not outcome.lines:
+    accepted = len(outcome.lines) + outcome.suppressed  # a client cannot tell them apart
+    if not accepted:
         if not batch:
             r = outcome.rejected[0]
             return 400, {"success": False, "code": r["code"], "message": r["message"]}
         return 400, {"success": False, "code": "invalid_batch",
                      "message": f"all {outcome.total} messages were rejected",
                      "rejected": outcome.rejected}
-    return 200, {"success": True, "accepted": len(outcome.lines),
-                 "rejected": outcome.rejected}
+    return 200, {"success": True, "accepted": accepted, "rejected": outcome.rejected}

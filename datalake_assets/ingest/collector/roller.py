@@ -14,6 +14,10 @@ the roll just deletes the segment.
 
 A roll that fails (archive unreachable, disk full) is retried with a growing pause; the segment
 stays in the spool meanwhile, so nothing is lost while the archive is away.
+
+Lines of suppressed identities (``suppression.py``: the collector's list in force) are left
+out of the archive file and counted, so lines accepted before the suppression list changed
+never reach the archive. While the list is empty no line is parsed.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import os
 import queue
 import threading
 import zlib
+from collections.abc import Callable, Iterator
 
 from datalake_assets.ingest.collector.spool_files import ClosedSegment, fsync_dir
+from datalake_assets.ingest.collector.suppression import Suppression
 from datalake_assets.spec.layout import archive_hour_dir, join
 from datalake_assets.lake import storage
 
@@ -38,9 +44,30 @@ def archive_location(archive_root: str, seg: ClosedSegment) -> str:
     return join(archive_hour_dir(archive_root, seg.source_id, seg.hour), seg.archive_name)
 
 
-def _gzip_chunks(path: str):
-    """The segment, gzipped, in pieces (memory: one chunk plus zlib's window). Only whole
-    lines: a torn tail (no reply covered it) is left out."""
+DropLine = Callable[[bytes], bool]
+
+
+def _without(chunks: Iterator[bytes], drop_line: DropLine, dropped: list[int]
+             ) -> Iterator[bytes]:
+    """``chunks`` (whole lines in all) without the lines ``drop_line`` says yes to; counts
+    them in ``dropped[0]``."""
+    rest = b""
+    for chunk in chunks:
+        data = rest + chunk
+        cut = data.rfind(b"\n") + 1
+        rest = data[cut:]
+        if not cut:
+            continue
+        lines = data[:cut - 1].split(b"\n")  # exactly the spool's lines (JSON has no raw \n)
+        kept = [line for line in lines if not drop_line(line)]
+        dropped[0] += len(lines) - len(kept)
+        if kept:
+            yield b"\n".join(kept) + b"\n"
+
+
+def _whole_lines(path: str) -> Iterator[bytes]:
+    """The segment's bytes in pieces, up to its last newline: a torn tail (no reply covered
+    it) is left out."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         end = size
@@ -51,32 +78,45 @@ def _gzip_chunks(path: str):
                 i = tail.rfind(b"\n")
                 end = size - len(tail) + i + 1 if i != -1 else 0
             f.seek(0)
-        z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
         left = end
         while left > 0:
             chunk = f.read(min(_CHUNK, left))
             if not chunk:
                 break
             left -= len(chunk)
-            out = z.compress(chunk)
-            if out:
-                yield out
-        yield z.flush()
+            yield chunk
 
 
-def roll_segment(archive_root: str, seg: ClosedSegment) -> str:
-    """Roll one closed segment into the archive and delete it; returns the archive file."""
+def _gzip_chunks(path: str, drop_line: DropLine | None = None,
+                 dropped: list[int] | None = None) -> Iterator[bytes]:
+    """The segment's whole lines (without the dropped ones), gzipped, in pieces (memory: one
+    chunk plus zlib's window)."""
+    chunks = _whole_lines(path)
+    if drop_line is not None:
+        chunks = _without(chunks, drop_line, dropped if dropped is not None else [0])
+    z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+    for chunk in chunks:
+        out = z.compress(chunk)
+        if out:
+            yield out
+    yield z.flush()
+
+
+def roll_segment(archive_root: str, seg: ClosedSegment, drop_line: DropLine | None = None,
+                 dropped: list[int] | None = None) -> str:
+    """Roll one closed segment into the archive and delete it; returns the archive file.
+    Lines ``drop_line`` says yes to are left out (counted in ``dropped[0]``)."""
     final = archive_location(archive_root, seg)
     if storage.exists(final):
         log.info("segment %s was already rolled to %s", seg.path, final)
     elif storage.is_uri(final):
-        storage.write_bytes_atomic(final, b"".join(_gzip_chunks(seg.path)))
+        storage.write_bytes_atomic(final, b"".join(_gzip_chunks(seg.path, drop_line, dropped)))
     else:
         folder = os.path.dirname(final)
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, ".tmp-" + seg.archive_name)  # same name on every retry
         with open(tmp, "wb") as f:
-            f.writelines(_gzip_chunks(seg.path))
+            f.writelines(_gzip_chunks(seg.path, drop_line, dropped))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
@@ -89,8 +129,10 @@ class Roller:
     """A background thread rolling closed segments, oldest first, with retries."""
 
     def __init__(self, archive_root: str, retry_min_seconds: float = 1.0,
-                 retry_max_seconds: float = 60.0) -> None:
+                 retry_max_seconds: float = 60.0,
+                 suppression: Suppression | None = None) -> None:
         self.archive_root = archive_root
+        self.suppression = suppression
         self.retry_min = retry_min_seconds
         self.retry_max = retry_max_seconds
         self._queue: queue.Queue[ClosedSegment | None] = queue.Queue()
@@ -98,6 +140,7 @@ class Roller:
         self._stop_retrying = threading.Event()
         self.rolled = 0
         self.failures = 0
+        self.suppressed = 0  # lines left out by drop_line
 
     def submit(self, seg: ClosedSegment) -> None:
         self._queue.put(seg)
@@ -130,9 +173,13 @@ class Roller:
                 return
             delay = self.retry_min
             while True:
+                dropped = [0]  # of this attempt: a failed one is done again
+                s = self.suppression
                 try:
-                    roll_segment(self.archive_root, seg)
+                    roll_segment(self.archive_root, seg,
+                                 s.matches_line if s is not None and s.active else None, dropped)
                     self.rolled += 1
+                    self.suppressed += dropped[0]
                     break
                 except Exception as e:  # noqa: BLE001 - any failure: keep the segment, retry
                     self.failures += 1

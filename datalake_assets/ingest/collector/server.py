@@ -5,10 +5,11 @@ keep-alive): the work per request is JSON decoding and stamping (``protocol``), 
 for a group-committed fsync (``spool``), so threads suffice; the figures are in
 ``docs/collector.md`` and ``bench/bench_collector.py``.
 
-Life cycle (``Collector``): ``start()`` locks the spool, hands segments an earlier process left
-to the roller, and listens. ``stop()`` is graceful: it stops accepting connections, lets the
-requests in progress finish (their replies say ``Connection: close``), closes idle keep-alive
-connections, commits and closes every spool segment, and rolls them all into the archive.
+Life cycle (``Collector``): ``start()`` locks the spool, reads the suppression list
+(``suppression.py``: suppressed messages are answered as accepted, then dropped), hands the
+segments an earlier process left to the roller, and listens. ``stop()`` is graceful: no new
+connections, requests in progress finish (``Connection: close``), idle keep-alive connections
+are closed, every spool segment is committed, closed and rolled into the archive.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from datalake_assets.ingest.collector.body import BodyError, read_body
 from datalake_assets.ingest.collector.cors import ALLOW_METHODS, Cors, KeyTable
 from datalake_assets.ingest.collector.roller import Roller
 from datalake_assets.ingest.collector.spool import Spool, SpoolError
+from datalake_assets.ingest.collector.suppression import Suppression
 from datalake_assets.settings import LakeSettings
 from datalake_assets.spec.layout import ArchiveHour
 
@@ -253,7 +255,8 @@ class _Handler(BaseHTTPRequestHandler):
                         "unknown write key" if key else "missing write key (HTTP Basic user "
                         "name, or 'writeKey' in the body)")
             received = datetime.now(UTC)
-            outcome = protocol.process_body(raw, endpoint_type, received, c.limits, body)
+            drop = c.suppression.matches if c.suppression.active else None  # else no hashing
+            outcome = protocol.process_body(raw, endpoint_type, received, c.limits, body, drop)
         except protocol.RequestError as e:
             if e.status != 401:
                 c._count("errors")
@@ -270,6 +273,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         c._count("accepted", len(outcome.lines))
         c._count("rejected", len(outcome.rejected))
+        c._count("suppressed", outcome.suppressed)
         c._count("requests")
         status, reply = protocol.reply_for(outcome, endpoint_type is None)
         self._reply(status, reply)
@@ -292,7 +296,8 @@ class Collector:
         self.cors = Cors({s.id: s.cors_origins for s in settings.sources})
         self.max_pending = cs.max_pending_requests
         self._pending = 0  # requests in progress (under _stats_lock)
-        self.roller = Roller(settings.archive_root)
+        self.suppression = Suppression.of(settings)
+        self.roller = Roller(settings.archive_root, suppression=self.suppression)
         self.spool = Spool(spool_dir or cs.spool_path(), self.roller.submit,
                            cs.segment_max_bytes, cs.segment_max_age_seconds)
         self._listen_socket = listen_socket
@@ -301,8 +306,8 @@ class Collector:
         self._connections: set[_Handler] = set()
         self._draining = False
         self._stats_lock = threading.Lock()
-        self._stats = {"requests": 0, "accepted": 0, "rejected": 0, "unauthorized": 0,
-                       "errors": 0, "busy": 0, "preflights": 0, "refused_origins": 0}
+        self._stats = dict.fromkeys(("requests", "accepted", "rejected", "suppressed", "busy",
+                                     "unauthorized", "errors", "preflights", "refused_origins"), 0)
         self.recovered = 0
 
     # ------------------------------------------------------------------------------ running
@@ -326,6 +331,7 @@ class Collector:
                 "settings, or set DATALAKE_WRITE_KEYS=\"key=source,...\"")
         left = self.spool.open()
         try:
+            self.suppression.start()  # before the roller takes the segments left by a crash
             self.recovered = len(left)
             self.roller.start()
             for seg in left:
@@ -345,6 +351,7 @@ class Collector:
         except BaseException:
             self.spool.close()
             self.roller.stop()
+            self.suppression.stop()
             raise
         self._httpd.collector = self
         self._thread = threading.Thread(target=self._httpd.serve_forever,
@@ -373,6 +380,7 @@ class Collector:
             time.sleep(0.02)
         self.spool.close()
         complete = self.roller.stop(timeout=max(1.0, deadline - time.monotonic()))
+        self.suppression.stop()
         self._httpd = None
         return complete
 
@@ -386,5 +394,6 @@ class Collector:
         with self._stats_lock:
             out = dict(self._stats)
         out.update(fsync_rounds=self.spool.commits, segments_rolled=self.roller.rolled,
-                   segments_waiting=self.roller.pending(), roll_failures=self.roller.failures)
+                   segments_waiting=self.roller.pending(), roll_failures=self.roller.failures,
+                   suppressed_at_roll=self.roller.suppressed, **self.suppression.stats())
         return out
