@@ -28,7 +28,8 @@ LAYERS: dict[str, set[str]] = {
     "catalog": {"rules", "lake", "settings", "catalog"},
     "sync": {"rules", "lake", "settings", "catalog", "sync"},
     "ingest": {"rules", "lake", "settings", "ingest"},
-    "privacy": {"rules", "lake", "settings", "catalog", "privacy"},
+    # ingest: the collector's own spool eraser (privacy/forget.py's ``_erase_spool``)
+    "privacy": {"rules", "lake", "settings", "catalog", "ingest", "privacy"},
     "dagster": {"rules", "lake", "settings", "catalog", "sync", "ingest", "privacy", "dagster"},
     "app": {"rules", "lake", "settings", "catalog", "sync", "ingest", "privacy", "dagster",
             "app"},
