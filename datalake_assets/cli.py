@@ -5,6 +5,7 @@
     datalake sync --hours H ...  run one sync outside Dagster (local Spark), print the report
     datalake import [--from D]   import Segment's S3-destination archive into the raw archive
     datalake collect             run the Segment-compatible collector until SIGTERM/SIGINT
+    datalake forget --user-id X  erase and suppress a person (docs/privacy.md)
 """
 
 from __future__ import annotations
@@ -274,6 +275,66 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
     return 0 if complete else 1
 
 
+def cmd_forget(settings: LakeSettings, args: argparse.Namespace) -> int:
+    """Erase and suppress the identities named (``docs/privacy.md``). Prints counts, never an
+    identity value; exit 0 when completed, 1 when failed, 2 for a request that is refused."""
+    from datalake_assets.privacy.forget import forget, resume
+    from datalake_assets.privacy.request import (
+        ForgetRequest,
+        check_request_id,
+        load_request_file,
+        new_request_id,
+        parse_identity_text,
+    )
+    from datalake_assets.spec.identity import identity
+
+    named = bool(args.user_id or args.anonymous_id or args.trait or args.file)
+    try:
+        if args.resume:
+            if named or args.request_id:
+                raise ValueError("--resume takes no identity or request id: it re-runs every "
+                                 "request that did not complete, from its state")
+            results = resume(settings, catalog=_forget_catalog(settings))
+        else:
+            if not named:
+                raise ValueError("name someone: --user-id, --anonymous-id, --trait NAME=VALUE "
+                                 "or --file (or --resume)")
+            idents = ([identity("user_id", v) for v in args.user_id]
+                      + [identity("anonymous_id", v) for v in args.anonymous_id]
+                      + [parse_identity_text(t) for t in args.trait])
+            from_file = load_request_file(args.file) if args.file else None
+            if from_file is not None:
+                idents += from_file.identities
+            request_id = args.request_id or (from_file.request_id if from_file else "")
+            request = ForgetRequest(
+                request_id=check_request_id(request_id or new_request_id()),
+                identities=tuple(sorted(set(idents))), follow_links=args.follow_links,
+                sources=tuple(dict.fromkeys(args.source)), erase=not args.no_erase,
+                suppress=not args.no_suppress)
+            results = [forget(settings, request, catalog=_forget_catalog(settings))]
+    except (ValueError, OSError) as e:  # IdentityError, RequestError: never hold a value
+        print(f"datalake forget: {e}", file=sys.stderr)
+        return 2
+    for r in results:
+        summary = {k: v for k, v in r.to_dict().items() if k != "identity_hashes"}
+        summary["identities"] = len(r.identity_hashes)
+        print(json.dumps(summary, indent=2))
+    if args.resume and not results:
+        print("no unfinished privacy request")
+    return 0 if all(r.status == "completed" for r in results) else 1
+
+
+def _forget_catalog(settings: LakeSettings):
+    """The catalog of the audit table: the Hive backend needs a Spark session."""
+    if settings.catalog.backend != "hive":
+        return None
+    from datalake_assets.catalog.config import catalog_from_config, config_from_settings
+    from datalake_assets.transform.session import settings_spark_session
+
+    return catalog_from_config(config_from_settings(settings.catalog),
+                               settings_spark_session(settings))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="datalake", description=__doc__.split("\n\n")[0])
     p.add_argument("--settings", help="lake settings file (TOML); default: $DATALAKE_SETTINGS")
@@ -314,6 +375,22 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--port", type=int, help="port, 0 for any free one (default: [collector] port)")
     c.add_argument("--workers", type=int, help="processes (default: [collector] workers)")
 
+    f = sub.add_parser("forget", help="erase and suppress a person's data (docs/privacy.md)")
+    f.add_argument("--user-id", action="append", default=[], metavar="X")
+    f.add_argument("--anonymous-id", action="append", default=[], metavar="X")
+    f.add_argument("--trait", action="append", default=[], metavar="NAME=VALUE",
+                   help="a trait listed in [privacy] identity_traits, e.g. email=a@b.com")
+    f.add_argument("--file", help="a request file: JSON, or one KIND=VALUE per line")
+    f.add_argument("--follow-links", action="store_true",
+                   help="also forget the identities linked by identify/alias calls")
+    f.add_argument("--source", action="append", default=[],
+                   help="only this source (repeatable; default: every source)")
+    f.add_argument("--no-erase", action="store_true", help="suppress only: erase nothing")
+    f.add_argument("--no-suppress", action="store_true", help="erase only: do not suppress")
+    f.add_argument("--request-id", help="[A-Za-z0-9_-]{1,64}; the same id re-runs the request")
+    f.add_argument("--resume", action="store_true",
+                   help="re-run every request that did not complete (killed or failed)")
+
     args = p.parse_args(argv)
     try:
         settings = load_settings(args.settings)
@@ -321,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"datalake: invalid settings: {e}", file=sys.stderr)
         return 2
     commands = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
-                "import": cmd_import,
+                "import": cmd_import, "forget": cmd_forget,
                 "collect": cmd_collect}
     return commands[args.command](settings, args)
 
