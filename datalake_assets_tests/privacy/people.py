@@ -25,6 +25,8 @@ from datalake_assets.spec import layout
 from datalake_assets.transform.request import request_from_settings
 from datalake_assets.transform.sync import run_sync
 from datalake_assets_tests.support.archive_builders import msg, write_hour
+from datalake_assets_tests.support.lake_reader import LocalStore, read_lake
+from datalake_assets_tests.support.oracle import Oracle, lines_of_file
 from datalake_assets_tests.support.settings_files import load_lake_toml
 
 H1, H2, H3 = "2026-11-21T10", "2026-11-21T11", "2026-11-22T09"
@@ -167,6 +169,27 @@ def archive_lines(settings, source_id: str, hour: str) -> list[bytes]:
         data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
         out += [ln for ln in data.split(b"\n") if ln.strip()]
     return out
+
+
+def oracle_expected(settings, source_id: str):
+    """The oracle's model of a clean sync of the source's archive as it is now. Lines are
+    keyed by their bytes: the lake of a test is a copy, whose quarantine names the archive
+    files of the lake it was copied from."""
+    store = LocalStore()
+
+    def hour_lines(hour: str):
+        folder = layout.archive_hour_dir(settings.archive_root, source_id,
+                                         layout.ArchiveHour.parse(hour))
+        return [ln for rank, loc in enumerate(sorted(store.list(folder)))
+                if not os.path.basename(loc).startswith((".", "_"))
+                for ln in lines_of_file(loc, rank, hour, store.read(loc), key_by_raw=True)]
+
+    return Oracle(store, settings.archive_root, source_id, hour_lines=hour_lines).sync(
+        HOURS).expected()
+
+
+def read_source(settings, source_id: str):
+    return read_lake(LocalStore(), settings.lake_root, source_id)
 
 
 def parquet_rows(lake_root: str) -> dict[str, list[dict]]:

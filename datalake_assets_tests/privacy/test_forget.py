@@ -21,11 +21,11 @@ from datalake_assets_tests.privacy.people import (
     HOURS,
     TARGET_VALUES,
     lake_snapshot,
+    oracle_expected,
+    read_source,
     target_traces,
     without_target,
 )
-from datalake_assets_tests.support.lake_reader import LocalStore, read_lake
-from datalake_assets_tests.support.oracle import Oracle
 
 pytestmark = pytest.mark.spark
 
@@ -105,11 +105,11 @@ def test_replay_of_the_erased_hours_brings_nothing_back(spark, people_lake, reli
     settings = people_lake
     forget(settings, ForgetRequest("r-replay", TARGET))
     erased = lake_snapshot(settings)
-    store = LocalStore()
     # the erased lake is exactly what a clean sync of the erased archive makes
-    oracle = Oracle(store, settings.archive_root, "web").sync(HOURS).expected()
+    oracle = oracle_expected(settings, "web")
     reliability.cases += 1
-    reliability.expect(oracle, lambda: read_lake(store, settings.lake_root, "web"))
+    reliability.expect(oracle, lambda: read_source(settings, "web"))
+    assert reliability.compare().ok
     for source in ("web", "app"):
         run_sync(spark, request_from_settings(settings, settings.source(source), HOURS,
                                               replay=True))
@@ -123,7 +123,7 @@ def test_replay_of_the_erased_hours_brings_nothing_back(spark, people_lake, reli
 
     assert content(replayed) == content(erased)
     assert replayed["lines"] == erased["lines"]
-    reliability.expect(oracle, lambda: read_lake(store, settings.lake_root, "web"))
+    reliability.expect(oracle, lambda: read_source(settings, "web"))
     found = reliability.compare()
     assert found.ok, str(found)
 
