@@ -14,6 +14,8 @@ the identity columns of their table files.
 
 from __future__ import annotations
 
+import bisect
+
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -72,18 +74,23 @@ class _Counting:
         self.f.close()
 
 
-def index_files(lake_root: str, source_dir: str) -> list[str]:
+WHOLE_FILE_BYTES = 64 << 10  # pyarrow reads a file's last 64 KiB first anyway
+
+
+def index_files(lake_root: str, source_dir: str) -> list[tuple[str, int]]:
+    """``[(location, size)]`` of the source's identity-index files."""
     root = layout.identity_index_root(lake_root, source_dir)
-    return [loc for loc, _ in storage.list_files(root, recursive=True)
+    return [(loc, size) for loc, size in storage.list_files(root, recursive=True)
             if loc.endswith(".parquet") and not loc.rsplit("/", 1)[-1].startswith((".", "_"))]
+
 
 
 def _may_hold(stats, wanted_sorted: list[str]) -> bool:
     """Whether a row group whose ``identity`` statistics are ``stats`` may hold a wanted hash."""
     if stats is None or not stats.has_min_max:
         return True
-    lo, hi = stats.min, stats.max
-    return any(lo <= w <= hi for w in wanted_sorted)
+    i = bisect.bisect_left(wanted_sorted, stats.min)  # the first wanted hash >= min
+    return i < len(wanted_sorted) and wanted_sorted[i] <= stats.max
 
 
 @dataclass
@@ -99,11 +106,16 @@ def _read_index(lake_root: str, source_dir: str, columns: list[str],
     only the row groups whose identity range may hold one of those hashes."""
     out = _Read()
     wanted = sorted(prune) if prune is not None else None
-    for location in index_files(lake_root, source_dir):
-        fs, path = storage.resolve(location)
-        counting = _Counting(fs.open_input_file(path))
+    for location, size in index_files(lake_root, source_dir):
+        # a small file in one read; a larger one by ranges, only what is needed (counted)
+        counting = None
+        if size <= WHOLE_FILE_BYTES:
+            source = pa.BufferReader(storage.read_bytes(location))
+        else:
+            fs, path = storage.resolve(location)
+            source = counting = _Counting(fs.open_input_file(path))
         try:
-            pf = pq.ParquetFile(counting)
+            pf = pq.ParquetFile(source)
             names = pf.schema_arrow.names
             cols = columns + (["hour"] if "hour" in names else [])
             ident = names.index("identity")
@@ -112,8 +124,8 @@ def _read_index(lake_root: str, source_dir: str, columns: list[str],
                           pf.metadata.row_group(i).column(ident).statistics, wanted)]
             table = pf.read_row_groups(groups, columns=cols) if groups else None
         finally:
-            counting.close()
-        out.bytes += counting.bytes
+            source.close()
+        out.bytes += counting.bytes if counting is not None else size
         out.files += 1
         if table is not None and table.num_rows:
             out.tables.append((layout.hour_of_index_file(location), table))
