@@ -279,38 +279,19 @@ def cmd_forget(settings: LakeSettings, args: argparse.Namespace) -> int:
     """Erase and suppress the identities named (``docs/privacy.md``). Prints counts, never an
     identity value; exit 0 when completed, 1 when failed, 2 for a request that is refused."""
     from datalake_assets.privacy.forget import forget, resume
-    from datalake_assets.privacy.request import (
-        ForgetRequest,
-        check_request_id,
-        load_request_file,
-        new_request_id,
-        parse_identity_text,
-    )
-    from datalake_assets.spec.identity import identity
+    from datalake_assets.privacy.request import request_from_options
 
-    named = bool(args.user_id or args.anonymous_id or args.trait or args.file)
     try:
         if args.resume:
-            if named or args.request_id:
+            if args.user_id or args.anonymous_id or args.trait or args.file or args.request_id:
                 raise ValueError("--resume takes no identity or request id: it re-runs every "
                                  "request that did not complete, from its state")
             results = resume(settings, catalog=_forget_catalog(settings))
         else:
-            if not named:
-                raise ValueError("name someone: --user-id, --anonymous-id, --trait NAME=VALUE "
-                                 "or --file (or --resume)")
-            idents = ([identity("user_id", v) for v in args.user_id]
-                      + [identity("anonymous_id", v) for v in args.anonymous_id]
-                      + [parse_identity_text(t) for t in args.trait])
-            from_file = load_request_file(args.file) if args.file else None
-            if from_file is not None:
-                idents += from_file.identities
-            request_id = args.request_id or (from_file.request_id if from_file else "")
-            request = ForgetRequest(
-                request_id=check_request_id(request_id or new_request_id()),
-                identities=tuple(sorted(set(idents))), follow_links=args.follow_links,
-                sources=tuple(dict.fromkeys(args.source)), erase=not args.no_erase,
-                suppress=not args.no_suppress)
+            request = request_from_options(
+                user_ids=args.user_id, anonymous_ids=args.anonymous_id, traits=args.trait,
+                file=args.file, request_id=args.request_id, follow_links=args.follow_links,
+                sources=args.source, erase=not args.no_erase, suppress=not args.no_suppress)
             results = [forget(settings, request, catalog=_forget_catalog(settings))]
     except (ValueError, OSError) as e:  # IdentityError, RequestError: never hold a value
         print(f"datalake forget: {e}", file=sys.stderr)

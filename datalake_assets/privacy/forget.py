@@ -313,14 +313,16 @@ def _audit(run: _Run) -> None:
            "error": state.error}
     try:
         state.audit_location = audit.write_audit_row(lake_root, row, state.audit_location)
-        catalog = run.catalog
+    except OSError as e:  # the request itself is done (or failed): say so, don't hide it
+        run.warnings.append(f"privacy_requests row not written: {e}")
+        return
+    try:
         cfg = config_from_settings(run.settings.catalog)
-        if catalog is None:
-            catalog = catalog_from_config(cfg)
+        catalog = run.catalog if run.catalog is not None else catalog_from_config(cfg)
         audit.register_audit(catalog, cfg.reports_database, lake_root,
                              state.completed_at[:10])  # type: ignore[index]
-    except (CatalogError, OSError) as e:  # the request itself is done: say so, don't fail
-        run.warnings.append(f"privacy_requests table not updated: {e}")
+    except CatalogError as e:
+        run.warnings.append(f"privacy_requests row written, not registered in the catalog: {e}")
 
 
 def _result(run: _Run) -> ForgetResult:

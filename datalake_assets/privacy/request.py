@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -194,3 +195,25 @@ def load_request_file(location: str) -> ForgetRequest:
         return request_from_dict(body, _stem_id(location))
     return ForgetRequest(request_id=_stem_id(location) or new_request_id(),
                          identities=identities_from_text(text))
+
+
+def request_from_options(*, user_ids: Sequence[str] = (), anonymous_ids: Sequence[str] = (),
+                         traits: Sequence[str] = (), file: str | None = None,
+                         request_id: str | None = None, follow_links: bool = False,
+                         sources: Sequence[str] = (), erase: bool = True,
+                         suppress: bool = True) -> ForgetRequest:
+    """The request of ``datalake forget``'s options: ids, ``NAME=VALUE`` traits and a request
+    file's identities together (the file's request id unless one is given)."""
+    idents = ([identity("user_id", v) for v in user_ids]
+              + [identity("anonymous_id", v) for v in anonymous_ids]
+              + [parse_identity_text(t) for t in traits])
+    from_file = load_request_file(file) if file else None
+    if from_file is not None:
+        idents += from_file.identities
+    if not idents:
+        raise RequestError("name someone: --user-id, --anonymous-id, --trait NAME=VALUE or "
+                           "--file")
+    rid = request_id or (from_file.request_id if from_file else "") or new_request_id()
+    return ForgetRequest(request_id=check_request_id(rid), identities=_unique(idents),
+                         follow_links=follow_links, sources=tuple(dict.fromkeys(sources)),
+                         erase=erase, suppress=suppress)

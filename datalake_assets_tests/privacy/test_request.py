@@ -1,25 +1,16 @@
-"""Requests, the matcher and the identity-index lookup, without Spark."""
+"""Privacy requests: the shapes they come in, and errors that never echo a value."""
 
-import gzip
-import os
 from datetime import UTC, datetime
 
-import pyarrow as pa
 import pytest
 
-from datalake_assets.lake.identities import LINK, index_table
-from datalake_assets.privacy.lookup import find_hours, follow_links
-from datalake_assets.privacy.matching import Matcher, needles_of
 from datalake_assets.privacy.request import (
     ForgetRequest,
     RequestError,
     load_request_file,
     request_from_dict,
 )
-from datalake_assets.spec import layout
-from datalake_assets.spec.identity import IdentityError, identity, identity_hash
-
-KEY = b"k" * 32
+from datalake_assets.spec.identity import IdentityError, identity
 
 
 def test_request_from_dict_shapes_and_defaults():
@@ -75,83 +66,3 @@ def test_a_request_does_something():
         ForgetRequest("r", (identity("user_id", "u"),), erase=False, suppress=False)
     with pytest.raises(RequestError):
         ForgetRequest("r", ())
-
-
-def matcher(*idents, traits=("email",)) -> Matcher:
-    return Matcher(KEY, [identity_hash(KEY, i) for i in idents], needles_of(KEY, idents), traits)
-
-
-def test_matcher_lines_by_identity_column_and_substring():
-    m = matcher(identity("user_id", "u/1\"x"), identity("email", "Ab@C.de"))
-    assert m.line(b'{"type":"track","userId":"u/1\\"x","messageId":"m1"}') == (True, "m1")
-    assert m.line(b'{"type":"track","userId":"u2","context":{"traits":{"Email":" ab@c.DE"}},'
-                  b'"messageId":7}') == (True, "7")  # column context_traits_email, folded
-    assert m.line(b'{"type":"track","userId":"u2","traits":{"email":"ab@c.de"}}')[0]
-    assert not m.line(b'{"type":"track","userId":"u/1","messageId":"m2"}')[0]
-    # undecodable: the value raw, JSON-escaped, or case-folded for a trait
-    assert m.line(b'{"userId": "u/1\\"x", "cut')[0]
-    assert m.line(b'garbage AB@C.DE garbage')[0]
-    assert not m.line(b'{"userId": "u/1x", "cut')[0]
-    assert not matcher(identity("user_id", "U")).line(b"{u-cut")[0]  # ids keep their case
-
-
-def test_matcher_rows():
-    m = matcher(identity("user_id", "42"), identity("email", "a@b.c"))
-    t = pa.table({"message_id": ["m1", "m2", "m3", "m4", None],
-                  "user_id": ["42", "7", None, "7", None],
-                  "context_traits_email": [None, None, " A@B.C", None, None]})
-    assert m.row_mask(t, {m.mid_hash("m4")}).to_pylist() == [True, False, True, True, False]
-
-
-def write_index(lake: str, source: str, hour: str, rows) -> None:
-    h = layout.ArchiveHour.parse(hour)
-    d = os.path.join(layout.identity_index_root(lake, source), layout.index_partition_path(h))
-    os.makedirs(d, exist_ok=True)
-    import pyarrow.parquet as pq
-
-    pq.write_table(index_table(rows), os.path.join(d, layout.data_file_name(h, "t", 0, 0)))
-
-
-def test_find_hours_reads_the_index_only_and_counts_bytes(tmp_path):
-    lake = str(tmp_path)
-    a, b, c, d = ("a" * 32, "b" * 32, "c" * 32, "d" * 32)
-    write_index(lake, "web", "2026-11-21T10", [(a, "pages", 2, None), (b, "tracks", 1, None),
-                                              (a, LINK, 0, b)])
-    write_index(lake, "web", "2026-11-21T11", [(c, "pages", 1, None), (b, LINK, 0, c)])
-    write_index(lake, "web", "2026-11-22T00", [(d, "pages", 1, None), (c, LINK, 0, d)])
-    found = find_hours(lake, "web", frozenset({a}))
-    assert found.hours == {"2026112110"} and found.files_read == 3
-    assert found.bytes_read == sum(os.path.getsize(p) for p in tmp_path.rglob("*.parquet"))
-    assert find_hours(lake, "web", frozenset({"e" * 32})).hours == frozenset()
-    assert find_hours(lake, "nope", frozenset({a})) == find_hours(lake, "nope", frozenset())
-    assert follow_links(lake, "web", frozenset({a}), 0) == {a}
-    assert follow_links(lake, "web", frozenset({a}), 1) == {a, b}
-    assert follow_links(lake, "web", frozenset({a}), 2) == {a, b, c}
-    assert follow_links(lake, "web", frozenset({d}), 10) == {a, b, c, d}
-
-
-def test_undecodable_matching_works_from_hashes_alone(tmp_path):
-    """What ``resume`` has: the needles' hashes, no clear value."""
-    idents = (identity("email", "Secret@Mail.org"),)
-    restored = Matcher(KEY, [identity_hash(KEY, i) for i in idents],
-                       sorted(needles_of(KEY, idents), key=lambda n: n.digest))
-    data = gzip.compress(b'{"cut": "secret@mail.ORG')
-    assert restored.line(gzip.decompress(data))[0]
-
-
-def test_a_sorted_index_is_read_by_row_group(tmp_path):
-    """A large index file sorted by identity (as a compacted index is) is pruned by its
-    row-group statistics: a fraction of it is read."""
-    import pyarrow.parquet as pq
-
-    lake = str(tmp_path)
-    hashes = sorted(f"{i:032x}" for i in range(200_000))
-    h = layout.ArchiveHour.parse("2026-11-21T10")
-    d = os.path.join(layout.identity_index_root(lake, "web"), layout.index_partition_path(h))
-    os.makedirs(d)
-    path = os.path.join(d, "part-2026112110-compacted.parquet")
-    pq.write_table(index_table([(x, "tracks", 1, None) for x in hashes]), path,
-                   row_group_size=20_000)
-    found = find_hours(lake, "web", frozenset({hashes[17]}))
-    assert found.hours == {"2026112110"}
-    assert found.bytes_read < os.path.getsize(path) / 4
