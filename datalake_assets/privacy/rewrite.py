@@ -160,7 +160,10 @@ def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
             removed, kept, codec = traces(kind, location, matcher, mids)
             if not removed:
                 continue
-            changed[location] = (kept, codec) if kept is not None and kept.num_rows else None
+            # an index file keeps existing, empty: its folder says the hour is indexed
+            keep_empty = kind in ("#index", "#identities")
+            changed[location] = ((kept, codec) if kept is not None and (
+                kept.num_rows or keep_empty) else None)
             if kind in ("#index", "#identities"):
                 record.index_entries += removed
             else:
