@@ -231,3 +231,37 @@ def test_the_audit_row_is_queryable_by_name_in_the_catalog(spark, indexed_lake):
     assert (r.status, r.rows_remaining, r.archive_lines_removed) == ("completed", 0, 13)
     assert sorted(r.identity_hashes) == sorted(target_hashes(settings))
     assert '"tracks":6' in r.rows_removed
+
+
+def test_hours_that_become_empty_stay_readable_partitions(indexed_lake):
+    """app (coarse ``day`` layout): every row of its hours 11 and (next day) 09 goes; hour
+    10 shares hour 11's day partition and keeps its files."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    settings = indexed_lake
+    lake = settings.lake_root
+    result = forget(settings, ForgetRequest("r-empty", (identity("user_id", "u-target"),
+                                                        identity("user_id", "u-2")),
+                                            sources=("app",)))
+    assert result.status == "completed" and result.rows_remaining == 0
+    assert result.rows_removed == {"identifies": 1, "opened": 3, "tracks": 3}
+    for day in ("day=2026-11-21", "day=2026-11-22"):
+        assert os.path.isfile(f"{lake}/data/app/segment_type=tracks/{day}/_COMMITTED_BY")
+    assert not glob.glob(f"{lake}/data/app/segment_type=*/day=*/part-2026112111-*")
+    assert not glob.glob(f"{lake}/data/app/segment_type=*/day=2026-11-22/*.parquet")
+    opened = ds.dataset(f"{lake}/data/app/segment_type=opened", format="parquet",
+                        partitioning="hive").to_table()
+    assert opened.column("message_id").to_pylist() == ["oa1"]  # hour 10, carried over
+    archive = glob.glob(f"{settings.archive_root}/app/day=*/hr=*/*")
+    assert [os.path.relpath(f, settings.archive_root) for f in archive] == [
+        "app/day=2026-11-21/hr=10/part-0000.jsonl.gz"]  # the others had only them: deleted
+    for hour in ("2026112111", "2026112209"):  # the id index keeps an empty file per hour
+        files = glob.glob(f"{lake}/_index/app/hour={hour}/*.parquet")
+        assert files and all(pq.read_metadata(f).num_rows == 0 for f in files)
+    # the identity index keeps the hour's other identities (anon-t, not requested): a
+    # superset, as the sync writes it; none of the requested ones
+    key = lake_key(lake)
+    gone = {identity_hash(key, identity("user_id", u)) for u in ("u-target", "u-2")}
+    left = pq.read_table(f"{lake}/_identities/app/hour=2026112111").to_pylist()
+    assert left and not {r["identity"] for r in left} & gone
