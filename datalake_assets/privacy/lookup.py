@@ -101,12 +101,17 @@ class _Read:
 
 
 def _read_index(lake_root: str, source_dir: str, columns: list[str],
-                prune: Iterable[str] | None) -> _Read:
+                prune: Iterable[str] | None, only_hours: Iterable[str] | None = None) -> _Read:
     """``columns`` of every index file (plus ``hour`` where a file has one); with ``prune``,
-    only the row groups whose identity range may hold one of those hashes."""
+    only the row groups whose identity range may hold one of those hashes; with
+    ``only_hours``, only the per-hour files of those hours (and every many-hour file)."""
     out = _Read()
     wanted = sorted(prune) if prune is not None else None
+    keep = set(only_hours) if only_hours is not None else None
     for location, size in index_files(lake_root, source_dir):
+        hour = layout.hour_of_index_file(location)
+        if keep is not None and hour is not None and hour not in keep:
+            continue
         # a small file in one read; a larger one by ranges, only what is needed (counted)
         counting = None
         if size <= WHOLE_FILE_BYTES:
@@ -128,7 +133,7 @@ def _read_index(lake_root: str, source_dir: str, columns: list[str],
         out.bytes += counting.bytes if counting is not None else size
         out.files += 1
         if table is not None and table.num_rows:
-            out.tables.append((layout.hour_of_index_file(location), table))
+            out.tables.append((hour, table))
     return out
 
 
@@ -164,13 +169,19 @@ def follow_links(lake_root: str, source_dir: str, hashes: frozenset[str], depth:
     so far (either column); ``depth`` 0 adds nothing, 1 the identities seen together with the
     requested ones, 2 theirs, and so on (``[privacy] link_depth``, default 2). Only indexed
     hours are read: ``scan_hours`` finds the links of hours without an index.
+
+    Both identities of a link are present in the link's hour, so a step reads the link rows
+    of the hours that hold the frontier only (``find_hours`` first); a file covering many
+    hours (an ``hour`` column) is read whole.
     """
     found = set(hashes)
     frontier = set(hashes)
     for _ in range(depth):
         if not frontier:
             break
-        read = _read_index(lake_root, source_dir, ["identity", "table", "linked"], None)
+        hours = find_hours(lake_root, source_dir, frozenset(frontier)).hours
+        read = _read_index(lake_root, source_dir, ["identity", "table", "linked"], None,
+                           only_hours=hours)
         new: set[str] = set()
         value_set = pa.array(sorted(frontier), pa.string())
         for _, table in read.tables:
