@@ -43,6 +43,7 @@ from datalake_assets.privacy.matching import Matcher, needles_of
 from datalake_assets.privacy.request import ForgetRequest, RequestError
 from datalake_assets.privacy.rewrite import (
     commit_hour,
+    erase_many_hour_index,
     plan_hour,
     prove_hour,
     rewrite_archive,
@@ -51,6 +52,7 @@ from datalake_assets.privacy.state import (
     COMPLETED,
     FAILED,
     RUNNING,
+    HourRecord,
     RequestState,
     load_state,
     now,
@@ -62,6 +64,7 @@ from datalake_assets.spec import layout
 from datalake_assets.spec.identity import TRAIT_PREFIX, identity_hash
 
 log = logging.getLogger(__name__)
+MANY_HOURS = "many-hours"  # the state's entry for index files covering many hours
 
 
 @dataclass
@@ -260,7 +263,7 @@ def _source(run: _Run, place: SourcePlace, matcher: Matcher) -> dict[str, int]:
         scan = scan_hours(place, unindexed_hours(place), matcher)
         run.bytes_read += found.bytes_read + scan.bytes_read
         run.files_read += found.files_read + scan.files_read
-        hours = sorted(found.hours | scan.hours | set(done))
+        hours = sorted(found.hours | scan.hours | (set(done) - {MANY_HOURS}))
         run.hours_examined += len(hours)
         for hour in hours:
             if not state.erase:
@@ -278,7 +281,13 @@ def _source(run: _Run, place: SourcePlace, matcher: Matcher) -> dict[str, int]:
             rewrite_archive(plan, matcher)
             done[hour].done = True
             save_state(place.lake_root, state)
-        remaining: dict[str, int] = {}
+        if state.erase:  # a compacted identity index (files covering many hours), if any
+            entries, files = erase_many_hour_index(place, matcher)
+            if entries:
+                state.record(place.source_id, MANY_HOURS, HourRecord(
+                    index_entries=entries, files=files, done=True))
+                save_state(place.lake_root, state)
+        remaining = {"index_entries": erase_many_hour_index(place, matcher, prove=True)[0]}
         for hour in hours:
             mids = set(done[hour].message_ids) if hour in done else set()
             for kind, n in prove_hour(place, hour, matcher, mids).items():
@@ -290,13 +299,13 @@ def _totals(state: RequestState) -> dict[str, object]:
     rows: dict[str, int] = {}
     archive = files = index = hours = 0
     for per in state.hours.values():
-        for rec in per.values():
+        for hour, rec in per.items():
             for t, n in rec.rows.items():
                 rows[t] = rows.get(t, 0) + n
             archive += sum(rec.archive.values())
             files += rec.files
             index += rec.index_entries
-            hours += 0 if rec.empty else 1
+            hours += 0 if rec.empty or hour == MANY_HOURS else 1
     return {"rows_removed": dict(sorted(rows.items())), "archive_lines_removed": archive,
             "files_rewritten": files, "index_entries_removed": index, "hours_rewritten": hours}
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
 from datalake_assets.spec import layout
@@ -143,8 +144,22 @@ def id_index_hours(place: SourcePlace) -> set[str]:
 
 
 def identity_index_hours(place: SourcePlace) -> set[str]:
-    """The hours that have an identity index (synced since the index exists)."""
-    return _index_hours(layout.identity_index_root(place.lake_root, place.source_dir))
+    """The hours that have an identity index (synced since the index exists): a folder per
+    hour, and the ``hour`` column of files covering many hours (a compacted index)."""
+    root = layout.identity_index_root(place.lake_root, place.source_dir)
+    out = set()
+    for loc, _ in storage.list_files(root, recursive=True):
+        if not loc.endswith(".parquet") or not _visible(loc):
+            continue
+        hour = layout.hour_of_index_file(loc)
+        if hour is not None:
+            out.add(hour)
+            continue
+        fs, path = storage.resolve(loc)
+        if "hour" in pq.read_schema(path, filesystem=fs).names:
+            out |= set(pq.read_table(path, columns=["hour"], filesystem=fs)
+                       .column("hour").unique().to_pylist()) - {None}
+    return out
 
 
 def unindexed_hours(place: SourcePlace) -> list[str]:

@@ -285,3 +285,32 @@ def prove_hour(place: SourcePlace, hour: str, matcher: Matcher, mids: set[str]) 
         for location in locations:
             left[name] += traces(kind, location, matcher, mids)[0]
     return left
+
+
+# ------------------------------------------------------------------- many-hour index files
+
+
+def many_hour_index_files(place: SourcePlace) -> list[str]:
+    """Identity-index files that cover many hours (a compacted index: no ``hour=`` folder)."""
+    root = layout.identity_index_root(place.lake_root, place.source_dir)
+    return [loc for loc, _ in storage.list_files(root, recursive=True)
+            if loc.endswith(".parquet") and layout.hour_of_index_file(loc) is None
+            and not loc.rsplit("/", 1)[-1].startswith((".", "_"))]
+
+
+def erase_many_hour_index(place: SourcePlace, matcher: Matcher, prove: bool = False
+                          ) -> tuple[int, int]:
+    """``(entries, files)`` of the requested hashes in many-hour index files, each file
+    replaced whole (atomically) without them; with ``prove``, only counted."""
+    entries = files = 0
+    for location in many_hour_index_files(place):
+        removed, kept, codec = traces("#identities", location, matcher, set())
+        if not removed:
+            continue
+        entries, files = entries + removed, files + 1
+        if prove or kept is None:
+            continue
+        sink = pa.BufferOutputStream()
+        pq.write_table(kept, sink, compression=codec)
+        storage.write_bytes_atomic(location, sink.getvalue().to_pybytes())
+    return entries, files

@@ -265,3 +265,39 @@ def test_hours_that_become_empty_stay_readable_partitions(indexed_lake):
     gone = {identity_hash(key, identity("user_id", u)) for u in ("u-target", "u-2")}
     left = pq.read_table(f"{lake}/_identities/app/hour=2026112111").to_pylist()
     assert left and not {r["identity"] for r in left} & gone
+
+
+def test_a_compacted_identity_index_is_used_and_erased(indexed_lake):
+    """web's index compacted into one file covering every hour (an ``hour`` column, sorted
+    by identity): the lookup reads it, the erasure rewrites it."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    settings = indexed_lake
+    root = f"{settings.lake_root}/_identities/web"
+    parts = []
+    for folder in sorted(glob.glob(f"{root}/hour=*")):
+        t = pq.read_table(glob.glob(f"{folder}/*.parquet")[0])
+        parts.append(t.append_column("hour", pa.array([folder[-10:]] * t.num_rows)))
+        shutil.rmtree(folder)
+    compacted = pa.concat_tables(parts).sort_by("identity")
+    os.makedirs(f"{root}/compacted")
+    pq.write_table(compacted, f"{root}/compacted/part-all.parquet", row_group_size=4)
+    hashes = target_hashes(settings)
+    before = lake_snapshot(settings)
+
+    result = forget(settings, ForgetRequest("r-compact", (identity("user_id", "u-target"),),
+                                            follow_links=True))
+    assert result.status == "completed" and result.rows_remaining == 0
+    assert set(result.identity_hashes) == hashes
+    after = lake_snapshot(settings)
+    assert target_traces(after, hashes) == []
+    assert without_target(after, hashes) == without_target(before, hashes)
+    left = pq.read_table(f"{root}/compacted/part-all.parquet")
+    targets = pa.array(sorted(hashes))
+    gone = pc.or_(pc.is_in(compacted.column("identity"), value_set=targets),
+                  pc.fill_null(pc.is_in(compacted.column("linked"), value_set=targets), False))
+    assert left.to_pylist() == compacted.filter(pc.invert(gone)).to_pylist()
