@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 from datalake_assets.spec import naming
 from datalake_assets.spec.identity import (
     ID,
+    MAX_IDENTITY_CHARS,
     TRAIT_PREFIX,
     Identity,
     identities_of,
@@ -131,7 +132,8 @@ class Matcher:
 
     def is_requested(self, kind: str, value: object) -> bool:
         text = normalize(ID if kind == ID else TRAIT_PREFIX, value)
-        return text is not None and self.hash_of(Identity(kind, text)) in self.hashes
+        return (text is not None and len(text) <= MAX_IDENTITY_CHARS  # never requested
+                and self.hash_of(Identity(kind, text)) in self.hashes)
 
     # ------------------------------------------------------------------------------ lines
 
