@@ -6,6 +6,7 @@
     datalake import [--from D]   import Segment's S3-destination archive into the raw archive
     datalake collect             run the Segment-compatible collector until SIGTERM/SIGINT
     datalake catalog init-metastore   create a MySQL/MariaDB metastore's schema, once, up front
+    datalake forget --user-id X  erase and suppress a person (docs/privacy.md)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from datalake_assets.settings import LakeSettings, SettingsError, default_home, load_settings
 from datalake_assets.spec import layout
 from datalake_assets.lake import storage
+from datalake_assets.cli_forget import add_forget_parser, cmd_forget
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -342,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="init-metastore: create the Hive schema of metastore_jdbc_url's "
                         "database (idempotent)")
 
+    add_forget_parser(sub)
+
     args = p.parse_args(argv)
     try:
         settings = load_settings(args.settings)
@@ -349,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"datalake: invalid settings: {e}", file=sys.stderr)
         return 2
     commands = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
-                "import": cmd_import, "catalog": cmd_catalog,
+                "import": cmd_import, "catalog": cmd_catalog, "forget": cmd_forget,
                 "collect": cmd_collect}
     return commands[args.command](settings, args)
 

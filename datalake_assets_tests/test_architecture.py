@@ -28,7 +28,8 @@ LAYERS: dict[str, set[str]] = {
     "catalog": {"rules", "lake", "settings", "catalog"},
     "sync": {"rules", "lake", "settings", "catalog", "sync"},
     "ingest": {"rules", "lake", "settings", "ingest"},
-    "privacy": {"rules", "lake", "settings", "catalog", "privacy"},
+    # ingest: the collector's own spool eraser (privacy/forget.py's ``_erase_spool``)
+    "privacy": {"rules", "lake", "settings", "catalog", "ingest", "privacy"},
     "dagster": {"rules", "lake", "settings", "catalog", "sync", "ingest", "privacy", "dagster"},
     "app": {"rules", "lake", "settings", "catalog", "sync", "ingest", "privacy", "dagster",
             "app"},
@@ -71,7 +72,7 @@ def layer_of(module: str) -> str:
         return "privacy"
     if sub in ("orchestration", "definitions"):
         return "dagster"
-    if sub == "cli":
+    if sub in ("cli", "cli_forget"):
         return "app"
     raise AssertionError(f"{module}: no layer; add it to layer_of() and docs/architecture.md")
 

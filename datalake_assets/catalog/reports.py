@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datalake_assets.catalog.base import (
+    LIST_OF_STRING,
     Catalog,
     Column,
     PartitionSpec,
@@ -108,11 +109,13 @@ _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}")
 
 
 def hive_type(arrow_type: pa.DataType) -> str:
-    """Our Hive name of an Arrow type (the lake's five types)."""
+    """Our Hive name of an Arrow type (the lake's five types, and a list of strings)."""
     if pa.types.is_timestamp(arrow_type):
         return "timestamp"
     if arrow_type in _HIVE_TYPES:
         return _HIVE_TYPES[arrow_type]
+    if arrow_type == pa.list_(pa.string()):
+        return LIST_OF_STRING
     raise ValueError(f"no catalog type for Arrow type {arrow_type}")
 
 

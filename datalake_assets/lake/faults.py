@@ -13,6 +13,15 @@ The points, in the order a sync passes them:
 ``mid_commit``  the commit journal is written and the first partition swapped, not the rest
 ``committed``   every swap done, journal removed; schema record, catalog and report not yet
 ``registered``  catalog updated; the sync report not yet written
+
+A privacy request (``privacy/forget.py``) passes its own points, in this order (and
+``mid_commit`` inside each hour's commit):
+
+``forget_recorded``   state and suppression list written; nothing erased
+``forget_staged``     an hour's next version staged, its commit not begun
+``forget_committed``  an hour's partitions swapped; its archive files not yet rewritten
+``forget_archive``    the first archive file of an hour replaced, the others not
+``forget_proved``     the proof counted and recorded; the audit row not yet written
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ import sys
 
 ENV = "DATALAKE_FAULT_AT"
 POINTS = ("parsed", "staged", "swap_aside", "mid_commit", "committed", "registered")
+FORGET_POINTS = ("forget_recorded", "forget_staged", "mid_commit", "forget_committed",
+                 "forget_archive", "forget_proved")
 
 
 def checkpoint(point: str) -> None:
