@@ -15,7 +15,8 @@ keeps it out of the ``hour=`` folders that the sync swaps and that lookups glob.
 * ``linked``: null for presence rows. A link row of the index (X linked to Y) is stored both
   ways, ``(X, hour, Y)`` and ``(Y, hour, X)``, so a lookup of either hash finds the link.
 
-Rows are distinct and sorted by ``identity``, in row groups of ``ROW_GROUP_ROWS`` rows.
+Rows are distinct and sorted by ``identity``, in row groups sized so that a month's footer
+plus one row group is smallest (``row_group_rows``: about 2,000 rows for a month of 200,000).
 Parquet keeps each row group's min and max ``identity`` in the footer, and hashes are
 uniform. A lookup therefore reads, per month, the footer and at most one row group per
 requested hash: a few tens of KB, however many hours the month has.
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import math
 import re
 import time
 import zlib
@@ -83,9 +85,12 @@ SUMMARY_DIR = "_summary"
 SUMMARY_FILE = "summary.parquet"
 MANIFEST_KEY = b"datalake.identity_summary"
 FORMAT_VERSION = 1
-# About 16 KB of hashes per row group: a lookup pays this once per hash and month; smaller
-# groups would make the footer (~230 bytes a group) grow faster than the reads shrink.
-ROW_GROUP_ROWS = 1024
+# A lookup of one hash reads a month's footer (about FOOTER_BYTES_PER_GROUP per row group)
+# and one row group (about BYTES_PER_ROW per row, zstd). With R rows in groups of r, that is
+# F*R/r + B*r bytes, least at r = sqrt(F*R/B): ~2,000 rows for a month of 200,000 rows.
+FOOTER_BYTES_PER_GROUP = 300  # measured: three column chunks' metadata, identity min/max
+BYTES_PER_ROW = 14  # measured: a 32-hex hash ~10 bytes zstd, hour and linked dictionaries
+MIN_GROUP_ROWS, MAX_GROUP_ROWS = 256, 1 << 16
 READ_ATTEMPTS = 3  # re-listings of an hour whose files vanish while it is read
 SUMMARY_SCHEMA = pa.schema([
     pa.field("identity", pa.string(), nullable=False),
@@ -280,6 +285,11 @@ def _read_summary(location: str, reads: Reads) -> tuple[HourFiles, pa.Table | No
         return {}, None
 
 
+def row_group_rows(rows: int) -> int:
+    best = math.isqrt(rows * FOOTER_BYTES_PER_GROUP // BYTES_PER_ROW)
+    return max(MIN_GROUP_ROWS, min(MAX_GROUP_ROWS, best))
+
+
 def _summary_bytes(parts: list[pa.Table], manifest: HourFiles) -> tuple[bytes, int]:
     """The summary file of ``parts`` (rows, deduplicated and sorted here) and its row count."""
     rows = pa.concat_tables(parts) if parts else SUMMARY_SCHEMA.empty_table()
@@ -292,7 +302,7 @@ def _summary_bytes(parts: list[pa.Table], manifest: HourFiles) -> tuple[bytes, i
             write_statistics=["identity"],  # the only statistics a lookup uses: a smaller footer
             use_dictionary=["hour", "linked"], store_schema=False,
             sorting_columns=[pq.SortingColumn(i) for i in range(len(names))]) as writer:
-        writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
+        writer.write_table(rows, row_group_size=row_group_rows(rows.num_rows))
         writer.add_key_value_metadata({MANIFEST_KEY: _encode_manifest(manifest)})
     return out.getvalue().to_pybytes(), rows.num_rows
 
