@@ -27,8 +27,8 @@ The summary and its manifest are one file, written whole, so a reader never sees
 the other.
 
 **Freshness: a lookup never misses an hour.** A sync that replaces an hour writes new index
-files (new names: the run id is in them). An erasure that rewrites an hour's index changes
-its size and time. ``find_hours_compacted`` lists the per-hour index, as every lookup must,
+files (new names: the run id is in them). An erasure that rewrites an hour's index in place
+changes its size and time; under a new name it cannot be mistaken at all. ``find_hours_compacted`` lists the per-hour index, as every lookup must,
 and compares each hour's files with the manifest:
 
 * an hour whose files match its manifest entry is answered from the summary;
@@ -243,17 +243,22 @@ def compact(lake_root: str, source_dir: str, months: Iterable[str] | None = None
                 stats.months.append(month)
             continue
         stats.hours += len(hours_now)
-        old_manifest, old_rows = _read_summary(location, reads) if month in existing else ({},
-                                                                                       None)
+        # The footer says whether the month changed; its rows are read only if it did.
+        old, old_manifest = _open_summary(location, reads) if month in existing else (None, {})
         changed = sorted(h for h, files in hours_now.items()
                          if force or old_manifest.get(h) != files)
         if not changed and set(old_manifest) == set(hours_now):
             stats.months_unchanged += 1
             continue
         kept = [h for h in hours_now if h not in changed]
+        parts = []
+        if kept and old is not None:
+            rows = _rows_of(old, kept)
+            if rows is None:  # the body is damaged: every hour is read again
+                changed, kept = sorted(hours_now), []
+            else:
+                parts.append(rows)
         manifest = {h: hours_now[h] for h in kept}
-        parts = [old_rows.filter(pc.is_in(old_rows["hour"], pa.array(kept, pa.string())))
-                 ] if kept and old_rows is not None else []
         for hour in changed:
             try:
                 parts.append(_read_hour(lake_root, source_dir, hour, hours_now[hour], reads))
@@ -273,16 +278,24 @@ def compact(lake_root: str, source_dir: str, months: Iterable[str] | None = None
     return stats
 
 
-def _read_summary(location: str, reads: Reads) -> tuple[HourFiles, pa.Table | None]:
-    """A month's manifest and rows; an unreadable or foreign summary counts as none."""
+def _open_summary(location: str, reads: Reads) -> tuple[pq.ParquetFile | None, HourFiles]:
+    """A month's summary, its footer read, and its manifest; a missing, damaged or foreign
+    summary counts as none (its hours are then read per hour, and compaction rewrites it)."""
     try:
         pf = open_parquet(location, reads)
-        manifest = _decode_manifest(pf.metadata.metadata)
-        if manifest is None:
-            return {}, None
-        return manifest, pf.read(columns=SUMMARY_SCHEMA.names).cast(SUMMARY_SCHEMA)
-    except (FileNotFoundError, ValueError, OSError, pa.ArrowException):
-        return {}, None
+    except (OSError, ValueError, pa.ArrowException):
+        return None, {}
+    manifest = _decode_manifest(pf.metadata.metadata)
+    return (pf, manifest) if manifest is not None else (None, {})
+
+
+def _rows_of(pf: pq.ParquetFile, hours: list[str]) -> pa.Table | None:
+    """The summary's rows of ``hours``; None if they cannot be read."""
+    try:
+        rows = pf.read(columns=SUMMARY_SCHEMA.names).cast(SUMMARY_SCHEMA)
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return rows.filter(pc.is_in(rows["hour"], pa.array(hours, pa.string())))
 
 
 def row_group_rows(rows: int) -> int:
@@ -357,26 +370,22 @@ def find_hours_compacted(lake_root: str, source_dir: str, hashes: Iterable[str]
     manifests: HourFiles = {}
     summary_hits: dict[str, set[tuple[str, str]]] = {}  # hour -> its links (maybe none)
     summaries = 0
-    for month, location in sorted(_list_summaries(lake_root, source_dir).items()):
-        try:
-            pf = open_parquet(location, reads)
-        except (OSError, ValueError, pa.ArrowException):
-            # Removed by a compaction since the listing, or damaged: its hours are read from
-            # their own files (the next compaction rewrites it).
+    for location in sorted(_list_summaries(lake_root, source_dir).values()):
+        pf, manifest = _open_summary(location, reads)
+        if pf is None:  # removed since the listing, or damaged: its hours count as stale
             continue
-        manifest = _decode_manifest(pf.metadata.metadata)
-        if manifest is None:
-            continue
-        summaries += 1
-        manifests.update(manifest)
         column = pf.metadata.schema.names.index("identity")
         groups = [i for i in range(pf.metadata.num_row_groups)
                   if _may_hold(pf.metadata.row_group(i), column, wanted)]
-        if not groups:
-            continue
-        reads.row_groups += len(groups)
-        rows = pf.read_row_groups(groups, columns=SUMMARY_SCHEMA.names)
-        summary_hits.update(_matches(rows, wanted_array))  # months hold disjoint hours
+        if groups:
+            try:
+                rows = pf.read_row_groups(groups, columns=SUMMARY_SCHEMA.names)
+            except (OSError, ValueError, pa.ArrowException):
+                continue  # a damaged body: as above
+            reads.row_groups += len(groups)
+            summary_hits.update(_matches(rows, wanted_array))  # months hold disjoint hours
+        summaries += 1
+        manifests.update(manifest)
     # The listing comes after the summaries, so any hour changed since they were written
     # differs from its manifest entry and is read from its own files.
     current, listed = list_index_hours(lake_root, source_dir)
