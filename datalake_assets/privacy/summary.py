@@ -1,10 +1,9 @@
 """The identity summary: a source's identity index compacted per month and sorted by hash, so
 that a request finds a person's hours by reading a few row groups, not a footer per hour.
 
-**Why.** The sync writes the identity index per hour (``lake/identities.py``). A year of one
-source has 8,760 hours, so a lookup that opens every hour's index pays 8,760 Parquet footers.
-That is cheaper than scanning the tables, but it grows with the lake's age. The summary holds
-the same facts, which identity hash is in which hour, in twelve files a year.
+**Why.** The sync writes the identity index per hour (``lake/identities.py``): a lookup that
+opened every hour's index would pay 8,760 Parquet footers for a year of one source. The
+summary holds the same facts in twelve files a year (``docs/privacy.md`` has the figures).
 
 **Layout.** ``<lake>/_identities/<source>/_summary/month=YYYY-MM/summary.parquet``. The ``_``
 keeps it out of the ``hour=`` folders that the sync swaps and that lookups glob. Columns:
@@ -47,9 +46,8 @@ renamed locally, a single PUT on S3). A month whose hours are unchanged is not r
 a month with no index left is deleted. An hour that vanishes while it is being read is left
 out of the manifest, so lookups read it from its per-hour files until the next compaction.
 Compaction takes no lock: a concurrent sync or erasure only makes some hours stale.
-
-**Cost accounting.** Every byte read goes through a counting file (``index_files.Reads``),
-so ``bytes_read`` is what was taken from storage; listings are counted apart.
+Every byte read goes through a counting file (``index_files.Reads``), so ``bytes_read`` is
+what was taken from storage; listings are counted apart.
 """
 
 from __future__ import annotations
@@ -104,8 +102,7 @@ def summary_root(lake_root: str, source_dir: str) -> str:
     return layout.join(layout.identity_index_root(lake_root, source_dir), SUMMARY_DIR)
 
 
-def summary_location(lake_root: str, source_dir: str, month: str) -> str:
-    """``month`` is ``YYYY-MM``."""
+def summary_location(lake_root: str, source_dir: str, month: str) -> str:  # month: YYYY-MM
     return layout.join(summary_root(lake_root, source_dir), f"month={month}", SUMMARY_FILE)
 
 
@@ -121,9 +118,6 @@ def _list_summaries(lake_root: str, source_dir: str) -> dict[str, str]:
         if m:
             out[m.group(1)] = location
     return out
-
-
-# ------------------------------------------------------------------------- hour index files
 
 
 def _read_hour(lake_root: str, source_dir: str, hour: str, files: tuple[FileKey, ...],
@@ -154,18 +148,13 @@ def _read_hour_retrying(lake_root: str, source_dir: str, hour: str,
                         files: tuple[FileKey, ...], reads: Reads) -> pa.Table:
     """``_read_hour``; when a file vanished (a sync replaced the hour after the listing), the
     hour is listed again and read again."""
-    for attempt in range(READ_ATTEMPTS):
+    for _ in range(READ_ATTEMPTS):
         try:
             return _read_hour(lake_root, source_dir, hour, files, reads)
         except FileNotFoundError:
-            if attempt == READ_ATTEMPTS - 1:
-                break
             files = list_hour(lake_root, source_dir, hour)
     raise RuntimeError(f"hour {hour} of source {source_dir}'s identity index changed "
                        f"{READ_ATTEMPTS} times while it was read; run the request again")
-
-
-# ---------------------------------------------------------------------------------- manifest
 
 
 def _encode_manifest(manifest: HourFiles) -> bytes:
@@ -177,11 +166,8 @@ def _encode_manifest(manifest: HourFiles) -> bytes:
 def _decode_manifest(metadata: dict[bytes, bytes] | None) -> HourFiles | None:
     """The manifest, or None when the file has none or another version's (then the month
     counts as not compacted: its hours are read per hour, the next compaction rewrites it)."""
-    raw = (metadata or {}).get(MANIFEST_KEY)
-    if raw is None:
-        return None
     try:
-        body = orjson.loads(zlib.decompress(base64.b64decode(raw)))
+        body = orjson.loads(zlib.decompress(base64.b64decode((metadata or {})[MANIFEST_KEY])))
         if body.get("v") != FORMAT_VERSION:
             return None
         return {h: tuple((str(n), int(s), int(t)) for n, s, t in files)
