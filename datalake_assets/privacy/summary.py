@@ -27,8 +27,9 @@ the other.
 
 **Freshness: a lookup never misses an hour.** A sync that replaces an hour writes new index
 files (new names: the run id is in them). An erasure that rewrites an hour's index in place
-changes its size and time; under a new name it cannot be mistaken at all. ``find_hours_compacted`` lists the per-hour index, as every lookup must,
-and compares each hour's files with the manifest:
+changes its size and time; under a new name it cannot be mistaken at all.
+``find_hours_compacted`` lists the per-hour index, as every lookup must, and compares each
+hour's files with the manifest:
 
 * an hour whose files match its manifest entry is answered from the summary;
 * every other hour is *stale*: re-synced or rewritten since the compaction, new since, or left
