@@ -33,19 +33,20 @@ def cmd_forget(settings: LakeSettings, args: argparse.Namespace) -> int:
     identity value; exit 0 when completed, 1 when failed, 2 for a request that is refused."""
     from datalake_assets.privacy.forget import forget, resume
     from datalake_assets.privacy.request import request_from_options
+    from datalake_assets.transform.session import settings_catalog
 
     try:
         if args.resume:
             if args.user_id or args.anonymous_id or args.trait or args.file or args.request_id:
                 raise ValueError("--resume takes no identity or request id: it re-runs every "
                                  "request that did not complete, from its state")
-            results = resume(settings, catalog=_forget_catalog(settings))
+            results = resume(settings, catalog=settings_catalog(settings))
         else:
             request = request_from_options(
                 user_ids=args.user_id, anonymous_ids=args.anonymous_id, traits=args.trait,
                 file=args.file, request_id=args.request_id, follow_links=args.follow_links,
                 sources=args.source, erase=not args.no_erase, suppress=not args.no_suppress)
-            results = [forget(settings, request, catalog=_forget_catalog(settings))]
+            results = [forget(settings, request, catalog=settings_catalog(settings))]
     except (ValueError, OSError) as e:  # IdentityError, RequestError: never hold a value
         print(f"datalake forget: {e}", file=sys.stderr)
         return 2
@@ -56,16 +57,3 @@ def cmd_forget(settings: LakeSettings, args: argparse.Namespace) -> int:
     if args.resume and not results:
         print("no unfinished privacy request")
     return 0 if all(r.status == "completed" for r in results) else 1
-
-
-def _forget_catalog(settings: LakeSettings):
-    """The catalog of the audit table: the Hive backend needs a Spark session."""
-    if settings.catalog.backend != "hive":
-        return None
-    from datalake_assets.catalog.config import catalog_from_config, config_from_settings
-    from datalake_assets.transform.session import settings_spark_session
-
-    return catalog_from_config(config_from_settings(settings.catalog),
-                               settings_spark_session(settings))
-
-

@@ -1,5 +1,6 @@
 """The code location: every source's assets, its sync job and archive sensor, the import of
-Segment's archive for sources that have one, the compute resource, and the definitions sensor.
+Segment's archive for sources that have one, the compute resource, the definitions sensor, and
+the privacy jobs (``forget_person``, its request-file sensor, the nightly summary compaction).
 
 How the graph stays one graph across processes (README, "Event types and the asset graph"):
 ``defs`` reads the lake's state (each source's tables and partition start) once, when the code
@@ -24,6 +25,7 @@ from dagster._core.definitions.definitions_load_context import (
 from datalake_assets.orchestration.assets import build_source_assets
 from datalake_assets.orchestration.import_sensors import build_import_automation
 from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
+from datalake_assets.orchestration.privacy_jobs import build_privacy_automation
 from datalake_assets.orchestration.reload import build_definitions_sensor, reload_job
 from datalake_assets.orchestration.resources import LocalSparkCompute, SparkCompute
 from datalake_assets.orchestration.sensors import ArchiveLister, Clock, build_automation, utc_now
@@ -59,9 +61,12 @@ def build_definitions(
             assets.extend(more_assets)
             jobs.extend(more_jobs)
             sensors.extend(more_sensors)
+    privacy_jobs, privacy_sensors, schedules = build_privacy_automation(settings, clock=clock)
+    jobs.extend(privacy_jobs)
+    sensors.extend(privacy_sensors)
     resources = {"compute": build_compute(settings)}
     return Definitions(
-        assets=assets, jobs=jobs, sensors=sensors, resources=resources,
+        assets=assets, jobs=jobs, sensors=sensors, schedules=schedules, resources=resources,
     ).with_reconstruction_metadata({STATE_KEY: state.to_json()})
 
 

@@ -49,6 +49,7 @@ from dagster import (
     AssetsDefinition,
     AssetSelection,
     DagsterRunStatus,
+    DefaultScheduleStatus,
     DefaultSensorStatus,
     MetadataValue,
     RunRequest,
@@ -93,6 +94,13 @@ def utc_now() -> datetime:
 def sensor_status(auto: AutomationSettings) -> DefaultSensorStatus:
     """Every sensor's default status: ``[automation] sensors``."""
     return DefaultSensorStatus.RUNNING if auto.sensors == "running" else DefaultSensorStatus.STOPPED
+
+
+def schedule_status(auto: AutomationSettings) -> DefaultScheduleStatus:
+    """Every schedule's default status: ``[automation] sensors`` too (one switch for all
+    automation)."""
+    return (DefaultScheduleStatus.RUNNING if auto.sensors == "running"
+            else DefaultScheduleStatus.STOPPED)
 
 
 def job_name(source: SourceSettings) -> str:

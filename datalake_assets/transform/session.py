@@ -89,6 +89,17 @@ def settings_spark_session(settings: LakeSettings):
         s.master, s.driver_memory, spark_settings_conf(s, config_from_settings(settings.catalog)))
 
 
+def settings_catalog(settings: LakeSettings):
+    """The catalog backend of ``settings`` outside a sync (``datalake forget``, the
+    ``forget_person`` job): a Hive catalog gets the local session of ``settings``; the others
+    need none."""
+    from datalake_assets.catalog.config import catalog_from_config
+
+    cfg = config_from_settings(settings.catalog)
+    return catalog_from_config(cfg, settings_spark_session(settings) if cfg.backend == "hive"
+                               else None)
+
+
 def job_spark_session(catalog: CatalogConfig):
     """Under ``spark-submit`` the submit's session (its configuration comes from the submit);
     otherwise a local one with the default ``[spark]`` settings and the request's catalog."""

@@ -94,7 +94,8 @@ def test_definitions_of_a_source_with_a_segment_archive(tmp_path):
     h = ImportHarness(tmp_path, "2026-11-22T12:00")
     names = {s.name for s in h.defs.sensors}
     assert names == {"web_prod_archive_sensor", "web_prod_segment_import_sensor",
-                     "web_prod_segment_import_sync_sensor", "lake_definitions_sensor"}
+                     "web_prod_segment_import_sync_sensor", "lake_definitions_sensor",
+                     "privacy_requests_sensor"}
     job = h.defs.resolve_job_def("web_prod_segment_import_job")
     assert job.partitions_def.get_first_partition_key() == "2026-11-01"
     assert AssetKey(["web_prod", "segment_import"]) in h.defs.resolve_all_asset_keys()
@@ -102,6 +103,7 @@ def test_definitions_of_a_source_with_a_segment_archive(tmp_path):
     f.write_text('[[sources]]\nid = "web"\n')
     plain = build_definitions(load_settings(str(f), env={}))
     assert sorted(s.name for s in plain.sensors) == ["lake_definitions_sensor",
+                                                     "privacy_requests_sensor",
                                                      "web_archive_sensor"]
 
 

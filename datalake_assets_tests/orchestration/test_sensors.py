@@ -302,12 +302,14 @@ def test_one_job_and_one_sensor_per_source(tmp_path):
     defs = build_definitions(load_lake_toml(
         tmp_path, '[[sources]]\nid = "web"\n[[sources]]\nid = "ios"\nstart = "2026-11-21-09:00"\n'
                   '[automation]\nsensors = "stopped"\ninterval_seconds = 300\n'))
-    # one job and sensor per source, plus the code location's definitions sensor and its job
+    # one job and sensor per source, plus the code location's definitions sensor and its job,
+    # and the privacy jobs and request sensor (test_privacy_jobs.py)
     assert sorted(j.name for j in defs.jobs) == [
-        "datalake_reload_definitions", "ios_sync_job", "web_sync_job"]
+        "compact_identity_summaries", "datalake_reload_definitions", "forget_person",
+        "ios_sync_job", "web_sync_job"]
     by_name = {s.name: s for s in defs.sensors}
     assert sorted(by_name) == ["ios_archive_sensor", "lake_definitions_sensor",
-                               "web_archive_sensor"]
+                               "privacy_requests_sensor", "web_archive_sensor"]
     ios = by_name["ios_archive_sensor"]
     assert ios.job_name == "ios_sync_job"
     assert ios.default_status == DefaultSensorStatus.STOPPED
