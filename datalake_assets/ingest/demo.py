@@ -76,6 +76,7 @@ from datetime import date
 import orjson
 
 from datalake_assets.lake import storage
+from datalake_assets.spec.azure_uri import is_azure
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir, join
 
 __all__ = [
@@ -993,8 +994,12 @@ def generate_archive(
     _check_args(hours, events_per_hour, files_per_hour,
                 {"malformed_rate": malformed_rate, "duplicate_rate": duplicate_rate,
                  "late_rate": late_rate})
-    if "://" in archive_root:  # the lake's filesystems (Azure: built from the environment)
+    if is_azure(archive_root):  # built from the environment, never from the URI
         fs, base = storage.resolve(archive_root)
+    elif "://" in archive_root:
+        from pyarrow import fs as pafs
+
+        fs, base = pafs.FileSystem.from_uri(archive_root)
     else:
         fs, base = None, archive_root
 
