@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from datalake_assets.lake.identities import LINK, index_table, lake_key  # noqa: E402
-from datalake_assets.privacy import summary  # noqa: E402
+from datalake_assets.privacy import summary, summary_lookup  # noqa: E402
 from datalake_assets.privacy.index_files import Reads, hour_dir, open_parquet  # noqa: E402
 from datalake_assets.spec import layout  # noqa: E402
 from datalake_assets.spec.identity import ID, Identity, identity_hash, trait_kind  # noqa: E402
@@ -366,14 +366,14 @@ def erase(lake: str, hashes: dict) -> dict:
         result, (seconds,) = timed(lambda: forget(settings, request))
     except Exception as e:  # noqa: BLE001 - a bench reports what failed and goes on
         return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
-    after = summary.find_hours_compacted(lake, SOURCE, set(hashes.values()))
+    after = summary_lookup.find_hours_compacted(lake, SOURCE, set(hashes.values()))
     return {"seconds": round(seconds, 2), "status": result.status,
             "hours_rewritten": result.hours_rewritten, "files_rewritten": result.files_rewritten,
             "rows_removed": result.rows_removed, "rows_remaining": result.rows_remaining,
             "hours_found_after": len(after.hours), "stale_hours_after": after.stale_hours}
 
 
-def lookup_row(name: str, r: summary.SummaryLookup, times: list[float], expected: set[str]) -> dict:
+def lookup_row(name: str, r: summary_lookup.SummaryLookup, times: list[float], expected: set[str]) -> dict:
     return {"lookup": name, "hours_found": len(r.hours), "exact": set(r.hours) == expected,
             "bytes_read": r.bytes_read, "files_read": r.files_read,
             "row_groups_read": r.row_groups_read, "stale_hours": r.stale_hours,
@@ -423,10 +423,10 @@ def main() -> int:
     lookups = []
     for name, hashes in (("summary, user id", {h["user_id"]}),
                          ("summary, 3 identities", set(h.values()))):
-        r, times = timed(lambda: summary.find_hours_compacted(lake, SOURCE, hashes), a.repeat)
+        r, times = timed(lambda: summary_lookup.find_hours_compacted(lake, SOURCE, hashes), a.repeat)
         lookups.append(lookup_row(name, r, times, expected))
     changed = resync_a_day(lake, a.hours)
-    r, times = timed(lambda: summary.find_hours_compacted(lake, SOURCE, {h["user_id"]}), a.repeat)
+    r, times = timed(lambda: summary_lookup.find_hours_compacted(lake, SOURCE, {h["user_id"]}), a.repeat)
     lookups.append(lookup_row(f"summary + {len(changed)} stale hours", r, times, expected))
     nightly, (seconds,) = timed(lambda: summary.compact(lake, SOURCE))
     results["nightly_compaction"] = nightly.to_dict()

@@ -39,6 +39,7 @@ from datalake_assets.lake.lock import SourceLock
 from datalake_assets.privacy import audit
 from datalake_assets.privacy.hours import SourcePlace, unindexed_hours
 from datalake_assets.privacy.lookup import find_hours, follow_links, scan_hours
+from datalake_assets.privacy.summary import compact, month_of, summary_months
 from datalake_assets.privacy.matching import Matcher, needles_of
 from datalake_assets.privacy.request import ForgetRequest, RequestError
 from datalake_assets.privacy.rewrite import (
@@ -287,7 +288,16 @@ def _source(run: _Run, place: SourcePlace, matcher: Matcher) -> dict[str, int]:
                 state.record(place.source_id, MANY_HOURS, HourRecord(
                     index_entries=entries, files=files, done=True))
                 save_state(place.lake_root, state)
+        if state.erase:  # the monthly summaries hold the old hours' hashes: rebuilt from
+            # the rewritten per-hour files (a month without a summary gets none)
+            months = {month_of(h) for h in hours} & set(summary_months(
+                place.lake_root, place.source_dir))
+            if months:
+                compact(place.lake_root, place.source_dir, sorted(months))
         remaining = {"index_entries": erase_many_hour_index(place, matcher, prove=True)[0]}
+        if state.erase:  # the identity index (per hour and summaries) names them nowhere
+            remaining["index_hours"] = len(find_hours(
+                place.lake_root, place.source_dir, frozenset(state.hashes)).hours)
         for hour in hours:
             mids = set(done[hour].message_ids) if hour in done else set()
             for kind, n in prove_hour(place, hour, matcher, mids).items():

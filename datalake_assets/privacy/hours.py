@@ -149,7 +149,7 @@ def identity_index_hours(place: SourcePlace) -> set[str]:
     root = layout.identity_index_root(place.lake_root, place.source_dir)
     out = set()
     for loc, _ in storage.list_files(root, recursive=True):
-        if not loc.endswith(".parquet") or not _visible(loc):
+        if not loc.endswith(".parquet") or not _visible(loc) or layout.is_identity_summary(loc):
             continue
         hour = layout.hour_of_index_file(loc)
         if hour is not None:

@@ -27,6 +27,7 @@ from datalake_assets.lake import storage
 from datalake_assets.lake.identities import LINK
 from datalake_assets.privacy.hours import HourFiles, SourcePlace, archive_lines, hour_files
 from datalake_assets.privacy.matching import Matcher, _decode
+from datalake_assets.privacy.summary_lookup import find_hours_compacted
 from datalake_assets.spec import layout
 from datalake_assets.spec.identity import LINKING_TYPES
 
@@ -81,7 +82,8 @@ def index_files(lake_root: str, source_dir: str) -> list[tuple[str, int]]:
     """``[(location, size)]`` of the source's identity-index files."""
     root = layout.identity_index_root(lake_root, source_dir)
     return [(loc, size) for loc, size in storage.list_files(root, recursive=True)
-            if loc.endswith(".parquet") and not loc.rsplit("/", 1)[-1].startswith((".", "_"))]
+            if loc.endswith(".parquet") and not loc.rsplit("/", 1)[-1].startswith((".", "_"))
+            and not layout.is_identity_summary(loc)]
 
 
 
@@ -144,12 +146,18 @@ def _hours_of(hour: str | None, table: pa.Table) -> set[str]:
 
 
 def find_hours(lake_root: str, source_dir: str, hashes: frozenset[str]) -> LookupResult:
-    """The hours of the source whose identity index lists one of ``hashes``."""
+    """The hours of the source whose identity index lists one of ``hashes``: the per-hour
+    files through the monthly summaries (``summary.find_hours_compacted``: a summary answers
+    for the hours unchanged since it was written, the others are read per hour), plus any
+    other file covering many hours."""
     if not hashes:
         return LookupResult(frozenset(), 0, 0)
-    read = _read_index(lake_root, source_dir, ["identity"], hashes)
+    compacted = find_hours_compacted(lake_root, source_dir, hashes)
+    read = _read_index(lake_root, source_dir, ["identity"], hashes, only_hours=())
+    read.bytes += compacted.bytes_read
+    read.files += compacted.files_read
     value_set = pa.array(sorted(hashes), pa.string())
-    hours: set[str] = set()
+    hours: set[str] = set(compacted.hours)
     for hour, table in read.tables:
         hit = table.filter(pc.is_in(table.column("identity"), value_set=value_set))
         if hit.num_rows:

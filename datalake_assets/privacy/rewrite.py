@@ -295,7 +295,8 @@ def many_hour_index_files(place: SourcePlace) -> list[str]:
     root = layout.identity_index_root(place.lake_root, place.source_dir)
     return [loc for loc, _ in storage.list_files(root, recursive=True)
             if loc.endswith(".parquet") and layout.hour_of_index_file(loc) is None
-            and not loc.rsplit("/", 1)[-1].startswith((".", "_"))]
+            and not loc.rsplit("/", 1)[-1].startswith((".", "_"))
+            and not layout.is_identity_summary(loc)]  # rebuilt by summary.compact
 
 
 def erase_many_hour_index(place: SourcePlace, matcher: Matcher, prove: bool = False

@@ -80,7 +80,6 @@ from datalake_assets.privacy.index_files import (
 )
 from datalake_assets.spec import layout
 
-SUMMARY_DIR = "_summary"
 SUMMARY_FILE = "summary.parquet"
 MANIFEST_KEY = b"datalake.identity_summary"
 FORMAT_VERSION = 1
@@ -100,7 +99,7 @@ _MONTH_RE = re.compile(r"^\d{4}-\d{2}$")
 
 
 def summary_root(lake_root: str, source_dir: str) -> str:
-    return layout.join(layout.identity_index_root(lake_root, source_dir), SUMMARY_DIR)
+    return layout.identity_summary_root(lake_root, source_dir)
 
 
 def summary_location(lake_root: str, source_dir: str, month: str) -> str:  # month: YYYY-MM
@@ -109,6 +108,11 @@ def summary_location(lake_root: str, source_dir: str, month: str) -> str:  # mon
 
 def month_of(hour: str) -> str:
     return f"{hour[:4]}-{hour[4:6]}"
+
+
+def summary_months(lake_root: str, source_dir: str) -> list[str]:
+    """The months (``YYYY-MM``) the source has a summary of."""
+    return sorted(_list_summaries(lake_root, source_dir))
 
 
 def _list_summaries(lake_root: str, source_dir: str) -> dict[str, str]:
@@ -122,13 +126,22 @@ def _list_summaries(lake_root: str, source_dir: str) -> dict[str, str]:
 
 
 def _read_hour(lake_root: str, source_dir: str, hour: str, files: tuple[FileKey, ...],
-               reads: Reads) -> pa.Table:
-    """The summary rows of one hour, from its per-hour index files."""
+               reads: Reads, wanted: list[str] | None = None) -> pa.Table:
+    """The summary rows of one hour, from its per-hour index files; with ``wanted`` (sorted
+    hashes), only the row groups whose ``identity`` or ``linked`` range may hold one."""
     directory = hour_dir(lake_root, source_dir, hour)
     parts = []
     for name, _, _ in files:
         pf = open_parquet(layout.join(directory, name), reads)
-        parts.append(pf.read(columns=["identity", "linked"]))
+        if wanted is None:
+            parts.append(pf.read(columns=["identity", "linked"]))
+            continue
+        cols = [pf.metadata.schema.names.index(c) for c in ("identity", "linked")]
+        groups = [i for i in range(pf.metadata.num_row_groups)
+                  if any(_may_hold(pf.metadata.row_group(i), c, wanted) for c in cols)]
+        reads.row_groups += len(groups)
+        if groups:
+            parts.append(pf.read_row_groups(groups, columns=["identity", "linked"]))
     if not parts:
         return SUMMARY_SCHEMA.empty_table()
     t = pa.concat_tables(parts)
@@ -146,12 +159,13 @@ def _read_hour(lake_root: str, source_dir: str, hour: str, files: tuple[FileKey,
 
 
 def _read_hour_retrying(lake_root: str, source_dir: str, hour: str,
-                        files: tuple[FileKey, ...], reads: Reads) -> pa.Table:
+                        files: tuple[FileKey, ...], reads: Reads,
+                        wanted: list[str] | None = None) -> pa.Table:
     """``_read_hour``; when a file vanished (a sync replaced the hour after the listing), the
     hour is listed again and read again."""
     for _ in range(READ_ATTEMPTS):
         try:
-            return _read_hour(lake_root, source_dir, hour, files, reads)
+            return _read_hour(lake_root, source_dir, hour, files, reads, wanted)
         except FileNotFoundError:
             files = list_hour(lake_root, source_dir, hour)
     raise RuntimeError(f"hour {hour} of source {source_dir}'s identity index changed "
@@ -307,88 +321,11 @@ def _summary_bytes(parts: list[pa.Table], manifest: HourFiles) -> tuple[bytes, i
     return out.getvalue().to_pybytes(), rows.num_rows
 
 
-# ------------------------------------------------------------------------------------ lookup
-
-
-@dataclass(frozen=True)
-class SummaryLookup:
-    """The hours of the source whose identity index names one of the hashes, and what finding
-    them cost. ``links``: (hash, linked hash) pairs of link rows naming a requested hash."""
-
-    hours: frozenset[str]
-    bytes_read: int
-    files_read: int
-    links: frozenset[tuple[str, str]] = frozenset()
-    stale_hours: int = 0  # answered from their per-hour files
-    summaries_read: int = 0
-    row_groups_read: int = 0
-    files_listed: int = 0
-
-
 def _may_hold(row_group: pq.RowGroupMetaData, column: int, wanted: list[str]) -> bool:
     stats = row_group.column(column).statistics
+    if stats is not None and not stats.has_min_max and stats.null_count == row_group.num_rows:
+        return False  # only nulls (``linked`` of presence rows)
     if stats is None or not stats.has_min_max:
         return True
     i = bisect.bisect_left(wanted, stats.min)
     return i < len(wanted) and wanted[i] <= stats.max
-
-
-def _matches(rows: pa.Table, wanted: pa.Array) -> dict[str, set[tuple[str, str]]]:
-    """hour -> the links (hash, linked hash) of the rows naming one of ``wanted``."""
-    hit = rows.filter(pc.is_in(rows["identity"], value_set=wanted))
-    out: dict[str, set[tuple[str, str]]] = {}
-    for hour, ident, linked in zip(hit["hour"].to_pylist(), hit["identity"].to_pylist(),
-                                   hit["linked"].to_pylist()):
-        links = out.setdefault(hour, set())
-        if linked is not None:
-            links.add((ident, linked))
-    return out
-
-
-def find_hours_compacted(lake_root: str, source_dir: str, hashes: Iterable[str]
-                         ) -> SummaryLookup:
-    """The hours holding any of ``hashes``: from the summaries for hours compacted and
-    unchanged since, from the per-hour index for the others (module docstring)."""
-    wanted = sorted(set(hashes))
-    if not wanted:
-        return SummaryLookup(frozenset(), 0, 0)
-    wanted_array = pa.array(wanted, pa.string())
-    reads = Reads()
-    manifests: HourFiles = {}
-    summary_hits: dict[str, set[tuple[str, str]]] = {}  # hour -> its links (maybe none)
-    summaries = 0
-    for location in sorted(_list_summaries(lake_root, source_dir).values()):
-        pf, manifest = _open_summary(location, reads)
-        if pf is None:  # removed since the listing, or damaged: its hours count as stale
-            continue
-        column = pf.metadata.schema.names.index("identity")
-        groups = [i for i in range(pf.metadata.num_row_groups)
-                  if _may_hold(pf.metadata.row_group(i), column, wanted)]
-        if groups:
-            try:
-                rows = pf.read_row_groups(groups, columns=SUMMARY_SCHEMA.names)
-            except (OSError, ValueError, pa.ArrowException):
-                continue  # a damaged body: as above
-            reads.row_groups += len(groups)
-            summary_hits.update(_matches(rows, wanted_array))  # months hold disjoint hours
-        summaries += 1
-        manifests.update(manifest)
-    # The listing comes after the summaries, so any hour changed since they were written
-    # differs from its manifest entry and is read from its own files.
-    current, listed = list_index_hours(lake_root, source_dir)
-    found: set[str] = set()
-    found_links: set[tuple[str, str]] = set()
-    stale = []
-    for hour, files in current.items():
-        if manifests.get(hour) != files:
-            stale.append(hour)
-        elif hour in summary_hits:
-            found.add(hour)
-            found_links |= summary_hits[hour]
-    for hour in sorted(stale):
-        rows = _read_hour_retrying(lake_root, source_dir, hour, current[hour], reads)
-        for hit_hour, links in _matches(rows, wanted_array).items():
-            found.add(hit_hour)
-            found_links |= links
-    return SummaryLookup(frozenset(found), reads.bytes, reads.files, frozenset(found_links),
-                         len(stale), summaries, reads.row_groups, listed)

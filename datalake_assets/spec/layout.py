@@ -273,6 +273,19 @@ def identity_index_root(lake_root: str, source_dir: str) -> str:
     return join(lake_root, "_identities", source_dir)
 
 
+IDENTITY_SUMMARY_DIR = "_summary"
+
+
+def identity_summary_root(lake_root: str, source_dir: str) -> str:
+    """The identity index compacted per month (``privacy/summary.py``): derived from the
+    per-hour files, never swapped by a sync, rebuilt after an erasure."""
+    return join(identity_index_root(lake_root, source_dir), IDENTITY_SUMMARY_DIR)
+
+
+def is_identity_summary(location: str) -> bool:
+    return f"/{IDENTITY_SUMMARY_DIR}/" in location
+
+
 def staged_identity_root(staging: str) -> str:
     """A run's staged identity index: ``<staging>/_identities/hour=<YYYYMMDDHH>/``."""
     return join(staging, "_identities")

@@ -35,6 +35,7 @@ from datalake_assets.transform.identity_tally import read_entries
 from datalake_assets.transform.run import SyncRun
 from datalake_assets.transform.stage_a import StageAStats
 
+INDEX_ROW_GROUP_ROWS = 65_536
 _NOT_TRACK_TABLES = pa.array(sorted(STANDARD_TABLES | {QUARANTINE, LINK}), pa.string())
 
 
@@ -98,5 +99,7 @@ def write_staged_index(staging: str, run_id: str, rows: pa.Table) -> int:
         fs.create_dir(storage.resolve(directory)[1], recursive=True)
         table = pa.table([part.column(f.name).cast(f.type) for f in INDEX_SCHEMA],
                          schema=INDEX_SCHEMA)
-        pq.write_table(table, path, filesystem=fs, compression="zstd")
+        # row groups of 64k entries: a lookup of a few hashes in a busy hour reads one of them
+        pq.write_table(table, path, filesystem=fs, compression="zstd",
+                       row_group_size=INDEX_ROW_GROUP_ROWS)
     return rows.num_rows

@@ -23,7 +23,7 @@ from datalake_assets.definitions import build_definitions
 from datalake_assets.lake import storage
 from datalake_assets.lake.identities import index_table
 from datalake_assets.orchestration import privacy_jobs as pj
-from datalake_assets.privacy import inbox, summary
+from datalake_assets.privacy import inbox, summary, summary_lookup
 from datalake_assets.spec import layout
 from datalake_assets_tests.support.settings_files import load_lake_toml
 
@@ -155,7 +155,7 @@ def test_the_compaction_job_compacts_every_source(env, tmp_path):
     assert result.success
     assert storage.exists(summary.summary_location(settings.lake_root, "web", "2026-02"))
     assert storage.exists(summary.summary_location(settings.lake_root, "ios", "2026-01"))
-    found = summary.find_hours_compacted(settings.lake_root, "web", {"h" * 32})
+    found = summary_lookup.find_hours_compacted(settings.lake_root, "web", {"h" * 32})
     assert found.hours == {"2026010100", "2026020100"} and found.stale_hours == 0
 
 

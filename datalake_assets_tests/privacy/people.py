@@ -19,8 +19,6 @@ from collections import defaultdict
 import orjson
 import pyarrow.parquet as pq
 
-from datalake_assets.lake.identities import LINK, index_table, lake_key
-from datalake_assets.spec.identity import identities_of, identity_hash, links_of
 from datalake_assets.spec import layout
 from datalake_assets.transform.request import request_from_settings
 from datalake_assets.transform.sync import run_sync
@@ -123,40 +121,6 @@ def copy_lake(src_root: str, dst_root: str):
         shutil.copytree(os.path.join(src_root, part), os.path.join(dst_root, part),
                         copy_function=shutil.copy2)
     return load(dst_root)
-
-
-def write_identity_index(settings) -> None:
-    """The identity index of every synced hour, as the sync writes it (``lake/identities.py``):
-    a presence row per identity and table, a link row per linked pair."""
-    key = lake_key(settings.lake_root)
-    traits = settings.privacy.identity_traits
-    for source in settings.sources:
-        for hour in HOURS:
-            h = layout.ArchiveHour.parse(hour)
-            counts: dict[str, int] = defaultdict(int)
-            links = set()
-            for raw in archive_lines(settings, source.id, hour):
-                try:
-                    obj = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    continue
-                if not isinstance(obj, dict):
-                    continue
-                idents = identities_of(obj, traits)
-                for i in idents:
-                    counts[identity_hash(key, i)] += 1
-                for a, b in links_of(obj, idents):
-                    links.add((identity_hash(key, a), identity_hash(key, b)))
-            rows = [(i, "events", n, None) for i, n in sorted(counts.items())]
-            rows += [(a, LINK, 0, b) for a, b in sorted(links)]
-            d = os.path.join(layout.identity_index_root(settings.lake_root, source.lake_dir),
-                             layout.index_partition_path(h))
-            os.makedirs(d, exist_ok=True)
-            pq.write_table(index_table(rows), os.path.join(
-                d, layout.data_file_name(h, "index-test", 0, 0)))
-
-
-# ------------------------------------------------------------------------------ readers
 
 
 def archive_lines(settings, source_id: str, hour: str) -> list[bytes]:

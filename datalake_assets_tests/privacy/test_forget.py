@@ -117,9 +117,11 @@ def test_replay_of_the_erased_hours_brings_nothing_back(spark, people_lake, reli
     assert target_traces(replayed) == []
 
     def content(snapshot):  # a re-sync writes new files: compare rows, not file names
+        # (not the identity index: this lake had none before the request, the replay writes it)
         return {k: sorted(str({c: (os.path.basename(v) if c == "archive_file" else v)
                                for c, v in r.items() if c != "run_id"}) for r in rows)
-                for k, rows in snapshot["rows"].items() if rows}
+                for k, rows in snapshot["rows"].items() if rows
+                and not k.startswith("_identities/")}
 
     assert content(replayed) == content(erased)
     assert replayed["lines"] == erased["lines"]

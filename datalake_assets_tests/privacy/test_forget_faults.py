@@ -54,10 +54,9 @@ def counts(out: bytes) -> dict:
 @pytest.fixture(scope="module")
 def reference(base_people_lake, tmp_path_factory):
     """The uninterrupted request's counts, on a copy of the lake of its own."""
-    from datalake_assets_tests.privacy.people import copy_lake, write_identity_index
+    from datalake_assets_tests.privacy.people import copy_lake
 
     settings = copy_lake(base_people_lake, str(tmp_path_factory.mktemp("reference")))
-    write_identity_index(settings)
     done = run_cli(settings, *REQUEST)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     return counts(done.stdout)

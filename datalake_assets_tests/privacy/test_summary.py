@@ -15,7 +15,7 @@ import pytest
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.identities import LINK, QUARANTINE, index_table
-from datalake_assets.privacy import summary
+from datalake_assets.privacy import summary, summary_lookup
 from datalake_assets.privacy.index_files import list_index_hours
 from datalake_assets.spec import layout
 from datalake_assets.spec.identity import identity, identity_hash
@@ -95,12 +95,12 @@ def test_a_lookup_finds_exactly_the_hours_and_reads_little(world):
     stats = summary.compact(lake, SOURCE)
     assert stats.months_written == 2 and stats.hours_read == len(hours)
     assert stats.months == ["2026-01", "2026-02"]
-    found = summary.find_hours_compacted(lake, SOURCE, {PERSON})
+    found = summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON})
     assert found.hours == person_hours == brute_force(lake, {PERSON})
     assert found.stale_hours == 0 and found.summaries_read == 2
     assert found.links == {(PERSON, ALIAS)}
     # The linked identity is found through its own rows, and knows its link back.
-    by_alias = summary.find_hours_compacted(lake, SOURCE, [ALIAS])
+    by_alias = summary_lookup.find_hours_compacted(lake, SOURCE, [ALIAS])
     assert by_alias.hours == {linked} and by_alias.links == {(ALIAS, PERSON)}
     # Two footers and a row group or two per month, against every index file of the source.
     every_file = sum(s for files in list_index_hours(lake, SOURCE)[0].values()
@@ -108,8 +108,8 @@ def test_a_lookup_finds_exactly_the_hours_and_reads_little(world):
     assert found.files_read == 2 and found.row_groups_read <= 4
     assert found.bytes_read * 20 < every_file
     # Nobody, and no hash at all.
-    assert summary.find_hours_compacted(lake, SOURCE, {STRANGER}).hours == frozenset()
-    nothing = summary.find_hours_compacted(lake, SOURCE, set())
+    assert summary_lookup.find_hours_compacted(lake, SOURCE, {STRANGER}).hours == frozenset()
+    nothing = summary_lookup.find_hours_compacted(lake, SOURCE, set())
     assert nothing.hours == frozenset() and nothing.bytes_read == 0
 
 
@@ -139,13 +139,13 @@ def test_hours_changed_or_added_after_the_compaction_are_still_found(world):
 
     expected = (person_hours - {left, rewritten}) | {joined, "2026022823", "2026030100"}
     assert brute_force(lake, {PERSON}) == expected
-    found = summary.find_hours_compacted(lake, SOURCE, {PERSON})
+    found = summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON})
     assert found.hours == expected
     assert found.stale_hours == 5
     # The next compaction reads only those hours, and the summaries answer alone again.
     stats = summary.compact(lake, SOURCE)
     assert (stats.months_written, stats.hours_read) == (3, 5)
-    again = summary.find_hours_compacted(lake, SOURCE, {PERSON})
+    again = summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON})
     assert again.hours == expected and again.stale_hours == 0
     # With nothing new, a compaction reads the footers only.
     idle = summary.compact(lake, SOURCE)
@@ -163,18 +163,18 @@ def test_a_month_whose_index_is_gone_loses_its_summary(world):
             storage.delete_dir(layout.join(index, f"hour={hour}"))
     # Before the next compaction, the summary's February rows are not trusted any more.
     january = {x for x in person_hours if x.startswith("202601")}
-    assert summary.find_hours_compacted(lake, SOURCE, {PERSON}).hours == january
+    assert summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON}).hours == january
     stats = summary.compact(lake, SOURCE)
     assert stats.months_removed == 1 and stats.months == ["2026-02"]
     assert not storage.exists(summary.summary_location(lake, SOURCE, "2026-02"))
-    assert summary.find_hours_compacted(lake, SOURCE, {PERSON}).hours == january
+    assert summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON}).hours == january
 
 
 def test_compacting_chosen_months_and_forcing(world):
     lake, _, person_hours, _ = world
     stats = summary.compact(lake, SOURCE, months=["2026-02"])
     assert stats.months == ["2026-02"]
-    found = summary.find_hours_compacted(lake, SOURCE, {PERSON})
+    found = summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON})
     assert found.hours == person_hours
     assert found.stale_hours == len([x for x in list_index_hours(lake, SOURCE)[0]
                                      if x.startswith("202601")])
@@ -193,15 +193,15 @@ def test_a_damaged_or_foreign_summary_is_not_trusted(world):
     pq.write_table(pa.table({"identity": [PERSON], "hour": ["2026013123"], "linked": [None]},
                             schema=summary.SUMMARY_SCHEMA), out)
     storage.write_bytes_atomic(location, out.getvalue().to_pybytes())
-    assert summary.find_hours_compacted(lake, SOURCE, {PERSON}).hours == person_hours
+    assert summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON}).hours == person_hours
     storage.write_bytes_atomic(location, b"not parquet")
-    found = summary.find_hours_compacted(lake, SOURCE, {PERSON})
+    found = summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON})
     assert found.hours == person_hours
     assert found.stale_hours == len([x for x in list_index_hours(lake, SOURCE)[0]
                                      if x.startswith("202601")])
     # Compaction rebuilds it from the per-hour files.
     assert summary.compact(lake, SOURCE).months_written == 1
-    assert summary.find_hours_compacted(lake, SOURCE, {PERSON}).stale_hours == 0
+    assert summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON}).stale_hours == 0
 
 
 def test_on_s3(moto_bucket, tmp_path):
@@ -213,5 +213,5 @@ def test_on_s3(moto_bucket, tmp_path):
                                                       if hour.endswith("22") else []))
     assert summary.compact(lake, SOURCE).months_written == 2
     write_hour(lake, "2026020104", [(PERSON, "pages", 1, None)])
-    found = summary.find_hours_compacted(lake, SOURCE, {PERSON})
+    found = summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON})
     assert found.hours == {"2026013122", "2026020104"} and found.stale_hours == 1
