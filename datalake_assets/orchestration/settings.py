@@ -173,10 +173,14 @@ def check_compute_fits(compute: ComputeSettings, catalog: Any, roots: dict[str, 
 
 
 def _check_catalog_reachable(catalog: Any, backend: str, cloud: str) -> None:
-    if catalog.backend == "hive" and not catalog.hive_metastore_uri:
+    # A thrift metastore or a MySQL/MariaDB one (metastore_jdbc_url) is shared by whoever can
+    # reach it; the embedded Derby database is a folder of this machine.
+    if (catalog.backend == "hive" and not catalog.hive_metastore_uri
+            and not getattr(catalog, "metastore_jdbc_url", "")):
         glue = ("set backend = 'glue' (the Glue Data Catalog, which EMR uses as its Hive "
                 "metastore), 'none'" if cloud == "AWS" else "set backend = 'none'")
         raise SettingsError(
             f"the embedded Derby metastore of backend 'hive' lives on this machine, but "
-            f"[compute] backend = {backend!r} runs the job on {cloud}: {glue}, or a "
-            "hive_metastore_uri the cluster can reach", key="catalog.backend")
+            f"[compute] backend = {backend!r} runs the job on {cloud}: {glue}, a "
+            "hive_metastore_uri, or a metastore_jdbc_url (MySQL/MariaDB) the cluster can "
+            "reach", key="catalog.backend")

@@ -109,3 +109,13 @@ def test_a_job_cluster_without_a_policy_names_its_runtime_and_size(tmp_path):
     compute = load(tmp_path, text).compute
     assert (compute.databricks_spark_version, compute.databricks_node_type) == (
         "15.4.x-scala2.12", "Standard_D4ds_v5")
+
+
+def test_a_mysql_metastore_is_one_the_cluster_can_share(tmp_path):
+    """The Hive backend on Databricks needs a metastore the cluster reaches: a MySQL/MariaDB
+    one (the infra/azure module's) is accepted where the embedded Derby one is refused."""
+    text = DATABRICKS_TOML.replace('backend = "none"', 'backend = "hive"\nmetastore_jdbc_url = '
+                                   '"jdbc:mysql://acmelake-metastore.mysql.database.azure.com'
+                                   ':3306/metastore"\nmetastore_user = "metastore"')
+    settings = load(tmp_path, text)
+    assert settings.catalog.metastore_jdbc_url.endswith("/metastore")

@@ -55,15 +55,17 @@ locals {
   oauth_endpoint     = "https://login.microsoftonline.com/${data.azurerm_client_config.current.tenant_id}/oauth2/token"
 
   # Spark settings every sync cluster gets: abfss:// through the service principal, and the
-  # external Hive metastore on MySQL (schema created up front: verification on, no auto-create).
+  # external Hive metastore on MySQL (schema created up front: verification on, no auto-create)
+  # through the runtime's built-in Hive 2.3 client: the schema version that
+  # `datalake catalog init-metastore` creates, so local runs and the cluster share one database.
   sync_spark_conf = {
     "spark.hadoop.fs.azure.account.auth.type.${local.dfs_host}"              = "OAuth"
     "spark.hadoop.fs.azure.account.oauth.provider.type.${local.dfs_host}"    = "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider"
     "spark.hadoop.fs.azure.account.oauth2.client.id.${local.dfs_host}"       = azuread_application.lake.client_id
     "spark.hadoop.fs.azure.account.oauth2.client.secret.${local.dfs_host}"   = "{{secrets/${var.name}/jobs-client-secret}}"
     "spark.hadoop.fs.azure.account.oauth2.client.endpoint.${local.dfs_host}" = local.oauth_endpoint
-    "spark.sql.hive.metastore.version"                                       = "3.1.0"
-    "spark.sql.hive.metastore.jars"                                          = "maven"
+    "spark.sql.hive.metastore.version"                                       = "2.3.9"
+    "spark.sql.hive.metastore.jars"                                          = "builtin"
     "spark.hadoop.javax.jdo.option.ConnectionURL"                            = local.metastore_jdbc_url
     "spark.hadoop.javax.jdo.option.ConnectionDriverName"                     = "org.mariadb.jdbc.Driver"
     "spark.hadoop.javax.jdo.option.ConnectionUserName"                       = var.mysql_admin_login
