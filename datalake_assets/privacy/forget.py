@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
 from datalake_assets.catalog.base import Catalog, CatalogError
 from datalake_assets.catalog.config import catalog_from_config, config_from_settings
+from datalake_assets.ingest.collector.spool_erase import erase_spool
 from datalake_assets.lake import commit, faults, storage
 from datalake_assets.lake.identities import lake_key, write_suppressed
 from datalake_assets.lake.lock import SourceLock
@@ -184,10 +186,8 @@ def _execute(run: _Run) -> ForgetResult:
                 write_suppressed(lake_root, state.request_id, state.hashes)
         matcher = _matcher(run, state.hashes)
         if state.erase:
-            spooled = _erase_spool(run.settings, run.key, state.hashes)
-            if spooled is None:
-                run.warnings.append("the collector's spool was not searched (no spool eraser)")
-            state.spool_lines_removed = max(state.spool_lines_removed, spooled or 0)
+            spooled = _erase_spool(run, state.hashes)
+            state.spool_lines_removed = max(state.spool_lines_removed, spooled)
         remaining: dict[str, int] = {}
         for place in places:
             for kind, n in _source(run, place, matcher).items():
@@ -239,17 +239,27 @@ def _expand(run: _Run, places: list[SourcePlace]) -> set[str]:
     return found
 
 
-def _erase_spool(settings: LakeSettings, key: bytes, hashes: list[str]) -> int | None:
+def _erase_spool(run: _Run, hashes: list[str]) -> int:
     """The collector's spool, erased by the collector's own code (it knows its segments'
-    format); None when this installation has no spool eraser."""
-    try:
-        from datalake_assets.ingest.collector.spool_erase import erase_from_spool
-    except ImportError:
-        return None
+    format). A running collector's segments cannot be rewritten under it (``spool_erase``):
+    the suppression list covers them once the collector has re-read it, so a request that
+    suppresses waits one reload interval before it erases the archive, and any line rolled
+    from then on is dropped by the roller. Without suppression, those lines may reach the
+    archive after the erasure: the result says so."""
+    settings = run.settings
     spool = settings.collector.spool_path()
     if not os.path.isdir(spool):
         return 0
-    return erase_from_spool(spool, key, frozenset(hashes), settings.privacy.identity_traits)
+    done = erase_spool(spool, run.key, frozenset(hashes), settings.privacy.identity_traits)
+    if done.skipped_live:
+        if run.state.suppress:
+            time.sleep(settings.privacy.suppression_reload_seconds + 1)
+        else:
+            run.warnings.append(
+                f"{done.skipped_live} segment(s) of a running collector were not searched and "
+                "the request does not suppress: their lines may reach the archive; stop the "
+                "collector or suppress, then re-run the request")
+    return done.lines_removed
 
 
 def _source(run: _Run, place: SourcePlace, matcher: Matcher) -> dict[str, int]:

@@ -303,3 +303,20 @@ def test_a_compacted_identity_index_is_used_and_erased(indexed_lake):
     gone = pc.or_(pc.is_in(compacted.column("identity"), value_set=targets),
                   pc.fill_null(pc.is_in(compacted.column("linked"), value_set=targets), False))
     assert left.to_pylist() == compacted.filter(pc.invert(gone)).to_pylist()
+
+
+def test_the_collectors_spool_loses_the_persons_lines(people_lake):
+    """Lines accepted but not yet rolled into the archive (a sealed segment of a stopped
+    collector) are erased with the rest; everyone else's stay byte for byte."""
+    settings = people_lake
+    spool = os.path.join(settings.collector.spool_path(), "web")
+    os.makedirs(spool)
+    other = b'{"type":"track","event":"E","messageId":"s1","userId":"u-other"}\n'
+    theirs = b'{"type":"track","event":"E","messageId":"s2","userId":"u-target"}\n'
+    segment = os.path.join(spool, "2026112110-20261121T100000-aaaaaaaaaaaa.wal")
+    with open(segment, "wb") as f:
+        f.write(other + theirs + other)
+    result = forget(settings, ForgetRequest("r-spool", TARGET))
+    assert result.status == "completed" and result.spool_lines_removed == 1
+    with open(segment, "rb") as f:
+        assert f.read() == other + other
