@@ -12,8 +12,7 @@ key). One more person is in exactly ``--person-hours`` hours. Then, in one run:
 * compacts the summaries (``privacy/summary.compact``: once, then nightly in Dagster);
 * looks the person up in the summaries (``find_hours_compacted``), by user id and by all
   three of their identities, then again after a day of hours re-synced since the compaction;
-* reads every per-hour index file (``privacy.lookup.find_hours`` when it exists, else the
-  same read here);
+* reads every per-hour index file (the lookup of a lake never compacted);
 * scans the identity columns of every table file (pyarrow dataset, column-pruned, bytes
   counted by a counting filesystem; timed again without it), computes the least any
   column-pruned reader must read (each file's footer and identity column chunks), and times
@@ -227,13 +226,8 @@ def timed(fn, repeat: int = 1):
 
 
 def per_hour_index_lookup(lake: str, hashes: set[str]) -> tuple[set[str], int, int]:
-    """Every per-hour index file read (identity column): the lookup without a summary."""
-    try:
-        from datalake_assets.privacy.lookup import find_hours  # PRE-MERGE: may be absent
-        r = find_hours(lake, SOURCE, frozenset(hashes))
-        return set(r.hours), r.bytes_read, r.files_read
-    except ImportError:
-        pass
+    """Every per-hour index file read (identity column): the lookup without a summary (what
+    ``privacy.lookup.find_hours`` does for a lake never compacted)."""
     reads, found = Reads(), set()
     wanted = pa.array(sorted(hashes))
     hours, _ = summary.list_index_hours(lake, SOURCE)
