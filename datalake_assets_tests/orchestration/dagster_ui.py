@@ -194,6 +194,21 @@ class DagsterUI:
         assert out["__typename"] == "LaunchRunSuccess", f"run not launched: {out}"
         return out["run"]["id"]
 
+    def launch_job(self, repository: dict, job: str, run_config: dict) -> str:
+        """The launchpad's "Launch run" for a job that is not an asset job: the config the
+        user typed (YAML; JSON is YAML) and the UI tag."""
+        params = {
+            "mode": "default",
+            "executionMetadata": {"tags": [FROM_UI_TAG]},
+            "runConfigData": json.dumps(run_config),
+            "selector": {"repositoryLocationName": repository["location"]["name"],
+                         "repositoryName": repository["name"], "pipelineName": job},
+        }
+        out = self.gql(LAUNCH_PIPELINE_EXECUTION_MUTATION,
+                       {"executionParams": params})["launchPipelineExecution"]
+        assert out["__typename"] == "LaunchRunSuccess", f"run not launched: {out}"
+        return out["run"]["id"]
+
     # ------------------------------------------------------------------------ status
 
     def runs(self, tags: dict[str, str] | None = None) -> list[dict]:

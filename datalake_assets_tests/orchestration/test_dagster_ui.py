@@ -9,7 +9,12 @@ UI's own GraphQL calls (datalake_assets_tests/orchestration/dagster_ui.py):
 (b) a materialization of one event table for one hour succeeds;
 
 and the lake then equals a clean sync of the same archive (``datalake sync`` into a fresh
-lake). Failures of (c), (a), (b) and the comparison are collected and reported together, so one
+lake); then
+
+(d) the job ``forget_person`` launched from the launchpad with a user's config erases that
+    person (and nobody else) and records the request in ``privacy_requests``.
+
+Failures of (c), (a), (b), the comparison and (d) are collected and reported together, so one
 run tells everything that is wrong.
 """
 
@@ -183,12 +188,42 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
             failures.append(f"(b) {e}")
         print(f"(b) done at {time.monotonic() - t0:.0f} s")
 
-    try:
-        compare_lakes(home / "lake", finish_clean_sync(clean), SOURCE)
-    except AssertionError as e:
-        failures.append(f"lake vs clean sync: {e}")
+        try:
+            compare_lakes(home / "lake", finish_clean_sync(clean), SOURCE)
+        except AssertionError as e:
+            failures.append(f"lake vs clean sync: {e}")
+
+        # (d) forget a person from the launchpad: the job forget_person with the config a
+        # user types; afterwards none of their rows remain and nobody else's went.
+        try:
+            forget_from_launchpad(ui, home / "lake")
+        except (AssertionError, OSError) as e:
+            failures.append(f"(d) {e}")
+        print(f"(d) done at {time.monotonic() - t0:.0f} s")
     print(f"test wall time {time.monotonic() - t0:.0f} s")
     assert not failures, "\n\n".join(failures)
+
+
+def forget_from_launchpad(ui: DagsterUI, lake: Path) -> None:
+    import duckdb
+
+    identifies = f"{lake}/data/{SOURCE}/segment_type=identifies/*/*/*.parquet"
+
+    def count(where: str) -> int:
+        return duckdb.sql(f"SELECT count(*) FROM read_parquet('{identifies}') WHERE {where}"
+                          ).fetchone()[0]
+
+    theirs, everyone = count("user_id = 'u-3'"), count("true")
+    assert theirs > 0, "the person to forget is not in the lake"
+    repository = ui.load_for_launch([f"{SOURCE}/pages"])["nodes"][0]["repository"]
+    run_id = ui.launch_job(repository, "forget_person", {"ops": {"forget": {"config": {
+        "identities": ["user_id=u-3"], "request_id": "ui-forget"}}}})
+    ui.wait_run(run_id, RUN_TIMEOUT)
+    assert (count("user_id = 'u-3'"), count("true")) == (0, everyone - theirs)
+    audit = duckdb.sql(f"SELECT status, rows_remaining FROM read_parquet("
+                       f"'{lake}/privacy_requests/*/*.parquet') WHERE request_id = 'ui-forget'"
+                       ).fetchall()
+    assert audit == [("completed", 0)], audit
 
 
 def describe_new_tables(ui: DagsterUI) -> dict:
