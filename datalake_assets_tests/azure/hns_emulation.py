@@ -182,13 +182,15 @@ class EmulatedLeaseStore:
 def install(monkeypatch_setattr: Callable, fs: pafs.FileSystem, root: str = "") -> None:
     """Make every ``abfss://`` (and ``az://``) location resolve to ``fs`` (the account is the
     folder; ``container/path`` inside it, as in pyarrow's ``AzureFileSystem``); with the
-    folder ``root``, the lock's lease lives there too (never an Azure endpoint)."""
-    from datalake_assets.lake import azure, lock
+    folder ``root``, the conditional writes live there too (never an Azure endpoint): the
+    lock's lease and the lake's privacy key, created once."""
+    from datalake_assets.lake import azure, identities, lock
 
     monkeypatch_setattr(azure, "filesystem", lambda uri: fs)
     if root:
         store = type("RootedLeaseStore", (EmulatedLeaseStore,), {"root": root})
         monkeypatch_setattr(lock, "AzureLeaseStore", store)
+        monkeypatch_setattr(identities, "AzureLeaseStore", store)
 
 
 ROOT_ENV = "DATALAKE_TEST_HNS_ROOT"
