@@ -211,7 +211,7 @@ def forget_from_launchpad(ui: DagsterUI, lake: Path) -> None:
 
     def count(where: str) -> int:
         return duckdb.sql(f"SELECT count(*) FROM read_parquet('{identifies}') WHERE {where}"
-                          ).fetchone()[0]
+                          ).fetchall()[0][0]
 
     theirs, everyone = count("user_id = 'u-3'"), count("true")
     assert theirs > 0, "the person to forget is not in the lake"
