@@ -1,8 +1,8 @@
 """The sync's deduplication, on the driver and the JVM: which messages are duplicates, and the
 check that none was written twice.
 
-Duplicates are found on ``(messageId, receivedAt, position)`` only, from stage A's key rows (a
-small shuffle): in the batch, the first received copy of an id wins; across hours, ids the lake
+Duplicates are found on ``(messageId, receivedAt, position)`` only, from stage A's key rows
+(``keys.py``; on the driver with Arrow, or in a Spark window for a very big batch): in the batch, the first received copy of an id wins; across hours, ids the lake
 already holds for another hour of the lookback window (the id index, never the tables) are
 duplicates, and the message stays where it was. The losers' positions go to stage B, which
 skips them.
@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
 from datalake_assets.spec import layout
-from datalake_assets.transform.stage_a import ROW
+from datalake_assets.transform import keys
 
 
 @dataclass
@@ -38,28 +38,81 @@ class Duplicates:
         return sum(self.counts.values())
 
 
-def find_duplicates(spark, keys, lookback_hours: int, lake_root: str, source_dir: str,
-                    batch_hours: list[str]) -> Duplicates:
-    """The duplicates among stage A's key rows (``keys``) and against the id index of the
-    hours within ``lookback_hours`` of the batch (``batch_hours``: compact)."""
+# Up to this many messages in a batch, their keys are deduplicated on the driver with Arrow
+# (about 80 bytes of driver memory a key; 2 million keys sort in about a second); beyond, in a
+# Spark window, so a cluster's hour of hundreds of millions never meets the driver.
+DRIVER_MAX_KEYS = 10_000_000
+
+
+def find_duplicates(spark, stage_a_output, messages: int, lookback_hours: int, lake_root: str,
+                    source_dir: str, batch_hours: list[str],
+                    driver_max_keys: int = DRIVER_MAX_KEYS) -> Duplicates:
+    """The duplicates among the key rows of stage A's (persisted) output and against the id
+    index of the hours within ``lookback_hours`` of the batch (``batch_hours``: compact).
+    ``messages``: how many key rows there are (stage A's statistics)."""
+    prior_files = index_files(lake_root, source_dir, lookback_hours, batch_hours)
+    if messages <= driver_max_keys:
+        from pyspark.sql import functions as F
+
+        payloads = (bytes(r.payload) for r in stage_a_output.filter(F.col("kind") == keys.KEYS)
+                    .select("payload").toLocalIterator())
+        out = duplicates_of(keys.decode(payloads), prior_files)
+    else:
+        out = _duplicates_by_spark(spark, keys.as_rows(spark, stage_a_output), prior_files)
+    out.prior_files = prior_files
+    return out
+
+
+def duplicates_of(key_rows: pa.Table, prior_files: list[str]) -> Duplicates:
+    """``find_duplicates`` on the driver: ``key_rows`` (``keys.KEY_SCHEMA``) in Arrow."""
+    ordered, first = keys.first_copies(key_rows)
+    if prior_files and ordered.num_rows:
+        found = ids_in_prior_index(prior_files, pc.unique(ordered.column("message_id")))
+        seen = pc.is_in(ordered.column("message_id"), value_set=found)
+    else:
+        seen = pa.nulls(ordered.num_rows, pa.bool_()).fill_null(False)
+    losers = ordered.filter(pc.or_(pc.invert(first), seen)).append_column(
+        "cross_hour", pc.and_(first, seen).filter(pc.or_(pc.invert(first), seen)))
+    out = Duplicates()
+    by_hour = losers.group_by(["table", "hour"]).aggregate([("cross_hour", "count"),
+                                                            ("cross_hour", "sum")])
+    for t, h, n, cross in zip(*(by_hour.column(c).to_pylist() for c in
+                                ("table", "hour", "cross_hour_count", "cross_hour_sum"))):
+        out.counts[(t, h)] = n
+        if cross:
+            out.cross_hour[(t, h)] = cross
+    by_file = losers.group_by(["table", "file_idx"]).aggregate([("line_no", "list")])
+    for t, f, lines in zip(*(by_file.column(c).to_pylist() for c in
+                             ("table", "file_idx", "line_no_list"))):
+        out.drop[(t, f)] = lines
+    return out
+
+
+def ids_in_prior_index(prior_files: list[str], ids: pa.Array) -> pa.Array:
+    """The ``ids`` that the index files hold, read on the driver with pyarrow."""
+    found = []
+    for location in prior_files:
+        fs, path = storage.resolve(location)
+        held = pq.read_table(path, columns=["message_id"], filesystem=fs).column(0)
+        found.append(pc.filter(ids, pc.is_in(ids, value_set=held.combine_chunks())))
+    return pc.unique(pa.concat_arrays(found)) if found else pa.array([], pa.string())
+
+
+def _duplicates_by_spark(spark, key_rows, prior_files: list[str]) -> Duplicates:
+    """``find_duplicates`` as a Spark window over ``key_rows`` (``keys.KEY_ROW_DDL``)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     order = Window.partitionBy("message_id").orderBy(
         F.col("received_at").asc_nulls_last(), "file_idx", "line_no"
     )
-    ranked = (
-        keys.filter(F.col("kind") == ROW)
-        .select("message_id", "received_at", "file_idx", "line_no", "table", "hour")
-        .withColumn("_n", F.row_number().over(order))
-    )
+    ranked = key_rows.withColumn("_n", F.row_number().over(order))
     # Across hours: ids the lake already holds for other hours of the lookback window
     # (the id index, never the tables) are duplicates; the message stays where it was.
-    prior_files = index_files(lake_root, source_dir, lookback_hours, batch_hours)
     if prior_files:
         # The window's index is big, the batch small: the batch's ids are broadcast and the
         # index is scanned once, without shuffling it; only the ids found come back.
-        batch_ids = keys.filter(F.col("kind") == ROW).select("message_id").distinct()
+        batch_ids = key_rows.select("message_id").distinct()
         prior = (ids_in_index(spark, prior_files, batch_ids).withColumn("_seen", F.lit(True)))
         ranked = ranked.join(prior, "message_id", "left")
     else:
@@ -70,7 +123,7 @@ def find_duplicates(spark, keys, lookback_hours: int, lake_root: str, source_dir
                 (F.col("_n") == 1).alias("cross_hour"))
         .collect()
     )
-    out = Duplicates(prior_files=prior_files)
+    out = Duplicates()
     for r in losers:
         out.counts[(r["table"], r["hour"])] += 1
         if r["cross_hour"]:

@@ -26,7 +26,7 @@ import pyarrow as pa
 from datalake_assets.lake.identities import LINK, QUARANTINE
 from datalake_assets.spec.identity import LINKING_TYPES, identity_hashes
 
-IDENTITY = 3  # the stage-A row kind of index entries (ROW = 0, STATS = 2: stage_a.py)
+IDENTITY = 3  # the stage-A row kind of index entries (KEYS = 1: keys.py, STATS = 2: stage_a.py)
 ENTRY_SCHEMA = pa.schema([("hour", pa.string()), ("identity", pa.string()),
                           ("table", pa.string()), ("rows", pa.int64()), ("linked", pa.string())])
 ENTRIES_PER_ROW = 200_000  # about 12 MB of IPC per cell at most
@@ -110,8 +110,7 @@ class IdentityTally:
 
     def batches(self, schema_names: list[str]) -> list[pa.RecordBatch]:
         """The entries as ``IDENTITY`` rows of the stage-A output, each a chunk of at most
-        ``ENTRIES_PER_ROW`` entries in its ``payload`` (Arrow IPC, zstd; ``line_no``: the
-        entries). A few opaque cells per task, not a row per entry: the JVM only carries them
+        ``ENTRIES_PER_ROW`` entries in its ``payload`` (Arrow IPC, zstd). A few opaque cells per task, not a row per entry: the JVM only carries them
         to the driver, with the statistics, in the same job (about 1 s of CPU saved per 100k
         events against a row per entry)."""
         entries = self.entries()
@@ -122,9 +121,7 @@ class IdentityTally:
             with pa.ipc.new_stream(sink, ENTRY_SCHEMA, options=_IPC) as w:
                 w.write_table(chunk)
             out.append(pa.RecordBatch.from_arrays(
-                [pa.array([IDENTITY], pa.int8()), pa.nulls(1, pa.string()),
-                 pa.nulls(1, pa.string()), pa.nulls(1, pa.string()), pa.nulls(1, pa.int64()),
-                 pa.array([-1], pa.int32()), pa.array([chunk.num_rows], pa.int64()),
+                [pa.array([IDENTITY], pa.int8()),
                  pa.array([sink.getvalue().to_pybytes()], pa.binary())],
                 names=schema_names))
         return out

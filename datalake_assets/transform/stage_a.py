@@ -5,8 +5,8 @@ written, a few thousand rows at a time, as *work files*: Arrow IPC files with on
 flattened column, each a plain Arrow array when its values share a JSON type, else text plus
 kind (``columnar.py``). Kinds are counted per column with Arrow kernels while the buffer is
 turned into columns, so the driver learns every column's statistics without a second pass.
-Rejected lines go straight to the staged quarantine. The task emits one small *key* row per
-message (id, receivedAt, position) for the deduplication, its identity index entries
+Rejected lines go straight to the staged quarantine. The task emits the *keys* of its messages
+(id, receivedAt, position: ``keys.py``; one output row per flush) for the deduplication, its identity index entries
 (``IDENTITY`` rows, ``identity_tally.py``), and one statistics row, which the driver merges
 (``merge_stats``). Messages of suppressed identities are dropped here, before anything is
 written, and only counted (``identity_tally.py`` says which table they count under).
@@ -47,17 +47,16 @@ from datalake_assets.spec.messages import (
 )
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.types import N_KINDS, parse_timestamp
+from datalake_assets.transform import keys
 from datalake_assets.transform.identity_tally import IdentityTally
+from datalake_assets.transform.keys import KEY_SCHEMA, KEYS
 
-ROW, STATS = 0, 2  # and IDENTITY (3): an identity index entry
+STATS = 2  # and KEYS (1: a flush's key rows, keys.py), IDENTITY (3: index entries)
 
-STAGE_A_SCHEMA = (
-    "kind byte, table string, hour string, message_id string, received_at long, "
-    "file_idx int, line_no long, payload binary"
-)
+# Every output row is a kind and an opaque payload: a few rows per task, never one per message.
+STAGE_A_SCHEMA = "kind byte, payload binary"
 
-_KEY_NAMES = ["kind", "table", "hour", "message_id", "received_at", "file_idx", "line_no",
-              "payload"]
+_OUT_NAMES = ["kind", "payload"]
 
 # Columns of a work file that are not message columns (message columns are [a-z0-9_]).
 W_LINE, W_MESSAGE_ID, W_PROBLEMS = "#line", "#message_id", "#problems"
@@ -240,6 +239,7 @@ class _StageA:
     @staticmethod
     def _keys(table: str, objs: list[dict], buf: _TableBuffer, file_idx: int,
               hour: str) -> pa.RecordBatch:
+        """The flush's key rows, as one ``KEYS`` row (``keys.py``)."""
         n = len(objs)
         received = [o.get("receivedAt") for o in objs]
         try:
@@ -247,19 +247,18 @@ class _StageA:
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # not all text: one by one
             micros = pa.array([parse_timestamp(v) if type(v) is str else None for v in received],
                               pa.int64())
-        return pa.RecordBatch.from_arrays(
+        rows = pa.RecordBatch.from_arrays(
             [
-                pa.array([ROW] * n, pa.int8()),
                 pa.array([table] * n, pa.string()),
                 pa.array([hour] * n, pa.string()),
                 pa.array(buf.ids, pa.string()),
                 micros,
                 pa.array([file_idx] * n, pa.int32()),
                 pa.array(buf.lines, pa.int64()),
-                pa.nulls(n, pa.binary()),
             ],
-            names=_KEY_NAMES,
+            schema=KEY_SCHEMA,
         )
+        return _one_row(KEYS, keys.encode(rows))
 
     def stats(self) -> pa.RecordBatch:
         payload = marshal.dumps({
@@ -268,17 +267,18 @@ class _StageA:
             "quarantine_files": self.quarantine_files,
             "suppressed": self.identities.suppressed_counts,
         })
-        return pa.RecordBatch.from_arrays(
-            [pa.array([STATS], pa.int8()), pa.nulls(1, pa.string()), pa.nulls(1, pa.string()),
-             pa.nulls(1, pa.string()), pa.nulls(1, pa.int64()), pa.array([-1], pa.int32()),
-             pa.array([-1], pa.int64()), pa.array([payload], pa.binary())],
-            names=_KEY_NAMES,
-        )
+        return _one_row(STATS, payload)
+
+
+def _one_row(kind: int, payload: bytes) -> pa.RecordBatch:
+    """A stage-A output row that carries only a payload (``KEYS``, ``STATS``)."""
+    return pa.RecordBatch.from_arrays([pa.array([kind], pa.int8()), pa.array([payload], pa.binary())],
+                                      names=_OUT_NAMES)
 
 
 def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterator[pa.RecordBatch]:
-    """Input rows: ``file_idx, location, hour``. Output: ``STAGE_A_SCHEMA`` batches: key rows,
-    the identity index entries, then one statistics row."""
+    """Input rows: ``file_idx, location, hour``. Output: ``STAGE_A_SCHEMA`` rows: ``KEYS``
+    (one per flush), the identity index entries (``IDENTITY``), then one ``STATS`` row."""
     task = _StageA(cfg)
     # The buffers hold tens of thousands of decoded messages: Python's cycle collector would
     # scan them again and again (about 15% of the stage) for cycles that JSON cannot make.
@@ -292,7 +292,7 @@ def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterato
     finally:
         if enabled:
             gc.enable()
-    yield from task.identities.batches(_KEY_NAMES)
+    yield from task.identities.batches(_OUT_NAMES)
     yield task.stats()
 
 

@@ -129,7 +129,7 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     try:
         stats = collect_stats(run, keys)
         changes = plan_types(run, existing, stats)
-        duplicates = dedup(run, keys, hours)
+        duplicates = dedup(run, keys, _key_rows(stats), hours)
     finally:
         keys.unpersist()
     index_identities(run, stats)
@@ -189,6 +189,11 @@ def collect_stats(run: SyncRun, keys) -> StageAStats:
     return stats
 
 
+def _key_rows(stats: StageAStats) -> int:
+    """How many key rows stage A emitted: one per message it kept (``tracks`` is derived)."""
+    return sum(n for table, n in stats.messages.items() if table != TRACKS_TABLE)
+
+
 # -------------------------------------------------------------------------------- plan types
 
 
@@ -222,11 +227,11 @@ def _widest(record: list[tuple[str, str]], catalog: list[tuple[str, str]]) -> li
 # ------------------------------------------------------------------------------------- dedup
 
 
-def dedup(run: SyncRun, keys, hours: list[str]) -> Duplicates:
+def dedup(run: SyncRun, keys, messages: int, hours: list[str]) -> Duplicates:
     t = time.monotonic()
     run.describe_jobs(f"sync {run.req.source_id}: find duplicates")
-    found = find_duplicates(run.spark, keys, run.req.dedup_lookback_hours, run.req.lake_root,
-                            run.req.source_dir, hours)
+    found = find_duplicates(run.spark, keys, messages, run.req.dedup_lookback_hours,
+                            run.req.lake_root, run.req.source_dir, hours)
     run.timings["dedup_s"] = time.monotonic() - t
     return found
 

@@ -6,7 +6,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datalake_assets.spec import types as T
-from datalake_assets.transform.stage_a import ROW, STATS, StageAConfig, merge_stats, run_stage_a
+from datalake_assets.transform import keys
+from datalake_assets.transform.stage_a import STATS, StageAConfig, merge_stats, run_stage_a
 from datalake_assets.transform.stage_b import StageBConfig, plan_stage_b_tasks, run_stage_b
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 
@@ -48,7 +49,8 @@ def test_stats_from_several_tasks_add_up(tmp_path):
     assert stats.lines_in == 4
     assert stats.messages == {"order_completed": 2, "tracks": 2, "pages": 1}
     assert stats.lines_quarantined == {HOUR: 1}
-    assert sum(1 for k in out["kind"] if k == ROW) == 3
+    key_rows = keys.decode(p for k, p in zip(out["kind"], out["payload"]) if k == keys.KEYS)
+    assert sorted(key_rows.column("message_id").to_pylist()) == ["a", "b", "c"]
 
 
 def test_corrupt_gzip_keeps_what_was_read_and_quarantines_the_rest(tmp_path):
