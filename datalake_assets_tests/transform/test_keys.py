@@ -71,3 +71,14 @@ def test_driver_and_spark_find_the_same_duplicates(spark, tmp_path):
         (f, line) for (_, f), lines in duplicates_of(t, prior).drop.items() for line in lines}
     kept_ids = [r["message_id"] for r in t.to_pylist() if (r["file_idx"], r["line_no"]) in dropped]
     assert sorted(kept_ids) == sorted(set(ids) - set(held))
+
+
+def test_a_batch_too_big_for_the_driver_gets_its_keys_back_as_spark_rows(spark):
+    t = key_rows(200, 3)
+    payloads = [keys.encode(b) for b in t.to_batches(max_chunksize=64)]
+    output = spark.createDataFrame(
+        [(keys.KEYS, p) for p in payloads] + [(2, b"stats"), (3, b"identities")],
+        "kind byte, payload binary")
+    rows = keys.as_rows(spark, output).toPandas()
+    assert pa.Table.from_pandas(rows, schema=keys.KEY_SCHEMA, preserve_index=False).sort_by(
+        "line_no").equals(t.sort_by("line_no"))
