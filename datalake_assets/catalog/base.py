@@ -353,6 +353,10 @@ class Catalog(ABC):
     def partition_count(self, database: str, table: str) -> int:
         return len(self.list_partitions(database, table))
 
+    def warm_up(self, database: str) -> None:
+        """Open the connection ahead of the first real call (in a thread, while the sync
+        parses); nothing by default."""
+
 
 class NoCatalog(Catalog):
     """``backend = "none"``: registers nothing. For users who only want the Parquet files

@@ -159,6 +159,33 @@ class HiveCatalog(Catalog):
                 return None
         return self._describe(database, table)
 
+    def get_tables(self, database: str, names=None) -> dict[str, TableInfo]:
+        """One ``SHOW TABLES`` instead of an existence check per table (a metastore round trip
+        each: the sync asks for every table of the batch before typing)."""
+        check_identifier(database, "database")
+        if not self._database_exists(database):
+            return {}
+        rows = self._sql(f"SHOW TABLES IN {quote_identifier(database, 'database')}")
+        present = {r["tableName"] for r in rows if not r["isTemporary"]}
+        wanted = sorted(n for n in present if not n.startswith("_dl_swap_")) if names is None \
+            else list(names)
+        out = {}
+        for name in wanted:
+            check_identifier(name, "table")
+            if name in present:
+                out[name] = self._describe(database, name)
+            elif swap_table_name(name) in present and self._heal_swap(database, name):
+                out[name] = self._describe(database, name)
+        return out
+
+    def warm_up(self, database: str) -> None:
+        """Open the metastore (Derby boots, the Hive client connects: seconds) while the
+        sync's first stage runs; errors are left to the calls that need the answer."""
+        try:
+            self._database_exists(database)
+        except Exception:  # noqa: BLE001 - reported by the next real call
+            pass
+
     def _describe(self, database: str, table: str) -> TableInfo:
         """One ``DESCRIBE TABLE EXTENDED``: columns, partition keys, location, comment and
         properties (``spark.catalog.listColumns`` plus ``SHOW TBLPROPERTIES`` cost 5x more)."""

@@ -20,6 +20,7 @@ Under the source's lock: recover an unfinished commit, then
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 from datalake_assets.catalog.base import CatalogError
@@ -123,6 +124,8 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     if not files:
         return finish(run, [], empty_source_report(run, recovered))
     run.catalog = catalog_from_config(req.catalog, run.spark)
+    threading.Thread(target=run.catalog.warm_up, args=(req.database,), daemon=True,
+                     name="catalog-warm-up").start()
     load_privacy(run)
     hours = sorted({h for _, h, _ in files})
     keys = read(run, files)

@@ -179,6 +179,20 @@ def test_interrupted_replacement_is_completed(spark, hive, db, tmp_path):
     assert hive.list_tables(db) == ["pages"]
 
 
+def test_get_tables_lists_once_and_completes_an_interrupted_replacement(spark, hive, db, tmp_path):
+    lake = str(tmp_path / "lake")
+    cols = [("message_id", "string")]
+    hive.ensure_database(db)
+    hive.create_or_update_table(db, "pages", cols, ["day", "hr"], f"{lake}/data/web/segment_type=pages")
+    hive.create_or_update_table(db, swap_table_name("screens"), cols, ["day", "hr"],
+                                f"{lake}/data/web/segment_type=screens")
+    found = hive.get_tables(db, ["pages", "screens", "absent"])
+    assert sorted(found) == ["pages", "screens"] and found["screens"].columns == cols
+    assert hive.list_tables(db) == ["pages", "screens"]
+    assert sorted(hive.get_tables(db)) == ["pages", "screens"]
+    assert hive.get_tables("no_such_database_here", ["pages"]) == {}
+
+
 def test_sync_reports_queryable_by_sql(spark, hive, tmp_path):
     lake = str(tmp_path / "lake")
     meta = f"meta_{uuid.uuid4().hex[:8]}"
