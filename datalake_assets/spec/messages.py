@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import orjson
 
 from datalake_assets.spec import naming
-from datalake_assets.spec.types import kind_of, parse_timestamp, value_text
+from datalake_assets.spec.types import is_timestamp, kind_of, parse_timestamp, value_text
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024
 DEFAULT_MAX_DEPTH = 16
@@ -310,7 +310,7 @@ def validate(obj: object) -> tuple[str, str, str]:
     if received is None or received == "":
         # The collector stamps it; without it no hour, no dedup order, no partition.
         raise Rejected("missing_received_at")
-    if type(received) is not str or parse_timestamp(received) is None:
+    if type(received) is not str or not is_timestamp(received):
         raise Rejected("invalid_received_at", repr(received)[:100])
     if mtype == "track":
         event = obj.get("event")
