@@ -4,8 +4,9 @@ check that none was written twice.
 Duplicates are found on ``(messageId, receivedAt, position)`` only, from stage A's key rows
 (``keys.py``; on the driver with Arrow, or in a Spark window for a very big batch): in the batch, the first received copy of an id wins; across hours, ids the lake
 already holds for another hour of the lookback window (the id index, never the tables) are
-duplicates, and the message stays where it was. The losers' positions go to stage B, which
-skips them.
+duplicates, and the message stays where it was: the driver looks the batch's distinct ids up in
+the window's index (``index_lookup.prior_ids``, pyarrow, no Spark). The losers' positions go to
+stage B, which skips them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 from datalake_assets.lake import storage
 from datalake_assets.spec import layout
 from datalake_assets.transform import keys
+from datalake_assets.transform.index_lookup import prior_ids
 
 
 @dataclass
@@ -32,6 +34,9 @@ class Duplicates:
     drop: defaultdict[tuple[str, int], list[int]] = field(
         default_factory=lambda: defaultdict(list))  # (table, file_idx) -> line numbers
     prior_files: list[str] = field(default_factory=list)  # index files of the lookback window
+    # The batch's ids that those files hold (``index_lookup.prior_ids``): the cross-hour
+    # duplicates' ids, and what the post-write check compares the output with.
+    held: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
 
     @property
     def total(self) -> int:
@@ -66,14 +71,12 @@ def find_duplicates(spark, stage_a_output, messages: int, lookback_hours: int, l
 def duplicates_of(key_rows: pa.Table, prior_files: list[str]) -> Duplicates:
     """``find_duplicates`` on the driver: ``key_rows`` (``keys.KEY_SCHEMA``) in Arrow."""
     ordered, first = keys.first_copies(key_rows)
-    if prior_files and ordered.num_rows:
-        found = ids_in_prior_index(prior_files, pc.unique(ordered.column("message_id")))
-        seen = pc.is_in(ordered.column("message_id"), value_set=found)
-    else:
-        seen = pa.nulls(ordered.num_rows, pa.bool_()).fill_null(False)
+    held = prior_ids(prior_files, ordered.column("message_id")) if prior_files else \
+        pa.array([], pa.string())
+    seen = pc.is_in(ordered.column("message_id"), value_set=held)
     losers = ordered.filter(pc.or_(pc.invert(first), seen)).append_column(
         "cross_hour", pc.and_(first, seen).filter(pc.or_(pc.invert(first), seen)))
-    out = Duplicates()
+    out = Duplicates(held=held)
     by_hour = losers.group_by(["table", "hour"]).aggregate([("cross_hour", "count"),
                                                             ("cross_hour", "sum")])
     for t, h, n, cross in zip(*(by_hour.column(c).to_pylist() for c in
@@ -88,16 +91,6 @@ def duplicates_of(key_rows: pa.Table, prior_files: list[str]) -> Duplicates:
     return out
 
 
-def ids_in_prior_index(prior_files: list[str], ids: pa.Array) -> pa.Array:
-    """The ``ids`` that the index files hold, read on the driver with pyarrow."""
-    found = []
-    for location in prior_files:
-        fs, path = storage.resolve(location)
-        held = pq.read_table(path, columns=["message_id"], filesystem=fs).column(0)
-        found.append(pc.filter(ids, pc.is_in(ids, value_set=held.combine_chunks())))
-    return pc.unique(pa.concat_arrays(found)) if found else pa.array([], pa.string())
-
-
 def _duplicates_by_spark(spark, key_rows, prior_files: list[str]) -> Duplicates:
     """``find_duplicates`` as a Spark window over ``key_rows`` (``keys.KEY_ROW_DDL``)."""
     from pyspark.sql import Window
@@ -109,12 +102,16 @@ def _duplicates_by_spark(spark, key_rows, prior_files: list[str]) -> Duplicates:
     ranked = key_rows.withColumn("_n", F.row_number().over(order))
     # Across hours: ids the lake already holds for other hours of the lookback window
     # (the id index, never the tables) are duplicates; the message stays where it was.
+    out = Duplicates()
     if prior_files:
-        # The window's index is big, the batch small: the batch's ids are broadcast and the
-        # index is scanned once, without shuffling it; only the ids found come back.
-        batch_ids = key_rows.select("message_id").distinct()
-        prior = (ids_in_index(spark, prior_files, batch_ids).withColumn("_seen", F.lit(True)))
-        ranked = ranked.join(prior, "message_id", "left")
+        # A batch this big stays in the cluster: the index is scanned by Spark once and
+        # semi-joined with the batch's distinct ids; only the ids found come to the driver.
+        found = ids_in_index(spark, prior_files, key_rows.select("message_id").distinct())
+        out.held = pa.array([r["message_id"] for r in found.collect()], pa.string())
+    if len(out.held):
+        held = spark.createDataFrame(pa.table({"message_id": out.held}).to_pandas())
+        ranked = ranked.join(F.broadcast(held.withColumn("_seen", F.lit(True))), "message_id",
+                             "left")
     else:
         ranked = ranked.withColumn("_seen", F.lit(None).cast("boolean"))
     losers = (
@@ -123,7 +120,6 @@ def _duplicates_by_spark(spark, key_rows, prior_files: list[str]) -> Duplicates:
                 (F.col("_n") == 1).alias("cross_hour"))
         .collect()
     )
-    out = Duplicates()
     for r in losers:
         out.counts[(r["table"], r["hour"])] += 1
         if r["cross_hour"]:
@@ -153,8 +149,9 @@ def index_files(lake_root: str, source_dir: str, lookback_hours: int,
 
 
 def ids_in_index(spark, index_files: list[str], ids):
-    """The distinct ``message_id`` of ``ids`` that the index files hold (a broadcast semi-join:
-    the index is read once and never shuffled)."""
+    """The distinct ``message_id`` of ``ids`` that the index files hold, in Spark (a
+    broadcast semi-join: the index is read once and never shuffled). For batches too big
+    for the driver; others use ``index_lookup.prior_ids``."""
     from pyspark.sql import functions as F
 
     if spark_reads(spark, index_files[0]):  # one lake: every file has the same scheme
@@ -198,22 +195,30 @@ def ids_read_by_pyarrow(spark, files: list[tuple[str, str]]):
 
 
 def repeated_message_ids(spark, staged_data: str, tables: list[str],
-                         prior_files: list[str]) -> dict[str, int]:
+                         held: pa.Array | None = None) -> dict[str, int]:
     """Per table: how many message ids were written more than once (in one table or in two),
-    or also live in another hour of the lookback window (per the lake's id index). It reads
-    the written Parquet back (the ``message_id`` column only), so it checks what was written,
-    not what the dedup intended. ``tracks`` is made of the track tables' rows: it is checked
-    through them (and its row count against theirs, by the caller)."""
+    or also live in another hour of the lookback window. It reads the written Parquet back
+    (the ``message_id`` column only), so it checks what was written, not what the dedup
+    intended. ``tracks`` is made of the track tables' rows: it is checked through them (and
+    its row count against theirs, by the caller).
+
+    ``held`` (``Duplicates.held``) is the batch's ids that the window's id index holds, as the
+    dedup found them. Comparing the output with ``held`` is the same as comparing it with the
+    whole index, without reading the index again: every written row comes from a stage-A
+    work file, and stage A emits a key row for each row it writes there, so the written ids
+    are a subset of the batch's ids B; hence written ∩ index = written ∩ (B ∩ index) =
+    written ∩ held. The index cannot change in between: the sync holds the source's lock, and
+    the batch's own hours, which this sync replaces, are not part of the window."""
     from pyspark.sql import functions as F
 
+    held = pa.array([], pa.string()) if held is None else held
     dirs = [layout.segment_type_dir(staged_data, t) for t in tables]
     dirs = [d for d in dirs if storage.list_files(d, recursive=True)]
     if not dirs:
         return {}
-    if not prior_files:
-        local = repeated_in_output(staged_data, tables)
-        if local is not None:
-            return local
+    local = repeated_in_output(staged_data, tables, held)
+    if local is not None:
+        return local
     if spark_reads(spark, staged_data):
         ids = (
             spark.read.option("basePath", staged_data).schema("message_id string").parquet(*dirs)
@@ -227,10 +232,9 @@ def repeated_message_ids(spark, staged_data: str, tables: list[str],
                                              recursive=True) if loc.endswith(".parquet")])
     counted = ids.groupBy("message_id").agg(F.count("*").alias("n"), F.min("t").alias("t"))
     bad = F.col("n") > 1
-    if prior_files:
-        seen = ids_in_index(spark, prior_files, ids.select("message_id").distinct()).withColumn(
-            "_seen", F.lit(1))
-        counted = counted.join(seen, "message_id", "left")
+    if len(held):
+        seen = spark.createDataFrame(pa.table({"message_id": held})).withColumn("_seen", F.lit(1))
+        counted = counted.join(F.broadcast(seen), "message_id", "left")
         bad = bad | F.col("_seen").isNotNull()
     rows = counted.filter(bad).groupBy("t").count().collect()
     return {r["t"]: r["count"] for r in rows}
@@ -239,10 +243,11 @@ def repeated_message_ids(spark, staged_data: str, tables: list[str],
 _DRIVER_CHECK_MAX_ROWS = 20_000_000
 
 
-def repeated_in_output(staged_data: str, tables: list[str]) -> dict[str, int] | None:
-    """``repeated_message_ids`` without a lookback window, on the driver with Arrow: reads
-    the ``message_id`` column of the written files. ``None`` when the output is too big for
-    the driver (the caller then uses Spark)."""
+def repeated_in_output(staged_data: str, tables: list[str], held: pa.Array | None = None
+                       ) -> dict[str, int] | None:
+    """``repeated_message_ids`` on the driver with Arrow: reads the ``message_id`` column of
+    the written files; an id counts when written twice or when in ``held``. ``None`` when
+    the output is too big for the driver (the caller then uses Spark)."""
     files = [(i, loc) for i, t in enumerate(tables)
              for loc, _ in storage.list_files(layout.segment_type_dir(staged_data, t),
                                               recursive=True)
@@ -264,7 +269,10 @@ def repeated_in_output(staged_data: str, tables: list[str]) -> dict[str, int] | 
         return {}
     table = pa.table({"id": pa.concat_arrays(ids), "t": pa.concat_arrays(owner)})
     per_id = table.group_by("id").aggregate([("t", "count"), ("t", "min")])
-    repeated = per_id.filter(pc.greater(per_id["t_count"], 1))
+    bad = pc.greater(per_id["t_count"], 1)
+    if held is not None and len(held):
+        bad = pc.or_(bad, pc.is_in(per_id["id"], value_set=held.cast(pa.string())))
+    repeated = per_id.filter(bad)
     out: dict[str, int] = {}
     for t in repeated["t_min"].to_pylist():
         out[tables[t]] = out.get(tables[t], 0) + 1

@@ -3,7 +3,8 @@
 It drops the duplicates the driver found, casts every column to its decided type with Arrow
 kernels (values that do not fit go to quarantine with their reason), and writes one Parquet
 file per table and hour into the run's staging area, plus the values' quarantine and the
-hour's id index. It returns a manifest (``manifest.py``).
+hour's id index (``spec/id_index.py``: the ids and their hashes). It returns a manifest
+(``manifest.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from datalake_assets.lake import storage
 from datalake_assets.spec import layout
 from datalake_assets.spec.columnar import ARROW_TYPES, cast_array
 from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance
+from datalake_assets.spec.id_index import index_table
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.transform.manifest import (
     CONFORMANCE,
@@ -194,8 +196,7 @@ class _StageBTask:
             location = layout.join(directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0))
             fs, path = storage.resolve(location)
             fs.create_dir(storage.resolve(directory)[1], recursive=True)
-            pq.write_table(pa.table({"message_id": pc.array_take(kept, pc.array_sort_indices(kept))}),
-                           path, filesystem=fs, compression="zstd")
+            pq.write_table(index_table(kept), path, filesystem=fs, compression="zstd")
             manifest.append(ManifestEntry(INDEX, t, hour, location=location, rows=len(kept)))
         for hour, records in self.quarantine.items():
             location, size = write_quarantine(self.cfg.quarantine_staging_root, hour, self.task,

@@ -277,7 +277,7 @@ def write(run: SyncRun, stats: StageAStats, changes: dict[str, TableChange],
         t = time.monotonic()
         repeated_ids = repeated_message_ids(
             run.spark, layout.staged_data_root(staging),
-            [t for t in changes if t != TRACKS_TABLE], duplicates.prior_files,
+            [t for t in changes if t != TRACKS_TABLE], duplicates.held,
         )
         run.timings["check_s"] = time.monotonic() - t
     storage.delete_dir(layout.staged_work_root(staging))

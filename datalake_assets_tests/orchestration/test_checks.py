@@ -81,12 +81,14 @@ def test_duplicates_check_reads_the_written_output(spark, tmp_path):
     d.mkdir(parents=True)
     pq.write_table(pa.table({"message_id": ["s1"]}), d / "part-0.parquet")
     assert dedup.repeated_message_ids(spark, str(staged), ["pages", "screens"], []) == {"pages": 1}
-    # an id that the lake already holds for another hour of the window is repeated too
+    # an id that the lake already holds for another hour of the window is repeated too: the
+    # batch's ids found in the window's index (as the dedup found them) are passed along
     prior = tmp_path / "index" / "hour=2026112109"
     prior.mkdir(parents=True)
     pq.write_table(pa.table({"message_id": ["s1", "zzz"]}), prior / "part-0.parquet")
-    repeated = dedup.repeated_message_ids(spark, str(staged), ["pages", "screens"],
-                                         [str(prior / "part-0.parquet")])
+    held = dedup.prior_ids([str(prior / "part-0.parquet")], pa.array(["a", "b", "c", "s1"]))
+    assert held.to_pylist() == ["s1"]
+    repeated = dedup.repeated_message_ids(spark, str(staged), ["pages", "screens"], held)
     assert repeated == {"pages": 1, "screens": 1}
     report = TableReport(checks=TableChecks(repeated_message_ids=repeated["pages"]), duplicates=0)
     dup = [r for r in table_check_results("web", "pages", report) if r.check_name == "duplicates"][0]
@@ -123,6 +125,11 @@ def test_duplicates_check_driver_and_spark_paths_agree(spark, tmp_path, monkeypa
     assert dedup.repeated_in_output(str(staged), tables) is None
     spark_side = dedup.repeated_message_ids(spark, str(staged), tables, [])
     assert driver == spark_side == {"pages": 2}  # "b" twice in pages; "c" in pages and screens
+    held = pa.array(["d", "not-written"])  # "d" is also held by another hour of the window
+    spark_side = dedup.repeated_message_ids(spark, str(staged), tables, held)
+    monkeypatch.setattr(dedup, "_DRIVER_CHECK_MAX_ROWS", 100)
+    driver = dedup.repeated_in_output(str(staged), tables, held)
+    assert driver == spark_side == {"pages": 2, "screens": 1}
 
 
 def test_completeness_counts_the_lines_of_suppressed_identities(spark, settings):

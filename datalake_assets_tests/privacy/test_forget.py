@@ -67,6 +67,7 @@ def test_forget_with_links_erases_every_trace_and_nothing_else(lake_fixture, req
     assert set(result.identity_hashes) == hashes  # anon-t, the email, anon-old: linked
     after = lake_snapshot(settings)
     assert target_traces(after, hashes) == []  # tables, tracks, quarantine, both indexes, archive
+    assert_id_index_hashed(settings.lake_root)  # the rewritten id-index files keep id_hash
     assert without_target(after, hashes) == without_target(before, hashes)
     assert result.rows_removed == {
         "aliases": 1, "identifies": 2, "opened": 1, "order_completed": 4, "pages": 1,
@@ -82,6 +83,20 @@ def test_forget_with_links_erases_every_trace_and_nothing_else(lake_fixture, req
     [row] = read_audit_rows(settings.lake_root)
     assert (row["request_id"], row["status"], row["rows_remaining"]) == ("r-links", "completed", 0)
     assert sorted(row["identity_hashes"]) == sorted(hashes)
+
+
+def assert_id_index_hashed(lake: str) -> None:
+    """Every id-index file of the lake has the sync's ``id_hash`` column, matching its ids."""
+    import pyarrow.parquet as pq
+
+    from datalake_assets.spec.id_index import id_hashes
+
+    files = glob.glob(f"{lake}/_index/*/hour=*/*.parquet")
+    assert files
+    for f in files:
+        t = pq.read_table(f)
+        assert t.column_names == ["message_id", "id_hash"], f
+        assert t.column("id_hash").to_pylist() == id_hashes(t.column("message_id")).to_pylist()
 
 
 def message_ids(snapshot) -> set[str]:
@@ -261,6 +276,7 @@ def test_hours_that_become_empty_stay_readable_partitions(indexed_lake):
     for hour in ("2026112111", "2026112209"):  # the id index keeps an empty file per hour
         files = glob.glob(f"{lake}/_index/app/hour={hour}/*.parquet")
         assert files and all(pq.read_metadata(f).num_rows == 0 for f in files)
+    assert_id_index_hashed(lake)  # the emptied files keep the sync's id_hash column
     # the identity index keeps the hour's other identities (anon-t, not requested): a
     # superset, as the sync writes it; none of the requested ones
     key = lake_key(lake)

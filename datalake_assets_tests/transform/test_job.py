@@ -269,3 +269,33 @@ def test_lookback_zero_dedups_only_within_the_batch(spark, lake):
         r = run_sync(spark, SyncRequest(lake_root=lake["lake_root"], archive_root=lake["archive_root"],
                                         source_id=SRC, hours=(h,), dedup_lookback_hours=0))
     assert r.source.messages_written == 1 and r.source.cross_hour_duplicates == 0
+
+
+def test_an_index_without_hashes_and_a_forged_hash_hit_dedup_exactly(spark, lake):
+    """A lake written before the id index had ``id_hash`` still dedups; a hash that matches
+    a batch id while the index's id differs is not a duplicate."""
+    import glob
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from datalake_assets.spec.id_index import id_hashes
+
+    root = f"{lake['lake_root']}/_index/{SRC}"
+    write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("a"), msg("b")])
+    sync(spark, lake, "2026-11-21T10")
+    files = glob.glob(f"{root}/hour=2026112110/*.parquet")
+    assert files and all("id_hash" in pq.read_schema(f).names for f in files)
+    for f in files:  # as an earlier version wrote it: the ids only
+        pq.write_table(pq.read_table(f, columns=["message_id"]), f)
+    os.makedirs(f"{root}/hour=2026112109")  # "zz" under the hash of "c"
+    pq.write_table(pa.table({"message_id": ["zz"], "id_hash": id_hashes(pa.array(["c"]))}),
+                   f"{root}/hour=2026112109/part-forged.parquet")
+    write_hour(lake["archive_root"], SRC, "2026-11-21T12",
+               [msg("b", hour="2026-11-21T12"), msg("c", hour="2026-11-21T12")])
+    r = sync(spark, lake, "2026-11-21T12")
+    assert r.source.cross_hour_duplicates == 1 and r.source.messages_written == 1
+    assert r.tables["order_completed"].checks.repeated_message_ids == 0
+    ids = q(f"select message_id from read_parquet('{table_glob(lake, 'order_completed')}') "
+            "order by 1")
+    assert ids == [("a",), ("b",), ("c",)]
