@@ -51,12 +51,13 @@ DRIVER_MAX_KEYS = 10_000_000
 
 def find_duplicates(spark, stage_a_output, messages: int, lookback_hours: int, lake_root: str,
                     source_dir: str, batch_hours: list[str],
-                    driver_max_keys: int = DRIVER_MAX_KEYS) -> Duplicates:
+                    driver_max_keys: int | None = None) -> Duplicates:
     """The duplicates among the key rows of stage A's (persisted) output and against the id
     index of the hours within ``lookback_hours`` of the batch (``batch_hours``: compact).
-    ``messages``: how many key rows there are (stage A's statistics)."""
+    ``messages``: how many key rows there are (stage A's statistics); ``driver_max_keys``:
+    ``DRIVER_MAX_KEYS`` as it is when called."""
     prior_files = index_files(lake_root, source_dir, lookback_hours, batch_hours)
-    if messages <= driver_max_keys:
+    if messages <= (DRIVER_MAX_KEYS if driver_max_keys is None else driver_max_keys):
         from pyspark.sql import functions as F
 
         payloads = (bytes(r.payload) for r in stage_a_output.filter(F.col("kind") == keys.KEYS)
