@@ -234,7 +234,8 @@ def repeated_message_ids(spark, staged_data: str, tables: list[str],
     counted = ids.groupBy("message_id").agg(F.count("*").alias("n"), F.min("t").alias("t"))
     bad = F.col("n") > 1
     if len(held):
-        seen = spark.createDataFrame(pa.table({"message_id": held})).withColumn("_seen", F.lit(1))
+        seen = spark.createDataFrame(pa.table({"message_id": held}).to_pandas()).withColumn(
+            "_seen", F.lit(1))
         counted = counted.join(F.broadcast(seen), "message_id", "left")
         bad = bad | F.col("_seen").isNotNull()
     rows = counted.filter(bad).groupBy("t").count().collect()
