@@ -1,12 +1,13 @@
-"""The sync's deduplication, on the driver and the JVM: which messages are duplicates, and the
-check that none was written twice.
+"""The sync's deduplication: which messages are duplicates, and the check that none was
+written twice.
 
 Duplicates are found on ``(messageId, receivedAt, position)`` only, from stage A's key rows
-(``keys.py``; on the driver with Arrow, or in a Spark window for a very big batch): in the batch, the first received copy of an id wins; across hours, ids the lake
+(``keys.py``): in the batch, the first received copy of an id wins; across hours, ids the lake
 already holds for another hour of the lookback window (the id index, never the tables) are
-duplicates, and the message stays where it was: the driver looks the batch's distinct ids up in
-the window's index (``index_lookup.prior_ids``, pyarrow, no Spark). The losers' positions go to
-stage B, which skips them.
+duplicates, and the message stays where it was. Up to ``DRIVER_MAX_KEYS`` messages, all of it
+runs on the driver with Arrow, the window's index looked up with pyarrow
+(``index_lookup.prior_ids``); a bigger batch stays in Spark (a window, and a semi-join of the
+index). The losers' positions go to stage B, which skips them.
 """
 
 from __future__ import annotations
