@@ -8,7 +8,7 @@ from dagster import AssetCheckSeverity, DagsterInstance, materialize
 from datalake_assets.orchestration.assets import build_source_assets, table_check_results
 from datalake_assets.orchestration.resources import LocalSparkCompute
 from datalake_assets.lake.report import TableChecks, TableReport
-from datalake_assets.transform import dedup, sync
+from datalake_assets.transform import dedup, local_path, sync
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.settings_files import load_lake_toml
 
@@ -81,6 +81,7 @@ def test_duplicates_check_reads_the_written_output(spark, tmp_path):
     d.mkdir(parents=True)
     pq.write_table(pa.table({"message_id": ["s1"]}), d / "part-0.parquet")
     assert dedup.repeated_message_ids(spark, str(staged), ["pages", "screens"], []) == {"pages": 1}
+    assert local_path.repeated_message_ids(str(staged), ["pages", "screens"], []) == {"pages": 1}
     # an id that the lake already holds for another hour of the window is repeated too
     prior = tmp_path / "index" / "hour=2026112109"
     prior.mkdir(parents=True)
@@ -88,6 +89,8 @@ def test_duplicates_check_reads_the_written_output(spark, tmp_path):
     repeated = dedup.repeated_message_ids(spark, str(staged), ["pages", "screens"],
                                          [str(prior / "part-0.parquet")])
     assert repeated == {"pages": 1, "screens": 1}
+    assert local_path.repeated_message_ids(str(staged), ["screens", "pages"],
+                                           [str(prior / "part-0.parquet")]) == repeated
     report = TableReport(checks=TableChecks(repeated_message_ids=repeated["pages"]), duplicates=0)
     dup = [r for r in table_check_results("web", "pages", report) if r.check_name == "duplicates"][0]
     assert not dup.passed and dup.severity == AssetCheckSeverity.ERROR
@@ -103,6 +106,7 @@ def test_completeness_fails_and_nothing_is_committed_when_lines_go_missing(spark
         return stats
 
     monkeypatch.setattr(sync, "merge_stats", one_line_lost)
+    monkeypatch.setattr(local_path, "merge_stats", one_line_lost)  # a small hour's path
     result, checks = run(settings, raise_on_error=False)
     assert not result.success
     c = checks[("sync_reports", "completeness")]
@@ -122,7 +126,8 @@ def test_duplicates_check_driver_and_spark_paths_agree(spark, tmp_path, monkeypa
     monkeypatch.setattr(dedup, "_DRIVER_CHECK_MAX_ROWS", 0)  # too big for the driver: Spark
     assert dedup.repeated_in_output(str(staged), tables) is None
     spark_side = dedup.repeated_message_ids(spark, str(staged), tables, [])
-    assert driver == spark_side == {"pages": 2}  # "b" twice in pages; "c" in pages and screens
+    local = local_path.repeated_message_ids(str(staged), tables, [])
+    assert driver == spark_side == local == {"pages": 2}  # "b" twice; "c" in pages and screens
 
 
 def test_completeness_counts_the_lines_of_suppressed_identities(spark, settings):
