@@ -122,13 +122,11 @@ def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
 
     source = settings.source(args.source) if args.source else settings.sources[0]
     request = request_from_settings(settings, source, args.hours, replay=args.replay)
-    try:
-        spark = settings_spark_session(settings)
+    try:  # the session starts when the sync first needs it (a small batch may not)
+        result = run_sync(lambda: settings_spark_session(settings), request)
     except CatalogError as e:  # a JDBC metastore's password or driver jar missing
         print(f"datalake: {e}", file=sys.stderr)
         return 2
-    try:
-        result = run_sync(spark, request)
     except SyncError as e:
         print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
         return 1

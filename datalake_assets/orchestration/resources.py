@@ -69,4 +69,4 @@ class LocalSparkCompute(SparkCompute):
     def run_sync(
         self, request: SyncRequest, context: AssetExecutionContext | None = None
     ) -> SyncReport:
-        return run_sync(self.spark(), request)
+        return run_sync(self.spark, request)  # started on first use: a small batch may not

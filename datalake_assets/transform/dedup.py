@@ -251,6 +251,7 @@ def repeated_in_output(staged_data: str, tables: list[str], held: pa.Array | Non
     """``repeated_message_ids`` on the driver with Arrow: reads the ``message_id`` column of
     the written files; an id counts when written twice or when in ``held``. ``None`` when
     the output is too big for the driver (the caller then uses Spark)."""
+    tables = sorted(tables)  # an id in two tables counts under the smaller name, as Spark's min
     files = [(i, loc) for i, t in enumerate(tables)
              for loc, _ in storage.list_files(layout.segment_type_dir(staged_data, t),
                                               recursive=True)

@@ -44,9 +44,8 @@ __all__ = ["SyncError", "SyncRequest", "local_spark_session", "main", "parse_arg
 
 def main(argv: list[str] | None = None) -> int:
     req = parse_args(sys.argv[1:] if argv is None else argv)
-    spark = job_spark_session(req.catalog)
-    try:
-        result = run_sync(spark, req)
+    try:  # the session starts when the sync first needs it (a small batch may not)
+        result = run_sync(lambda: job_spark_session(req.catalog), req)
     except SyncError as e:
         print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
         return 1

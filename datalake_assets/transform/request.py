@@ -16,6 +16,7 @@ from datalake_assets.catalog.config import CatalogConfig, config_from_settings
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.identity import DEFAULT_IDENTITY_TRAITS
+from datalake_assets.transform.settings import DEFAULT_LOCAL_MAX_BYTES
 
 _DESCRIPTION = "The sync: one Spark job per source and batch of archive hours (never one per table)."
 
@@ -47,6 +48,9 @@ class SyncRequest:
     catalog: CatalogConfig = field(default_factory=lambda: CatalogConfig(backend="none"))
     # traits that identify a person in the identity index and the suppression ([privacy])
     identity_traits: tuple[str, ...] = DEFAULT_IDENTITY_TRAITS
+    # a batch of fewer archive bytes (compressed) runs in the driver, without Spark jobs
+    # (transform/local_path.py); 0: always Spark
+    local_max_bytes: int = DEFAULT_LOCAL_MAX_BYTES
 
     def resolved(self) -> "SyncRequest":
         run_id = self.run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
@@ -68,6 +72,7 @@ class SyncRequest:
             "--lock-wait-seconds", str(self.lock_wait_seconds),
             # trait names are [A-Za-z0-9_]: a comma list is unambiguous ("" for none)
             "--identity-traits", ",".join(self.identity_traits),
+            "--local-max-bytes", str(self.local_max_bytes),
             *self.catalog.to_args(),
         ]
         if self.table_prefix:
@@ -96,6 +101,8 @@ def parse_args(argv: list[str]) -> SyncRequest:
     p.add_argument("--lock-wait-seconds", type=float, default=600.0)
     p.add_argument("--identity-traits", default=",".join(DEFAULT_IDENTITY_TRAITS),
                    help="comma-separated trait names that identify a person ([privacy])")
+    p.add_argument("--local-max-bytes", type=int, default=DEFAULT_LOCAL_MAX_BYTES,
+                   help="archive bytes under which the sync runs without Spark jobs (0: never)")
     p.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
     CatalogConfig.add_arguments(p)
     a = p.parse_args(argv)
@@ -107,6 +114,7 @@ def parse_args(argv: list[str]) -> SyncRequest:
         dedup_lookback_hours=a.dedup_lookback_hours, catalog=CatalogConfig.from_args(a),
         lock_wait_seconds=a.lock_wait_seconds,
         identity_traits=tuple(t for t in a.identity_traits.split(",") if t),
+        local_max_bytes=a.local_max_bytes,
     )
 
 
@@ -129,4 +137,5 @@ def request_from_settings(settings: LakeSettings, source: SourceSettings, hours,
         catalog=config_from_settings(settings.catalog),
         dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
         identity_traits=settings.privacy.identity_traits,
+        local_max_bytes=settings.sync.local_max_bytes,
     )

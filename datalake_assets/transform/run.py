@@ -15,9 +15,13 @@ from datalake_assets.transform.request import SyncRequest
 
 @dataclass
 class SyncRun:
-    """What every phase of one sync knows: the request, the session, its staging, timings."""
+    """What every phase of one sync knows: the request, the session, its staging, timings.
 
-    spark: Any
+    ``session`` is a Spark session, or a function that makes one: it is then called the first
+    time ``spark`` is used (a batch synced in the driver with a catalog other than Hive never
+    starts a JVM)."""
+
+    session: Any
     req: SyncRequest
     held: SourceLock
     started: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -26,6 +30,12 @@ class SyncRun:
     catalog: Catalog | None = None
     identity_key: bytes = b""  # the lake's identity-hash key (identity_index.load_privacy)
     suppressed: frozenset[str] = frozenset()  # suppressed identity hashes, read once per run
+
+    @property
+    def spark(self):
+        if callable(self.session):
+            self.session = self.session()
+        return self.session
 
     @property
     def staging(self) -> str:

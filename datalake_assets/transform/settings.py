@@ -16,6 +16,9 @@ def _default_spark_conf() -> dict[str, str]:
 
 DEFAULT_SPARK_CONF: Mapping[str, str] = _default_spark_conf()
 MAX_DEPTH_LIMIT = 64
+# Archive bytes (compressed) under which a batch runs in the sync's own process, without Spark
+# jobs (transform/local_path.py; bench/README.md, "Small hours", for the measurements).
+DEFAULT_LOCAL_MAX_BYTES = 4 * 1024 * 1024
 
 
 def _master(value: str) -> str:
@@ -54,3 +57,5 @@ class SyncSettings:
     max_message_bytes: Int(1) = 32768  # larger messages are quarantined
     max_depth: Int(1, MAX_DEPTH_LIMIT) = 16  # deeper nesting is kept as JSON text
     dedup_lookback_days: Int(0, 90) = 7  # messageId unique across this many days of earlier hours
+    # a batch of fewer archive bytes runs without Spark jobs; 0: always as Spark jobs
+    local_max_bytes: Int(0) = DEFAULT_LOCAL_MAX_BYTES

@@ -34,6 +34,7 @@ from datalake_assets.spec import layout
 from datalake_assets.spec.naming import TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange, plan_table
 from datalake_assets.spec.types import TYPES, widen
+from datalake_assets.transform import local_path
 from datalake_assets.transform.dedup import Duplicates, find_duplicates, repeated_message_ids
 from datalake_assets.transform.identity_index import index_identities, load_privacy
 from datalake_assets.transform.identity_tally import IDENTITY
@@ -78,6 +79,7 @@ def list_archive_files(req: SyncRequest) -> list[tuple[str, str, int]]:
 
 def run_sync(spark, request: SyncRequest) -> SyncReport:
     """Sync the request's hours; returns the report (also written under ``<lake>/reports``).
+    ``spark``: a session, or a function that makes one when the sync first needs it.
 
     Holds the source's lock (``lock.py``) throughout: a second sync of the source waits for
     this one, then runs against its committed result.
@@ -123,20 +125,17 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     existing = read_schema_record(req.lake_root, req.source_dir)
     if not files:
         return finish(run, [], empty_source_report(run, recovered))
-    run.catalog = catalog_from_config(req.catalog, run.spark)
+    run.catalog = catalog_from_config(req.catalog, run.spark if req.catalog.backend == "hive"
+                                      else None)  # the others need no session
     threading.Thread(target=run.catalog.warm_up, args=(req.database,), daemon=True,
-                     name="catalog-warm-up").start()
+                     name="catalog-warm-up").start()  # Derby boots while stage A runs
     load_privacy(run)
     hours = sorted({h for _, h, _ in files})
-    keys = read(run, files)
-    try:
-        stats = collect_stats(run, keys)
-        changes = plan_types(run, existing, stats)
-        duplicates = dedup(run, keys, _key_rows(stats), hours)
-    finally:
-        keys.unpersist()
+    local = local_path.is_small(req, files)  # no Spark job for a small batch
+    stats, changes, duplicates = (_read_local if local else _read_spark)(run, files, existing,
+                                                                         hours)
     index_identities(run, stats)
-    manifest, repeated_ids = write(run, stats, changes, duplicates)
+    manifest, repeated_ids = write(run, stats, changes, duplicates, local)
     tally = reconcile(run, stats, duplicates, manifest, repeated_ids)
     commit_sync(run, existing, changes, tally, hours)
     registered = register(run, changes, tally)
@@ -147,12 +146,31 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
 # ------------------------------------------------------------------------------ read (stage A)
 
 
+def _read_spark(run: SyncRun, files: list[tuple[str, str, int]],
+                existing: dict[str, list[tuple[str, str]]], hours: list[str]):
+    """Stage A, the types and the dedup as Spark jobs: ``(stats, changes, duplicates)``."""
+    keys = read(run, files)
+    try:
+        stats = collect_stats(run, keys)
+        changes = plan_types(run, existing, stats)
+        return stats, changes, dedup(run, keys, _key_rows(stats), hours)
+    finally:
+        keys.unpersist()
+
+
+def _read_local(run: SyncRun, files: list[tuple[str, str, int]],
+                existing: dict[str, list[tuple[str, str]]], hours: list[str]):
+    """The same, in the driver's process (``local_path.py``)."""
+    stats, keys = local_path.read(run, stage_a_config(run, files), files)
+    changes = plan_types(run, existing, stats)
+    return stats, changes, local_path.dedup(run, keys, hours)
+
+
 def read(run: SyncRun, files: list[tuple[str, str, int]]):
     """Stage A over ``files``: its key rows, persisted (stage A writes work files as a side
     effect, so it must run once; the first action computes every partition)."""
     from pyspark import StorageLevel
 
-    staging = run.staging
     file_rows = [(i, loc, hour) for i, (loc, hour, _) in enumerate(files)]
     # Exactly one archive file per stage-A task (gzip is not splittable; hash partitioning
     # would put two files in one task and leave another idle).
@@ -160,7 +178,17 @@ def read(run: SyncRun, files: list[tuple[str, str, int]]):
     files_df = run.spark.createDataFrame(
         sc.parallelize(file_rows, len(file_rows)), "file_idx int, location string, hour string"
     )
-    a_cfg = StageAConfig(
+    a_cfg = stage_a_config(run, files)
+
+    def stage_a(batches):
+        return run_stage_a(batches, a_cfg)
+
+    return files_df.mapInArrow(stage_a, STAGE_A_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def stage_a_config(run: SyncRun, files: list[tuple[str, str, int]]) -> StageAConfig:
+    staging = run.staging
+    return StageAConfig(
         max_message_bytes=run.req.max_message_bytes, max_depth=run.req.max_depth,
         source_id=run.req.source_id, run_id=run.req.run_id,
         work_root=layout.staged_work_root(staging),
@@ -170,11 +198,6 @@ def read(run: SyncRun, files: list[tuple[str, str, int]]):
         identity_key=run.identity_key, identity_traits=tuple(run.req.identity_traits),
         suppressed=run.suppressed,
     )
-
-    def stage_a(batches):
-        return run_stage_a(batches, a_cfg)
-
-    return files_df.mapInArrow(stage_a, STAGE_A_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
 
 
 def collect_stats(run: SyncRun, keys) -> StageAStats:
@@ -243,9 +266,11 @@ def dedup(run: SyncRun, keys, messages: int, hours: list[str]) -> Duplicates:
 
 
 def write(run: SyncRun, stats: StageAStats, changes: dict[str, TableChange],
-          duplicates: Duplicates) -> tuple[list[ManifestEntry], dict[str, int]]:
+          duplicates: Duplicates,
+          local: bool = False) -> tuple[list[ManifestEntry], dict[str, int]]:
     """Stage B: the tables into staging; returns its manifest and, per table, the message ids
-    written more than once (re-read from the output). The work files are deleted."""
+    written more than once (re-read from the output). The work files are deleted. ``local``:
+    in the driver's process (``local_path.py``), not as a Spark job."""
     staging = run.staging
     b_cfg = StageBConfig(
         source_id=run.req.source_id, run_id=run.req.run_id,
@@ -259,27 +284,32 @@ def write(run: SyncRun, stats: StageAStats, changes: dict[str, TableChange],
     manifest: list[ManifestEntry] = []
     repeated_ids: dict[str, int] = {}
     if tasks:
-
-        def stage_b(batches):
-            return run_stage_b(batches, b_cfg)
-
+        tables = [t for t in changes if t != TRACKS_TABLE]
+        if local:
+            manifest = local_path.write(run, b_cfg, tasks)
+        else:
+            manifest = _write_spark(run, b_cfg, tasks)
         t = time.monotonic()
-        run.describe_jobs(f"sync {run.req.source_id}: write tables")
-        try:
-            sc = run.spark.sparkContext
-            tasks_df = run.spark.createDataFrame(sc.parallelize(tasks, len(tasks)),
-                                                 STAGE_B_TASK_SCHEMA)
-            manifest = [ManifestEntry.from_row(r.asDict())
-                        for r in tasks_df.mapInArrow(stage_b, MANIFEST_SCHEMA).collect()]
-        finally:
-            run.describe_jobs(None)
-        run.timings["write_s"] = time.monotonic() - t
-        t = time.monotonic()
-        repeated_ids = repeated_message_ids(
-            run.spark, layout.staged_data_root(staging),
-            [t for t in changes if t != TRACKS_TABLE], duplicates.held,
-        )
+        repeated_ids = repeated_message_ids(run.spark, layout.staged_data_root(staging),
+                                            tables, duplicates.held)
         run.timings["check_s"] = time.monotonic() - t
     storage.delete_dir(layout.staged_work_root(staging))
     return manifest, repeated_ids
 
+
+def _write_spark(run: SyncRun, b_cfg: StageBConfig, tasks: list) -> list[ManifestEntry]:
+    def stage_b(batches):
+        return run_stage_b(batches, b_cfg)
+
+    t = time.monotonic()
+    run.describe_jobs(f"sync {run.req.source_id}: write tables")
+    try:
+        sc = run.spark.sparkContext
+        tasks_df = run.spark.createDataFrame(sc.parallelize(tasks, len(tasks)),
+                                             STAGE_B_TASK_SCHEMA)
+        manifest = [ManifestEntry.from_row(r.asDict())
+                    for r in tasks_df.mapInArrow(stage_b, MANIFEST_SCHEMA).collect()]
+    finally:
+        run.describe_jobs(None)
+    run.timings["write_s"] = time.monotonic() - t
+    return manifest

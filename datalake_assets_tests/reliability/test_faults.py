@@ -158,13 +158,17 @@ def assert_oracle_holds(reliability) -> None:
 # ------------------------------------------------------------------------------ kills
 
 
-@pytest.mark.parametrize("point", ["parsed", "staged", "mid_commit", "committed", "registered"])
+# These hours are small: the killed syncs take the driver-local path (transform/local_path.py);
+# the points before the commit are also passed on the Spark path (local_max_bytes=0).
+@pytest.mark.parametrize("point,path", [
+    *((p, "local") for p in ("parsed", "staged", "mid_commit", "committed", "registered")),
+    ("parsed", "spark"), ("staged", "spark")])
 def test_killed_at_a_checkpoint_readers_see_whole_hours_and_one_rerun_converges(
-        spark, synced_v1, reference, point, reliability):
+        spark, synced_v1, reference, point, path, reliability):
     lake = synced_v1
     expected = expect_oracle(reliability, lake)
     reliability.fault()
-    proc = spawn_sync(lake, fault=point)
+    proc = spawn_sync(lake, fault=point, **({"local_max_bytes": 0} if path == "spark" else {}))
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
     assert f"killed at {point}".encode() in err
@@ -201,7 +205,7 @@ def test_killed_while_reading_the_archive(spark, synced_v1, reference, reliabili
     hours = (*HOURS, "2026-11-21T12")
     expect_oracle(reliability, lake, hours)
     reliability.fault()
-    proc = spawn_sync(lake, hours=hours)
+    proc = spawn_sync(lake, hours=hours, local_max_bytes=0)  # Spark tasks killed mid-read
     work = f"{lake['lake_root']}/_staging/{SRC}/*/work/**"
     deadline = time.monotonic() + 300
     while not any(os.path.isfile(p) for p in glob.glob(work, recursive=True)):

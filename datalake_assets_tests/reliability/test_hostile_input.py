@@ -182,7 +182,7 @@ def read_lake(out: Outcome) -> None:
                 out.q_values[r["message_id"]].append(r)
 
 
-def run_corpus(spark, root: str, cases: list[Case]) -> Outcome:
+def run_corpus(spark, root: str, cases: list[Case], **kw) -> Outcome:
     archive_root, lake_root = os.path.join(root, "archive"), os.path.join(root, "lake")
     out = Outcome(root, archive_root, lake_root, write_archive(archive_root, cases))
     hours = sorted({line.hour for c in cases for line in c.lines})
@@ -190,7 +190,7 @@ def run_corpus(spark, root: str, cases: list[Case]) -> Outcome:
     try:
         out.result = run_sync(spark, SyncRequest(
             lake_root, archive_root, SRC, tuple(hours), run_id=RUN_ID,
-            max_message_bytes=MAX_MESSAGE_BYTES, max_depth=MAX_DEPTH))
+            max_message_bytes=MAX_MESSAGE_BYTES, max_depth=MAX_DEPTH, **kw))
     except Exception as e:  # noqa: BLE001 - "no sync crashes" is what the cases check
         out.error = e
     out.seconds = time.monotonic() - t0
@@ -204,6 +204,14 @@ def corpus(spark, tmp_path_factory) -> Outcome:
     hours = {line.hour for c in MAIN_CASES for line in c.lines}
     assert hours == set(DAY_HOURS), "the type-change case needs every hour of the day"
     return run_corpus(spark, str(tmp_path_factory.mktemp("hostile")), MAIN_CASES)
+
+
+@pytest.fixture(scope="module")
+def corpus_on_spark(spark, tmp_path_factory) -> Outcome:
+    """The same corpus through the Spark path (``corpus`` is small: it takes the driver-local
+    path, ``transform/local_path.py``)."""
+    return run_corpus(spark, str(tmp_path_factory.mktemp("hostile-spark")), MAIN_CASES,
+                      local_max_bytes=0)
 
 
 @pytest.fixture(scope="module")
@@ -429,21 +437,53 @@ def test_report_reconciles_the_whole_corpus(corpus: Outcome) -> None:
     assert src.values_quarantined == sum(len(v) for v in corpus.q_values.values())
 
 
-def test_the_lake_holds_what_the_oracle_says(corpus: Outcome, isolated, reliability) -> None:
+def test_the_lake_holds_what_the_oracle_says(corpus: Outcome, corpus_on_spark: Outcome,
+                                            isolated, reliability) -> None:
     """Records the reliability ledger: the lake, read back from its Parquet files, compared id
     by id with the independent oracle (``oracle.py``) over the same archive. Each case is one
-    hostile input (one fault)."""
+    hostile input (one fault). The corpus's lake through each path (driver-local, Spark)."""
     reliability.cases = len(CASES)
     reliability.fault(len(CASES))
-    runs = [(corpus, MAIN_CASES), *((isolated[c.name], [c]) for c in ISOLATED_CASES)]
+    runs = [(corpus, MAIN_CASES), (corpus_on_spark, MAIN_CASES),
+            *((isolated[c.name], [c]) for c in ISOLATED_CASES)]
     for out, cases in runs:
         hours = sorted({line.hour for c in cases for line in c.lines})
         expected = Oracle(LocalStore(), out.archive_root, SRC,
                           max_message_bytes=MAX_MESSAGE_BYTES).sync(hours).expected()
         reliability.expect(expected, lambda out=out: read_lake_files(LocalStore(), out.lake_root, SRC))
     found = reliability.compare()
-    assert found.lines == sum(1 for c in CASES for line in c.lines if line.raw.strip())
+    assert found.lines == sum(1 for c in CASES for line in c.lines if line.raw.strip()) + sum(
+        1 for c in MAIN_CASES for line in c.lines if line.raw.strip())
     assert found.ok, str(found)
+
+
+def _lake_view(out: Outcome) -> str:
+    """Everything ``read_lake`` read back (types, rows, quarantine), archive paths relative to
+    the outcome's archive, as one canonical text (NaN compares equal to NaN there)."""
+    archive = os.path.realpath(out.archive_root)
+
+    def rel(value):
+        return os.path.relpath(value, archive) if isinstance(value, str) and value.startswith(
+            archive) else value
+
+    tables = {t: (dict(sorted(tab.types.items())),
+                  {mid: sorted(map(repr, rows)) for mid, rows in sorted(tab.rows.items())})
+              for t, tab in sorted(out.tables.items())}
+    q_lines = sorted(repr((rel(f), n, sorted(repr({k: rel(v) for k, v in r.items()})
+                                             for r in rows)))
+                     for (f, n), rows in out.q_lines.items())
+    q_values = sorted(repr((mid, sorted(map(repr, rows)))) for mid, rows in out.q_values.items())
+    return repr((tables, q_lines, q_values))
+
+
+def test_the_spark_path_writes_what_the_local_path_writes(corpus: Outcome,
+                                                          corpus_on_spark: Outcome) -> None:
+    assert corpus_on_spark.error is None, corpus_on_spark.error
+    assert _lake_view(corpus) == _lake_view(corpus_on_spark)
+    skip = ("timings", "start_time", "finish_time", "duration_mins")
+    assert ({k: v for k, v in corpus.result.source.to_dict().items() if k not in skip}
+            == {k: v for k, v in corpus_on_spark.result.source.to_dict().items()
+                if k not in skip})
 
 
 def test_nothing_escapes_the_lake(corpus: Outcome) -> None:

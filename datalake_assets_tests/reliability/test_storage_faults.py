@@ -75,9 +75,9 @@ def glue_config(moto_with_proxy) -> CatalogConfig:
                          glue_endpoint_url=moto_with_proxy["proxy"].url, max_attempts=3)
 
 
-def sync(moto_with_proxy, b: dict, database: str) -> tuple[int, dict]:
+def sync(moto_with_proxy, b: dict, database: str, **kw) -> tuple[int, dict]:
     req = SyncRequest(b["lake"], b["archive"], SRC, HOURS, database=database,
-                      catalog=glue_config(moto_with_proxy), lock_wait_seconds=30)
+                      catalog=glue_config(moto_with_proxy), lock_wait_seconds=30, **kw)
     env = {**os.environ, **CREDS, "AWS_ENDPOINT_URL": moto_with_proxy["proxy"].url,
            "PYTHONPATH": REPO, "SPARK_LOCAL_IP": "127.0.0.1"}
     done = subprocess.run([sys.executable, "-m", "datalake_assets.transform.job", *req.to_args()],
@@ -155,8 +155,11 @@ def assert_oracle_holds(reliability) -> None:
     assert found.ok, str(found)
 
 
+# The hour is small: the sync takes the driver-local path (its calls retried like Spark tasks);
+# throttling is also run on the Spark path (local_max_bytes=0), whose tasks Spark retries.
+@pytest.mark.parametrize("path", ["local", "spark"])
 def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
-        moto_with_proxy, bucket, reference, reliability):
+        moto_with_proxy, bucket, reference, reliability, path):
     expect_oracle(reliability, moto_with_proxy, bucket)
     proxy = moto_with_proxy["proxy"]
     n = {"i": 0}
@@ -167,7 +170,8 @@ def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
 
     proxy.fail = every_fourth
     before = proxy.failed
-    code, report = sync(moto_with_proxy, bucket, "throttled_db")
+    code, report = sync(moto_with_proxy, bucket, f"throttled_{path}_db",
+                        **({"local_max_bytes": 0} if path == "spark" else {}))
     injected = proxy.failed - before
     reliability.fault(injected)
     proxy.fail = lambda m, p, h: None
@@ -175,7 +179,7 @@ def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
     assert injected >= 5  # the sync really went through throttling
     assert_oracle_holds(reliability)
     assert s3_state(moto_with_proxy, bucket) == reference["state"]
-    assert glue_partitions(moto_with_proxy, "throttled_db") == reference["partitions"]
+    assert glue_partitions(moto_with_proxy, f"throttled_{path}_db") == reference["partitions"]
 
 
 def test_a_storage_outage_mid_commit_fails_clearly_and_one_rerun_converges(

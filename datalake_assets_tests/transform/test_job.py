@@ -209,20 +209,23 @@ def test_report_is_written_with_segment_fields(spark, lake):
         assert field in result.rows()[0]
 
 
-def test_reconciliation_failure_commits_nothing(spark, lake, monkeypatch):
+@pytest.mark.parametrize("path", ["spark", "local"])
+def test_reconciliation_failure_commits_nothing(spark, lake, monkeypatch, path):
+    from datalake_assets.transform import local_path
     from datalake_assets.transform import sync as sync_module
 
     write_hour(lake["archive_root"], SRC, "2026-11-21T10", [msg("a1")])
-    real = sync_module.merge_stats
+    module = sync_module if path == "spark" else local_path  # where each path merges stats
+    real = module.merge_stats
 
     def one_line_too_many(payloads):
         stats = real(payloads)
         stats.lines_in += 1
         return stats
 
-    monkeypatch.setattr(sync_module, "merge_stats", one_line_too_many)
+    monkeypatch.setattr(module, "merge_stats", one_line_too_many)
     with pytest.raises(SyncError, match="reconciliation failed"):
-        sync(spark, lake, "2026-11-21T10")
+        sync(spark, lake, "2026-11-21T10", local_max_bytes=0 if path == "spark" else 1 << 40)
     assert not os.path.exists(f"{lake['lake_root']}/data")
 
 
