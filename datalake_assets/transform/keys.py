@@ -60,7 +60,10 @@ def first_copies(keys: pa.Table) -> tuple[pa.Table, pa.BooleanArray]:
     n = len(ids)
     if n == 0:
         return ordered, pa.array([], pa.bool_())
-    same_as_previous = pc.equal(ids.slice(1), ids.slice(0, n - 1))
+    later, earlier = ids.slice(1), ids.slice(0, n - 1)
+    # Missing ids (never past validation, but the rule is total) are one group, as in Spark.
+    same_as_previous = pc.or_(pc.fill_null(pc.equal(later, earlier), False),
+                              pc.and_(pc.is_null(later), pc.is_null(earlier)))
     first = pa.concat_arrays([pa.array([True]), pc.invert(same_as_previous)])
     return ordered, first
 

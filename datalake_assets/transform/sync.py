@@ -35,7 +35,12 @@ from datalake_assets.spec.naming import TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange, plan_table
 from datalake_assets.spec.types import TYPES, widen
 from datalake_assets.transform import local_path
-from datalake_assets.transform.dedup import Duplicates, find_duplicates, repeated_message_ids
+from datalake_assets.transform.dedup import (
+    Duplicates,
+    find_duplicates,
+    repeated_in_output,
+    repeated_message_ids,
+)
 from datalake_assets.transform.identity_index import index_identities, load_privacy
 from datalake_assets.transform.identity_tally import IDENTITY
 from datalake_assets.transform.manifest import MANIFEST_SCHEMA, ManifestEntry
@@ -290,8 +295,11 @@ def write(run: SyncRun, stats: StageAStats, changes: dict[str, TableChange],
         else:
             manifest = _write_spark(run, b_cfg, tasks)
         t = time.monotonic()
-        repeated_ids = repeated_message_ids(run.spark, layout.staged_data_root(staging),
-                                            tables, duplicates.held)
+        staged = layout.staged_data_root(staging)
+        # A small batch's output is read back on the driver: no session needed.
+        repeated_ids = repeated_in_output(staged, tables, duplicates.held) if local else None
+        if repeated_ids is None:
+            repeated_ids = repeated_message_ids(run.spark, staged, tables, duplicates.held)
         run.timings["check_s"] = time.monotonic() - t
     storage.delete_dir(layout.staged_work_root(staging))
     return manifest, repeated_ids

@@ -60,6 +60,7 @@ def main(spec_path: str) -> int:
         codes.append(job.main([
             "--lake-root", spec["lake_root"], "--archive-root", spec["archive_root"],
             "--source-id", spec["source_id"], "--lock-wait-seconds", "5",
+            "--local-max-bytes", "0",  # the Spark path, whatever the batch's size
             *cfg.to_args(), "--hours", *run["hours"]]))
     spark = job.job_spark_session(cfg)  # the session the runs used
     state = _catalog_state(spark, catalog_from_config(cfg, spark),

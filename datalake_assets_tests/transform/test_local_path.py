@@ -18,10 +18,9 @@ from datalake_assets.lake.identities import lake_key
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
-from datalake_assets.transform.dedup import find_duplicates as spark_find_duplicates
+from datalake_assets.transform.dedup import _duplicates_by_spark, duplicates_of
 from datalake_assets.transform.job import SyncRequest, run_sync
-from datalake_assets.transform.local_path import find_duplicates as local_find_duplicates
-from datalake_assets.transform.stage_a import ROW, STAGE_A_SCHEMA
+from datalake_assets.transform.keys import KEY_ROW_DDL, KEY_SCHEMA
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.lake_reader import LocalStore, compare, read_lake
 from datalake_assets_tests.support.oracle import Oracle
@@ -141,17 +140,15 @@ def test_the_dedup_ranks_like_the_spark_window(spark):
     """Ties, nulls and cross-hour ids: the Arrow ranking and Spark's window pick the same
     losers, line by line."""
     keys = pa.table({
-        "kind": pa.array([ROW] * 9, pa.int8()),
         "table": ["t"] * 9, "hour": ["2026112110"] * 9,
         "message_id": ["a", "a", "a", "b", "b", None, None, "c", "d"],
         "received_at": pa.array([5, None, 5, None, None, 1, None, 9, 2], pa.int64()),
         "file_idx": pa.array([1, 0, 0, 0, 0, 0, 0, 0, 1], pa.int32()),
         "line_no": pa.array([1, 1, 2, 7, 3, 1, 2, 1, 1], pa.int64()),
-        "payload": pa.nulls(9, pa.binary()),
-    })
-    df = spark.createDataFrame([tuple(r.values()) for r in keys.to_pylist()], STAGE_A_SCHEMA)
-    on_spark = spark_find_duplicates(spark, df, 0, "/nonexistent", SRC, ["2026112110"])
-    local = local_find_duplicates(keys.drop_columns(["kind", "payload"]), [])
+    }).cast(KEY_SCHEMA)
+    df = spark.createDataFrame([tuple(r.values()) for r in keys.to_pylist()], KEY_ROW_DDL)
+    on_spark = _duplicates_by_spark(spark, df, [])
+    local = duplicates_of(keys, [])
     assert dict(local.counts) == dict(on_spark.counts) == {("t", "2026112110"): 4}
     assert {k: sorted(v) for k, v in local.drop.items()} == {
         k: sorted(v) for k, v in on_spark.drop.items()} == {("t", 0): [1, 2, 7], ("t", 1): [1]}
