@@ -86,6 +86,34 @@ def write_settings(folder: Path, archive: Path, catalog: str, path: str, *,
     return folder / "lake.toml"
 
 
+def _cpu() -> tuple[float, float]:
+    """(busy, total) clock ticks of the whole machine, from ``/proc/stat``."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, sum(v)
+
+
+def busy_cores(seconds: float = 2.0) -> float:
+    b0, t0 = _cpu()
+    time.sleep(seconds)
+    b1, t1 = _cpu()
+    return (b1 - b0) / max(t1 - t0, 1) * os.cpu_count()
+
+
+def wait_quiet(limit_s: float) -> float:
+    """Wait (up to ``limit_s``) until the rest of the machine uses < 0.3 cores; returns the
+    busy cores last seen."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        busy = busy_cores()
+        if busy < 0.3 or time.monotonic() > deadline:
+            return round(busy, 2)
+
+
+QUIET_S = 0.0  # --wait-quiet
+
+
 def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1"}
 
@@ -94,11 +122,14 @@ def env() -> dict[str, str]:
 
 
 def cli_sync(settings: Path) -> dict:
+    quiet = wait_quiet(QUIET_S) if QUIET_S else None
+    b0, c0 = _cpu()
     t = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "datalake_assets.cli", "--settings",
                            str(settings), "sync", "--hours", HOUR],
                           env=env(), capture_output=True, timeout=900, cwd=settings.parent)
     wall = time.monotonic() - t
+    b1, c1 = _cpu()
     if done.returncode:
         raise SystemExit(f"datalake sync failed:\n{done.stderr.decode()[-3000:]}"
                          f"\n{done.stdout.decode()[-2000:]}")
@@ -108,6 +139,9 @@ def cli_sync(settings: Path) -> dict:
             "phases_s": round(sum(timings.get(k, 0) for k in
                                   ("parse_s", "dedup_s", "write_s", "check_s")), 2),
             "timings": timings, "rows": report["messages_written"],
+            # the machine's busy cores before (after --wait-quiet) and during the sync
+            "busy_before": quiet,
+            "busy_during": round((b1 - b0) / max(c1 - c0, 1) * os.cpu_count(), 2),
             "duplicates": report["duplicates"], "tables": report["tables"]}
 
 
@@ -164,6 +198,8 @@ MILESTONES = {"RunEnqueuedEvent": "enqueued", "RunDequeuedEvent": "dequeued",
 def dagster_run(dev, partition: str, lake: Path) -> dict:
     ui = dev.ui
     loaded = ui.load_for_launch([f"{SOURCE}/pages"])
+    quiet = wait_quiet(QUIET_S) if QUIET_S else None
+    b0, c0 = _cpu()
     t = time.time()
     run_id = ui.launch_partition_run(loaded, partition)
     while True:
@@ -172,6 +208,7 @@ def dagster_run(dev, partition: str, lake: Path) -> dict:
             break
         time.sleep(0.2)
     total = time.time() - t
+    b1, c1 = _cpu()
     if runs[0]["status"] != "SUCCESS":
         raise SystemExit(f"run {run_id} {runs[0]['status']}:\n{ui.run_errors(run_id)}")
     data = ui.gql(RUN_TIMES, {"runId": run_id})
@@ -185,6 +222,8 @@ def dagster_run(dev, partition: str, lake: Path) -> dict:
     with open(reports[-1]) as f:
         source = json.loads([x for x in f if x.strip()][-1])  # tables, then the source's
     return {"run_id": run_id, "launch_to_success_s": round(total, 2), **marks,
+            "busy_before": quiet,
+            "busy_during": round((b1 - b0) / max(c1 - c0, 1) * os.cpu_count(), 2),
             "in_sync_s": round(source["duration_mins"] * 60, 2), "timings": source["timings"]}
 
 
@@ -195,6 +234,7 @@ def run_dagster(out: Path, archive: Path, catalogs: list[str], paths: list[str],
     from datalake_assets_tests.orchestration.dagster_ui import datalake_dev
 
     os.environ["PYTHONPATH"] = str(REPO)
+    os.chdir(REPO)  # `python -m datalake_assets.cli dev` imports from the working directory
     partition = ArchiveHour.parse(HOUR).partition_key
     rows = []
     for catalog in catalogs:
@@ -227,7 +267,7 @@ def table(rows: list[dict], cols: list[str]) -> str:
 
 
 def main() -> int:
-    global REPO
+    global REPO, QUIET_S
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--events", type=int, default=1000)
     p.add_argument("--files", type=int, default=2)
@@ -240,10 +280,14 @@ def main() -> int:
                    help="the checkout whose code runs (e.g. one before the change, with "
                         "--paths default)")
     p.add_argument("--no-dagster", action="store_true")
+    p.add_argument("--wait-quiet", type=float, default=0.0,
+                   help="before each timed sync or run, wait up to this many seconds until the "
+                        "rest of the machine uses < 0.3 cores (busy_before/busy_during report it)")
     p.add_argument("--crossover", default="",
                    help="comma-separated event counts: time both paths on each (catalog none)")
     a = p.parse_args()
     REPO = Path(a.repo).resolve()
+    QUIET_S = a.wait_quiet
     out = Path(a.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     catalogs, paths = a.catalogs.split(","), a.paths.split(",")
@@ -256,19 +300,21 @@ def main() -> int:
             r.update({k: r["timings"].get(k) for k in ("parse_s", "dedup_s", "write_s")})
         print("\n`datalake sync`\n")
         print(table(results["cli"], ["catalog", "path", "sync", "wall_s", "in_sync_s",
-                                     "phases_s", "parse_s", "dedup_s", "write_s", "tables"]))
+                                     "phases_s", "parse_s", "dedup_s", "write_s", "tables",
+                                     "busy_before", "busy_during"]))
     if not a.no_dagster:
         results["dagster"] = run_dagster(out, archive, catalogs, paths, a.repeat)
         print("\nDagster run (seconds from the launch)\n")
         print(table(results["dagster"], ["catalog", "path", "run", "launch_to_success_s",
                                          "enqueued", "dequeued", "worker_started",
-                                         "step_start", "step_end", "success", "in_sync_s"]))
+                                         "step_start", "step_end", "success", "in_sync_s",
+                                         "busy_before", "busy_during"]))
     if a.crossover:
         results["crossover"] = run_crossover(out, [int(x) for x in a.crossover.split(",")],
                                              a.files)
         print("\nCrossover (catalog none, a re-sync)\n")
         print(table(results["crossover"], ["events", "files", "mb_gz", "path", "wall_s",
-                                           "in_sync_s", "phases_s"]))
+                                           "in_sync_s", "phases_s", "busy_during"]))
     results["load_after"] = os.getloadavg()
     (out / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nload average before {results['load_before']}, after {results['load_after']}")

@@ -13,7 +13,7 @@ even if syncs discovered tables since. ``reload.py`` brings new tables in with a
 
 from __future__ import annotations
 
-from dagster import Definitions, definitions
+from dagster import Definitions, definitions, in_process_executor
 
 # Dagster 1.13 documents reconstruction metadata (Definitions.with_reconstruction_metadata,
 # preview) but exports the load context only from this module; one import, in one place.
@@ -67,6 +67,9 @@ def build_definitions(
     resources = {"compute": build_compute(settings)}
     return Definitions(
         assets=assets, jobs=jobs, sensors=sensors, schedules=schedules, resources=resources,
+        # every job here is one step (a sync, an import): no step process per run (the UI's
+        # Materialize runs the implicit asset job; <slug>_sync_job sets it too)
+        executor=in_process_executor,
     ).with_reconstruction_metadata({STATE_KEY: state.to_json()})
 
 

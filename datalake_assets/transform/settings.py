@@ -18,7 +18,7 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = _default_spark_conf()
 MAX_DEPTH_LIMIT = 64
 # Archive bytes (compressed) under which a batch runs in the sync's own process, without Spark
 # jobs (transform/local_path.py; bench/README.md, "Small hours", for the measurements).
-DEFAULT_LOCAL_MAX_BYTES = 4 * 1024 * 1024
+DEFAULT_LOCAL_MAX_BYTES = 16 * 1024 * 1024
 
 
 def _master(value: str) -> str:
