@@ -125,7 +125,7 @@ def _task_failure(e: Exception) -> str | None:
 def _run_sync_locked(run: SyncRun) -> SyncReport:
     req = run.req
     recovered = commit.recover(req.lake_root, req.source_dir)
-    storage.delete_dir(layout.staging_root(req.lake_root, req.source_dir))
+    _clear_staging(req)
     files = list_archive_files(req)
     existing = read_schema_record(req.lake_root, req.source_dir)
     if not files:
@@ -146,6 +146,21 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     registered = register(run, changes, tally)
     return finish(run, table_reports(run, changes, tally, duplicates, registered),
                   source_report(run, tally, duplicates, files, hours, recovered))
+
+
+def _clear_staging(req: SyncRequest, attempts: int = 5) -> None:
+    """Delete what earlier runs left in the source's staging area. After a crash, an orphaned
+    Python worker of the dead run (PySpark's workers live in a process group of their own) may
+    still be finishing a write there for a moment: the deletion is tried again, a second
+    apart, before it fails the sync."""
+    for attempt in range(attempts):
+        try:
+            storage.delete_dir(layout.staging_root(req.lake_root, req.source_dir))
+            return
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1.0)
 
 
 # ------------------------------------------------------------------------------ read (stage A)

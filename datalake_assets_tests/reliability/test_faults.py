@@ -88,11 +88,52 @@ def spawn_sync(lake: dict, fault: str | None = None, hours=HOURS, **kw) -> subpr
 
 
 def kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """SIGKILL the sync and everything it started, as a crash of its machine would, and wait
+    until all of it is gone. PySpark's Python daemon puts itself and its workers in a process
+    group of their own, so the sync's group alone would leave a worker finishing stage A's
+    writes into the staging area while the next sync cleans it up."""
+    groups = {proc.pid} | {pgid for _, pgid in _descendants(proc.pid)}
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     proc.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while any(pgid in groups for pgid in _live_groups()):
+        assert time.monotonic() < deadline, f"processes of groups {groups} outlived SIGKILL"
+        time.sleep(0.05)
+
+
+def _stats() -> list[tuple[int, int, int, str]]:
+    """``(pid, ppid, pgid, state)`` of every process."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out.append((int(entry), int(fields[1]), int(fields[2]), fields[0]))
+    return out
+
+
+def _descendants(pid: int) -> list[tuple[int, int]]:
+    """``(pid, pgid)`` of every live descendant of ``pid``."""
+    children: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for p, ppid, pgid, _ in _stats():
+        children[ppid].append((p, pgid))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child[0])
+    return out
+
+
+def _live_groups() -> set[int]:
+    return {pgid for _, _, pgid, state in _stats() if state != "Z"}
 
 
 def write_v1(archive_root: str) -> int:
