@@ -76,8 +76,8 @@ def duplicates_of(key_rows: pa.Table, prior_files: list[str]) -> Duplicates:
     held = prior_ids(prior_files, ordered.column("message_id")) if prior_files else \
         pa.array([], pa.string())
     seen = pc.is_in(ordered.column("message_id"), value_set=held)
-    losers = ordered.filter(pc.or_(pc.invert(first), seen)).append_column(
-        "cross_hour", pc.and_(first, seen).filter(pc.or_(pc.invert(first), seen)))
+    lost = pc.or_(pc.invert(first), seen)  # a later copy, or an id another hour holds
+    losers = ordered.filter(lost).append_column("cross_hour", pc.and_(first, seen).filter(lost))
     out = Duplicates(held=held)
     by_hour = losers.group_by(["table", "hour"]).aggregate([("cross_hour", "count"),
                                                             ("cross_hour", "sum")])
