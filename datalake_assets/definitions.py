@@ -1,4 +1,5 @@
-"""The code location: every source's assets, its sync job and archive sensor, the import of
+"""The code location: every source's assets, its sync job and archive sensor (or one sensor and
+job for all sources: ``[automation] sensor_runs``), the import of
 Segment's archive for sources that have one, the compute resource, the definitions sensor, and
 the privacy jobs (``forget_person``, its request-file sensor, the nightly summary compaction).
 
@@ -23,6 +24,7 @@ from dagster._core.definitions.definitions_load_context import (
 )
 
 from datalake_assets.orchestration.assets import build_source_assets
+from datalake_assets.orchestration.batch_sync import BatchSource, build_batch_job, build_batch_sensor
 from datalake_assets.orchestration.import_sensors import build_import_automation
 from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
 from datalake_assets.orchestration.privacy_jobs import build_privacy_automation
@@ -46,21 +48,32 @@ def build_definitions(
     settings = settings or load_settings()
     state = state or read_lake_state(settings, clock)
     assets, jobs, sensors = [], [reload_job], [build_definitions_sensor(settings, state)]
+    batched = sensor_runs_batched(settings)
+    batch_sources = []
     for source_settings in settings.sources:
         source = state.effective(source_settings)  # start resolved ("auto")
-        source_assets = build_source_assets(settings, source, state.source(source))
+        source_state = state.source(source)
+        source_assets = build_source_assets(settings, source, source_state)
         assets.extend(source_assets)
         job, archive_sensor = build_automation(
             settings, source, source_assets, clock=clock, lister=lister
         )
         jobs.append(job)
-        sensors.append(archive_sensor)
+        if batched:
+            batch_sources.append(BatchSource(source, tuple(source_state.tables)))
+        else:
+            sensors.append(archive_sensor)
         if source.segment_archive:
             more_assets, more_jobs, more_sensors = build_import_automation(
                 settings, source, job, clock=clock)
             assets.extend(more_assets)
             jobs.extend(more_jobs)
             sensors.extend(more_sensors)
+    if batch_sources:
+        batch_job = build_batch_job(settings, batch_sources)
+        jobs.append(batch_job)
+        sensors.append(build_batch_sensor(settings, batch_sources, batch_job, clock=clock,
+                                          lister=lister))
     privacy_jobs, privacy_sensors, schedules = build_privacy_automation(settings, clock=clock)
     jobs.extend(privacy_jobs)
     sensors.extend(privacy_sensors)
@@ -71,6 +84,14 @@ def build_definitions(
         # Materialize runs the implicit asset job; <slug>_sync_job sets it too)
         executor=in_process_executor,
     ).with_reconstruction_metadata({STATE_KEY: state.to_json()})
+
+
+def sensor_runs_batched(settings: LakeSettings) -> bool:
+    """``[automation] sensor_runs``: one run per tick for all sources (``batch_sync.py``), or
+    one per source-hour; "auto" batches with local compute, where every run would pay its own
+    JVM and metastore start, and not with remote compute, whose runs may overlap."""
+    mode = settings.automation.sensor_runs
+    return mode == "batched" or (mode == "auto" and settings.compute.backend == "local")
 
 
 def build_compute(settings: LakeSettings) -> SparkCompute:

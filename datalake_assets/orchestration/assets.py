@@ -18,6 +18,7 @@ import ast
 import functools
 import hashlib
 import warnings
+from collections.abc import Iterator, Set as AbstractSet
 from dataclasses import replace
 from importlib import resources
 
@@ -39,7 +40,7 @@ from dagster import (
     multi_asset,
 )
 
-from datalake_assets.lake.report import SourceReport, TableReport
+from datalake_assets.lake.report import SourceReport, SyncReport, TableReport
 from datalake_assets.orchestration.lake_state import SourceState, read_source_state
 from datalake_assets.orchestration.resources import SparkCompute
 from datalake_assets.settings import LakeSettings, SourceSettings
@@ -285,7 +286,6 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
                         "+ suppressed.",
         ),
     ]
-    declared = {s.key for s in table_specs + side_specs}
 
     @multi_asset(
         name=f"{slug}_lake_sync",
@@ -313,51 +313,71 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
             # there is no materialization to attach data to.
             yield from completeness_results(slug, None, keys, str(e))
             raise
-        src = result.source
-
-        def record(key: AssetKey, metadata: dict):
-            """A selected asset's result; any other rewritten asset, a runtime event."""
-            if key in selected:
-                return [MaterializeResult(asset_key=key, metadata=metadata)]
-            note = ("synced with the selected assets of the same source-hour" if key in declared
-                    else "new table: it becomes an asset of this source at the next load of "
-                         "the code location (automatic, see README)")
-            return [AssetMaterialization(asset_key=key, partition=k, metadata=metadata,
-                                         description=note) for k in keys]
-
-        for name, report in result.tables.items():
-            yield from record(AssetKey([slug, name]), _table_metadata(report, settings, source))
-        for t in tables:
-            key = AssetKey([slug, t])
-            if t not in result.tables and key in selected:
-                # Synced and empty for these hours: say so. A selected asset without a result
-                # would leave a backfill waiting for it, then mark the backfill failed.
-                yield MaterializeResult(asset_key=key, metadata={
-                    "rows": 0, "dagster/row_count": 0,
-                    "note": "no event of this table in these hours"})
-        for t in tables:
-            yield from table_check_results(slug, t, result.tables.get(t), keys)
-        yield from completeness_results(slug, src, keys)
-        yield from record(AssetKey([slug, QUARANTINE]), {
-            "lines_quarantined": src.lines_quarantined,
-            "values_quarantined": src.values_quarantined,
-            "path": MetadataValue.path(layout.quarantine_root(settings.lake_root, source.lake_dir)),
-        })
-        yield from record(AssetKey([slug, SYNC_REPORTS]), {
-            "lines_in": src.lines_in,
-            "messages_written": src.messages_written,
-            "duplicates": src.duplicates,
-            "cross_hour_duplicates": src.cross_hour_duplicates or 0,
-            "lines_quarantined": src.lines_quarantined,
-            "suppressed": src.suppressed,
-            "values_quarantined": src.values_quarantined,
-            "tables": src.tables,
-            "replay": src.replay,
-            "replay_from": src.replay_from or "",
-            "replay_to": src.replay_to or "",
-            "hours_synced": MetadataValue.json(src.hours_synced),
-            "warning": src.warning or "",
-            "duration_mins": src.duration_mins,
-        })
+        yield from sync_events(settings, source, tables, keys, result, selected)
 
     return [raw, lake_sync]
+
+
+def sync_events(settings: LakeSettings, source: SourceSettings, tables: list[str],
+                keys: list[str], result: SyncReport,
+                selected: AbstractSet[AssetKey] | None) -> Iterator:
+    """What a finished sync of ``keys`` (partition keys) of ``source`` reports to Dagster: its
+    tables, quarantine and report as materializations, and every check's evaluations.
+
+    ``selected``: the assets of the running multi-asset (each gets a ``MaterializeResult``;
+    any other asset the sync rewrote, a runtime ``AssetMaterialization``); ``None`` outside
+    the source's multi-asset (the batched sensor job, ``batch_sync.py``): every asset is
+    recorded by runtime events, an empty table's too, as a sensor run of the source's own job
+    would record them."""
+    slug = source.slug
+    src = result.source
+    declared = {AssetKey([slug, t]) for t in [*tables, QUARANTINE, SYNC_REPORTS]}
+    chosen = selected if selected is not None else frozenset()
+
+    def record(key: AssetKey, metadata: dict, note: str | None = None):
+        """A selected asset's result; any other rewritten asset, a runtime event."""
+        if key in chosen:
+            return [MaterializeResult(asset_key=key, metadata=metadata)]
+        if note is None:
+            note = ("synced with the selected assets of the same source-hour"
+                    if selected is not None else "synced by the archive sensor's run")
+            if key not in declared:
+                note = ("new table: it becomes an asset of this source at the next load of "
+                        "the code location (automatic, see README)")
+        return [AssetMaterialization(asset_key=key, partition=k, metadata=metadata,
+                                     description=note) for k in keys]
+
+    for name, report in result.tables.items():
+        yield from record(AssetKey([slug, name]), _table_metadata(report, settings, source))
+    for t in tables:
+        key = AssetKey([slug, t])
+        if t not in result.tables and (key in chosen or selected is None):
+            # Synced and empty for these hours: say so. A selected asset without a result
+            # would leave a backfill waiting for it, then mark the backfill failed.
+            yield from record(key, {"rows": 0, "dagster/row_count": 0,
+                                    "note": "no event of this table in these hours"},
+                              "no event of this table in these hours")
+    for t in tables:
+        yield from table_check_results(slug, t, result.tables.get(t), keys)
+    yield from completeness_results(slug, src, keys)
+    yield from record(AssetKey([slug, QUARANTINE]), {
+        "lines_quarantined": src.lines_quarantined,
+        "values_quarantined": src.values_quarantined,
+        "path": MetadataValue.path(layout.quarantine_root(settings.lake_root, source.lake_dir)),
+    })
+    yield from record(AssetKey([slug, SYNC_REPORTS]), {
+        "lines_in": src.lines_in,
+        "messages_written": src.messages_written,
+        "duplicates": src.duplicates,
+        "cross_hour_duplicates": src.cross_hour_duplicates or 0,
+        "lines_quarantined": src.lines_quarantined,
+        "suppressed": src.suppressed,
+        "values_quarantined": src.values_quarantined,
+        "tables": src.tables,
+        "replay": src.replay,
+        "replay_from": src.replay_from or "",
+        "replay_to": src.replay_to or "",
+        "hours_synced": MetadataValue.json(src.hours_synced),
+        "warning": src.warning or "",
+        "duration_mins": src.duration_mins,
+    })

@@ -159,7 +159,7 @@ def build_import_sensor(
     )
     def segment_import_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         cursor = ImportCursor.parse(context.cursor)
-        now = sn._clock_time(clock)
+        now = sn.clock_time(clock)
         queued = sn._queued_runs(context, jname)
         budget = auto.max_queued_runs - queued
         if budget <= 0:

@@ -113,7 +113,7 @@ def build_import_sync_sensor(
         run = context.dagster_run
         hours = changed_hours_of_run(context.instance, run.run_id, key)
         requests, left = sync_requests_after_import(
-            source, hours, run_id=run.run_id, now=sn._clock_time(clock), automation=auto)
+            source, hours, run_id=run.run_id, now=sn.clock_time(clock), automation=auto)
         context.log.info(
             f"import run {run.run_id} changed {len(hours)} hours: {len(requests)} sync runs "
             f"requested, {len(left)} recent hours left to {sn.sensor_name(source)}"

@@ -270,6 +270,24 @@ def build_sync_job(source: SourceSettings, lake_sync: AssetsDefinition) -> Asset
     )
 
 
+def raw_archive_event(settings: LakeSettings, source: SourceSettings,
+                      r: HourRequest) -> AssetMaterialization:
+    """The ``[<slug>, raw_archive]`` materialization of a requested hour: its files, bytes and
+    fingerprint (and the fingerprint it replaces, for late files)."""
+    metadata: dict[str, Any] = {
+        "files": len(r.files), "bytes": r.bytes, "fingerprint": r.fingerprint,
+        "path": MetadataValue.path(layout.archive_hour_dir(settings.archive_root, source.id,
+                                                           r.hour)),
+    }
+    if r.previous:
+        metadata["previous_fingerprint"] = r.previous
+    return AssetMaterialization(
+        asset_key=AssetKey([source.slug, RAW_ARCHIVE]), partition=r.hour.partition_key,
+        metadata=metadata,
+        description=("files changed after the hour was requested (late files): synced again"
+                     if r.previous else "new archive hour"))
+
+
 def _queued_runs(context: SensorEvaluationContext, job: str) -> int:
     return context.instance.get_runs_count(
         RunsFilter(
@@ -280,7 +298,7 @@ def _queued_runs(context: SensorEvaluationContext, job: str) -> int:
     )
 
 
-def _clock_time(clock: Clock) -> datetime:
+def clock_time(clock: Clock) -> datetime:
     now = clock()
     return now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
 
@@ -298,7 +316,6 @@ def build_archive_sensor(
     tests and benchmarks: the current time, and how the archive is listed."""
     auto = settings.automation
     start = ArchiveHour.parse(source.start)
-    raw_key = AssetKey([source.slug, RAW_ARCHIVE])
     source_dir = layout.join(settings.archive_root, source.id)
     jname = job_name(source)
     listers: list[ArchiveLister] = [lister] if lister is not None else []
@@ -321,7 +338,7 @@ def build_archive_sensor(
     )
     def archive_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         cursor = SensorCursor.parse(context.cursor)
-        now = _clock_time(clock)
+        now = clock_time(clock)
         queued = _queued_runs(context, jname)
         budget = auto.max_queued_runs - queued
         if budget <= 0:
@@ -354,25 +371,7 @@ def build_archive_sensor(
 
         run_requests, events = [], []
         for r in result.requests:
-            metadata: dict[str, Any] = {
-                "files": len(r.files),
-                "bytes": r.bytes,
-                "fingerprint": r.fingerprint,
-                "path": MetadataValue.path(
-                    layout.archive_hour_dir(settings.archive_root, source.id, r.hour)
-                ),
-            }
-            if r.previous:
-                metadata["previous_fingerprint"] = r.previous
-            events.append(
-                AssetMaterialization(
-                    asset_key=raw_key,
-                    partition=r.hour.partition_key,
-                    metadata=metadata,
-                    description=("files changed after the hour was requested (late files): "
-                                 "synced again" if r.previous else "new archive hour"),
-                )
-            )
+            events.append(raw_archive_event(settings, source, r))
             run_requests.append(
                 RunRequest(
                     run_key=f"{source.id}:{r.hour}:{r.fingerprint}",

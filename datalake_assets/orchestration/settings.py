@@ -11,6 +11,7 @@ from datalake_assets.settings_base import (
     Int, Match, OneOf, SettingsError, SparkConf, settings_model, type_name)
 
 SENSOR_STATUSES = ("running", "stopped")
+SENSOR_RUNS = ("auto", "batched", "per_source")
 COMPUTE_BACKENDS = ("local", "emr", "emr_serverless", "databricks")
 # What the job imports beyond the standard library and PySpark, pinned like pyproject.toml:
 # installed for each Databricks task (docs/emr.md installs the same on EMR nodes).
@@ -52,6 +53,10 @@ class AutomationSettings:
     settle_minutes: Int(0, 1440) = 5  # an hour is synced this long after it closes
     recheck_hours: Int(1, 720) = 48  # hours this recent are listed again for late files
     max_queued_runs: Int(1, 10000) = 24  # per source: no new requests while this many runs wait
+    # "batched": one sensor (datalake_archive_sensor) and ONE run per tick for every due
+    # source-hour (one JVM and metastore for all; orchestration/batch_sync.py); "per_source":
+    # a sensor and a run per source-hour; "auto": batched with local compute, else per source
+    sensor_runs: OneOf(SENSOR_RUNS, "sensor runs", "'auto', 'batched' or 'per_source'") = "auto"
     backfill_hours_per_run: Int(1, 744) = 24  # a backfill runs one Spark job per this many hours
     definitions_interval_seconds: Int(10, 86400) = 30  # how often the definitions sensor looks
     # The Dagster webserver the definitions sensor asks to reload the code location when new

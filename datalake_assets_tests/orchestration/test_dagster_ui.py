@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from datalake_assets.orchestration.batch_sync import SOURCE_HOURS_TAG
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.orchestration.dagster_ui import DagsterUI, datalake_dev, poll
@@ -85,17 +86,26 @@ def write_settings(folder: Path, start: ArchiveHour, archive_root: str = "archiv
 
 
 def wait_sensor_runs(ui: DagsterUI, hours: list[ArchiveHour]) -> None:
-    """Until the archive sensor's run of every hour succeeded; fails at the first failed one."""
-    wanted = {h.partition_key for h in hours}
+    """Until the archive sensor's runs of every hour succeeded; fails at the first failed one.
+    By default one run per tick syncs every due source-hour (``datalake_sync_job``, its hours
+    in the tag ``datalake/source_hours``); a run per hour (``sensor_runs = "per_source"``)
+    carries the hour as its partition."""
+    wanted = {str(h) for h in hours}
+
+    def covered(run) -> set[str]:
+        tags = run["tag"]
+        if "dagster/partition" in tags:
+            return {str(ArchiveHour.parse(tags["dagster/partition"]))}
+        return {item.split(":", 1)[1] for item in tags.get(SOURCE_HOURS_TAG, "").split()
+                if item.startswith(f"{SOURCE}:")}
 
     def done():
-        runs = [r for r in ui.runs({"datalake/trigger": "sensor"})
-                if r["tag"].get("dagster/partition") in wanted]
+        runs = [r for r in ui.runs({"datalake/trigger": "sensor"}) if covered(r) & wanted]
         for r in runs:
             assert r["status"] not in ("FAILURE", "CANCELED"), (
-                f"sensor run {r['id']} of {r['tag']['dagster/partition']} ended {r['status']}:"
+                f"sensor run {r['id']} of {sorted(covered(r))} ended {r['status']}:"
                 f"\n{ui.run_errors(r['id'])}")
-        return wanted <= {r["tag"]["dagster/partition"] for r in runs if r["status"] == "SUCCESS"}
+        return wanted <= {h for r in runs if r["status"] == "SUCCESS" for h in covered(r)}
 
     poll(f"the archive sensor's runs of {sorted(wanted)} to succeed", done, RUN_TIMEOUT, 3.0)
 

@@ -38,6 +38,7 @@ from datalake_assets_tests.support.segment_archive import (
     output_lines,
     settings_file,
 )
+from datalake_assets_tests.support.settings_files import per_source_sensors
 
 
 class Clock:
@@ -54,7 +55,7 @@ class ImportHarness:
     def __init__(self, tmp_path: Path, now: str, segment_archive: str | None = None,
                  extra: str = ""):
         self.segment_archive = segment_archive or str(tmp_path / "segment")
-        self.settings = settings_file(tmp_path, self.segment_archive, extra)
+        self.settings = per_source_sensors(settings_file(tmp_path, self.segment_archive, extra))
         self.source = self.settings.sources[0]
         self.clock = Clock(now)
         self.defs = build_definitions(self.settings, clock=self.clock)
@@ -101,10 +102,16 @@ def test_definitions_of_a_source_with_a_segment_archive(tmp_path):
     assert AssetKey(["web_prod", "segment_import"]) in h.defs.resolve_all_asset_keys()
     f = tmp_path / "plain.toml"
     f.write_text('[[sources]]\nid = "web"\n')
-    plain = build_definitions(load_settings(str(f), env={}))
+    plain = build_definitions(per_source_sensors(load_settings(str(f), env={})))
     assert sorted(s.name for s in plain.sensors) == ["lake_definitions_sensor",
                                                      "privacy_requests_sensor",
                                                      "web_archive_sensor"]
+    # the batched default: the import's sensors stay per source, the archive's is shared
+    batched = build_definitions(settings_file(tmp_path, h.segment_archive))
+    assert {s.name for s in batched.sensors} == {
+        "datalake_archive_sensor", "web_prod_segment_import_sensor",
+        "web_prod_segment_import_sync_sensor", "lake_definitions_sensor",
+        "privacy_requests_sensor"}
 
 
 def test_import_sensor_requests_new_and_changed_days(tmp_path):

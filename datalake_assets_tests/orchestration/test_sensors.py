@@ -26,7 +26,7 @@ from datalake_assets.definitions import build_definitions
 from datalake_assets.orchestration.sensors import SensorCursor
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
 from datalake_assets_tests.support.archive_builders import msg, write_hour
-from datalake_assets_tests.support.settings_files import load_lake_toml
+from datalake_assets_tests.support.settings_files import load_lake_toml, per_source_sensors
 
 pytestmark = pytest.mark.dagster
 
@@ -48,11 +48,12 @@ class Clock:
 
 
 def make_settings(tmp_path: Path, extra: str = "", archive_root: str = "archive"):
-    return load_lake_toml(
+    """One source, a sensor and a job per source (``sensor_runs = "per_source"``)."""
+    return per_source_sensors(load_lake_toml(
         tmp_path,
         f'archive_root = "{archive_root}"\nlake_root = "lake"\n{extra}'
         f'[[sources]]\nid = "{SOURCE}"\nslug = "web_prod"\nstart = "2026-11-01-00:00"\n'
-    )
+    ))
 
 
 class Harness:
@@ -301,7 +302,8 @@ def test_a_cursor_it_cannot_read_is_an_error(harness):
 def test_one_job_and_one_sensor_per_source(tmp_path):
     defs = build_definitions(load_lake_toml(
         tmp_path, '[[sources]]\nid = "web"\n[[sources]]\nid = "ios"\nstart = "2026-11-21-09:00"\n'
-                  '[automation]\nsensors = "stopped"\ninterval_seconds = 300\n'))
+                  '[automation]\nsensors = "stopped"\ninterval_seconds = 300\n'
+                  'sensor_runs = "per_source"\n'))
     # one job and sensor per source, plus the code location's definitions sensor and its job,
     # and the privacy jobs and request sensor (test_privacy_jobs.py)
     assert sorted(j.name for j in defs.jobs) == [

@@ -20,3 +20,12 @@ def load_lake_toml(folder: Path | str, text: str, env: dict[str, str] | None = N
     from datalake_assets.settings import load_settings
 
     return load_settings(str(write_lake_toml(folder, text)), env={} if env is None else env)
+
+
+def per_source_sensors(settings):
+    """``settings`` with ``[automation] sensor_runs = "per_source"``: a sensor and a job per
+    source (the tests of that mode; the batched default has its own, test_batch_sync.py)."""
+    import dataclasses
+
+    return dataclasses.replace(settings, automation=dataclasses.replace(
+        settings.automation, sensor_runs="per_source"))

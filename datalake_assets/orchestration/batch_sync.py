@@ -1,0 +1,231 @@
+"""Batched sensor runs: ONE run per sensor tick syncs every due source-hour (``[automation]
+sensor_runs = "batched"``, the default with local compute).
+
+Why: locally a run is a process, a JVM and, with the embedded Hive metastore, Derby's boot:
+~20-30 s before the first row, whatever the hour's size, and one run at a time (Derby admits one
+JVM). With one run per source-hour, 20 small sources took ~10 minutes of every hour; with one
+run per tick they share one Spark session and one metastore, ~4 s a source
+(``bench/bench_sources.py``, bench/README.md).
+
+``datalake_archive_sensor`` lists every source's archive as the per-source sensors do
+(``sensors.evaluate``, one cursor per source inside its own), and requests
+``datalake_sync_job`` with the due hours of every source as run config. Its op syncs source
+after source with the run's one ``SparkCompute``, and records what the source's own job would:
+the tables, quarantine and report of each source-hour as materializations of the source's
+assets (their partitions), and the checks' evaluations (``assets.sync_events``). A source whose
+sync fails does not stop the others; the run fails at the end, naming it. Materializing from
+the UI, backfills and replays still run the source's own ``<slug>_sync_job``.
+"""
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dagster import (
+    Config,
+    DagsterRunStatus,
+    Failure,
+    MetadataValue,
+    OpExecutionContext,
+    RunRequest,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    in_process_executor,
+    job,
+    op,
+    sensor,
+)
+
+from datalake_assets.lake.listing import DEFAULT_LIST_LIMIT, ArchiveLister, lister_for
+from datalake_assets.orchestration import sensors as sn
+from datalake_assets.orchestration.assets import completeness_results, sync_events
+from datalake_assets.orchestration.resources import SparkCompute
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.transform.request import request_from_settings
+
+BATCH_JOB = "datalake_sync_job"
+BATCH_SENSOR = "datalake_archive_sensor"
+SOURCE_HOURS_TAG = "datalake/source_hours"  # "<source>:<hour> ..." of a batched run
+_TAG_MAX = 1000  # longer lists are summarized in the tag (the run config has them all)
+
+
+class SourceHours(Config):
+    source: str  # a source id of the settings
+    hours: list[str]  # YYYY-MM-DDTHH, oldest first
+    fingerprints: list[str] = []  # the archive fingerprint of each hour when requested
+
+
+class DueHours(Config):
+    items: list[SourceHours]
+
+
+@dataclass(frozen=True)
+class BatchSource:
+    """What the batched job and sensor need of a source: its settings (start resolved) and its
+    tables when the code location was loaded."""
+
+    source: SourceSettings
+    tables: tuple[str, ...]
+
+
+def build_batch_job(settings: LakeSettings, sources: Sequence[BatchSource]) -> Any:
+    """``datalake_sync_job``: one op that syncs the source-hours of its run config."""
+    by_id = {s.source.id: s for s in sources}
+
+    @op(name="sync_due_hours", pool="spark_local", out={},
+        description="Syncs each source's due hours in turn with the run's one Spark session.")
+    def sync_due_hours(context: OpExecutionContext, config: DueHours, compute: SparkCompute):
+        failed: list[str] = []
+        for item in config.items:
+            entry = by_id.get(item.source)
+            if entry is None:
+                failed.append(f"{item.source}: not a source of the settings any more")
+                context.log.error(failed[-1])
+                continue
+            try:
+                # yielded source by source: what is synced is recorded even if a later fails
+                yield from _sync_one(context, settings, entry, item.hours, compute)
+            except Exception as e:  # noqa: BLE001 - one source's failure must not stop the rest
+                keys = [ArchiveHour.parse(h).partition_key for h in item.hours]
+                yield from completeness_results(entry.source.slug, None, keys, str(e))
+                failed.append(f"{item.source} {item.hours[0]}..{item.hours[-1]}: "
+                              f"{type(e).__name__}: {e}")
+                context.log.exception(f"sync of {item.source} failed; going on with the rest")
+        if failed:
+            raise Failure(
+                description=f"{len(failed)} of {len(config.items)} sources failed to sync "
+                            "(the others are synced; re-execute the run, or materialize the "
+                            "failed hours from their source's assets): " + "; ".join(failed),
+                metadata={"failed": MetadataValue.json(failed)},
+            )
+
+    @job(name=BATCH_JOB, executor_def=in_process_executor,
+         description="Syncs the due hours of every source that has some, in one run "
+                     "(requested by datalake_archive_sensor).")
+    def datalake_sync_job():
+        sync_due_hours()
+
+    return datalake_sync_job
+
+
+def _sync_one(context: OpExecutionContext, settings: LakeSettings, entry: BatchSource,
+              hours: list[str], compute: SparkCompute) -> list:
+    """The events of one source's sync (all at its end: a failed sync records nothing but
+    the failed completeness check, as the source's own job would)."""
+    source = entry.source
+    hours = [str(ArchiveHour.parse(h)) for h in hours]
+    keys = [ArchiveHour.parse(h).partition_key for h in hours]
+    context.log.info(f"syncing {source.id} hours {hours[0]} .. {hours[-1]}")
+    request = request_from_settings(settings, source, hours, run_id=context.run.run_id,
+                                    replay=False)
+    result = compute.run_sync(request, context=context)
+    return list(sync_events(settings, source, list(entry.tables), keys, result, None))
+
+
+# ---------------------------------------------------------------------------------- the sensor
+
+
+def parse_cursor(text: str | None) -> dict[str, sn.SensorCursor]:
+    """``{"v": 1, "sources": {<source id>: <a per-source sensor's cursor>}}``."""
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+        if data.get("v") != sn.CURSOR_VERSION:
+            raise ValueError(f"unknown cursor version {data.get('v')!r}")
+        return {k: sn.SensorCursor.parse(v) for k, v in data["sources"].items()}
+    except (ValueError, TypeError, AttributeError, KeyError) as e:
+        raise ValueError(
+            f"{BATCH_SENSOR} cursor not understood ({e}): {text[:200]!r}. Resetting it in the "
+            "UI makes the sensor list every archive from its source's start again.") from None
+
+
+def serialize_cursor(cursors: dict[str, sn.SensorCursor]) -> str:
+    return json.dumps({"v": sn.CURSOR_VERSION,
+                       "sources": {k: c.serialize() for k, c in sorted(cursors.items())}},
+                      separators=(",", ":"))
+
+
+def _queued(context: SensorEvaluationContext) -> int:
+    return context.instance.get_runs_count(RunsFilter(
+        job_name=BATCH_JOB, statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED],
+        tags={sn.TRIGGER_TAG: "sensor"}))
+
+
+def build_batch_sensor(settings: LakeSettings, sources: Sequence[BatchSource], job_def: Any, *,
+                       clock: sn.Clock = sn.utc_now, lister: ArchiveLister | None = None,
+                       list_limit: int = DEFAULT_LIST_LIMIT) -> SensorDefinition:
+    """``datalake_archive_sensor`` (module docstring). ``clock`` and ``lister``: as for
+    ``sensors.build_archive_sensor``."""
+    auto = settings.automation
+    listers: list[ArchiveLister] = [lister] if lister is not None else []
+
+    def get_lister() -> ArchiveLister:
+        if not listers:  # created at the first tick: loading the code location never lists
+            listers.append(lister_for(settings.archive_root))
+        return listers[0]
+
+    @sensor(
+        name=BATCH_SENSOR, job=job_def, minimum_interval_seconds=auto.interval_seconds,
+        default_status=sn.sensor_status(auto),
+        description=(f"Lists new or changed hours of every source's archive under "
+                     f"{settings.archive_root} (re-checking the last {auto.recheck_hours} h "
+                     f"for late files) and requests ONE {BATCH_JOB} run for all hours due "
+                     f"({auto.settle_minutes} min after they close)."),
+    )
+    def datalake_archive_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
+        queued = _queued(context)
+        if queued:
+            return SkipReason(f"a {BATCH_JOB} run requested by this sensor is still queued: "
+                              "listing again once it starts")
+        cursors = parse_cursor(context.cursor)
+        now = sn.clock_time(clock)
+        items, events, notes = [], [], []
+        for entry in sources:
+            source = entry.source
+            start = ArchiveHour.parse(source.start)
+            cursor = cursors.get(source.id, sn.SensorCursor())
+            since = cursor.listing_start(start)
+            listing = get_lister().list_hours(settings.archive_root, source.id, since,
+                                              list_limit)
+            result = sn.evaluate(listing, cursor, start=start, now=now, automation=auto,
+                                 budget=auto.backfill_hours_per_run)
+            cursors[source.id] = result.cursor
+            notes.append(f"{source.id}: {len(result.requests)} to sync, {result.unchanged} "
+                         f"unchanged, {len(result.waiting)} waiting, {result.deferred} deferred")
+            if result.requests:
+                items.append({"source": source.id,
+                              "hours": [str(r.hour) for r in result.requests],
+                              "fingerprints": [r.fingerprint for r in result.requests]})
+                events += [sn.raw_archive_event(settings, source, r) for r in result.requests]
+        context.log.info("; ".join(notes))
+        cursor_text = serialize_cursor(cursors)
+        if not items:
+            return SensorResult(skip_reason="nothing new or changed and due: " + "; ".join(notes),
+                                cursor=cursor_text)
+        return SensorResult(run_requests=[batch_run_request(items)], asset_events=events,
+                            cursor=cursor_text)
+
+    return datalake_archive_sensor
+
+
+def batch_run_request(items: list[dict]) -> RunRequest:
+    """The run of ``items`` (``SourceHours`` as dicts); its key names the hours and their
+    fingerprints, so a tick that sees nothing new never requests the same run twice."""
+    key = hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()[:24]
+    listed = " ".join(f"{i['source']}:{h}" for i in items for h in i["hours"])
+    if len(listed) > _TAG_MAX:
+        listed = f"{sum(len(i['hours']) for i in items)} hours of {len(items)} sources"
+    return RunRequest(
+        run_key=f"batch:{key}",
+        run_config={"ops": {"sync_due_hours": {"config": {"items": items}}}},
+        tags={sn.TRIGGER_TAG: "sensor", sn.PRIORITY_TAG: sn.SENSOR_PRIORITY,
+              SOURCE_HOURS_TAG: listed},
+    )
+
