@@ -184,13 +184,14 @@ def build_batch_sensor(settings: LakeSettings, sources: Sequence[BatchSource], j
         if queued:
             return SkipReason(f"a {BATCH_JOB} run requested by this sensor is still queued: "
                               "listing again once it starts")
-        cursors = parse_cursor(context.cursor)
+        previous = parse_cursor(context.cursor)
+        cursors: dict[str, sn.SensorCursor] = {}  # sources gone from the settings are dropped
         now = sn.clock_time(clock)
         items, events, notes = [], [], []
         for entry in sources:
             source = entry.source
             start = ArchiveHour.parse(source.start)
-            cursor = cursors.get(source.id, sn.SensorCursor())
+            cursor = previous.get(source.id) or own_sensor_cursor(context, source)
             since = cursor.listing_start(start)
             listing = get_lister().list_hours(settings.archive_root, source.id, since,
                                               list_limit)
@@ -213,6 +214,26 @@ def build_batch_sensor(settings: LakeSettings, sources: Sequence[BatchSource], j
                             cursor=cursor_text)
 
     return datalake_archive_sensor
+
+
+def own_sensor_cursor(context: SensorEvaluationContext,
+                      source: SourceSettings) -> sn.SensorCursor:
+    """Where a source's own sensor (``sensor_runs = "per_source"``, before a switch to batched
+    runs) stopped, if the instance remembers it: the batched sensor goes on from there instead
+    of listing, and syncing again, every hour since the source's start. Else a new cursor."""
+    name = sn.sensor_name(source)
+    try:
+        states = context.instance.all_instigator_state()
+    except Exception:  # noqa: BLE001 - an instance without schedule storage: nothing to go on
+        return sn.SensorCursor()
+    for state in states:
+        cursor = getattr(state.instigator_data, "cursor", None)
+        if state.instigator_name == name and cursor:
+            try:
+                return sn.SensorCursor.parse(cursor)
+            except ValueError:
+                break
+    return sn.SensorCursor()
 
 
 def batch_run_request(items: list[dict]) -> RunRequest:

@@ -23,6 +23,7 @@ from dagster import (
     SensorResult,
     SkipReason,
     build_sensor_context,
+    instance_for_test,
 )
 
 from datalake_assets.definitions import build_definitions, sensor_runs_batched
@@ -30,7 +31,7 @@ from datalake_assets.orchestration import batch_sync as bs
 from datalake_assets.orchestration import sensors as sn
 from datalake_assets.spec import layout
 from datalake_assets_tests.support.archive_builders import msg, write_hour
-from datalake_assets_tests.support.settings_files import load_lake_toml
+from datalake_assets_tests.support.settings_files import load_lake_toml, per_source_sensors
 
 pytestmark = [pytest.mark.dagster]
 
@@ -215,3 +216,49 @@ def test_a_source_that_fails_does_not_stop_the_others(tmp_path):
                        _events(result, DagsterEventType.ASSET_CHECK_EVALUATION)
                        if e.event_specific_data.asset_key.path[0] == "ios"]
     assert not ios_complete.passed and ios_complete.check_name == "completeness"
+
+
+def remember_sensor_cursor(instance: DagsterInstance, name: str, cursor: str) -> None:
+    """What the daemon stores for a sensor that ticked: its state, with its cursor."""
+    from dagster._core.remote_origin import (
+        RegisteredCodeLocationOrigin,
+        RemoteInstigatorOrigin,
+        RemoteRepositoryOrigin,
+    )
+    from dagster._core.scheduler.instigation import (
+        InstigatorState,
+        InstigatorStatus,
+        InstigatorType,
+        SensorInstigatorData,
+    )
+
+    origin = RemoteInstigatorOrigin(RemoteRepositoryOrigin(
+        RegisteredCodeLocationOrigin("datalake_assets"), "__repository__"), name)
+    instance.add_instigator_state(InstigatorState(
+        origin, InstigatorType.SENSOR, InstigatorStatus.RUNNING,
+        SensorInstigatorData(cursor=cursor)))
+
+
+def test_a_switch_from_per_source_sensors_goes_on_where_they_stopped(tmp_path):
+    """Upgrading, or setting sensor_runs back to batched: a source whose own sensor had synced
+    its hours is not synced again from its start."""
+    h = Harness(tmp_path)
+    with instance_for_test() as instance:  # with schedule storage, as the daemon's
+        h.instance = instance
+        _switch_from_per_source(h)
+
+
+def _switch_from_per_source(h: Harness) -> None:
+    for s in ("web", "ios"):
+        h.write(s, H9)
+        h.write(s, H10)
+    per_source = build_definitions(per_source_sensors(h.settings), clock=h.clock)
+    ran = per_source.get_sensor_def("web_archive_sensor")(
+        build_sensor_context(instance=h.instance, definitions=per_source))
+    assert len(ran.run_requests) == 2
+    remember_sensor_cursor(h.instance, "web_archive_sensor", ran.cursor)
+    (request,) = h.tick().run_requests
+    assert items(request) == {"ios": [H9, H10]}  # web's hours were its own sensor's
+    h.write("web", H10, name="late.jsonl.gz")  # and web goes on from there: a late file
+    (late,) = h.tick().run_requests
+    assert items(late) == {"web": [H10]}
