@@ -131,6 +131,33 @@ def test_more_partitions_than_a_batch_and_a_moved_partition(spark, hive, db, tmp
     assert hive.list_tables(db) == ["pages"]
 
 
+def test_partitions_it_remembers_are_the_metastore_s(spark, db, tmp_path):
+    """A catalog object skips SHOW PARTITIONS for tables it created or listed (one sync): what
+    it reports must be what a fresh look at the metastore finds."""
+    lake = str(tmp_path / "lake")
+    cols = [("message_id", "string")]
+    h11 = ArchiveHour.parse("2026-11-21T11")
+    for h in (H9, H10, h11):
+        write_hour(lake, "pages", h, cols, [{"message_id": str(h)}])
+    first = sync(HiveCatalog(spark), db, lake, {"pages": cols}, {"pages": [H9, H10]})
+    assert (first["pages"]["partitions_added"], first["pages"]["partitions"]) == (2, 2)
+    assert HiveCatalog(spark).partition_count(db, "pages") == 2
+    second = HiveCatalog(spark)  # the next sync: an existing table, listed once
+    again = sync(second, db, lake, {"pages": cols}, {"pages": [H10, h11]})
+    assert (again["pages"]["partitions_added"], again["pages"]["partitions"]) == (1, 3)
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    pq.write_table(pa.table({"message_id": ["x"]}), moved / "part-0.parquet")
+    # a partition it remembers, at another location: still moved
+    assert second.add_partitions(db, "pages", [PartitionSpec(("2026-11-21", "11"),
+                                                              str(moved))]) == 0
+    fresh = HiveCatalog(spark)
+    assert fresh.partition_count(db, "pages") == second.partition_count(db, "pages") == 3
+    locations = {p.values: p.location for p in fresh.list_partitions(db, "pages")}
+    assert locations[("2026-11-21", "11")] == str(moved)
+    assert one(spark, f"SELECT count(*) FROM {db}.pages") == (3,)
+
+
 @pytest.mark.parametrize("in_place", [True, False], ids=["alter-schema", "replace-definition"])
 def test_widening(spark, db, tmp_path, in_place):
     """bigint -> double and boolean -> string. What Spark reads afterwards is Spark's Parquet
