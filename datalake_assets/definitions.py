@@ -24,7 +24,11 @@ from dagster._core.definitions.definitions_load_context import (
 )
 
 from datalake_assets.orchestration.assets import build_source_assets
-from datalake_assets.orchestration.batch_sync import BatchSource, build_batch_job, build_batch_sensor
+from datalake_assets.orchestration.batch_sync import (
+    BatchSource,
+    build_batch_job,
+    build_batch_sensor,
+)
 from datalake_assets.orchestration.import_sensors import build_import_automation
 from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
 from datalake_assets.orchestration.privacy_jobs import build_privacy_automation

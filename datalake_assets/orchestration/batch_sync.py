@@ -132,14 +132,14 @@ def _sync_one(context: OpExecutionContext, settings: LakeSettings, entry: BatchS
 
 
 def parse_cursor(text: str | None) -> dict[str, sn.SensorCursor]:
-    """``{"v": 1, "sources": {<source id>: <a per-source sensor's cursor>}}``."""
+    """``{"v": 1, "sources": {<source id>: <a per-source sensor's cursor, as an object>}}``."""
     if not text:
         return {}
     try:
         data = json.loads(text)
         if data.get("v") != sn.CURSOR_VERSION:
             raise ValueError(f"unknown cursor version {data.get('v')!r}")
-        return {k: sn.SensorCursor.parse(v) for k, v in data["sources"].items()}
+        return {k: sn.SensorCursor.parse(json.dumps(v)) for k, v in data["sources"].items()}
     except (ValueError, TypeError, AttributeError, KeyError) as e:
         raise ValueError(
             f"{BATCH_SENSOR} cursor not understood ({e}): {text[:200]!r}. Resetting it in the "
@@ -147,9 +147,8 @@ def parse_cursor(text: str | None) -> dict[str, sn.SensorCursor]:
 
 
 def serialize_cursor(cursors: dict[str, sn.SensorCursor]) -> str:
-    return json.dumps({"v": sn.CURSOR_VERSION,
-                       "sources": {k: c.serialize() for k, c in sorted(cursors.items())}},
-                      separators=(",", ":"))
+    sources = {k: json.loads(c.serialize()) for k, c in sorted(cursors.items())}
+    return json.dumps({"v": sn.CURSOR_VERSION, "sources": sources}, separators=(",", ":"))
 
 
 def _queued(context: SensorEvaluationContext) -> int:
