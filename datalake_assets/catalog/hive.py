@@ -93,11 +93,10 @@ class HiveCatalog(Catalog):
         # partition keys of the tables seen: they never change under a table (a layout change
         # is refused), so add_partitions / partition_count need no DESCRIBE of their own
         self._keys: dict[tuple[str, str], list[str]] = {}
-        # Every partition of a table, when this object knows them all: a table it created
-        # (none then) or whose partitions it listed, plus those it added since. SHOW PARTITIONS
-        # costs ~0.1-0.2 s a table even when empty and grows with the table; a sync registers
-        # each of its tables once (add_partitions, then partition_count). A catalog object
-        # lives for one sync, which holds the source's lock: nobody else changes its tables.
+        # Every partition of a table it created (none then) or listed, plus those it added
+        # since: SHOW PARTITIONS costs 0.1-0.2 s a table even when empty and grows with it. A
+        # catalog object lives for one sync, which holds the source's lock: nobody else
+        # changes its tables.
         self._partitions: dict[tuple[str, str], set[tuple[str, ...]]] = {}
         self.widen_in_place = widen_in_place
         conf = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
