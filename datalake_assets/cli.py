@@ -179,12 +179,15 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
     print(f"{len(changed)} archive hours changed, {changed[0]} .. {changed[-1]} "
           f"({len(ranges)} syncs of up to {settings.automation.backfill_hours_per_run} hours)")
     if not args.sync:
+        from datalake_assets.orchestration.settings import archive_sensor_name
+
+        sensor = archive_sensor_name(settings.automation, settings.compute, source.slug)
         print(
             "sync them with `datalake import ... --sync` (local Spark, same ranges), or in Dagster:"
             f" backfill `{source.slug}/sync_reports` (the `{source.slug}_lake_sync` assets) over "
             f"partitions {changed[0].partition_key} ... {changed[-1].partition_key}; hours "
             f"within the last {settings.automation.recheck_hours} h are synced by "
-            f"`{source.slug}_archive_sensor` anyway"
+            f"`{sensor}` anyway"
         )
         return code
     from datalake_assets.transform.request import SyncError, request_from_settings

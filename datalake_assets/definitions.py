@@ -34,6 +34,7 @@ from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
 from datalake_assets.orchestration.privacy_jobs import build_privacy_automation
 from datalake_assets.orchestration.reload import build_definitions_sensor, reload_job
 from datalake_assets.orchestration.resources import LocalSparkCompute, SparkCompute
+from datalake_assets.orchestration.settings import sensor_runs_batched
 from datalake_assets.orchestration.sensors import ArchiveLister, Clock, build_automation, utc_now
 from datalake_assets.settings import LakeSettings, load_settings
 
@@ -52,7 +53,7 @@ def build_definitions(
     settings = settings or load_settings()
     state = state or read_lake_state(settings, clock)
     assets, jobs, sensors = [], [reload_job], [build_definitions_sensor(settings, state)]
-    batched = sensor_runs_batched(settings)
+    batched = sensor_runs_batched(settings.automation, settings.compute)
     batch_sources = []
     for source_settings in settings.sources:
         source = state.effective(source_settings)  # start resolved ("auto")
@@ -88,14 +89,6 @@ def build_definitions(
         # Materialize runs the implicit asset job; <slug>_sync_job sets it too)
         executor=in_process_executor,
     ).with_reconstruction_metadata({STATE_KEY: state.to_json()})
-
-
-def sensor_runs_batched(settings: LakeSettings) -> bool:
-    """``[automation] sensor_runs``: one run per tick for all sources (``batch_sync.py``), or
-    one per source-hour; "auto" batches with local compute, where every run would pay its own
-    JVM and metastore start, and not with remote compute, whose runs may overlap."""
-    mode = settings.automation.sensor_runs
-    return mode == "batched" or (mode == "auto" and settings.compute.backend == "local")
 
 
 def build_compute(settings: LakeSettings) -> SparkCompute:

@@ -45,12 +45,12 @@ from datalake_assets.lake.listing import DEFAULT_LIST_LIMIT, ArchiveLister, list
 from datalake_assets.orchestration import sensors as sn
 from datalake_assets.orchestration.assets import completeness_results, sync_events
 from datalake_assets.orchestration.resources import SparkCompute
+from datalake_assets.orchestration.settings import BATCH_SENSOR
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.request import request_from_settings
 
 BATCH_JOB = "datalake_sync_job"
-BATCH_SENSOR = "datalake_archive_sensor"
 SOURCE_HOURS_TAG = "datalake/source_hours"  # "<source>:<hour> ..." of a batched run
 _TAG_MAX = 1000  # longer lists are summarized in the tag (the run config has them all)
 

@@ -67,6 +67,22 @@ class AutomationSettings:
                          "http(s)://host:port of the Dagster webserver", empty=True) = ""
 
 
+BATCH_SENSOR = "datalake_archive_sensor"  # the one sensor of batched runs (batch_sync.py)
+
+
+def sensor_runs_batched(automation: AutomationSettings, compute: Any) -> bool:
+    """``[automation] sensor_runs``: one run per tick for all sources (``batch_sync.py``), or
+    one per source-hour; "auto" batches with local compute, where every run would pay its own
+    JVM and metastore start, and not with remote compute, whose runs may overlap."""
+    mode = automation.sensor_runs
+    return mode == "batched" or (mode == "auto" and compute.backend == "local")
+
+
+def archive_sensor_name(automation: AutomationSettings, compute: Any, slug: str) -> str:
+    """The sensor that requests the syncs of a source's new hours (for messages naming it)."""
+    return BATCH_SENSOR if sensor_runs_batched(automation, compute) else f"{slug}_archive_sensor"
+
+
 @settings_model
 class ComputeSettings:
     """Where the sync's Spark job runs (``orchestration.resources`` / ``orchestration.emr``).

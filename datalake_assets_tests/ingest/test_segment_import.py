@@ -365,6 +365,7 @@ def test_cli_import(tmp_path, capsys):
     assert "7 archive hours changed, 2026-11-19T23 .. 2026-11-21T00" in out
     assert "backfill `web_prod/sync_reports`" in out
     assert "2026-11-19-23:00 ... 2026-11-21-00:00" in out
+    assert "synced by `datalake_archive_sensor` anyway" in out  # the default: batched runs
     assert cli.main(["--settings", f, "import"]) == 0
     out = capsys.readouterr().out
     assert f"{D1}: 2 files (0 imported, 2 unchanged" in out and f"{D2}: 1 files (1 imported" in out

@@ -26,7 +26,8 @@ from dagster import (
     instance_for_test,
 )
 
-from datalake_assets.definitions import build_definitions, sensor_runs_batched
+from datalake_assets.definitions import build_definitions
+from datalake_assets.orchestration.settings import archive_sensor_name, sensor_runs_batched
 from datalake_assets.orchestration import batch_sync as bs
 from datalake_assets.orchestration import sensors as sn
 from datalake_assets.spec import layout
@@ -103,16 +104,19 @@ def test_batched_by_default_with_local_compute(tmp_path):
     assert h.sensor.job_name == bs.BATCH_JOB
     (tmp_path / "p").mkdir()
     per_source = make_settings(tmp_path / "p", 'sensor_runs = "per_source"\n')
-    assert not sensor_runs_batched(per_source)
+    assert not sensor_runs_batched(per_source.automation, per_source.compute)
+    assert archive_sensor_name(per_source.automation, per_source.compute, "web") == \
+        "web_archive_sensor"
+    assert archive_sensor_name(h.settings.automation, h.settings.compute, "web") == \
+        bs.BATCH_SENSOR
     names = {s.name for s in build_definitions(per_source).sensors}
     assert {"web_archive_sensor", "ios_archive_sensor"} <= names and bs.BATCH_SENSOR not in names
     # "auto" batches only where every run pays a JVM: remote compute runs per source-hour
     def mode(sensor_runs: str, backend: str) -> bool:
-        return sensor_runs_batched(SimpleNamespace(
-            automation=SimpleNamespace(sensor_runs=sensor_runs),
-            compute=SimpleNamespace(backend=backend)))
+        return sensor_runs_batched(SimpleNamespace(sensor_runs=sensor_runs),
+                                   SimpleNamespace(backend=backend))
 
-    assert sensor_runs_batched(h.settings)
+    assert sensor_runs_batched(h.settings.automation, h.settings.compute)
     assert [mode("auto", "emr"), mode("auto", "databricks"), mode("batched", "emr"),
             mode("per_source", "local")] == [False, False, True, False]
 
