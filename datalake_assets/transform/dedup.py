@@ -264,14 +264,15 @@ def repeated_in_output(staged_data: str, tables: list[str], held: pa.Array | Non
     if rows > _DRIVER_CHECK_MAX_ROWS:
         return None
     ids, owner = [], []
-    for i, loc in files:
+    for i, loc in files:  # chunks, never concatenated: 2 M ids would be copied once more
         fs, path = storage.resolve(loc)
-        col = pq.read_table(path, columns=["message_id"], filesystem=fs).column(0).combine_chunks()
-        ids.append(col)
-        owner.append(pa.array([i] * len(col), pa.int32()))
+        col = pq.read_table(path, columns=["message_id"], filesystem=fs).column(0)
+        ids.extend(col.chunks)
+        owner.extend(pa.repeat(pa.scalar(i, pa.int32()), len(c)) for c in col.chunks)
     if not ids:
         return {}
-    table = pa.table({"id": pa.concat_arrays(ids), "t": pa.concat_arrays(owner)})
+    table = pa.table({"id": pa.chunked_array(ids, pa.string()),
+                      "t": pa.chunked_array(owner, pa.int32())})
     per_id = table.group_by("id").aggregate([("t", "count"), ("t", "min")])
     bad = pc.greater(per_id["t_count"], 1)
     if held is not None and len(held):
