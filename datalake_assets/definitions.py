@@ -35,7 +35,14 @@ from datalake_assets.orchestration.privacy_jobs import build_privacy_automation
 from datalake_assets.orchestration.reload import build_definitions_sensor, reload_job
 from datalake_assets.orchestration.resources import LocalSparkCompute, SparkCompute
 from datalake_assets.orchestration.settings import sensor_runs_batched
-from datalake_assets.orchestration.sensors import ArchiveLister, Clock, build_automation, utc_now
+from datalake_assets.orchestration.sensors import (
+    ArchiveLister,
+    Clock,
+    build_archive_sensor,
+    build_sync_job,
+    find_lake_sync,
+    utc_now,
+)
 from datalake_assets.settings import LakeSettings, load_settings
 
 STATE_KEY = "datalake/lake_state"  # the reconstruction metadata key of the LakeState
@@ -60,14 +67,13 @@ def build_definitions(
         source_state = state.source(source)
         source_assets = build_source_assets(settings, source, source_state)
         assets.extend(source_assets)
-        job, archive_sensor = build_automation(
-            settings, source, source_assets, clock=clock, lister=lister
-        )
+        job = build_sync_job(source, find_lake_sync(source, source_assets))
         jobs.append(job)
         if batched:
             batch_sources.append(BatchSource(source, tuple(source_state.tables)))
         else:
-            sensors.append(archive_sensor)
+            sensors.append(build_archive_sensor(settings, source, job, clock=clock,
+                                                lister=lister))
         if source.segment_archive:
             more_assets, more_jobs, more_sensors = build_import_automation(
                 settings, source, job, clock=clock)

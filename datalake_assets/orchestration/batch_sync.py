@@ -25,12 +25,10 @@ from typing import Any
 
 from dagster import (
     Config,
-    DagsterRunStatus,
     Failure,
     MetadataValue,
     OpExecutionContext,
     RunRequest,
-    RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -151,24 +149,13 @@ def serialize_cursor(cursors: dict[str, sn.SensorCursor]) -> str:
     return json.dumps({"v": sn.CURSOR_VERSION, "sources": sources}, separators=(",", ":"))
 
 
-def _queued(context: SensorEvaluationContext) -> int:
-    return context.instance.get_runs_count(RunsFilter(
-        job_name=BATCH_JOB, statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED],
-        tags={sn.TRIGGER_TAG: "sensor"}))
-
-
 def build_batch_sensor(settings: LakeSettings, sources: Sequence[BatchSource], job_def: Any, *,
                        clock: sn.Clock = sn.utc_now, lister: ArchiveLister | None = None,
                        list_limit: int = DEFAULT_LIST_LIMIT) -> SensorDefinition:
     """``datalake_archive_sensor`` (module docstring). ``clock`` and ``lister``: as for
     ``sensors.build_archive_sensor``."""
     auto = settings.automation
-    listers: list[ArchiveLister] = [lister] if lister is not None else []
-
-    def get_lister() -> ArchiveLister:
-        if not listers:  # created at the first tick: loading the code location never lists
-            listers.append(lister_for(settings.archive_root))
-        return listers[0]
+    get_lister = sn.lazy_lister(lister, lambda: lister_for(settings.archive_root))
 
     @sensor(
         name=BATCH_SENSOR, job=job_def, minimum_interval_seconds=auto.interval_seconds,
@@ -179,7 +166,7 @@ def build_batch_sensor(settings: LakeSettings, sources: Sequence[BatchSource], j
                      f"({auto.settle_minutes} min after they close)."),
     )
     def datalake_archive_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
-        queued = _queued(context)
+        queued = sn.queued_runs(context, BATCH_JOB)
         if queued:
             return SkipReason(f"a {BATCH_JOB} run requested by this sensor is still queued: "
                               "listing again once it starts")

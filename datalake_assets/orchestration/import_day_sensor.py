@@ -140,12 +140,7 @@ def build_import_sensor(
     start_ms = day_ms_of(ArchiveHour.parse(source.start).day)
     folder = segment_source_dir(source.segment_archive, source.segment_source_id)
     jname = import_job_name(source)
-    listers: list[SegmentLister] = [lister] if lister is not None else []
-
-    def get_lister() -> SegmentLister:
-        if not listers:  # created at the first tick: loading the code location never lists
-            listers.append(segment_lister_for(source.segment_archive))
-        return listers[0]
+    get_lister = sn.lazy_lister(lister, lambda: segment_lister_for(source.segment_archive))
 
     @sensor(
         name=import_sensor_name(source),
@@ -160,7 +155,7 @@ def build_import_sensor(
     def segment_import_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         cursor = ImportCursor.parse(context.cursor)
         now = sn.clock_time(clock)
-        queued = sn._queued_runs(context, jname)
+        queued = sn.queued_runs(context, jname)
         budget = auto.max_queued_runs - queued
         if budget <= 0:
             return SkipReason(

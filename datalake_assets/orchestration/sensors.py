@@ -288,7 +288,8 @@ def raw_archive_event(settings: LakeSettings, source: SourceSettings,
                      if r.previous else "new archive hour"))
 
 
-def _queued_runs(context: SensorEvaluationContext, job: str) -> int:
+def queued_runs(context: SensorEvaluationContext, job: str) -> int:
+    """The runs of ``job`` requested by a sensor that wait in the queue."""
     return context.instance.get_runs_count(
         RunsFilter(
             job_name=job,
@@ -296,6 +297,19 @@ def _queued_runs(context: SensorEvaluationContext, job: str) -> int:
             tags={TRIGGER_TAG: "sensor"},
         )
     )
+
+
+def lazy_lister(given: Any, make: Callable[[], Any]) -> Callable[[], Any]:
+    """``given`` (tests, benchmarks), else ``make()`` at the first call: loading the code
+    location never lists, only a tick does."""
+    made = [given] if given is not None else []
+
+    def get() -> Any:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return get
 
 
 def clock_time(clock: Clock) -> datetime:
@@ -318,12 +332,7 @@ def build_archive_sensor(
     start = ArchiveHour.parse(source.start)
     source_dir = layout.join(settings.archive_root, source.id)
     jname = job_name(source)
-    listers: list[ArchiveLister] = [lister] if lister is not None else []
-
-    def get_lister() -> ArchiveLister:
-        if not listers:  # created at the first tick: loading the code location never lists
-            listers.append(lister_for(settings.archive_root))
-        return listers[0]
+    get_lister = lazy_lister(lister, lambda: lister_for(settings.archive_root))
 
     @sensor(
         name=sensor_name(source),
@@ -339,7 +348,7 @@ def build_archive_sensor(
     def archive_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         cursor = SensorCursor.parse(context.cursor)
         now = clock_time(clock)
-        queued = _queued_runs(context, jname)
+        queued = queued_runs(context, jname)
         budget = auto.max_queued_runs - queued
         if budget <= 0:
             return SkipReason(
@@ -383,17 +392,3 @@ def build_archive_sensor(
         return SensorResult(run_requests=run_requests, asset_events=events, cursor=new_cursor)
 
     return archive_sensor
-
-
-def build_automation(
-    settings: LakeSettings,
-    source: SourceSettings,
-    source_assets: Sequence[Any],
-    *,
-    clock: Clock = utc_now,
-    lister: ArchiveLister | None = None,
-) -> tuple[AssetJob, SensorDefinition]:
-    """The sync job and the archive sensor of one source."""
-    job = build_sync_job(source, find_lake_sync(source, source_assets))
-    return job, build_archive_sensor(settings, source, job, clock=clock, lister=lister)
-
