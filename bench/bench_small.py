@@ -15,7 +15,9 @@ Input: ``datalake_assets.ingest.demo.generate_archive(<out>/archive, "bench", [2
 events_per_hour=--events, files_per_hour=--files, seed=7)``, as ``bench_sync.py`` makes it.
 
 Part 1, ``datalake sync`` (a fresh process each time, as a user or cron runs it): for each
-catalog (``none``, ``hive``: embedded Derby) and path (``local``: the driver-local path,
+catalog (``none``; ``hive``: embedded Derby, opened by the sync's own JVM; ``hive-served``: the
+same metastore held by a server, as while ``datalake dev`` runs, started before the syncs and
+not timed; ``hive-off``: ``metastore_server = "off"``) and path (``local``: the driver-local path,
 forced; ``spark``: ``local_max_bytes = 0``; ``default``: the setting left out), a fresh lake
 and metastore, one first sync (it creates the tables) then ``--repeat`` re-syncs of the hour.
 Printed per sync: **wall** (``Popen`` to exit, interpreter and JVM included), **in sync**
@@ -74,7 +76,10 @@ def write_settings(folder: Path, archive: Path, catalog: str, path: str, *,
     from datalake_assets.spec.layout import ArchiveHour
 
     folder.mkdir(parents=True, exist_ok=True)
-    text = f'archive_root = "{archive}"\nlake_root = "lake"\n[catalog]\nbackend = "{catalog}"\n'
+    backend, _, mode = catalog.partition("-")  # hive-served: a server; hive-off: never one
+    text = f'archive_root = "{archive}"\nlake_root = "lake"\n[catalog]\nbackend = "{backend}"\n'
+    if mode == "off":
+        text += 'metastore_server = "off"\n'
     if PATHS[path] is not None:
         text += f"[sync]\nlocal_max_bytes = {PATHS[path]}\n"
     if dagster:
@@ -153,12 +158,33 @@ def run_cli(out: Path, archive: Path, catalogs: list[str], paths: list[str],
             folder = out / f"cli-{catalog}-{path}"
             shutil.rmtree(folder, ignore_errors=True)
             settings = write_settings(folder, archive, catalog, path)
-            for i in range(repeat + 1):
-                r = {"catalog": catalog, "path": path, "sync": "first" if i == 0 else f"again {i}",
-                     **cli_sync(settings)}
-                print(json.dumps(r), file=sys.stderr, flush=True)
-                rows.append(r)
+            served = _serve(settings) if catalog == "hive-served" else None
+            try:
+                for i in range(repeat + 1):
+                    r = {"catalog": catalog, "path": path,
+                         "sync": "first" if i == 0 else f"again {i}", **cli_sync(settings)}
+                    print(json.dumps(r), file=sys.stderr, flush=True)
+                    rows.append(r)
+            finally:
+                if served is not None:
+                    from datalake_assets.catalog import metastore_server
+                    metastore_server.stop(served.metastore_dir)
     return rows
+
+
+def _serve(settings: Path):
+    """Start the metastore server of ``settings`` (what ``datalake dev`` does) for the CLI's
+    syncs; its start is not timed."""
+    from datalake_assets.catalog import metastore_server
+    from datalake_assets.catalog.config import config_from_settings
+    from datalake_assets.settings import load_settings
+
+    cfg = config_from_settings(load_settings(settings, env={}).catalog)
+    t = time.monotonic()
+    address = metastore_server.start(cfg.metastore_dir, cfg.spark_conf())
+    print(f"metastore server {address} started in {time.monotonic() - t:.1f} s",
+          file=sys.stderr, flush=True)
+    return cfg
 
 
 def run_crossover(out: Path, sizes: list[int], files: int) -> list[dict]:

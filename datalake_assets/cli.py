@@ -7,6 +7,7 @@
     datalake collect             run the Segment-compatible collector until SIGTERM/SIGINT
     datalake catalog init-metastore   create a MySQL/MariaDB metastore's schema, once, up front
     datalake forget --user-id X  erase and suppress a person (docs/privacy.md)
+    datalake sql "SELECT ..."    Spark SQL on the Hive catalog (through `datalake dev`'s server)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from datalake_assets.settings import LakeSettings, SettingsError, default_home, load_settings
 from datalake_assets.spec import layout
 from datalake_assets.lake import storage
+from datalake_assets.cli_catalog import cmd_catalog, cmd_sql, serve_metastore, stop_metastore
 from datalake_assets.cli_forget import add_forget_parser, cmd_forget
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -88,6 +90,7 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),
            "-h", args.host, "-p", str(args.port)]
     print(f"DAGSTER_HOME={home}\nlake: {settings.lake_root}\narchive: {settings.archive_root}")
+    metastore = serve_metastore(settings)
     print(f"starting Dagster on http://{args.host}:{args.port} (Ctrl-C stops it)")
     # Own process group, SIGINT restored (a shell's background job ignores it), and every stop
     # signal forwarded to the whole group: no webserver or daemon is left behind.
@@ -111,6 +114,8 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+        if metastore is not None:
+            stop_metastore(settings, metastore)
     return code
 
 
@@ -223,22 +228,6 @@ def cmd_ddl(settings: LakeSettings, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_catalog(settings: LakeSettings, args: argparse.Namespace) -> int:
-    """``init-metastore``: the Hive schema of ``[catalog] metastore_jdbc_url``'s database
-    (``catalog/metastore_init.py``); sessions never create it themselves."""
-    from datalake_assets.catalog.base import CatalogError
-    from datalake_assets.catalog.config import config_from_settings
-    from datalake_assets.catalog.metastore_init import init_metastore
-
-    try:
-        result = init_metastore(config_from_settings(settings.catalog))
-    except CatalogError as e:
-        print(f"datalake: {e}", file=sys.stderr)
-        return 2 if e.code == "invalid_settings" else 1
-    print(result.summary())
-    return 0
-
-
 def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
     import logging
     import threading
@@ -345,6 +334,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="init-metastore: create the Hive schema of metastore_jdbc_url's "
                         "database (idempotent)")
 
+    q = sub.add_parser("sql", help="run Spark SQL on the Hive catalog (the served metastore "
+                                   "while `datalake dev` runs)")
+    q.add_argument("query", help="e.g. \"SELECT event, count(*) FROM demo.tracks GROUP BY 1\"")
+    q.add_argument("--limit", type=int, default=50, help="rows shown (default 50)")
+
     add_forget_parser(sub)
 
     args = p.parse_args(argv)
@@ -355,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     commands = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
                 "import": cmd_import, "catalog": cmd_catalog, "forget": cmd_forget,
-                "collect": cmd_collect}
+                "collect": cmd_collect, "sql": cmd_sql}
     return commands[args.command](settings, args)
 
 

@@ -34,11 +34,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from datalake_assets.catalog import metastore_server as served  # not the field of that name
 from datalake_assets.catalog.base import CatalogError, NoCatalog, check_identifier
 from datalake_assets.catalog.glue import GlueCatalog
 from datalake_assets.catalog.hive import HiveCatalog
 from datalake_assets.catalog.metastore import effective_jdbc_url, jdbc_spark_conf, prepare_session
-from datalake_assets.catalog.settings import DEFAULT_METASTORE_JARS, MARIADB_DRIVER
+from datalake_assets.catalog.settings import (
+    DEFAULT_METASTORE_JARS,
+    MARIADB_DRIVER,
+    METASTORE_SERVER_MODES,
+)
 from datalake_assets.settings import DEFAULT_METASTORE_DIR, CatalogSettings, default_home
 
 BACKENDS = ("glue", "hive", "none")
@@ -70,6 +75,9 @@ class CatalogConfig:
     metastore_user: str = ""
     metastore_password_file: str = ""
     metastore_jars: str = DEFAULT_METASTORE_JARS
+    # "auto": an embedded metastore served by ``datalake dev`` is used through its server
+    # (metastore_server.py); "off": every process opens it itself
+    metastore_server: str = "auto"
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -79,6 +87,9 @@ class CatalogConfig:
                 "invalid_settings",
             )
         check_identifier(self.reports_database, "reports database")
+        if self.metastore_server not in METASTORE_SERVER_MODES:
+            raise CatalogError(f"metastore_server must be one of {METASTORE_SERVER_MODES}, got "
+                               f"{self.metastore_server!r}", "invalid_settings")
         for name in ("partition_batch_size", "max_attempts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -136,6 +147,24 @@ class CatalogConfig:
         return cls(**values)
 
     # ------------------------------------------------------------------------------- spark
+
+    @property
+    def servable(self) -> bool:
+        """An embedded Derby metastore that ``datalake dev`` may serve (metastore_server.py)."""
+        return (self.backend == "hive" and not self.hive_metastore_uri
+                and not self.metastore_jdbc_url and bool(self.metastore_dir)
+                and self.metastore_server == "auto")
+
+    def served_session(self) -> Any | None:
+        """A session to the server holding this metastore, or ``None`` (not served)."""
+        return served.served_session(self.metastore_dir) if self.servable else None
+
+    def session_conf(self) -> dict[str, str]:
+        """The catalog's settings for a process's own Spark session: none when a server holds
+        the metastore (the session must not open Derby), else ``spark_conf()``."""
+        if self.servable and served.served_url(self.metastore_dir):
+            return {}
+        return self.spark_conf()
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings this catalog needs (``{}`` unless the backend is Hive)."""
@@ -206,8 +235,10 @@ def hive_spark_conf(
 
 
 def catalog_from_config(cfg: CatalogConfig, spark: Any = None):
-    """The backend for ``cfg``. The Hive backend needs ``spark`` (a session created with
-    ``cfg.spark_conf()`` / ``hive_spark_conf``)."""
+    """The backend for ``cfg``. The Hive backend needs a session with the metastore's
+    settings: the served metastore's (``metastore_server.py``) when a server holds it, else
+    ``spark``, a session created with ``cfg.spark_conf()`` / ``hive_spark_conf`` or a function
+    that makes one (then called only when no server holds the metastore)."""
     if cfg.backend == "none":
         return NoCatalog()
     if cfg.backend == "glue":
@@ -216,10 +247,13 @@ def catalog_from_config(cfg: CatalogConfig, spark: Any = None):
             catalog_id=cfg.glue_catalog_id or None, batch_size=cfg.partition_batch_size,
             max_attempts=cfg.max_attempts,
         )
-    if spark is None:
+    session = cfg.served_session()
+    if session is None:
+        session = spark() if callable(spark) else spark
+    if session is None:
         raise CatalogError("the Hive catalog needs a Spark session (catalog_from_config(cfg, "
                            "spark))", "internal")
-    return HiveCatalog(spark, batch_size=cfg.partition_batch_size)
+    return HiveCatalog(session, batch_size=cfg.partition_batch_size)
 
 
 def config_from_settings(settings: CatalogSettings, home: str | None = None) -> CatalogConfig:
@@ -236,4 +270,5 @@ def config_from_settings(settings: CatalogSettings, home: str | None = None) -> 
         metastore_user=settings.metastore_user,
         metastore_password_file=settings.metastore_password_file,
         metastore_jars=settings.metastore_jars,
+        metastore_server=settings.metastore_server,
     )

@@ -20,9 +20,11 @@ from datalake_assets.catalog.base import (
     CatalogError,
     Column,
     PartitionSpec,
+    TableInfo,
     check_columns,
     check_partition_keys,
     check_partition_value,
+    normalize_location,
     quote_identifier,
     quote_location,
     quote_text,
@@ -38,6 +40,45 @@ if TYPE_CHECKING:  # pragma: no cover
     from datalake_assets.settings import LakeSettings, SourceSettings
 
 TABLE_PROPERTIES = {"classification": "parquet", "parquet.compression": "SNAPPY"}
+# properties the metastore adds to every table: not ours, not compared
+_DROPPED_PROPERTIES = {"transient_lastDdlTime", "option.serialization.format", "comment"}
+
+
+def table_info_of_description(database: str, table: str,
+                              rows: Sequence[tuple[str | None, str | None]]) -> TableInfo:
+    """A table as ``DESCRIBE TABLE EXTENDED`` describes it (``(col_name, data_type)`` rows):
+    its columns, then ``# Partition Information``, then ``# Detailed Table Information``."""
+    columns: list[Column] = []
+    keys: list[str] = []
+    details: dict[str, str] = {}
+    section = "columns"
+    for raw_name, raw_value in rows:
+        name, value = (raw_name or "").strip(), raw_value or ""
+        if name == "# Partition Information":
+            section = "partitions"
+        elif name == "# Detailed Table Information":
+            section = "details"
+        elif not name or name.startswith("#"):
+            if section == "partitions" and not name:
+                section = "after"
+        elif section == "columns":
+            columns.append((name, value))
+        elif section == "partitions":
+            keys.append(name)
+        elif section == "details":
+            details.setdefault(name, value)
+    params = {}
+    props = details.get("Table Properties", "").strip()
+    if props.startswith("[") and props.endswith("]"):
+        for item in props[1:-1].split(", "):
+            k, sep, v = item.partition("=")
+            if sep and k not in _DROPPED_PROPERTIES:
+                params[k] = v
+    return TableInfo(
+        database, table, [c for c in columns if c[0] not in keys], keys,
+        normalize_location(details["Location"]) if details.get("Location") else "",
+        params, details.get("Comment", ""),
+    )
 
 
 def _qualified(database: str, table: str) -> str:

@@ -70,7 +70,6 @@ from datalake_assets.catalog.metastore import explain
 
 _SPARK_TYPES = {"bigint": "LongType", "double": "DoubleType", "boolean": "BooleanType",
                 "timestamp": "TimestampType", "string": "StringType"}
-_DROPPED_PROPERTIES = {"transient_lastDdlTime", "option.serialization.format", "comment"}
 
 
 def _qualified(database: str, table: str) -> str:
@@ -98,6 +97,11 @@ class HiveCatalog(Catalog):
         # catalog object lives for one sync, which holds the source's lock: nobody else
         # changes its tables.
         self._partitions: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        # For the same reason, the tables it described or defined, and the databases it made
+        # sure of: a sync asks for each table three times (typing, registration, its
+        # update), and every answer is a metastore round trip (~0.1 s on the embedded one).
+        self._tables: dict[tuple[str, str], TableInfo] = {}
+        self._databases: set[str] = set()
         self.widen_in_place = widen_in_place
         conf = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
         if conf != "hive":
@@ -145,7 +149,9 @@ class HiveCatalog(Catalog):
     # ------------------------------------------------------------------------- databases
 
     def ensure_database(self, name: str, description: str = "") -> None:
-        self._sql(ddl.create_database_ddl(name, description), f"database {name!r}")
+        if name not in self._databases:
+            self._sql(ddl.create_database_ddl(name, description), f"database {name!r}")
+            self._databases.add(name)
 
     # ---------------------------------------------------------------------------- tables
 
@@ -159,6 +165,9 @@ class HiveCatalog(Catalog):
     def get_table(self, database: str, table: str) -> TableInfo | None:
         check_identifier(database, "database")
         check_identifier(table, "table")
+        known = self._tables.get((database, table))
+        if known is not None:
+            return known
         if not self._table_exists(database, table):  # also False when the database is missing
             if not (self._database_exists(database) and self._heal_swap(database, table)):
                 return None
@@ -177,7 +186,9 @@ class HiveCatalog(Catalog):
         out = {}
         for name in wanted:
             check_identifier(name, "table")
-            if name in present:
+            if (database, name) in self._tables:
+                out[name] = self._tables[(database, name)]
+            elif name in present:
                 out[name] = self._describe(database, name)
             elif swap_table_name(name) in present and self._heal_swap(database, name):
                 out[name] = self._describe(database, name)
@@ -196,38 +207,10 @@ class HiveCatalog(Catalog):
         properties (``spark.catalog.listColumns`` plus ``SHOW TBLPROPERTIES`` cost 5x more)."""
         rows = self._sql(f"DESCRIBE TABLE EXTENDED {_qualified(database, table)}",
                          f"table '{database}.{table}'")
-        columns: list[Column] = []
-        keys: list[str] = []
-        details: dict[str, str] = {}
-        section = "columns"
-        for r in rows:
-            name, value = (r["col_name"] or "").strip(), r["data_type"] or ""
-            if name == "# Partition Information":
-                section = "partitions"
-            elif name == "# Detailed Table Information":
-                section = "details"
-            elif not name or name.startswith("#"):
-                if section == "partitions" and not name:
-                    section = "after"
-            elif section == "columns":
-                columns.append((name, value))
-            elif section == "partitions":
-                keys.append(name)
-            elif section == "details":
-                details.setdefault(name, value)
-        params = {}
-        props = details.get("Table Properties", "").strip()
-        if props.startswith("[") and props.endswith("]"):
-            for item in props[1:-1].split(", "):
-                k, sep, v = item.partition("=")
-                if sep and k not in _DROPPED_PROPERTIES:
-                    params[k] = v
-        self._keys[(database, table)] = keys
-        return TableInfo(
-            database, table, [c for c in columns if c[0] not in keys], keys,
-            normalize_location(details["Location"]) if details.get("Location") else "",
-            params, details.get("Comment", ""),
-        )
+        info = self._tables[(database, table)] = ddl.table_info_of_description(
+            database, table, [(r["col_name"], r["data_type"]) for r in rows])
+        self._keys[(database, table)] = list(info.partition_keys)
+        return info
 
     def create_or_update_table(
         self,
@@ -245,14 +228,15 @@ class HiveCatalog(Catalog):
         check_location(location)
         resource = f"table '{database}.{table}'"
         info = self.get_table(database, table)
-        self._partitions.pop((database, table), None)
         if info is None:
             self._sql(ddl.create_table_ddl(database, table, cols, keys, location, description),
                       resource)
             self._keys[(database, table)] = keys
             self._partitions[(database, table)] = set()
-            return TableInfo(database, table, cols, keys, normalize_location(location),
-                             dict(ddl.TABLE_PROPERTIES), description)
+            info = self._tables[(database, table)] = TableInfo(
+                database, table, cols, keys, normalize_location(location),
+                dict(ddl.TABLE_PROPERTIES), description)
+            return info
         if info.partition_keys != keys:
             raise CatalogError(
                 f"{resource} is partitioned by ({', '.join(info.partition_keys)}) but the "
@@ -268,6 +252,7 @@ class HiveCatalog(Catalog):
             if not in_place:
                 self._replace_definition(database, table, merged.columns, keys,
                                          info.location, description or info.description)
+                self._partitions.pop((database, table), None)  # copied: listed again if asked
         elif merged.added:
             added = ", ".join(f"{quote_identifier(n, 'column')} {t}" for n, t in merged.added)
             self._sql(f"ALTER TABLE {name} ADD COLUMNS ({added})", resource)

@@ -10,7 +10,8 @@ from datalake_assets.settings_base import (
     LocalFolder, Match, OneOf, SettingsError, Str, base_of, file_defaults, settings_model)
 
 CATALOG_BACKENDS = ("glue", "hive", "none")  # = datalake_assets.catalog.config.BACKENDS
-DEFAULT_METASTORE_DIR = "metastore"  # relative like the roots: <home>/metastore by default
+DEFAULT_METASTORE_DIR = "metastore"
+METASTORE_SERVER_MODES = ("auto", "off")  # relative like the roots: <home>/metastore by default
 ENDPOINT_RE = r"https?://[^\s'\"\\;`]+"
 REGION_RE = r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}"
 _THRIFT_RE = r"thrift://[A-Za-z0-9.\-]+:[0-9]{1,5}(?:,thrift://[A-Za-z0-9.\-]+:[0-9]{1,5})*"
@@ -140,6 +141,10 @@ class CatalogSettings:
     metastore_password_file: Annotated[Str, AfterValidator(_password_file)] = ""
     # the JDBC driver's jar(s), comma-separated
     metastore_jars: Annotated[Str, AfterValidator(_jars)] = DEFAULT_METASTORE_JARS
+    # "auto": while `datalake dev` runs, one Spark process of its own holds the embedded
+    # metastore and every sync sends it its catalog statements (no JVM and Derby boot per run,
+    # runs may overlap); "off": each process opens the metastore itself, one at a time
+    metastore_server: OneOf(METASTORE_SERVER_MODES, "metastore server mode") = "auto"
 
     @model_validator(mode="after")
     def _jdbc_metastore(self) -> "CatalogSettings":

@@ -11,7 +11,7 @@ from dagster import AssetExecutionContext, ConfigurableResource, InitResourceCon
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 
-from datalake_assets.catalog.config import config_from_settings
+from datalake_assets.catalog.config import CatalogConfig, config_from_settings
 from datalake_assets.lake.report import SyncReport
 from datalake_assets.settings import LakeSettings
 from datalake_assets.transform.request import SyncRequest
@@ -48,20 +48,29 @@ class LocalSparkCompute(SparkCompute):
     master: str = Field(default="local[2]", description="Spark master URL")
     driver_memory: str = Field(default="4g", description="JVM heap of the local driver")
     conf: dict[str, str] = Field(default_factory=dict, description="extra spark.* settings")
+    catalog: list[str] = Field(
+        default_factory=list,
+        description="the catalog (CatalogConfig.to_args): its Hive settings join the session's "
+                    "when it starts, unless a server holds the metastore (metastore_server.py)")
     _pyspark: LazyPySparkResource | None = PrivateAttr(default=None)
 
     @classmethod
     def from_settings(cls, settings: LakeSettings) -> LocalSparkCompute:
-        """The local compute of ``[spark]`` and the catalog (a Hive catalog needs the session)."""
+        """The local compute of ``[spark]`` and the catalog (a Hive catalog may need the
+        session; whether it does is known in the run, when the session starts)."""
         return cls(master=settings.spark.master, driver_memory=settings.spark.driver_memory,
-                   conf=spark_settings_conf(settings.spark, config_from_settings(settings.catalog)))
+                   conf=spark_settings_conf(settings.spark, CatalogConfig(backend="none")),
+                   catalog=config_from_settings(settings.catalog).to_args())
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._pyspark = None
 
     def spark(self):
         if self._pyspark is None:
-            conf = local_session_conf(self.master, self.driver_memory, dict(self.conf))
+            extra = dict(self.conf)
+            if self.catalog:
+                extra.update(CatalogConfig.from_args(self.catalog).session_conf())
+            conf = local_session_conf(self.master, self.driver_memory, extra)
             prepare_local_spark_env(conf)  # a JDBC metastore's password: never in self.conf
             self._pyspark = LazyPySparkResource(spark_config=conf)
         return self._pyspark.spark_session

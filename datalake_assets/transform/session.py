@@ -36,9 +36,10 @@ def _with_task_retries(master: str) -> str:
 
 def spark_settings_conf(spark: SparkSettings, catalog: CatalogConfig) -> dict[str, str]:
     """The ``extra`` settings of a local session from ``[spark]`` and the catalog (a Hive
-    catalog needs the session): shuffle partitions, ``extra_conf``, then the catalog's."""
+    catalog needs the session, unless a server holds its metastore: ``metastore_server.py``):
+    shuffle partitions, ``extra_conf``, then the catalog's."""
     return {"spark.sql.shuffle.partitions": str(spark.shuffle_partitions), **spark.extra_conf,
-            **catalog.spark_conf()}
+            **catalog.session_conf()}
 
 
 def prepare_local_spark_env(conf: Mapping[str, str] | None = None) -> None:
@@ -91,13 +92,12 @@ def settings_spark_session(settings: LakeSettings):
 
 def settings_catalog(settings: LakeSettings):
     """The catalog backend of ``settings`` outside a sync (``datalake forget``, the
-    ``forget_person`` job): a Hive catalog gets the local session of ``settings``; the others
-    need none."""
+    ``forget_person`` job): a Hive catalog gets the served metastore's session, or else the
+    local session of ``settings``; the others need none."""
     from datalake_assets.catalog.config import catalog_from_config
 
-    cfg = config_from_settings(settings.catalog)
-    return catalog_from_config(cfg, settings_spark_session(settings) if cfg.backend == "hive"
-                               else None)
+    return catalog_from_config(config_from_settings(settings.catalog),
+                               lambda: settings_spark_session(settings))
 
 
 def job_spark_session(catalog: CatalogConfig):

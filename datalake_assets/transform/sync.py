@@ -130,8 +130,8 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     existing = read_schema_record(req.lake_root, req.source_dir)
     if not files:
         return finish(run, [], empty_source_report(run, recovered))
-    run.catalog = catalog_from_config(req.catalog, run.spark if req.catalog.backend == "hive"
-                                      else None)  # the others need no session
+    # Hive: the served metastore's session, else this process's (started only then)
+    run.catalog = catalog_from_config(req.catalog, lambda: run.spark)
     threading.Thread(target=run.catalog.warm_up, args=(req.database,), daemon=True,
                      name="catalog-warm-up").start()  # Derby boots while stage A runs
     load_privacy(run)

@@ -7,6 +7,8 @@ UI's own GraphQL calls (datalake_assets_tests/orchestration/dagster_ui.py):
 (a) a backfill of a range of hours with the asset selection the UI held *before* those tables
     existed completes, every run succeeding;
 (b) a materialization of one event table for one hour succeeds;
+(e) every run registered its tables through the embedded metastore's server that
+    ``datalake dev`` starts: they read, through it, as many rows as the lake's files hold;
 
 and the lake then equals a clean sync of the same archive (``datalake sync`` into a fresh
 lake); then
@@ -72,15 +74,17 @@ def archive_lines(hour: ArchiveHour, new_events: bool) -> list:
     return lines
 
 
-def write_settings(folder: Path, start: ArchiveHour, archive_root: str = "archive") -> Path:
+def write_settings(folder: Path, start: ArchiveHour, archive_root: str = "archive",
+                   catalog: str = "hive") -> Path:
+    """``datalake dev``'s settings: the default catalog, the embedded metastore that
+    ``datalake dev`` serves (every run registers through its server); the clean sync to
+    compare with registers nothing (``catalog = "none"``)."""
     return write_lake_toml(
         folder,
         f'archive_root = "{archive_root}"\nlake_root = "lake"\n'
         '[spark]\nmaster = "local[2]"\ndriver_memory = "1g"\nshuffle_partitions = 2\n'
         '[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n'
-        # The catalog's registration is tested on its own (test_sync_catalog.py); here it
-        # would add a metastore round of ~15 s to each of the test's runs.
-        '[catalog]\nbackend = "none"\n'
+        f'[catalog]\nbackend = "{catalog}"\n'
         f'[[sources]]\nid = "{SOURCE}"\nstart = "{start.partition_key}"\n'
     )
 
@@ -198,6 +202,13 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
             failures.append(f"(b) {e}")
         print(f"(b) done at {time.monotonic() - t0:.0f} s")
 
+        # (e) every run registered its tables through the metastore's server: query them
+        # through it (the lake's files are the truth; a run that opened Derby itself fails).
+        try:
+            check_served_tables(dev, settings, home / "lake")
+        except (AssertionError, OSError) as e:
+            failures.append(f"(e) {e}")
+
         try:
             compare_lakes(home / "lake", finish_clean_sync(clean), SOURCE)
         except AssertionError as e:
@@ -236,6 +247,27 @@ def forget_from_launchpad(ui: DagsterUI, lake: Path) -> None:
     assert audit == [("completed", 0)], audit
 
 
+def check_served_tables(dev, settings: Path, lake: Path) -> None:
+    import duckdb
+
+    from datalake_assets.catalog import metastore_server
+    from datalake_assets.catalog.config import config_from_settings
+    from datalake_assets.settings import load_settings
+
+    assert "metastore served at" in dev.log.read_text(errors="replace"), dev.log_tail()
+    cfg = config_from_settings(load_settings(settings, env={}).catalog)
+    try:
+        session = cfg.served_session()
+        assert session is not None, f"no server holds {cfg.metastore_dir}"
+        for table in ("pages", *NEW_TABLES):
+            files = f"{lake}/data/{SOURCE}/segment_type={table}/*/*/*.parquet"
+            want = duckdb.sql(f"SELECT count(*) FROM read_parquet('{files}')").fetchall()[0][0]
+            got = session.sql(f"SELECT count(*) FROM {SOURCE}.{table}").collect()[0][0]
+            assert got == want > 0, f"{SOURCE}.{table}: {got} rows in the catalog, {want} files'"
+    finally:
+        metastore_server.forget_decisions()  # before datalake dev stops its server
+
+
 def describe_new_tables(ui: DagsterUI) -> dict:
     catalog = ui.catalog_keys()
     return {t: catalog.get(f"{SOURCE}/{t}", "absent") for t in NEW_TABLES}
@@ -248,7 +280,7 @@ def start_clean_sync(folder: Path, archive: Path, hours: list[ArchiveHour]):
     """``datalake sync`` of all hours into a fresh lake (own metastore), in the background: it
     overlaps the waits for Dagster instead of adding to the wall time."""
     folder.mkdir()
-    settings = write_settings(folder, hours[0], archive_root=str(archive))
+    settings = write_settings(folder, hours[0], archive_root=str(archive), catalog="none")
     env = dict(os.environ, DATALAKE_HOME=str(folder), SPARK_LOCAL_IP="127.0.0.1")
     env.pop("DAGSTER_HOME", None)
     log = open(folder / "sync.log", "wb")  # noqa: SIM115 - closed by finish_clean_sync
