@@ -88,6 +88,10 @@ def served_session(metastore_dir: str) -> Any | None:
             from pyspark.sql.connect.session import SparkSession as ConnectSession
 
             session = _sessions[url] = ConnectSession.builder.remote(url).create()
+            # Reattachable execution (a release call after each statement, so a long query
+            # survives a dropped connection) costs ~50 ms a statement; ours are short
+            # catalog calls over loopback: 90-140 ms an ADD PARTITION instead of 145-200.
+            session.client.disable_reattachable_execute()
         return session
 
 
