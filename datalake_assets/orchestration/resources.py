@@ -59,6 +59,7 @@ class LocalSparkCompute(SparkCompute):
         """The local compute of ``[spark]`` and the catalog (a Hive catalog may need the
         session; whether it does is known in the run, when the session starts)."""
         return cls(master=settings.spark.master, driver_memory=settings.spark.driver_memory,
+                   # [spark]'s settings now; the catalog's when the session starts
                    conf=spark_settings_conf(settings.spark, CatalogConfig(backend="none")),
                    catalog=config_from_settings(settings.catalog).to_args())
 
