@@ -1,0 +1,31 @@
+"""The local session's Java options: the idle-heap flags reach the JVM, with or without a Hive
+catalog's own options, and never override a user's JVM flags."""
+
+from __future__ import annotations
+
+import pytest
+
+from datalake_assets.catalog.config import hive_spark_conf
+from datalake_assets.transform.session import IDLE_HEAP_JAVA_OPTIONS, local_session_conf
+
+JAVA = "spark.driver.extraJavaOptions"
+
+
+def test_the_idle_heap_flags_join_every_set_of_java_options(tmp_path):
+    assert local_session_conf()[JAVA] == f"-Duser.timezone=UTC {IDLE_HEAP_JAVA_OPTIONS}"
+    hive = hive_spark_conf(str(tmp_path / "m"), str(tmp_path / "w"), None)
+    java = local_session_conf(extra=hive)[JAVA].split()
+    assert f"-Dderby.system.home={tmp_path}/m" in java  # the Hive catalog's options stay
+    assert IDLE_HEAP_JAVA_OPTIONS.split() == java[-3:]
+    user = {JAVA: "-Duser.timezone=UTC -XX:+UseParallelGC"}
+    assert local_session_conf(extra=user)[JAVA] == "-Duser.timezone=UTC -XX:+UseParallelGC"
+
+
+@pytest.mark.spark
+def test_the_suites_jvm_runs_with_the_flags(spark):
+    """The suite's session is built by ``local_spark_session`` with a Hive conf: its JVM got
+    the flags (an unknown -XX flag would not have started at all)."""
+    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory
+                .getRuntimeMXBean().getInputArguments())
+    for flag in IDLE_HEAP_JAVA_OPTIONS.split():
+        assert flag in args
