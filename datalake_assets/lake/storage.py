@@ -39,7 +39,11 @@ def renames_directories(location: str) -> bool:
 
 @lru_cache(maxsize=32)
 def _fs_for(scheme_root: str) -> pafs.FileSystem:
-    fs, _ = pafs.FileSystem.from_uri(scheme_root)
+    # allow_delayed_open: opening an output stream neither checks the bucket (a HEAD) nor
+    # starts a multipart upload; a file smaller than a part is then one PUT on close, where
+    # it was a HEAD and three requests (start, part, complete). An error (a missing bucket)
+    # surfaces at the write or the close instead, inside the same ``with`` as before.
+    fs, _ = pafs.FileSystem.from_uri(f"{scheme_root}?allow_delayed_open=true")
     return fs
 
 
@@ -164,7 +168,11 @@ def write_bytes_atomic(location: str, data: bytes) -> None:
 
 
 def create_dir(location: str) -> None:
-    """A directory (and its parents); nothing if it exists."""
+    """A directory (and its parents) before files are written into it; nothing if it exists.
+    Nothing on S3 either: it has no directories, and pyarrow would PUT an empty marker object
+    for every level of the path (five or six requests per file written, for nothing)."""
+    if is_uri(location) and not is_azure(location):
+        return
     fs, path = resolve(location)
     fs.create_dir(path, recursive=True)
 

@@ -96,7 +96,7 @@ def write_staged_index(staging: str, run_id: str, rows: pa.Table) -> int:
                                 layout.index_partition_path(h))
         location = layout.join(directory, layout.data_file_name(h, run_id, 0, 0))
         fs, path = storage.resolve(location)
-        fs.create_dir(storage.resolve(directory)[1], recursive=True)
+        storage.create_dir(directory)
         table = pa.table([part.column(f.name).cast(f.type) for f in INDEX_SCHEMA],
                          schema=INDEX_SCHEMA)
         # row groups of 64k entries: a lookup of a few hashes in a busy hour reads one of them

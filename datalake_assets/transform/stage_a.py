@@ -69,7 +69,7 @@ def write_quarantine(root: str, hour: str, name_task: int, seq: int, run_id: str
     directory = layout.join(root, layout.hour_partition_path(h))
     location = layout.join(directory, layout.data_file_name(h, run_id, name_task, seq))
     fs, path = storage.resolve(location)
-    fs.create_dir(storage.resolve(directory)[1], recursive=True)
+    storage.create_dir(directory)
     pq.write_table(pa.Table.from_pylist(records, schema=QUARANTINE_SCHEMA), path, filesystem=fs,
                    compression="snappy")
     return location, fs.get_file_info(path).size
@@ -226,7 +226,7 @@ class _StageA:
         self.messages[table] = self.messages.get(table, 0) + n
         location = layout.join(self.cfg.work_root, table, f"{hour}-{file_idx:05d}-{buf.seq:04d}.arrow")
         fs, path = storage.resolve(location)
-        fs.create_dir(storage.resolve(layout.join(self.cfg.work_root, table))[1], recursive=True)
+        storage.create_dir(layout.join(self.cfg.work_root, table))
         batch = pa.RecordBatch.from_arrays(arrays, names=names_out)
         with fs.open_output_stream(path) as sink, pa.ipc.new_file(sink, batch.schema) as w:
             w.write_batch(batch)

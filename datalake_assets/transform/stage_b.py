@@ -156,7 +156,7 @@ class _StageBTask:
                                     layout.date_partition_path(self.cfg.date_layout, h))
             location = layout.join(directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0))
             fs, path = storage.resolve(location)
-            fs.create_dir(storage.resolve(directory)[1], recursive=True)
+            storage.create_dir(directory)
             w = pq.ParquetWriter(path, self.schema, filesystem=fs, compression="snappy")
             entry = self.writers[hour] = (w, location, [0])
         return entry[0]
@@ -195,7 +195,7 @@ class _StageBTask:
             directory = layout.join(self.cfg.index_staging_root, layout.index_partition_path(h))
             location = layout.join(directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0))
             fs, path = storage.resolve(location)
-            fs.create_dir(storage.resolve(directory)[1], recursive=True)
+            storage.create_dir(directory)
             pq.write_table(index_table(kept), path, filesystem=fs, compression="zstd")
             manifest.append(ManifestEntry(INDEX, t, hour, location=location, rows=len(kept)))
         for hour, records in self.quarantine.items():
