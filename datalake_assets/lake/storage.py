@@ -43,7 +43,9 @@ def _fs_for(scheme_root: str) -> pafs.FileSystem:
     # starts a multipart upload; a file smaller than a part is then one PUT on close, where
     # it was a HEAD and three requests (start, part, complete). An error (a missing bucket)
     # surfaces at the write or the close instead, inside the same ``with`` as before.
-    fs, _ = pafs.FileSystem.from_uri(f"{scheme_root}?allow_delayed_open=true")
+    s3 = scheme_root.startswith("s3://")  # other schemes refuse the option (GCS: an error)
+    fs, _ = pafs.FileSystem.from_uri(f"{scheme_root}?allow_delayed_open=true" if s3
+                                     else scheme_root)
     return fs
 
 
@@ -171,7 +173,7 @@ def create_dir(location: str) -> None:
     """A directory (and its parents) before files are written into it; nothing if it exists.
     Nothing on S3 either: it has no directories, and pyarrow would PUT an empty marker object
     for every level of the path (five or six requests per file written, for nothing)."""
-    if is_uri(location) and not is_azure(location):
+    if location.startswith("s3://"):
         return
     fs, path = resolve(location)
     fs.create_dir(path, recursive=True)
