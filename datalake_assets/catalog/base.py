@@ -49,6 +49,10 @@ INTERNAL = "internal"
 ERROR_CODES = (INSUFFICIENT_PERMISSIONS, INVALID_SETTINGS, INTERNAL)
 
 MAX_NAME = 255
+# Independent catalog calls made at once (one table's registration, one DESCRIBE): each is a
+# round trip of ~50-100 ms (the served metastore, Glue). Clients are thread-safe: boto3's
+# Glue client; a Spark session, local or Connect, takes statements from several threads.
+CONCURRENT_CALLS = 4
 
 _IDENT_RE = re.compile(r"[a-z0-9_]{1,255}")
 _VALUE_RE = re.compile(r"[A-Za-z0-9_.\-]{1,255}")

@@ -43,11 +43,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote
 
 from datalake_assets.catalog import ddl
 from datalake_assets.catalog.base import (
+    CONCURRENT_CALLS,
     INSUFFICIENT_PERMISSIONS,
     INTERNAL,
     INVALID_SETTINGS,
@@ -192,17 +194,18 @@ class HiveCatalog(Catalog):
         present = {r["tableName"] for r in rows if not r["isTemporary"]}
         wanted = sorted(n for n in present if not n.startswith("_dl_swap_")) if names is None \
             else list(names)
-        out = {}
+        out, described = {}, []
         for name in wanted:
             check_identifier(name, "table")
             if (database, name) in self._tables:
                 out[name] = self._tables[(database, name)]
-            elif name in present:
-                out[name] = self._describe(database, name)
-            elif swap_table_name(name) in present and self._heal_swap(database, name):
-                out[name] = self._describe(database, name)
+            elif name in present or (swap_table_name(name) in present
+                                     and self._heal_swap(database, name)):
+                described.append(name)
             else:
                 self._absent.add((database, name))
+        with ThreadPoolExecutor(CONCURRENT_CALLS, thread_name_prefix="catalog-describe") as pool:
+            out.update(zip(described, pool.map(lambda n: self._describe(database, n), described)))
         return out
 
     def warm_up(self, database: str) -> None:

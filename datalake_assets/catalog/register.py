@@ -21,8 +21,9 @@ up, because every step is idempotent.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
-from datalake_assets.catalog.base import Catalog, Column, PartitionSpec
+from datalake_assets.catalog.base import CONCURRENT_CALLS, Catalog, Column, PartitionSpec
 from datalake_assets.catalog.reports import register_quarantine
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
@@ -66,46 +67,58 @@ def register_sync(
     unknown = sorted(set(partitions) - set(tables))
     if unknown:
         raise ValueError(f"partitions given for tables without columns: {unknown}")
-    keys = list(layout.DATE_LAYOUTS[date_layout])
     out: dict[str, dict] = {}
     if not tables and not quarantine_hours:
         return out
     catalog.ensure_database(database, "Segment data lake tables (datalake-assets)")
-    for table in sorted(tables):
-        columns = [tuple(c) for c in tables[table]]
-        name = catalog_table_name(table, table_prefix)
-        root = layout.table_root(lake_root, source_dir, table)
-        before = catalog.get_table(database, name)
-        info = catalog.create_or_update_table(
-            database, name, columns, keys, root,
-            f"Segment {table} of {source_dir} (datalake-assets)",
-        )
-        specs: dict[tuple[str, ...], PartitionSpec] = {}
-        for h in sorted({layout.ArchiveHour.parse(h) for h in partitions.get(table, ())}):
-            values = tuple(v for _, v in layout.date_partition_values(date_layout, h))
-            specs[values] = PartitionSpec(
-                values,
-                layout.table_partition_dir(lake_root, source_dir, table, date_layout, h),
-                tuple(columns),
-            )
-        added = catalog.add_partitions(database, name, list(specs.values())) if specs else 0
-        old = dict(before.columns) if before else {}
-        out[table] = {
-            "catalog_table": name,
-            "database": database,
-            "columns": list(info.columns),
-            "new_columns": [c for c in info.columns if c[0] not in old] if before else [],
-            "widened_columns": [
-                (n, old[n], t) for n, t in info.columns if n in old and old[n] != t
-            ],
-            "is_new": before is None,
-            "location": info.location,
-            "partitions_added": added,
-            "partitions": catalog.partition_count(database, name) if count_partitions else None,
-        }
+
+    def one(table: str) -> dict:
+        hours = {layout.ArchiveHour.parse(h) for h in partitions.get(table, ())}
+        return _register_table(catalog, database, table_prefix, lake_root, source_dir,
+                               date_layout, table, tables[table], hours, count_partitions)
+
+    # Tables in parallel: each is a few catalog round trips (~50-100 ms each through the
+    # served metastore or to Glue), independent of the others'. The first error (in table
+    # order) is raised once every table's registration has ended.
+    names = sorted(tables)
+    with ThreadPoolExecutor(min(CONCURRENT_CALLS, max(len(names), 1)),
+                            thread_name_prefix="catalog-register") as pool:
+        out.update(zip(names, pool.map(one, names)))
     quarantine = list(quarantine_hours)
     if quarantine:
         out["quarantine"] = register_quarantine(
             catalog, database, table_prefix, lake_root, source_dir, quarantine
         )
     return out
+
+
+def _register_table(catalog: Catalog, database: str, table_prefix: str, lake_root: str,
+                    source_dir: str, date_layout: str, table: str, columns: Sequence[Column],
+                    hours: set[layout.ArchiveHour], count_partitions: bool) -> dict:
+    """One table of ``register_sync``: its definition, then its partitions of ``hours``."""
+    name = catalog_table_name(table, table_prefix)
+    columns = [tuple(c) for c in columns]
+    keys = list(layout.DATE_LAYOUTS[date_layout])
+    description = f"Segment {table} of {source_dir} (datalake-assets)"
+    root = layout.table_root(lake_root, source_dir, table)
+    before = catalog.get_table(database, name)
+    info = catalog.create_or_update_table(database, name, columns, keys, root, description)
+    specs: dict[tuple[str, ...], PartitionSpec] = {}
+    for h in sorted(hours):
+        values = tuple(v for _, v in layout.date_partition_values(date_layout, h))
+        specs[values] = PartitionSpec(
+            values, layout.table_partition_dir(lake_root, source_dir, table, date_layout, h),
+            tuple(columns))
+    added = catalog.add_partitions(database, name, list(specs.values())) if specs else 0
+    old = dict(before.columns) if before else {}
+    return {
+        "catalog_table": name,
+        "database": database,
+        "columns": list(info.columns),
+        "new_columns": [c for c in info.columns if c[0] not in old] if before else [],
+        "widened_columns": [(n, old[n], t) for n, t in info.columns if n in old and old[n] != t],
+        "is_new": before is None,
+        "location": info.location,
+        "partitions_added": added,
+        "partitions": catalog.partition_count(database, name) if count_partitions else None,
+    }

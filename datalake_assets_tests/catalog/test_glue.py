@@ -4,6 +4,8 @@ the botocore layer (throttling, access denied) and a Stubber for multi-page list
 from __future__ import annotations
 
 import json
+import threading
+import time
 from types import SimpleNamespace
 
 import boto3
@@ -315,6 +317,53 @@ def test_access_denied_on_a_table_names_the_table(glue):
     with pytest.raises(CatalogError, match=r"^glue:CreateTable on table 'web\.pages'") as err:
         sync(glue, {"pages": [("message_id", "string")]}, {"pages": [H9]})
     assert err.value.code == "insufficient_permissions"
+
+
+def test_tables_register_concurrently_and_a_failing_one_leaves_the_others_registered(glue):
+    """register_sync registers tables at once (each a few round trips); one table refused
+    fails the call with its name, once every other table's registration has ended."""
+    glue.ensure_database("web")
+    lock, flight = threading.Lock(), {"now": 0, "peak": 0}
+
+    def enter(**kwargs):  # every Glue call holds ~40 ms, as a round trip to AWS would
+        with lock:
+            flight["now"] += 1
+            flight["peak"] = max(flight["peak"], flight["now"])
+        time.sleep(0.04)
+
+    def leave(**kwargs):
+        with lock:
+            flight["now"] -= 1
+
+    glue.client.meta.events.register("before-call.glue.*", enter)
+    glue.client.meta.events.register("after-call.glue.*", leave)
+    refused = []
+
+    def refuse_t3(params, **kwargs):  # AccessDenied for one table only (the request's body)
+        name = json.loads(params["body"])["TableInput"]["Name"]
+        if name != "t3":
+            return None
+        refused.append(name)
+        return SimpleNamespace(status_code=400, headers={}), {
+            "Error": {"Code": "AccessDeniedException", "Message": "not authorized"},
+            "ResponseMetadata": {"HTTPStatusCode": 400}}
+
+    glue.client.meta.events.register_first("before-call.glue.CreateTable", refuse_t3)
+    tables = {f"t{i}": [("message_id", "string"), (f"c{i}", "bigint")] for i in range(8)}
+    with pytest.raises(CatalogError, match=r"^glue:CreateTable on table 'web\.t3'"):
+        sync(glue, tables, {t: [H9, H10] for t in tables})
+    assert refused == ["t3"]
+    assert flight["peak"] >= 2  # tables overlapped
+    client = raw(glue)
+    for t in tables:
+        if t == "t3":
+            with pytest.raises(client.exceptions.EntityNotFoundException):
+                client.get_table(DatabaseName="web", Name=t)
+            continue
+        cols = client.get_table(DatabaseName="web", Name=t)["Table"]["StorageDescriptor"]["Columns"]
+        assert [(c["Name"], c["Type"]) for c in cols] == tables[t]
+        parts = client.get_partitions(DatabaseName="web", TableName=t)["Partitions"]
+        assert sorted(p["Values"][1] for p in parts) == ["09", "10"]
 
 
 def test_throttling_is_retried_with_backoff(glue, sleeps):
