@@ -95,7 +95,7 @@ class _StageBTask:
         self.table = table
         self.columns = cfg.tables[table]
         self.schema = pa.schema([(c, ARROW_TYPES[t]) for c, t in self.columns])
-        self.writers: dict[str, tuple[pq.ParquetWriter, str, list[int]]] = {}
+        self.writers: dict[str, tuple[pq.ParquetWriter, str, list[int], pa.NativeFile]] = {}
         self.values_quarantined: dict[str, int] = {}
         self.misfits: dict[tuple[str, str], int] = {}  # (hour, column) -> values
         self.quarantine: dict[str, list[dict]] = {}
@@ -157,8 +157,10 @@ class _StageBTask:
             location = layout.join(directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0))
             fs, path = storage.resolve(location)
             storage.create_dir(directory)
-            w = pq.ParquetWriter(path, self.schema, filesystem=fs, compression="snappy")
-            entry = self.writers[hour] = (w, location, [0])
+            # our own stream: its position at the end is the file's size (no HEAD on S3)
+            sink = fs.open_output_stream(path)
+            w = pq.ParquetWriter(sink, self.schema, compression="snappy")
+            entry = self.writers[hour] = (w, location, [0], sink)
         return entry[0]
 
     def _value(self, hour: str, column: str, value: str, reason: str, detail: str,
@@ -173,11 +175,12 @@ class _StageBTask:
     def _close(self) -> pa.RecordBatch:
         t = self.table
         manifest: list[ManifestEntry] = []
-        for hour, (w, location, n) in self.writers.items():
+        for hour, (w, location, n, sink) in self.writers.items():
             w.close()
-            fs, path = storage.resolve(location)
+            size = sink.tell()
+            sink.close()
             manifest.append(ManifestEntry(FILE, t, hour, location=location, rows=n[0],
-                                          bytes=fs.get_file_info(path).size,
+                                          bytes=size,
                                           values_quarantined=self.values_quarantined.get(hour, 0)))
         for hour, n in self.values_quarantined.items():
             if hour not in self.writers:  # values quarantined from rows never written
