@@ -5,12 +5,12 @@
 On S3 every request is latency (tens of ms) and a charge, and a sync of a small hour writes
 and reads a few dozen small files: the request count is what such a sync costs. This starts a
 moto server on loopback with ``datalake_assets_tests``' fault proxy in front of it (here it
-only counts), generates one archive hour (demo traffic, seed 13, as
-``reliability/test_storage_faults.py``), and runs one sync as a real process
-(``python -m datalake_assets.transform.job``, Glue in moto as the catalog) with
+only counts; ``--latency-ms`` adds a cloud round trip to each request), generates one archive
+hour (demo traffic, seed 13, as ``reliability/test_storage_faults.py``), and runs one sync as a
+real process (``python -m datalake_assets.transform.job``, Glue in moto as the catalog) with
 ``AWS_ENDPOINT_URL`` on the proxy. Printed: the total, the wall time of the sync (moto and the
-proxy are slow Python servers: compare counts, not seconds), and the requests grouped by method
-and the first levels of their path (Glue by operation).
+proxy are slow Python servers: compare counts, not seconds), the report's phases, and the
+requests grouped by method and the first levels of their path (Glue by operation).
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ def main() -> None:
     p.add_argument("--events", type=int, default=300)
     p.add_argument("--files", type=int, default=2)
     p.add_argument("--top", type=int, default=25)
+    p.add_argument("--latency-ms", type=float, default=0.0,
+                   help="added to every request, as a round trip to AWS would be")
     a = p.parse_args()
 
     import logging
@@ -80,6 +82,7 @@ def main() -> None:
         generate_archive(f"s3://{bucket}/archive", SOURCE, [ArchiveHour.parse(HOUR)],
                          events_per_hour=a.events, files_per_hour=a.files, seed=13)
         proxy.fail = count
+        proxy.delay_s = a.latency_ms / 1000
         req = SyncRequest(f"s3://{bucket}/lake", f"s3://{bucket}/archive", SOURCE, (HOUR,),
                           database="bench", lock_wait_seconds=30,
                           catalog=CatalogConfig(backend="glue", glue_region="us-east-1",
@@ -93,6 +96,8 @@ def main() -> None:
         report = json.loads(done.stdout.decode().strip().splitlines()[-1])
         print(f"sync: exit {done.returncode}, {report.get('status')}, {report.get('lines_in')} "
               f"lines, {wall:.1f} s; requests: {sum(tally.values())}")
+        print(f"report: {report.get('duration_mins', 0) * 60:.1f} s in the sync, phases "
+              f"{report.get('timings')}")
         for (method, what), n in tally.most_common(a.top):
             print(f"{n:6d}  {method:6s} {what}")
     finally:

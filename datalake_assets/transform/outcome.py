@@ -196,6 +196,7 @@ def _plan_swaps(run: SyncRun, tables: set[str], hours: list[str]) -> list[commit
 def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally) -> dict[str, dict]:
     """The committed tables, partitions and quarantine in the catalog."""
     req = run.req
+    t = time.monotonic()
     try:
         registered = register_sync(
             run.catalog, database=req.database, table_prefix=req.table_prefix,
@@ -210,6 +211,7 @@ def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally) -> dic
             f"data committed, but the catalog registration failed: {e}. Re-run the sync to "
             "register it (every step is idempotent)", e.code,
         ) from e
+    run.timings["register_s"] = time.monotonic() - t
     faults.checkpoint("registered")
     return registered
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -23,6 +24,7 @@ class FaultProxy:
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.fail: FailRule = lambda method, path, headers: None
+        self.delay_s = 0.0  # added to every request: a cloud round trip (bench_s3_requests.py)
         self.forwarded = 0
         self.failed = 0
         self._lock = threading.Lock()
@@ -49,6 +51,8 @@ class FaultProxy:
 
             def _handle(self) -> None:
                 body = self._body()
+                if proxy.delay_s:
+                    time.sleep(proxy.delay_s)
                 headers = {k: v for k, v in self.headers.items()}
                 status = proxy.fail(self.command, self.path, headers)
                 if status:
