@@ -72,7 +72,7 @@ def main() -> None:
     proxy = FaultProxy(host, int(port)).start()
     tally: collections.Counter = collections.Counter()
 
-    def count(method, path, headers):  # fails nothing
+    def count(method, path, headers, body):  # fails nothing
         tally[kind(method, path, headers)] += 1
 
     try:

@@ -13,6 +13,7 @@ index). The losers' positions go to stage B, which skips them.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -245,6 +246,7 @@ def repeated_message_ids(spark, staged_data: str, tables: list[str],
 
 
 _DRIVER_CHECK_MAX_ROWS = 20_000_000
+_CHECK_THREADS = 4  # staged files read at once by the driver's check
 
 
 def repeated_in_output(staged_data: str, tables: list[str], held: pa.Array | None = None
@@ -261,11 +263,14 @@ def repeated_in_output(staged_data: str, tables: list[str], held: pa.Array | Non
              for loc, size in storage.list_files(layout.segment_type_dir(staged_data, t),
                                                  recursive=True)
              if loc.endswith(".parquet") for fs, path in [storage.resolve(loc)]]
-    if sum(f.metadata.num_rows for _, f in files) > _DRIVER_CHECK_MAX_ROWS:
-        return None
+    # a few round trips each on S3: several files at once (pyarrow waits without the GIL)
+    with ThreadPoolExecutor(_CHECK_THREADS, thread_name_prefix="output-check") as pool:
+        if sum(pool.map(lambda f: f[1].metadata.num_rows, files)) > _DRIVER_CHECK_MAX_ROWS:
+            return None
+        columns = list(pool.map(lambda f: f[1].to_table(columns=["message_id"]).column(0),
+                                files))
     ids, owner = [], []
-    for i, fragment in files:  # chunks, never concatenated: 2 M ids would be copied once more
-        col = fragment.to_table(columns=["message_id"]).column(0)
+    for (i, _), col in zip(files, columns):  # chunks, never concatenated: 2 M ids copied again
         ids.extend(col.chunks)
         owner.extend(pa.repeat(pa.scalar(i, pa.int32()), len(c)) for c in col.chunks)
     if not ids:

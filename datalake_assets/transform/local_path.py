@@ -22,6 +22,7 @@ names (``parse_s``, ``dedup_s``, ``write_s``, ``check_s``).
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -44,6 +45,7 @@ from datalake_assets.transform.stage_a import (
 from datalake_assets.transform.stage_b import StageBConfig, run_stage_b
 
 TASK_ATTEMPTS = 4  # = the local session's spark.task.maxFailures (session._with_task_retries)
+LOCAL_TASK_THREADS = 4  # stage-B tasks at once (write)
 _T = TypeVar("_T")
 
 
@@ -115,13 +117,19 @@ def write(run: SyncRun, cfg: StageBConfig,
           tasks: list[tuple[int, str, str]]) -> list[ManifestEntry]:
     """Stage B, one call per task; the manifest of what was written."""
     t = time.monotonic()
-    manifest: list[ManifestEntry] = []
-    for task, table, items in tasks:
+
+    def one(task: tuple[int, str, str]) -> list[dict]:
         task_in = pa.RecordBatch.from_arrays(
-            [pa.array([task], pa.int32()), pa.array([table]), pa.array([items])],
+            [pa.array([task[0]], pa.int32()), pa.array([task[1]]), pa.array([task[2]])],
             names=["task", "table", "items"])
-        rows = _task(f"stage B of {table}", lambda b=task_in: [
-            r for out in run_stage_b(iter([b]), cfg) for r in out.to_pylist()])
-        manifest.extend(ManifestEntry.from_row(r) for r in rows)
+        return _task(f"stage B of {task[1]}", lambda: [
+            r for out in run_stage_b(iter([task_in]), cfg) for r in out.to_pylist()])
+
+    # Tasks in threads: each writes its own table's files. On local disk they mostly take
+    # turns (Python holds the GIL); on S3 each file is a few round trips of tens of ms, and
+    # those overlap (pyarrow waits without the GIL). The first failure, in task order, fails
+    # the sync once the others have ended.
+    with ThreadPoolExecutor(LOCAL_TASK_THREADS, thread_name_prefix="stage-b") as pool:
+        manifest = [ManifestEntry.from_row(r) for rows in pool.map(one, tasks) for r in rows]
     run.timings["write_s"] = time.monotonic() - t
     return manifest

@@ -21,7 +21,7 @@ def s3(moto_endpoint, monkeypatch):
     proxy = FaultProxy(host, int(port)).start()
     seen: list[tuple[str, str]] = []
 
-    def record(method, path, headers):  # fails nothing: only records
+    def record(method, path, headers, body):  # fails nothing: only records
         seen.append((method, path))
 
     proxy.fail = record

@@ -1,7 +1,7 @@
 """A loopback HTTP proxy in front of a moto server that injects S3/Glue failures.
 
 Clients (pyarrow's S3 filesystem, boto3) are pointed at the proxy with ``AWS_ENDPOINT_URL``;
-every request is forwarded to moto unless ``fail`` (a callable of method, path and headers)
+every request is forwarded to moto unless ``fail`` (a callable of method, path, headers and body)
 returns an HTTP status, in which case the proxy answers with that status and an AWS error
 body (``SlowDown`` for 503, ``InternalError`` otherwise), as S3 and Glue do under throttling
 or an outage. Counts of forwarded and failed requests are kept for the tests' figures.
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-FailRule = Callable[[str, str, dict], int | None]
+FailRule = Callable[[str, str, dict, bytes], int | None]  # method, path, headers, body
 
 _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te"}
 
@@ -23,7 +23,7 @@ _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "up
 class FaultProxy:
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
         self.upstream = (upstream_host, upstream_port)
-        self.fail: FailRule = lambda method, path, headers: None
+        self.fail: FailRule = lambda method, path, headers, body: None
         self.delay_s = 0.0  # added to every request: a cloud round trip (bench_s3_requests.py)
         self.forwarded = 0
         self.failed = 0
@@ -54,7 +54,7 @@ class FaultProxy:
                 if proxy.delay_s:
                     time.sleep(proxy.delay_s)
                 headers = {k: v for k, v in self.headers.items()}
-                status = proxy.fail(self.command, self.path, headers)
+                status = proxy.fail(self.command, self.path, headers, body)
                 if status:
                     with proxy._lock:
                         proxy.failed += 1

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 
 import pyarrow.fs as pafs
@@ -65,7 +66,7 @@ def bucket(moto_with_proxy, fake_aws_credentials, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_with_proxy["moto"])
     s = generate_archive(f"s3://{name}/archive", SRC, [ArchiveHour.parse(h) for h in HOURS],
                          events_per_hour=300, files_per_hour=2, seed=13)
-    moto_with_proxy["proxy"].fail = lambda m, p, h: None
+    moto_with_proxy["proxy"].fail = lambda m, p, h, b: None
     return {"name": name, "lines": s.lines, "lake": f"s3://{name}/lake",
             "archive": f"s3://{name}/archive"}
 
@@ -130,7 +131,7 @@ def reference(moto_with_proxy, tmp_path_factory):
                              events_per_hour=300, files_per_hour=2, seed=13)
     b = {"name": name, "lines": s.lines, "lake": f"s3://{name}/lake",
          "archive": f"s3://{name}/archive"}
-    moto_with_proxy["proxy"].fail = lambda m, p, h: None
+    moto_with_proxy["proxy"].fail = lambda m, p, h, b: None
     code, report = sync(moto_with_proxy, b, "ref_db")
     assert code == 0, report
     assert report["lines_in"] == s.lines
@@ -163,10 +164,24 @@ def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
     expect_oracle(reliability, moto_with_proxy, bucket)
     proxy = moto_with_proxy["proxy"]
     n = {"i": 0}
+    throttled: set[tuple] = set()
+    lock = threading.Lock()
 
-    def every_fourth(method, path, headers):  # S3 SlowDown / Glue ThrottlingException
-        n["i"] += 1
-        return 503 if n["i"] % 4 == 0 else None
+    def every_fourth(method, path, headers, body):  # S3 SlowDown / Glue ThrottlingException
+        # A request throttled once goes through when it is sent again: catalog calls and
+        # stage-B writes run several at once, so a pure "every 4th request" could throttle one
+        # call's every retry while the others' requests fill the gaps.
+        target = next((v for k, v in headers.items() if k.lower() == "x-amz-target"), None)
+        key = (method, path, target, hash(body))
+        with lock:  # the proxy serves each request in a thread of its own
+            if key in throttled:
+                throttled.discard(key)
+                return None
+            n["i"] += 1
+            if n["i"] % 4:
+                return None
+            throttled.add(key)
+            return 503
 
     proxy.fail = every_fourth
     before = proxy.failed
@@ -174,7 +189,7 @@ def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
                         **({"local_max_bytes": 0} if path == "spark" else {}))
     injected = proxy.failed - before
     reliability.fault(injected)
-    proxy.fail = lambda m, p, h: None
+    proxy.fail = lambda m, p, h, b: None
     assert code == 0, report
     assert injected >= 5  # the sync really went through throttling
     assert_oracle_holds(reliability)
@@ -187,12 +202,12 @@ def test_a_storage_outage_mid_commit_fails_clearly_and_one_rerun_converges(
     expect_oracle(reliability, moto_with_proxy, bucket)
     proxy = moto_with_proxy["proxy"]
     # Every write into the live tables fails: the commit's copies (staging -> lake) break.
-    proxy.fail = lambda m, p, h: 500 if m == "PUT" and "/lake/data/" in p else None
+    proxy.fail = lambda m, p, h, b: 500 if m == "PUT" and "/lake/data/" in p else None
     before = proxy.failed
     code, report = sync(moto_with_proxy, bucket, "outage_db")
     injected = proxy.failed - before
     reliability.fault(injected)
-    proxy.fail = lambda m, p, h: None
+    proxy.fail = lambda m, p, h, b: None
     assert code == 1, report
     assert report["status"] == "failed" and report["error"]
     assert injected >= 1
@@ -211,12 +226,12 @@ def test_an_unavailable_catalog_commits_nothing_and_a_rerun_registers_everything
         moto_with_proxy, bucket, reference, reliability):
     expect_oracle(reliability, moto_with_proxy, bucket)
     proxy = moto_with_proxy["proxy"]
-    proxy.fail = lambda m, p, h: 500 if any(
+    proxy.fail = lambda m, p, h, b: 500 if any(
         k.lower() == "x-amz-target" and v.startswith("AWSGlue") for k, v in h.items()) else None
     before = proxy.failed
     code, report = sync(moto_with_proxy, bucket, "down_db")
     reliability.fault(proxy.failed - before)
-    proxy.fail = lambda m, p, h: None
+    proxy.fail = lambda m, p, h, b: None
     assert code == 1
     assert "nothing committed" in report["error"]
     assert s3_state(moto_with_proxy, bucket) == {}  # the lake was not touched
