@@ -25,10 +25,15 @@ import pyarrow.fs as pafs
 from datalake_assets.lake import azure
 from datalake_assets.spec import azure_uri
 from datalake_assets.spec.azure_uri import HNS_SCHEME, is_azure
+from datalake_assets.spec.layout import S3_SCHEMES
 
 
 def is_uri(location: str) -> bool:
     return "://" in location
+
+
+def on_s3(location: str) -> bool:
+    return location.split("://", 1)[0] in S3_SCHEMES if is_uri(location) else False
 
 
 def renames_directories(location: str) -> bool:
@@ -43,9 +48,9 @@ def _fs_for(scheme_root: str) -> pafs.FileSystem:
     # starts a multipart upload; a file smaller than a part is then one PUT on close, where
     # it was a HEAD and three requests (start, part, complete). An error (a missing bucket)
     # surfaces at the write or the close instead, inside the same ``with`` as before.
-    s3 = scheme_root.startswith("s3://")  # other schemes refuse the option (GCS: an error)
-    fs, _ = pafs.FileSystem.from_uri(f"{scheme_root}?allow_delayed_open=true" if s3
-                                     else scheme_root)
+    # (S3's option only: GCS refuses an unknown one)
+    fs, _ = pafs.FileSystem.from_uri(f"{scheme_root}?allow_delayed_open=true"
+                                     if on_s3(scheme_root) else scheme_root)
     return fs
 
 
@@ -173,7 +178,7 @@ def create_dir(location: str) -> None:
     """A directory (and its parents) before files are written into it; nothing if it exists.
     Nothing on S3 either: it has no directories, and pyarrow would PUT an empty marker object
     for every level of the path (five or six requests per file written, for nothing)."""
-    if location.startswith("s3://"):
+    if on_s3(location):
         return
     fs, path = resolve(location)
     fs.create_dir(path, recursive=True)

@@ -258,11 +258,13 @@ def repeated_in_output(staged_data: str, tables: list[str], held: pa.Array | Non
     # Fragments of the listed size: each file's footer is read once and no HEAD is sent for
     # its size (on S3, five requests a file became one or two).
     fmt = ds.ParquetFileFormat()
-    files = [(i, fmt.make_fragment(path, filesystem=fs, file_size=size))
-             for i, t in enumerate(tables)
-             for loc, size in storage.list_files(layout.segment_type_dir(staged_data, t),
-                                                 recursive=True)
-             if loc.endswith(".parquet") for fs, path in [storage.resolve(loc)]]
+    files = []  # (table index, fragment)
+    for i, t in enumerate(tables):
+        for loc, size in storage.list_files(layout.segment_type_dir(staged_data, t),
+                                            recursive=True):
+            if loc.endswith(".parquet"):
+                fs, path = storage.resolve(loc)
+                files.append((i, fmt.make_fragment(path, filesystem=fs, file_size=size)))
     # a few round trips each on S3: several files at once (pyarrow waits without the GIL)
     with ThreadPoolExecutor(_CHECK_THREADS, thread_name_prefix="output-check") as pool:
         if sum(pool.map(lambda f: f[1].metadata.num_rows, files)) > _DRIVER_CHECK_MAX_ROWS:

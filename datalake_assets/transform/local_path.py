@@ -22,8 +22,8 @@ names (``parse_s``, ``dedup_s``, ``write_s``, ``check_s``).
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import pyarrow as pa

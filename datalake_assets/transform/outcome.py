@@ -22,7 +22,6 @@ from datalake_assets.lake.report import (
     write_report,
 )
 from datalake_assets.spec import layout
-from datalake_assets.spec.layout import S3_SCHEMES
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange
 from datalake_assets.transform.dedup import Duplicates
@@ -229,7 +228,7 @@ def _run_fields(run: SyncRun) -> dict:
         "replay_to": req.hours[-1] if req.replay else None,
         "emr_cluster_id": os.environ.get("EMR_CLUSTER_ID"),
         "s3_bucket": (req.lake_root.split("://", 1)[1].split("/", 1)[0]  # S3 lakes only
-                      if req.lake_root.split("://", 1)[0] in S3_SCHEMES else None),
+                      if storage.on_s3(req.lake_root) else None),
     }
 
 
