@@ -109,6 +109,7 @@ class _StageA:
     def __init__(self, cfg: StageAConfig) -> None:
         self.cfg = cfg
         self.lines_in = 0
+        self.lines_by_hour: dict[str, int] = {}  # hour -> lines in (per-hour figures, checks)
         self.counts: dict[str, dict[str, list[int]]] = {}
         self.messages: dict[str, int] = {}
         self.lines_quarantined: dict[str, int] = {}
@@ -122,6 +123,7 @@ class _StageA:
         rejected: list[dict] = []
         buffered = 0
         line_no = 0
+        lines_before = self.lines_in
         identities = self.identities
         try:
             sizes = self.cfg.archive_sizes
@@ -169,6 +171,8 @@ class _StageA:
         for table, b in buffers.items():
             if b.objs:
                 yield self._flush(table, b, file_idx, hour)
+        self.lines_by_hour[hour] = (self.lines_by_hour.get(hour, 0)
+                                    + self.lines_in - lines_before)
         if rejected:
             location_q, size = write_quarantine(cfg.quarantine_root, hour, file_idx, 1,
                                                  cfg.run_id, rejected)
@@ -262,7 +266,7 @@ class _StageA:
 
     def stats(self) -> pa.RecordBatch:
         payload = marshal.dumps({
-            "lines_in": self.lines_in, "counts": self.counts, "messages": self.messages,
+            "lines_in": self.lines_in, "lines_by_hour": self.lines_by_hour, "counts": self.counts, "messages": self.messages,
             "lines_quarantined": self.lines_quarantined, "work_files": self.work_files,
             "quarantine_files": self.quarantine_files,
             "suppressed": self.identities.suppressed_counts,
@@ -308,6 +312,7 @@ class StageAStats:
     quarantine_files: list[tuple[str, str, int, int]]  # (hour, location, rows, bytes)
     suppressed: dict[tuple[str, str], int] = field(default_factory=dict)  # (table, hour) -> lines
     identity_parts: list[bytes] = field(default_factory=list)  # IDENTITY rows' payloads
+    lines_by_hour: dict[str, int] = field(default_factory=dict)  # hour -> lines in
 
 
 def merge_stats(payloads: list[bytes]) -> StageAStats:
@@ -331,6 +336,8 @@ def merge_stats(payloads: list[bytes]) -> StageAStats:
     for payload in payloads:
         s = marshal.loads(payload)
         out.lines_in += s["lines_in"]
+        for hour, n in s.get("lines_by_hour", {}).items():
+            out.lines_by_hour[hour] = out.lines_by_hour.get(hour, 0) + n
         for table, per_column in s["counts"].items():
             n = s["messages"][table]
             add(table, per_column, n)
