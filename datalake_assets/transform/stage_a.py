@@ -123,7 +123,6 @@ class _StageA:
         rejected: list[dict] = []
         buffered = 0
         line_no = 0
-        lines_before = self.lines_in
         identities = self.identities
         try:
             sizes = self.cfg.archive_sizes
@@ -171,8 +170,6 @@ class _StageA:
         for table, b in buffers.items():
             if b.objs:
                 yield self._flush(table, b, file_idx, hour)
-        self.lines_by_hour[hour] = (self.lines_by_hour.get(hour, 0)
-                                    + self.lines_in - lines_before)
         if rejected:
             location_q, size = write_quarantine(cfg.quarantine_root, hour, file_idx, 1,
                                                  cfg.run_id, rejected)
@@ -292,7 +289,9 @@ def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterato
         for batch in batches:
             cols = batch.to_pydict()
             for file_idx, location, hour in zip(cols["file_idx"], cols["location"], cols["hour"]):
+                before = task.lines_in
                 yield from task.read_file(file_idx, location, hour)
+                task.lines_by_hour[hour] = task.lines_by_hour.get(hour, 0) + task.lines_in - before
     finally:
         if enabled:
             gc.enable()
