@@ -114,12 +114,15 @@ class TableReport(_Row):
     is_new: bool = False
     catalog: dict[str, Any] | None = None  # what the registration did (register_sync's entry)
     checks: TableChecks = field(default_factory=TableChecks)
+    # Each synced hour's own figures (``transform/hour_figures.py``): the fields above are
+    # the batch's totals; a Dagster partition shows its hour's entry.
+    by_hour: list[dict[str, Any]] = field(default_factory=list)
 
     type = EVENT
     _ORDER = ("type", "table_name", *_RUN_FIELDS, "partitions", "new_columns", "widened_columns",
               "columns", "row_count", "duplicates", "suppressed", "cross_hour_duplicates",
               "values_quarantined", "files", "bytes", "is_new", "catalog", "checks",
-              *_OUTCOME_FIELDS)
+              *_OUTCOME_FIELDS, "by_hour")
     _OMITTED_WHEN_NONE = frozenset({"cross_hour_duplicates"})
 
 
@@ -147,6 +150,9 @@ class SourceReport(_Row):
     partitions: list[dict[str, str]] = field(default_factory=list)  # of hours_synced
     tables: int = 0
     warning: str | None = None
+    # Each synced hour's reconciliation (``transform/hour_figures.py``); the fields above are
+    # the batch's totals. Reports of versions before it have none.
+    by_hour: list[dict[str, Any]] = field(default_factory=list)
 
     type = SOURCE
     table_name = None
@@ -154,7 +160,7 @@ class SourceReport(_Row):
               "lines_quarantined", "suppressed", "values_quarantined", "cross_hour_duplicates",
               "dedup_lookback_hours", "index_ids_written", "hours_synced", "recovered_commits",
               "files_in", "bytes_in", "timings", *_OUTCOME_FIELDS, "partitions", "tables",
-              "warning")
+              "warning", "by_hour")
     _OMITTED_WHEN_NONE = frozenset({"cross_hour_duplicates", "dedup_lookback_hours",
                                     "index_ids_written", "timings", "warning"})
 

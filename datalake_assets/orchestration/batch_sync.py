@@ -12,7 +12,7 @@ run per tick they share one Spark session and one metastore, ~4 s a source
 ``datalake_sync_job`` with the due hours of every source as run config. Its op syncs source
 after source with the run's one ``SparkCompute``, and records what the source's own job would:
 the tables, quarantine and report of each source-hour as materializations of the source's
-assets (their partitions), and the checks' evaluations (``assets.sync_events``). A source whose
+assets (their partitions), and the checks' evaluations (``sync_events.sync_events``). A source whose
 sync fails does not stop the others; the run fails at the end, naming it. Materializing from
 the UI, backfills and replays still run the source's own ``<slug>_sync_job``.
 """
@@ -41,7 +41,7 @@ from dagster import (
 
 from datalake_assets.lake.listing import DEFAULT_LIST_LIMIT, ArchiveLister, lister_for
 from datalake_assets.orchestration import sensors as sn
-from datalake_assets.orchestration.assets import completeness_results, sync_events
+from datalake_assets.orchestration.sync_events import completeness_results, sync_events
 from datalake_assets.orchestration.resources import SparkCompute
 from datalake_assets.orchestration.settings import BATCH_SENSOR
 from datalake_assets.settings import LakeSettings, SourceSettings

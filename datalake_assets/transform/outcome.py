@@ -6,13 +6,12 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from datalake_assets.catalog.base import CatalogError
 from datalake_assets.catalog.register import register_sync
 from datalake_assets.catalog.reports import register_reports, write_report_table
-from datalake_assets.lake import commit, faults, identities, storage
+from datalake_assets.lake import commit, faults, storage
 from datalake_assets.lake.records import write_schema_record
 from datalake_assets.lake.report import (
     SourceReport,
@@ -25,6 +24,7 @@ from datalake_assets.spec import layout
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange
 from datalake_assets.transform.dedup import Duplicates
+from datalake_assets.transform.hour_figures import source_hours, table_hours
 from datalake_assets.transform.manifest import (
     CONFORMANCE,
     FILE,
@@ -36,49 +36,7 @@ from datalake_assets.transform.manifest import (
 from datalake_assets.transform.request import SyncError
 from datalake_assets.transform.run import SyncRun
 from datalake_assets.transform.stage_a import StageAStats
-
-
-@dataclass
-class Tally:
-    """What was written, from stage B's manifest and stage A's statistics."""
-
-    lines_in: int
-    lines_quarantined: int
-    # (table, hour) -> lines of suppressed identities (a line that would have been
-    # quarantined counts under lake.identities.QUARANTINE)
-    suppressed: Counter[tuple[str, str]] = field(default_factory=Counter)
-    rows: Counter[tuple[str, str]] = field(default_factory=Counter)  # (table, hour) -> rows
-    files: defaultdict[tuple[str, str], list[ManifestEntry]] = field(
-        default_factory=lambda: defaultdict(list))  # (table, hour) -> Parquet files
-    values_quarantined: Counter[str] = field(default_factory=Counter)  # by table
-    misfits_by_column: defaultdict[str, Counter[str]] = field(
-        default_factory=lambda: defaultdict(Counter))
-    conformance: defaultdict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
-    quarantine_hours: set[str] = field(default_factory=set)
-    index_ids_written: int = 0
-    repeated_ids: dict[str, int] = field(default_factory=dict)  # by table
-
-    @property
-    def messages_written(self) -> int:
-        return sum(n for (t, _), n in self.rows.items() if t != TRACKS_TABLE)
-
-    @property
-    def lines_suppressed(self) -> int:
-        return sum(self.suppressed.values())
-
-    def table_suppressed(self, table: str) -> int:
-        """Suppressed lines of ``table``; of ``tracks``: those of every track table."""
-        if table == TRACKS_TABLE:
-            return sum(n for (t, _), n in self.suppressed.items()
-                       if t not in STANDARD_TABLES and t != identities.QUARANTINE)
-        return sum(n for (t, _), n in self.suppressed.items() if t == table)
-
-    def table_rows(self, table: str) -> int:
-        return sum(n for (t, _), n in self.rows.items() if t == table)
-
-    def hours_written(self, table: str) -> list[str]:
-        return sorted({h for (t, h), n in self.rows.items() if t == table and n})
-
+from datalake_assets.transform.tally import Tally
 
 # --------------------------------------------------------------------------------- reconcile
 
@@ -103,17 +61,22 @@ def _tally(stats: StageAStats, manifest: list[ManifestEntry],
            repeated_ids: dict[str, int]) -> Tally:
     tally = Tally(lines_in=stats.lines_in, lines_quarantined=sum(stats.lines_quarantined.values()),
                   quarantine_hours={h for h, _, _, _ in stats.quarantine_files},
-                  repeated_ids=dict(repeated_ids), suppressed=Counter(stats.suppressed))
+                  repeated_ids=dict(repeated_ids), suppressed=Counter(stats.suppressed),
+                  lines_by_hour=dict(stats.lines_by_hour),
+                  quarantined_by_hour=dict(stats.lines_quarantined))
     for m in manifest:
         if m.entry == FILE:
             tally.rows[(m.table, m.hour)] += m.rows
             tally.values_quarantined[m.table] += m.values_quarantined
+            tally.values_by_hour[(m.table, m.hour)] += m.values_quarantined
+            tally.valued[(m.table, m.hour)].update(m.columns)
             if m.location:
                 tally.files[(m.table, m.hour)].append(m)
         elif m.entry == QUARANTINE:
             tally.quarantine_hours.add(m.hour)
         elif m.entry == MISFITS:
             tally.misfits_by_column[m.table][m.column] += m.rows
+            tally.misfits_by_hour[(m.table, m.hour)][m.column] += m.rows
         elif m.entry == CONFORMANCE:
             hour = str(layout.ArchiveHour.parse(m.hour))
             tally.conformance[m.table].extend({**f, "hour": hour} for f in m.failures)
@@ -237,7 +200,8 @@ def _partitions(hours: list[str]) -> list[dict[str, str]]:
 
 
 def table_reports(run: SyncRun, changes: dict[str, TableChange], tally: Tally,
-                  duplicates: Duplicates, registered: dict[str, dict]) -> list[TableReport]:
+                  duplicates: Duplicates, registered: dict[str, dict],
+                  hours: list[str]) -> list[TableReport]:
     out = []
     for t in sorted(changes):
         c = changes[t]
@@ -261,6 +225,7 @@ def table_reports(run: SyncRun, changes: dict[str, TableChange], tally: Tally,
                 misfits_by_column=dict(sorted(tally.misfits_by_column[t].items())),
                 conformance_failures=tally.conformance[t],
             ),
+            by_hour=table_hours(t, c, tally, duplicates, hours),
         ))
     return out
 
@@ -287,6 +252,7 @@ def source_report(run: SyncRun, tally: Tally, duplicates: Duplicates,
         hours_synced=[str(layout.ArchiveHour.parse(h)) for h in hours],
         recovered_commits=recovered, files_in=len(files), bytes_in=sum(s for _, _, s in files),
         timings={k: round(v, 3) for k, v in run.timings.items()},
+        by_hour=source_hours(tally, duplicates, hours),
     )
 
 

@@ -102,6 +102,7 @@ class _StageBTask:
         self.checked = [c for c, _ in self.columns if c in CHECKED_COLUMNS]
         self.checked_data: dict[str, list[pa.Table]] = {}  # hour -> fixed columns written
         self.kept_ids: dict[str, list[pa.Array]] = {}  # hour -> message ids written
+        self.valued: dict[str, set[str]] = {}  # hour -> columns holding a value in its rows
 
     def run(self, items: list[dict]) -> Iterator[pa.RecordBatch]:
         for item in items:
@@ -123,6 +124,7 @@ class _StageBTask:
         if self.table != TRACKS_TABLE and self.cfg.index_staging_root:
             self.kept_ids.setdefault(hour, []).append(ids)
         present = set(data.column_names)
+        valued = self.valued.setdefault(hour, set())
         arrays = []
         for column, typ in self.columns:
             if column not in present:
@@ -130,6 +132,8 @@ class _StageBTask:
                 continue
             out, misfits = cast_array(data.column(column).combine_chunks(), typ)
             arrays.append(out)
+            if out.null_count < n:
+                valued.add(column)
             for row, value, reason in misfits:
                 self._value(hour, column, value, "type_mismatch", reason, ids[row].as_py())
             if misfits:
@@ -181,7 +185,8 @@ class _StageBTask:
             sink.close()
             manifest.append(ManifestEntry(FILE, t, hour, location=location, rows=n[0],
                                           bytes=size,
-                                          values_quarantined=self.values_quarantined.get(hour, 0)))
+                                          values_quarantined=self.values_quarantined.get(hour, 0),
+                                          columns=sorted(self.valued.get(hour, ()))))
         for hour, n in self.values_quarantined.items():
             if hour not in self.writers:  # values quarantined from rows never written
                 manifest.append(ManifestEntry(FILE, t, hour, values_quarantined=n))

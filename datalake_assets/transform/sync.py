@@ -144,7 +144,7 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     tally = reconcile(run, stats, duplicates, manifest, repeated_ids)
     commit_sync(run, existing, changes, tally, hours)
     registered = register(run, changes, tally)
-    return finish(run, table_reports(run, changes, tally, duplicates, registered),
+    return finish(run, table_reports(run, changes, tally, duplicates, registered, hours),
                   source_report(run, tally, duplicates, files, hours, recovered))
 
 

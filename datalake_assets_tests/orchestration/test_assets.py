@@ -222,12 +222,23 @@ def test_a_24_hour_backfill_is_one_spark_job_and_a_replay(spark, settings):
     assert result.success
     md = instance.get_latest_materialization_event(
         AssetKey(["web_prod", "sync_reports"])).asset_materialization.metadata
-    assert len(md["hours_synced"].value) == 24  # the 24 hours in one sync, one Spark job
+    assert len(md["batch_hours_synced"].value) == 24  # the 24 hours in one sync, one Spark job
+    assert md["batch_lines_in"].value == summary.lines
     assert md["replay"].value is True
     assert (md["replay_from"].value, md["replay_to"].value) == ("2026-11-20T00", "2026-11-20T23")
-    assert md["lines_in"].value == summary.lines
-    assert md["lines_in"].value == (md["messages_written"].value + md["duplicates"].value
-                                    + md["lines_quarantined"].value)
+    # Each hour's materialization carries that hour's own figures, not the batch's (#27).
+    lines = archive_lines_by_hour(settings.archive_root, source.id)
+    rows = lake_rows_by_hour(settings.lake_root, source.lake_dir, "pages")
+    assert len(set(rows.values())) > 1, "the test needs hours of different sizes"
+    for h in hours:
+        k = h.partition_key
+        report = hour_metadata(instance, ["web_prod", "sync_reports"], k)
+        assert report["lines_in"] == lines[h.compact], k
+        assert report["lines_in"] == (report["messages_written"] + report["duplicates"]
+                                      + report["lines_quarantined"] + report["suppressed"]), k
+        pages = hour_metadata(instance, ["web_prod", "pages"], k)
+        assert pages["rows"] == pages["dagster/row_count"] == rows.get(h.compact, 0), k
+        assert pages.get("files", 0) == (1 if rows.get(h.compact) else 0), k
     parts = instance.get_materialized_partitions(AssetKey(["web_prod", "tracks"]))
     assert len(parts) == 24
     # Every selected table has all 24 hours, also those without a single event of it (rows 0):
@@ -239,7 +250,46 @@ def test_a_24_hour_backfill_is_one_spark_job_and_a_replay(spark, settings):
         AssetCheckKey(AssetKey(["web_prod", "tracks"]), "duplicates"), limit=100)
     assert sorted(r.partition for r in history) == [h.partition_key for h in hours]
     evaluation = history[0].event.dagster_event.event_specific_data
-    assert evaluation.metadata["batch_first_hour"].value == "2026-11-20-00:00"
+    assert evaluation.metadata["batch_first_hour"].value == "2026-11-20T00"
+    assert evaluation.metadata["hour"].value == str(ArchiveHour.parse(history[0].partition))
+
+
+def hour_metadata(instance, key: list[str], partition: str) -> dict:
+    """The metadata values of an asset's latest materialization of one partition."""
+    from dagster import AssetRecordsFilter
+
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(key), asset_partitions=[partition]), limit=1)
+    assert records.records, f"{key} {partition}: no materialization"
+    md = records.records[0].asset_materialization.metadata
+    return {k: v.value for k, v in md.items()}
+
+
+def archive_lines_by_hour(archive_root: str, source_id: str) -> dict[str, int]:
+    """Non-blank lines of each archive hour (compact), read from its gzip files."""
+    import gzip
+    from pathlib import Path
+
+    out: dict[str, int] = {}
+    for f in Path(archive_root, source_id).glob("day=*/hr=*/*.gz"):
+        day, hr = f.parent.parent.name[4:], f.parent.name[3:]
+        n = sum(1 for line in gzip.open(f) if line.strip())
+        key = day.replace("-", "") + hr
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def lake_rows_by_hour(lake_root: str, source_dir: str, table: str) -> dict[str, int]:
+    """Rows of each hour (compact) of a lake table, from its Parquet files' footers."""
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    out: dict[str, int] = {}
+    for f in Path(lake_root, "data", source_dir, f"segment_type={table}").rglob("part-*.parquet"):
+        hour = f.name.split("-")[1]
+        out[hour] = out.get(hour, 0) + pq.ParquetFile(f).metadata.num_rows
+    return out
 
 
 def test_dg_checks_and_lists_the_code_location(tmp_path):

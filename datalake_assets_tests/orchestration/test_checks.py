@@ -5,7 +5,8 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import AssetCheckSeverity, DagsterInstance, materialize
 
-from datalake_assets.orchestration.assets import build_source_assets, table_check_results
+from datalake_assets.orchestration.assets import build_source_assets
+from datalake_assets.orchestration.sync_events import table_check_results
 from datalake_assets.orchestration.resources import LocalSparkCompute
 from datalake_assets.lake.report import TableChecks, TableReport
 from datalake_assets.transform import dedup, local_path, sync
@@ -137,7 +138,7 @@ def test_duplicates_check_driver_and_spark_paths_agree(spark, tmp_path, monkeypa
 
 def test_completeness_counts_the_lines_of_suppressed_identities(spark, settings):
     from datalake_assets.lake.identities import lake_key, write_suppressed
-    from datalake_assets.orchestration.assets import completeness_results
+    from datalake_assets.orchestration.sync_events import completeness_results
     from datalake_assets.lake.report import SourceReport
     from datalake_assets.spec.identity import identity, identity_hash
 

@@ -1,0 +1,69 @@
+"""The asset checks run on their own: *Execute all* on a table's Checks tab.
+
+The UI launches the source's sync job with no asset selected, only the table's checks, and
+no partition (Dagster's UI does not yet pick partitions for checks run alone). Nothing is
+synced then: the checks are evaluated again from the lake (``transform/recheck.py``), for the
+run's hours when it has some (the launchpad, a partitioned launch), else for the latest
+``LATEST_HOURS`` hours the syncs recorded, each result tied to its hour's partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dagster import AssetCheckEvaluation, AssetCheckSeverity, AssetExecutionContext, AssetKey
+
+from datalake_assets.orchestration.sync_events import (
+    CHECK_COMPLETENESS,
+    SYNC_REPORTS,
+    completeness_results,
+    table_check_results,
+)
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.transform.recheck import LakeSource, latest_synced_hours, recheck
+
+LATEST_HOURS = 24  # what "Execute all" re-evaluates without a partition
+
+
+def lake_source(settings: LakeSettings, source: SourceSettings) -> LakeSource:
+    return LakeSource(lake_root=settings.lake_root, source_id=source.id,
+                      source_dir=source.lake_dir, date_layout=source.date_layout,
+                      lookback_hours=settings.sync.dedup_lookback_days * 24)
+
+
+def run_checks_alone(context: AssetExecutionContext, settings: LakeSettings,
+                     source: SourceSettings) -> Iterator[AssetCheckEvaluation]:
+    """The selected checks' evaluations, one per hour, measured from the lake."""
+    src = lake_source(settings, source)
+    if context.has_partition_key or context.has_partition_key_range:
+        hours = [ArchiveHour.parse(k) for k in context.partition_keys]
+        chosen = "the run's hours"
+    else:
+        hours = latest_synced_hours(src, LATEST_HOURS)
+        chosen = f"the latest {len(hours)} hours synced"
+    wanted = context.selected_asset_check_keys
+    if not hours:
+        context.log.warning("no synced hour to check yet: nothing evaluated")
+        return
+    context.log.info(f"evaluating {len(wanted)} checks of {source.id} from the lake for "
+                     f"{chosen}, {hours[0]} .. {hours[-1]} (nothing is synced)")
+    tables = sorted({k.asset_key.path[-1] for k in wanted} - {SYNC_REPORTS})
+    report = recheck(src, tables, hours)
+    keys = [h.partition_key for h in hours]
+    slug = source.slug
+    evaluations = [e for t in tables
+                   for e in table_check_results(slug, t, report.tables.get(t), keys)]
+    if any(k.name == CHECK_COMPLETENESS for k in wanted):
+        recorded = {e["hour"] for e in report.source.by_hour}
+        evaluations += [e for e in completeness_results(slug, report.source, keys)
+                        if str(ArchiveHour.parse(e.partition)) in recorded]
+        evaluations += [AssetCheckEvaluation(
+            asset_key=AssetKey([slug, SYNC_REPORTS]), check_name=CHECK_COMPLETENESS,
+            passed=False, severity=AssetCheckSeverity.ERROR, partition=h.partition_key,
+            metadata={"hour": str(h)}, description=f"no sync report records hour {h}: "
+                                                   "not synced yet")
+            for h in hours if str(h) not in recorded]
+    for e in evaluations:
+        if e.asset_check_key in wanted:
+            yield e

@@ -1,0 +1,160 @@
+"""The asset checks' figures of committed hours, measured again from the lake.
+
+A sync measures its checks while it writes (``outcome.py``, ``hour_figures.py``). When a user
+runs the checks alone (the *Execute all* button of a table's Checks tab), nothing is being
+written, so the same figures are measured from what the lake holds now, and returned as a
+``SyncReport`` whose ``by_hour`` entries the Dagster checks read exactly as a sync's:
+
+* **duplicates**: message ids written twice in the hour's files of the table, or also held
+  by another hour of the dedup lookback window (the lake's id index, as the sync compares);
+* **type drift**: columns of the hour's files written with a narrower type than the table
+  has now (the column was widened since), and the hour's values quarantined as
+  ``type_mismatch`` (the quarantine);
+* **schema conformance**: the pandera rules (``spec/conformance.py``) on the files' fixed
+  columns;
+* **completeness**: the reconciliation of the hour as its latest sync report recorded it
+  (``lines_in`` counts archive lines, which only a sync reads).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from datalake_assets.lake import storage
+from datalake_assets.lake.records import read_schema_record
+from datalake_assets.lake.report import SourceReport, SyncReport, TableChecks, TableReport
+from datalake_assets.spec import layout
+from datalake_assets.spec.column_build import ARROW_TYPES
+from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance
+from datalake_assets.transform.dedup import index_files
+from datalake_assets.transform.index_lookup import prior_ids
+
+_TYPE_NAMES = {str(t): name for name, t in ARROW_TYPES.items()}
+
+
+@dataclass(frozen=True)
+class LakeSource:
+    """Where a source's hours are in the lake."""
+
+    lake_root: str
+    source_id: str
+    source_dir: str
+    date_layout: str
+    lookback_hours: int
+
+
+def _hour_files(src: LakeSource, table: str, hour: layout.ArchiveHour) -> list[tuple[str, int]]:
+    directory = layout.join(layout.table_root(src.lake_root, src.source_dir, table),
+                            layout.date_partition_path(src.date_layout, hour))
+    return [(loc, size) for loc, size in storage.list_files(directory)
+            if layout.hour_of_data_file(loc) == hour.compact]
+
+
+def _misfits(src: LakeSource, hour: layout.ArchiveHour) -> dict[str, Counter[str]]:
+    """table -> column -> values of the hour quarantined for not fitting their column."""
+    out: dict[str, Counter[str]] = {}
+    for loc, _ in storage.list_files(layout.quarantine_dir(src.lake_root, src.source_dir, hour)):
+        if not loc.endswith(".parquet"):
+            continue
+        fs, path = storage.resolve(loc)
+        rows = pq.read_table(path, filesystem=fs,
+                             columns=["level", "reason", "table_name", "column_name"])
+        for r in rows.to_pylist():
+            if r["level"] == "value" and r["reason"] == "type_mismatch":
+                out.setdefault(r["table_name"], Counter())[r["column_name"]] += 1
+    return out
+
+
+def table_hour(src: LakeSource, table: str, hour: layout.ArchiveHour,
+               columns: dict[str, str], misfits: Counter[str]) -> dict[str, Any] | None:
+    """The check figures of ``table`` in ``hour`` from its files (``None``: no file)."""
+    files = _hour_files(src, table, hour)
+    if not files:
+        return None
+    parts, widened, rows = [], {}, 0
+    for loc, _ in files:
+        fs, path = storage.resolve(loc)
+        f = pq.ParquetFile(path, filesystem=fs)
+        rows += f.metadata.num_rows
+        for field in f.schema_arrow:
+            now = columns.get(field.name)
+            was = _TYPE_NAMES.get(str(field.type))
+            if now and was and was != now:
+                widened[field.name] = {"name": field.name, "from": was, "to": now}
+        present = [c for c in CHECKED_COLUMNS if c in f.schema_arrow.names]
+        parts.append(f.read(columns=present))
+    data = pa.concat_tables(parts, promote_options="default")
+    ids = data.column("message_id")
+    repeated = len(ids) - len(pc.unique(ids))
+    held = prior_ids(index_files(src.lake_root, src.source_dir, src.lookback_hours,
+                                 [hour.compact]), ids)
+    return {"hour": str(hour), "rows": rows, "files": len(files),
+            "bytes": sum(s for _, s in files),
+            "repeated_message_ids": repeated + len(held),
+            "widened_columns": sorted(widened.values(), key=lambda w: w["name"]),
+            "misfits_by_column": dict(sorted(misfits.items())),
+            "conformance_failures": [{**f, "hour": str(hour)}
+                                     for f in check_conformance(table, data)]}
+
+
+def _source_reports(src: LakeSource) -> list[SourceReport]:
+    """The source rows of every sync report of the source, newest first."""
+    out = []
+    for loc, _ in storage.list_files(layout.join(src.lake_root, "reports"), recursive=True):
+        if f"/source={src.source_id}/" in loc and loc.endswith("/report.json"):
+            out.append(SyncReport.parse(storage.read_bytes(loc)).source)
+    return sorted(out, key=lambda r: r.finish_time or "", reverse=True)
+
+
+def latest_synced_hours(src: LakeSource, limit: int) -> list[layout.ArchiveHour]:
+    """The ``limit`` latest hours that sync reports record, oldest first."""
+    hours = {h for r in _source_reports(src) for h in r.hours_synced}
+    return sorted(layout.ArchiveHour.parse(h) for h in hours)[-limit:]
+
+
+def latest_source_hours(src: LakeSource, hours: list[layout.ArchiveHour]
+                        ) -> dict[str, dict[str, Any]]:
+    """Each hour's reconciliation from the newest sync report that synced it."""
+    wanted = {str(h) for h in hours}
+    found: dict[str, dict[str, Any]] = {}
+    for report in _source_reports(src):  # newest first: the first entry of an hour wins
+        entries = report.by_hour or ([_totals(report)] if len(report.hours_synced) == 1
+                                     else [])
+        for e in entries:
+            if e.get("hour") in wanted:
+                found.setdefault(e["hour"], e)
+    return found
+
+
+def _totals(report: SourceReport) -> dict[str, Any]:
+    return {"hour": report.hours_synced[0], "lines_in": report.lines_in,
+            "messages_written": report.messages_written, "duplicates": report.duplicates,
+            "lines_quarantined": report.lines_quarantined, "suppressed": report.suppressed,
+            "values_quarantined": report.values_quarantined, "reconciled": report.reconciled}
+
+
+def recheck(src: LakeSource, tables: list[str], hours: list[layout.ArchiveHour]) -> SyncReport:
+    """The check figures of ``tables`` (and the source's reconciliation) in ``hours``, from
+    the lake as it is. An hour no sync report covers is left out of the source's
+    ``by_hour`` (the completeness check then says so)."""
+    record = read_schema_record(src.lake_root, src.source_dir)
+    misfits = {h: _misfits(src, h) for h in hours}
+    reports = {}
+    for t in tables:
+        columns = dict(record.get(t, []))
+        entries = [e for h in hours
+                   if (e := table_hour(src, t, h, columns, misfits[h].get(t, Counter())))]
+        if entries:
+            reports[t] = TableReport(table_name=t, source_id=src.source_id,
+                                     row_count=sum(e["rows"] for e in entries),
+                                     checks=TableChecks(), by_hour=entries)
+    by_hour = latest_source_hours(src, hours)
+    source = SourceReport(source_id=src.source_id, hours_synced=[str(h) for h in hours],
+                          by_hour=[by_hour[str(h)] for h in hours if str(h) in by_hour])
+    return SyncReport(reports, source)
