@@ -178,7 +178,7 @@ def build_batch_sensor(settings: LakeSettings, sources: Sequence[BatchSource], j
             source = entry.source
             start = ArchiveHour.parse(source.start)
             cursor = previous.get(source.id) or own_sensor_cursor(context, source)
-            since = cursor.listing_start(start)
+            since = cursor.listing_start(start, sn.recheck_window_start(now, auto))
             listing = get_lister().list_hours(settings.archive_root, source.id, since,
                                               list_limit)
             result = sn.evaluate(listing, cursor, start=start, now=now, automation=auto,

@@ -156,9 +156,19 @@ class SensorCursor:
                 data[key] = str(value)
         return json.dumps(data, separators=(",", ":"))
 
-    def listing_start(self, start: ArchiveHour) -> ArchiveHour:
-        """Where this tick lists from: the cut of an unfinished pass, else the position."""
-        return max(self.resume or self.position or start, start)
+    def listing_start(self, start: ArchiveHour, window: ArchiveHour) -> ArchiveHour:
+        """Where this tick lists from: the cut of an unfinished pass, else the position, but
+        never after the re-check window's first hour (``window``): a file that lands in any
+        hour of the window is seen, also in an hour older than those synced so far (an older
+        hour written later moves an ``auto`` start back). Never before ``start``."""
+        if self.resume is not None:
+            return max(self.resume, start)
+        return max(min(self.position or start, window), start)
+
+
+def recheck_window_start(now: datetime, automation: AutomationSettings) -> ArchiveHour:
+    """The first hour of the re-check window: ``recheck_hours`` before ``now``."""
+    return ArchiveHour.of(now - timedelta(hours=automation.recheck_hours))
 
 
 # -------------------------------------------------------------------------------- evaluation
@@ -204,9 +214,9 @@ def evaluate(
     hours that were listed and are settled: to the oldest of the window's start, the oldest
     hour still waiting or deferred (in this pass, which may span ticks: ``hold``), and the
     point a cut listing stopped at."""
-    position = max(cursor.position or start, start)
-    since = cursor.listing_start(start)
-    window_start = ArchiveHour.of(now - timedelta(hours=automation.recheck_hours))
+    window_start = recheck_window_start(now, automation)
+    position = max(min(cursor.position or start, window_start), start)
+    since = cursor.listing_start(start, window_start)
     requests: list[HourRequest] = []
     waiting: list[tuple[ArchiveHour, datetime]] = []
     deferred: list[ArchiveHour] = []
@@ -355,7 +365,7 @@ def build_archive_sensor(
                 f"{queued} runs of {jname} requested by this sensor are still queued "
                 f"(max_queued_runs = {auto.max_queued_runs}): listing again once they start"
             )
-        since = cursor.listing_start(start)
+        since = cursor.listing_start(start, recheck_window_start(now, auto))
         listing = get_lister().list_hours(settings.archive_root, source.id, since, list_limit)
         result = evaluate(listing, cursor, start=start, now=now, automation=auto, budget=budget)
         new_cursor = result.cursor.serialize()
@@ -364,7 +374,8 @@ def build_archive_sensor(
         context.log.info(
             f"{seen}: {len(result.requests)} to sync, {result.unchanged} unchanged, "
             f"{len(result.waiting)} waiting to settle, {result.deferred} deferred; "
-            f"next listing from {result.cursor.listing_start(start)}"
+            "next listing from "
+            f"{result.cursor.listing_start(start, recheck_window_start(now, auto))}"
         )
         if not result.requests:
             why = [f"nothing new or changed: {seen}" if listing.hours

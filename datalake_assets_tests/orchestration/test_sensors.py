@@ -458,3 +458,50 @@ def test_cursor_format_is_small_json():
     assert json.loads(c.serialize()) == {"v": 1, "pos": "2026-11-19T10",
                                          "fp": {"2026-11-21T09": "0123456789abcdef"}}
     assert SensorCursor.parse(None) == SensorCursor()
+
+
+@pytest.mark.parametrize("mode", ["per_source", "batched"])
+def test_older_hours_written_later_are_synced(tmp_path, mode):
+    """Issue #27.4: with ``start = "auto"`` the partitions start at the archive's first hour.
+    Hours written later *before* it, within the re-check window, move the start back (the
+    code location reloads) and must then be synced by the sensor, not left Missing."""
+    settings = load_lake_toml(tmp_path, 'archive_root = "archive"\nlake_root = "lake"\n'
+                                        f'[automation]\nsensor_runs = "{mode}"\n'
+                                        f'[[sources]]\nid = "{SOURCE}"\nslug = "web_prod"\n')
+    clock = Clock("2026-11-21T11:06")
+    name = SENSOR if mode == "per_source" else "datalake_archive_sensor"
+
+    def tick(cursor):
+        defs = build_definitions(settings, clock=clock)  # each load reads the start anew
+        ctx = build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
+        result = defs.get_sensor_def(name)(ctx)
+        return result, result.cursor if isinstance(result, SensorResult) else cursor
+
+    def hours(result) -> list[str]:
+        out = []
+        for r in requests(result):
+            if r.partition_key:
+                out.append(str(ArchiveHour.parse(r.partition_key)))
+            else:
+                out += [h for item in r.run_config["ops"]["sync_due_hours"]["config"]["items"]
+                        for h in item["hours"]]
+        return sorted(out)
+
+    instance = DagsterInstance.ephemeral()
+    for h in ("2026-11-21T05", "2026-11-21T06", "2026-11-21T07"):
+        write_hour(settings.archive_root, SOURCE, h, [msg(f"{h}-0", h)])
+    result, cursor = tick(None)
+    assert hours(result) == ["2026-11-21T05", "2026-11-21T06", "2026-11-21T07"]
+    result, cursor = tick(cursor)
+    assert hours(result) == []  # nothing new
+    for h in ("2026-11-21T03", "2026-11-21T04"):  # older hours, written later
+        write_hour(settings.archive_root, SOURCE, h, [msg(f"{h}-0", h)])
+    result, cursor = tick(cursor)
+    assert hours(result) == ["2026-11-21T03", "2026-11-21T04"]
+    result, cursor = tick(cursor)
+    assert hours(result) == []
+    # Outside the window (more than recheck_hours old) an hour is still not listed: the
+    # README's contract, a backfill replays it.
+    write_hour(settings.archive_root, SOURCE, "2026-11-19T01", [msg("old-0", "2026-11-19T01")])
+    result, cursor = tick(cursor)
+    assert hours(result) == []
