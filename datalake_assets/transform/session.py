@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings, prepare_session_env
 from datalake_assets.settings import LakeSettings, SparkSettings
+from datalake_assets.transform import spark_logs
 
 # Session settings the job relies on, wherever it runs (local session or spark-submit).
 JOB_SPARK_CONF: dict[str, str] = {
@@ -82,33 +83,43 @@ def local_session_conf(master: str = _DEFAULT_SPARK.master,
 
 def local_spark_session(master: str = _DEFAULT_SPARK.master,
                         driver_memory: str = _DEFAULT_SPARK.driver_memory,
-                        extra: dict | None = None):
-    """A local session (one per process: an existing one is returned)."""
+                        extra: dict | None = None, *, quiet: bool = False):
+    """A local session (one per process: an existing one is returned). ``quiet`` (the
+    ``datalake`` commands): Spark logs errors only (``spark_logs.py``)."""
     conf = local_session_conf(master, driver_memory, extra)
     prepare_local_spark_env(conf)
     from pyspark.sql import SparkSession
 
+    if quiet:
+        java = conf["spark.driver.extraJavaOptions"]
+        conf["spark.driver.extraJavaOptions"] = spark_logs.quiet_java_options(java)
+        spark_logs.quiet_query_error_logs()
     builder = SparkSession.builder
     for k, v in conf.items():
         builder = builder.config(k, v)
-    return builder.getOrCreate()
+    if not quiet:
+        return builder.getOrCreate()
+    with spark_logs.jvm_notice_dropped():  # the JVM starts here, and inherits stderr
+        return builder.getOrCreate()
 
 
-def settings_spark_session(settings: LakeSettings):
+def settings_spark_session(settings: LakeSettings, *, quiet: bool = False):
     """The local session of ``settings``' ``[spark]`` and catalog (``datalake sync``)."""
     s = settings.spark
     return local_spark_session(
-        s.master, s.driver_memory, spark_settings_conf(s, config_from_settings(settings.catalog)))
+        s.master, s.driver_memory, spark_settings_conf(s, config_from_settings(settings.catalog)),
+        quiet=quiet)
 
 
-def settings_catalog(settings: LakeSettings):
+def settings_catalog(settings: LakeSettings, *, quiet: bool = False):
     """The catalog backend of ``settings`` outside a sync (``datalake forget``, the
     ``forget_person`` job): a Hive catalog gets the served metastore's session, or else the
-    local session of ``settings``; the others need none."""
+    local session of ``settings`` (``quiet`` as ``local_spark_session``'s); the others need
+    none."""
     from datalake_assets.catalog.config import catalog_from_config
 
     return catalog_from_config(config_from_settings(settings.catalog),
-                               lambda: settings_spark_session(settings))
+                               lambda: settings_spark_session(settings, quiet=quiet))
 
 
 def job_spark_session(catalog: CatalogConfig):
