@@ -8,6 +8,9 @@
     datalake catalog init-metastore   create a MySQL/MariaDB metastore's schema, once, up front
     datalake forget --user-id X  erase and suppress a person (docs/privacy.md)
     datalake sql "SELECT ..."    Spark SQL on the Hive catalog (through `datalake dev`'s server)
+
+Every option and its help: ``cli_parser.py``. A user's mistake is raised as ``UsageError`` and
+told by ``main`` in one line, exit code 2.
 """
 
 from __future__ import annotations
@@ -22,13 +25,31 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from datalake_assets.settings import LakeSettings, SettingsError, default_home, load_settings
-from datalake_assets.spec import layout
-from datalake_assets.lake import storage
 from datalake_assets.cli_catalog import cmd_catalog, cmd_sql, serve_metastore, stop_metastore
-from datalake_assets.cli_forget import add_forget_parser, cmd_forget
+from datalake_assets.cli_forget import cmd_forget
+from datalake_assets.cli_parser import UsageError, build_parser
+from datalake_assets.lake import storage
+from datalake_assets.settings import (
+    LakeSettings,
+    SettingsError,
+    SourceSettings,
+    default_home,
+    load_settings,
+)
+from datalake_assets.spec import layout
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def chosen_source(settings: LakeSettings, args: argparse.Namespace) -> SourceSettings:
+    """``--source`` (an id or a slug), else the first source; an unknown one is a user's
+    mistake, told with the sources there are."""
+    if not args.source:
+        return settings.sources[0]
+    try:
+        return settings.source(args.source)
+    except SettingsError as e:
+        raise UsageError(f"--source: {e.problem} ({e.origin})") from None
 
 
 def _last_closed_hours(n: int, now: datetime | None = None) -> list[layout.ArchiveHour]:
@@ -41,9 +62,9 @@ def _last_closed_hours(n: int, now: datetime | None = None) -> list[layout.Archi
 def cmd_demo(settings: LakeSettings, args: argparse.Namespace) -> int:
     from datalake_assets.ingest.demo import generate_archive
 
-    source = settings.source(args.source) if args.source else settings.sources[0]
+    source = chosen_source(settings, args)
     if args.end:
-        last = layout.ArchiveHour.parse(args.end)
+        last = args.end
         hours = layout.hour_range(layout.ArchiveHour.of(last.start - timedelta(hours=args.hours - 1)), last)
     else:
         hours = _last_closed_hours(args.hours)
@@ -125,13 +146,12 @@ def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
     from datalake_assets.transform.session import settings_spark_session
     from datalake_assets.transform.sync import run_sync
 
-    source = settings.source(args.source) if args.source else settings.sources[0]
+    source = chosen_source(settings, args)
     request = request_from_settings(settings, source, args.hours, replay=args.replay)
     try:  # the session starts when the sync first needs it (a small batch may not)
-        result = run_sync(lambda: settings_spark_session(settings), request)
+        result = run_sync(lambda: settings_spark_session(settings, quiet=True), request)
     except CatalogError as e:  # a JDBC metastore's password or driver jar missing
-        print(f"datalake: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(str(e)) from None
     except SyncError as e:
         print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
         return 1
@@ -144,18 +164,10 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
     (``--sync``) or print how to (a Dagster backfill)."""
     from datalake_assets.ingest.segment_import import SegmentImporter, hour_ranges
 
-    source = settings.source(args.source) if args.source else settings.sources[0]
+    source = chosen_source(settings, args)
     if not source.segment_archive:
-        print(f"datalake: source {source.id!r} has no segment_archive to import (set it in its "
-              "[[sources]] entry)", file=sys.stderr)
-        return 2
-    for day in (args.first, args.last):
-        if day:
-            try:
-                datetime.strptime(day, "%Y-%m-%d")
-            except ValueError:
-                print(f"datalake: not a day: {day!r} (expected YYYY-MM-DD)", file=sys.stderr)
-                return 2
+        raise UsageError(f"source {source.id!r} has no segment_archive to import (set it in its "
+                         "[[sources]] entry)")
     importer = SegmentImporter.for_source(settings.archive_root, source)
 
     def progress(day: str, report) -> None:
@@ -199,7 +211,7 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
     from datalake_assets.transform.session import settings_spark_session
     from datalake_assets.transform.sync import run_sync
 
-    spark = settings_spark_session(settings)
+    spark = settings_spark_session(settings, quiet=True)
     for first, last in ranges:
         request = request_from_settings(settings, source, layout.hour_range(first, last),
                                         replay=True)
@@ -219,12 +231,11 @@ def cmd_ddl(settings: LakeSettings, args: argparse.Namespace) -> int:
     from datalake_assets.catalog.base import CatalogError
     from datalake_assets.catalog.ddl import print_table_ddl
 
-    source = settings.source(args.source) if args.source else settings.sources[0]
+    source = chosen_source(settings, args)
     try:
         print(print_table_ddl(settings, source, args.table))
     except CatalogError as e:
-        print(f"datalake: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(str(e)) from None
     return 0
 
 
@@ -239,17 +250,13 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cs = settings.collector
-    n = cs.workers if args.workers is None else args.workers
-    if not 1 <= n <= 64:
-        print(f"datalake: --workers must be from 1 to 64, got {n}", file=sys.stderr)
-        return 2
+    n = cs.workers if args.workers is None else args.workers  # both from 1 to 64
     service = (Collector(settings, host=args.host, port=args.port) if n == 1
                else Workers(settings, n, host=args.host, port=args.port))
     try:
         service.start()
-    except (RuntimeError, SpoolError, OSError) as e:
-        print(f"datalake: cannot start the collector: {e}", file=sys.stderr)
-        return 2
+    except (RuntimeError, SpoolError, OSError) as e:  # the port taken, the spool unwritable
+        raise UsageError(f"cannot start the collector: {e}") from None
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set())
                 for s in (signal.SIGTERM, signal.SIGINT)}
@@ -289,68 +296,24 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
     return 0 if complete else 1
 
 
+COMMANDS = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
+            "import": cmd_import, "catalog": cmd_catalog, "forget": cmd_forget,
+            "collect": cmd_collect, "sql": cmd_sql}
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="datalake", description=__doc__.split("\n\n")[0])
-    p.add_argument("--settings", help="lake settings file (TOML); default: $DATALAKE_SETTINGS")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    d = sub.add_parser("dev", help="demo data if needed, then `dagster dev`")
-    d.add_argument("--host", default="127.0.0.1")
-    d.add_argument("--port", type=int, default=3000)
-
-    g = sub.add_parser("demo", help="write demo traffic into the raw archive")
-    g.add_argument("--source", help="source id or slug (default: the first)")
-    g.add_argument("--hours", type=int, default=6, help="how many hours (default 6)")
-    g.add_argument("--end", help="last hour, YYYY-MM-DDTHH (default: the last closed hour)")
-    g.add_argument("--events-per-hour", type=int, default=2000)
-    g.add_argument("--files-per-hour", type=int, default=2)
-    g.add_argument("--seed", type=int, default=7)
-
-    s = sub.add_parser("sync", help="sync hours now, outside Dagster")
-    s.add_argument("--source", help="source id or slug (default: the first)")
-    s.add_argument("--replay", action="store_true")
-    s.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
-
-    i = sub.add_parser("import", help="import Segment's S3-destination archive (segment-logs/)")
-    i.add_argument("--source", help="source id or slug (default: the first)")
-    i.add_argument("--from", dest="first", help="first received day, YYYY-MM-DD (default: all)")
-    i.add_argument("--to", dest="last", help="last received day, YYYY-MM-DD (default: all)")
-    i.add_argument("--force", action="store_true",
-                   help="import files again even if their manifest says they are unchanged")
-    i.add_argument("--sync", action="store_true",
-                   help="then sync the changed hours here (local Spark), a day per Spark job")
-
-    t = sub.add_parser("ddl", help="print CREATE EXTERNAL TABLE / ADD PARTITION statements")
-    t.add_argument("--source", help="source id or slug (default: the first)")
-    t.add_argument("table", nargs="?", help="lake table name (default: every table)")
-
-    c = sub.add_parser("collect", help="run the Segment-compatible collector (docs/collector.md)")
-    c.add_argument("--host", help="listening address (default: [collector] host)")
-    c.add_argument("--port", type=int, help="port, 0 for any free one (default: [collector] port)")
-    c.add_argument("--workers", type=int, help="processes (default: [collector] workers)")
-
-    k = sub.add_parser("catalog", help="catalog maintenance (README: Catalog)")
-    k.add_argument("action", choices=["init-metastore"],
-                   help="init-metastore: create the Hive schema of metastore_jdbc_url's "
-                        "database (idempotent)")
-
-    q = sub.add_parser("sql", help="run Spark SQL on the Hive catalog (the served metastore "
-                                   "while `datalake dev` runs)")
-    q.add_argument("query", help="e.g. \"SELECT event, count(*) FROM demo.tracks GROUP BY 1\"")
-    q.add_argument("--limit", type=int, default=50, help="rows shown (default 50)")
-
-    add_forget_parser(sub)
-
-    args = p.parse_args(argv)
+    """Run one command; a user's mistake (``UsageError``, invalid settings) is one line on
+    stderr and exit code 2, here and nowhere else."""
+    command = "datalake"
     try:
-        settings = load_settings(args.settings)
+        args = build_parser().parse_args(argv)
+        command = f"datalake {args.command}"
+        return COMMANDS[args.command](load_settings(args.settings), args)
     except SettingsError as e:
         print(f"datalake: invalid settings: {e}", file=sys.stderr)
-        return 2
-    commands = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
-                "import": cmd_import, "catalog": cmd_catalog, "forget": cmd_forget,
-                "collect": cmd_collect, "sql": cmd_sql}
-    return commands[args.command](settings, args)
+    except UsageError as e:
+        print(f"{e.prog or command}: {e}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

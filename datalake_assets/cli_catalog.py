@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 
+from datalake_assets.cli_parser import UsageError
 from datalake_assets.settings import LakeSettings
 
 # The catalog's modules are imported by the commands that need them: `datalake collect` and
@@ -16,25 +17,38 @@ from datalake_assets.settings import LakeSettings
 
 def cmd_sql(settings: LakeSettings, args: argparse.Namespace) -> int:
     """One Spark SQL statement against the Hive catalog: through the metastore's server while
-    ``datalake dev`` runs (Derby is then held by it), else in a local session of our own."""
+    ``datalake dev`` runs (Derby is then held by it), else in a local session of our own.
+    A query Spark cannot analyse (a table that does not exist, a syntax error) is the user's
+    mistake: its message's first line, exit code 2; a failure while it runs: exit code 1."""
+    from pyspark.errors import AnalysisException  # ParseException is one too
+
     from datalake_assets.catalog.config import config_from_settings
+    from datalake_assets.transform.spark_logs import quiet_query_error_logs
 
     cfg = config_from_settings(settings.catalog)
     if cfg.backend != "hive":
-        print(f"datalake sql: [catalog] backend is {cfg.backend!r}: query the lake's Parquet "
-              "files (README: Query the lake) or the Glue catalog with Athena", file=sys.stderr)
-        return 2
+        raise UsageError(f"[catalog] backend is {cfg.backend!r}: query the lake's Parquet files "
+                         "(README: Query the lake) or the Glue catalog with Athena")
+    quiet_query_error_logs()  # the served session's errors are logged too, not only a local one's
     spark = cfg.served_session()
     if spark is None:
         from datalake_assets.transform.session import settings_spark_session
 
-        spark = settings_spark_session(settings)
+        spark = settings_spark_session(settings, quiet=True)
     try:
         spark.sql(args.query).show(args.limit, truncate=False)
-    except Exception as e:  # noqa: BLE001 - AnalysisException, ParseException...: no trace
-        print(f"datalake sql: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+    except AnalysisException as e:
+        raise UsageError(first_line(e)) from None
+    except Exception as e:  # noqa: BLE001 - a failed Spark job, a lost server: no trace either
+        print(f"datalake sql: {first_line(e)}", file=sys.stderr)
         return 1
     return 0
+
+
+def first_line(e: Exception) -> str:
+    """An exception's first line: Spark's messages go on with the JVM's stack trace."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def cmd_catalog(settings: LakeSettings, args: argparse.Namespace) -> int:
@@ -47,8 +61,10 @@ def cmd_catalog(settings: LakeSettings, args: argparse.Namespace) -> int:
     try:
         result = init_metastore(config_from_settings(settings.catalog))
     except CatalogError as e:
-        print(f"datalake: {e}", file=sys.stderr)
-        return 2 if e.code == "invalid_settings" else 1
+        if e.code == "invalid_settings":  # the URL, the driver's jar, the password file
+            raise UsageError(str(e)) from None
+        print(f"datalake catalog: {e}", file=sys.stderr)
+        return 1
     print(result.summary())
     return 0
 

@@ -72,7 +72,7 @@ def layer_of(module: str) -> str:
         return "privacy"
     if sub in ("orchestration", "definitions"):
         return "dagster"
-    if sub in ("cli", "cli_forget", "cli_catalog"):
+    if sub in ("cli", "cli_parser", "cli_forget", "cli_catalog"):
         return "app"
     raise AssertionError(f"{module}: no layer; add it to layer_of() and docs/architecture.md")
 

@@ -94,8 +94,10 @@ def test_a_small_sync_registers_through_the_server_without_a_jvm_of_its_own(
     assert cli.main(["--settings", str(settings), "sql",
                      f"SELECT count(*) AS n FROM {SRC}.tracks"]) == 0
     assert f"|{written['tracks']}|" in capsys.readouterr().out.replace(" ", "")
-    assert cli.main(["--settings", str(settings), "sql", "SELECT * FROM nowhere.t"]) == 1
-    assert "nowhere" in capsys.readouterr().err
+    # a table that does not exist: the user's mistake, one line (test_cli.py: a local session)
+    assert cli.main(["--settings", str(settings), "sql", "SELECT * FROM nowhere.t"]) == 2
+    err = capsys.readouterr().err
+    assert "nowhere" in err and len(err.splitlines()) == 1, err
 
 
 def test_the_spark_path_computes_locally_and_registers_through_the_server(
