@@ -36,8 +36,9 @@ def column_array(values: list) -> pa.Array:
         return mixed_array(values)
     t = arr.type
     if t == pa.float64():
-        # [1, 2.5] infers double: the integer's text would change ("1" -> "1.0")
-        if any(type(v) is int for v in values):
+        # [1, 2.5] infers double: the integer's text would change ("1" -> "1.0"); [1.5, True]
+        # infers double too, with true as 1.0
+        if any(type(v) is int or type(v) is bool for v in values):
             return mixed_array(values)
     elif t not in _PLAIN:
         return mixed_array(values)

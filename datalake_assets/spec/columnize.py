@@ -115,9 +115,9 @@ def _emit(arr: pa.Array, values: list | None, objs: list[dict], path: tuple, nam
             integral = pc.equal(pc.floor(arr), arr)
             if pc.any(pc.and_(integral, pc.greater_equal(pc.abs(arr), _SUSPECT))).as_py():
                 raise NeedsRowPath
-            if pc.any(integral).as_py():  # were some of these JSON integers? ([1, 2.5])
+            if pc.any(integral).as_py():  # JSON integers or booleans among them? ([1, 2.5, true])
                 raw = values if values is not None else _values_at(objs, path)
-                if any(type(v) is int for v in raw):
+                if any(type(v) is int or type(v) is bool for v in raw):
                     _put(out, name, mixed_array(raw))
                     return
         _put(out, name, arr)

@@ -51,6 +51,7 @@ def test_parse_timestamps_isolates_bad_values_in_long_arrays():
 @pytest.mark.parametrize("values", [
     [1, 2, None, 3], [1.5, None, 2.5], [True, None, False], ["a", None, "42"], [None, None],
     [1, 2.5], [1, "2"], [True, 1], ["x", 1.5, False, None], [1, None, True, "2026-11-21T10:00:00Z"],
+    [1.5, True], [2.5, None, False, 1],  # Arrow reads true as 1.0 after a double
 ])
 def test_column_array_and_counts_match_per_value_kinds(values):
     arr = C.column_array(values)
@@ -173,6 +174,7 @@ def test_columnize_matches_the_per_row_rules_on_demo_traffic(tmp_path):
     [{"p": {}}, {"p": {"q": {}}}],                                 # empty objects: no column
     [{"p": {"big": 2**70}}, {"p": {"big": 1}}],                    # beyond 64 bits: text
     [{"t": True}, {"t": 1}, {"t": "true"}],
+    [{"t": 1.5}, {"t": True}], [{"p": {"t": 0.5}}, {"p": {"t": False}}],  # not 1.0 / 0.0
     [{"Day": "monday", "hr": 3}],                                  # partition-key names
 ])
 def test_columnize_matches_the_per_row_rules_on_awkward_batches(objs):
