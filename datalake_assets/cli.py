@@ -29,11 +29,11 @@ from datalake_assets.cli_catalog import cmd_catalog, cmd_sql, serve_metastore, s
 from datalake_assets.cli_forget import cmd_forget
 from datalake_assets.cli_parser import UsageError, build_parser
 from datalake_assets.lake import storage
+from datalake_assets.orchestration.settings import dagster_home
 from datalake_assets.settings import (
     LakeSettings,
     SettingsError,
     SourceSettings,
-    default_home,
     load_settings,
 )
 from datalake_assets.spec import layout
@@ -91,7 +91,7 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
             cmd_demo(settings, argparse.Namespace(
                 source=source.id, hours=6, end=None, events_per_hour=2000, files_per_hour=2, seed=7,
             ))
-    home = Path(os.environ.get("DAGSTER_HOME") or Path(default_home(os.environ)) / "dagster_home")
+    home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     instance_yaml = home / "dagster.yaml"
     shipped = PROJECT_ROOT / "dagster.yaml"
@@ -156,7 +156,28 @@ def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
         print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
         return 1
     print(json.dumps(result.source.to_dict(), indent=2))
+    record_in_dagster(settings, source, result)
     return 0
+
+
+def record_in_dagster(settings: LakeSettings, source, report) -> None:
+    """A sync outside Dagster, recorded in the instance ``datalake dev`` uses, if there is one
+    (``orchestration/sync_records.py``), so the UI shows its hours as materialized."""
+    if not (dagster_home() / "dagster.yaml").is_file():
+        return  # no instance (checked before importing Dagster: ~2 s a command otherwise)
+    from datalake_assets.orchestration.sync_records import existing_instance, record_sync
+
+    try:
+        instance = existing_instance()
+        if instance is None:
+            return
+        with instance:
+            n = record_sync(instance, settings, source, report)
+        print(f"recorded in the Dagster instance at {dagster_home()}: {n} events",
+              file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - the sync is committed; the record is secondary
+        print(f"warning: the sync is committed, but recording it in Dagster failed: {e}",
+              file=sys.stderr)
 
 
 def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
@@ -216,10 +237,12 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
         request = request_from_settings(settings, source, layout.hour_range(first, last),
                                         replay=True)
         try:
-            result = run_sync(spark, request).source
+            report = run_sync(spark, request)
         except SyncError as e:
             print(f"sync {first} .. {last} failed: {e}", file=sys.stderr)
             return 1
+        record_in_dagster(settings, source, report)
+        result = report.source
         print(f"synced {first} .. {last}: {result.lines_in} lines, "
               f"{result.messages_written} rows, {result.duplicates} duplicates, "
               f"{result.lines_quarantined} quarantined, {result.suppressed} suppressed",

@@ -206,6 +206,6 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
             yield from completeness_results(slug, None, keys, str(e))
             raise
         yield from sync_events(settings, source, tables, keys, result, selected,
-                               context.add_asset_metadata)
+                               context.add_asset_metadata, instance=context.instance)
 
     return [raw, lake_sync]

@@ -19,7 +19,7 @@ the UI, backfills and replays still run the source's own ``<slug>_sync_job``.
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,9 +113,10 @@ def build_batch_job(settings: LakeSettings, sources: Sequence[BatchSource]) -> A
 
 
 def _sync_one(context: OpExecutionContext, settings: LakeSettings, entry: BatchSource,
-              hours: list[str], compute: SparkCompute) -> list:
-    """The events of one source's sync (all at its end: a failed sync records nothing but
-    the failed completeness check, as the source's own job would)."""
+              hours: list[str], compute: SparkCompute) -> Iterator:
+    """The events of one source's sync (all after it: a failed sync records nothing but the
+    failed completeness check, as the source's own job would). A generator, consumed as the
+    op yields it: each check evaluation looks up the materialization stored before it."""
     source = entry.source
     hours = [str(ArchiveHour.parse(h)) for h in hours]
     keys = [ArchiveHour.parse(h).partition_key for h in hours]
@@ -123,7 +124,8 @@ def _sync_one(context: OpExecutionContext, settings: LakeSettings, entry: BatchS
     request = request_from_settings(settings, source, hours, run_id=context.run.run_id,
                                     replay=False)
     result = compute.run_sync(request, context=context)
-    return list(sync_events(settings, source, list(entry.tables), keys, result, None))
+    return sync_events(settings, source, list(entry.tables), keys, result, None,
+                       instance=context.instance)
 
 
 # ---------------------------------------------------------------------------------- the sensor

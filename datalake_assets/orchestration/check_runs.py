@@ -18,6 +18,7 @@ from datalake_assets.orchestration.sync_events import (
     SYNC_REPORTS,
     completeness_results,
     table_check_results,
+    targeted,
 )
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
@@ -64,6 +65,5 @@ def run_checks_alone(context: AssetExecutionContext, settings: LakeSettings,
             metadata={"hour": str(h)}, description=f"no sync report records hour {h}: "
                                                    "not synced yet")
             for h in hours if str(h) not in recorded]
-    for e in evaluations:
-        if e.asset_check_key in wanted:
-            yield e
+    yield from targeted([e for e in evaluations if e.asset_check_key in wanted],
+                        context.instance)

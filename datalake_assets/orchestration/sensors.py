@@ -2,9 +2,9 @@
 
 Each tick of ``<slug>_archive_sensor``:
 
-1. **Lists** the source's archive from the cursor's *position* (an hour) onwards (or from where
-   the previous tick's listing was cut, see below), never from the start: local folders list only the ``day=`` folders at or after the position's day; S3 lists
-   with ``list_objects_v2(StartAfter=<key of the position>)``, page by page.
+1. **Lists** the source's archive from the cursor's *position* (an hour, never after the
+   re-check window's first one) or from where the last listing was cut (below): local folders
+   list the ``day=`` folders from the position's day; S3 ``list_objects_v2(StartAfter=...)``.
 2. **Fingerprints** every hour found: a short hash of its sorted (file name, size, mtime or
    ETag). Only files the sync reads count (``layout.is_archive_file``: no ``.``/``_`` names).
 3. For each hour that is **due** (closed for ``settle_minutes``, not before the source's
@@ -35,13 +35,11 @@ sensor timeout.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from dagster import (
     AssetKey,
@@ -157,10 +155,9 @@ class SensorCursor:
         return json.dumps(data, separators=(",", ":"))
 
     def listing_start(self, start: ArchiveHour, window: ArchiveHour) -> ArchiveHour:
-        """Where this tick lists from: the cut of an unfinished pass, else the position, but
-        never after the re-check window's first hour (``window``): a file that lands in any
-        hour of the window is seen, also in an hour older than those synced so far (an older
-        hour written later moves an ``auto`` start back). Never before ``start``."""
+        """Where this tick lists from: the cut of an unfinished pass, else the position but
+        never after the re-check window's first hour (``window``), so late files of any hour
+        of the window are seen, older hours too (they move an ``auto`` start back)."""
         if self.resume is not None:
             return max(self.resume, start)
         return max(min(self.position or start, window), start)
@@ -300,13 +297,9 @@ def raw_archive_event(settings: LakeSettings, source: SourceSettings,
 
 def queued_runs(context: SensorEvaluationContext, job: str) -> int:
     """The runs of ``job`` requested by a sensor that wait in the queue."""
-    return context.instance.get_runs_count(
-        RunsFilter(
-            job_name=job,
-            statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED],
-            tags={TRIGGER_TAG: "sensor"},
-        )
-    )
+    return context.instance.get_runs_count(RunsFilter(
+        job_name=job, statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED],
+        tags={TRIGGER_TAG: "sensor"}))
 
 
 def lazy_lister(given: Any, make: Callable[[], Any]) -> Callable[[], Any]:

@@ -2,13 +2,16 @@
 Spark job runs: ``orchestration.resources``, ``.emr``, ``.databricks``)."""
 
 import dataclasses
+import os
 import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import PlainValidator, model_validator
 
 from datalake_assets.settings_base import (
-    Int, Match, OneOf, SettingsError, SparkConf, settings_model, type_name)
+    Int, Match, OneOf, SettingsError, SparkConf, default_home, settings_model, type_name)
 
 SENSOR_STATUSES = ("running", "stopped")
 SENSOR_RUNS = ("auto", "batched", "per_source")
@@ -65,6 +68,13 @@ class AutomationSettings:
     # sets it (DATALAKE_WEBSERVER_URL) to the server it starts.
     webserver_url: Match(r"https?://[^\s'\"\\]+", "URL",
                          "http(s)://host:port of the Dagster webserver", empty=True) = ""
+
+
+def dagster_home(env: Mapping[str, str] | None = None) -> Path:
+    """The Dagster home ``datalake dev`` uses, and where syncs run from the CLI are recorded
+    (``sync_records.py``): ``$DAGSTER_HOME``, else ``<DATALAKE_HOME>/dagster_home``."""
+    env = os.environ if env is None else env
+    return Path(env.get("DAGSTER_HOME") or Path(default_home(env)) / "dagster_home")
 
 
 BATCH_SENSOR = "datalake_archive_sensor"  # the one sensor of batched runs (batch_sync.py)

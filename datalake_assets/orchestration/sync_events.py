@@ -21,10 +21,15 @@ from dagster import (
     AssetCheckSeverity,
     AssetKey,
     AssetMaterialization,
+    AssetRecordsFilter,
+    DagsterInstance,
     MaterializeResult,
     MetadataValue,
     TableColumn,
     TableSchema,
+)
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
 )
 
 from datalake_assets.lake.report import SourceReport, SyncReport, TableReport
@@ -187,6 +192,32 @@ def completeness_results(slug: str, src: SourceReport | None, hours: list[str] |
     return out
 
 
+def targeted(evaluations: Iterable[AssetCheckEvaluation], instance: DagsterInstance | None
+             ) -> Iterator[AssetCheckEvaluation]:
+    """Each evaluation tied to the latest materialization of the partition it checked. The
+    UI counts a partition's check result only while it targets that partition's latest
+    materialization; a check result yielded as an event (not returned by a check function)
+    carries no target unless it is given one. Call after the materializations were stored."""
+    latest: dict[tuple[AssetKey, str], AssetCheckEvaluationTargetMaterializationData | None] = {}
+    for ev in evaluations:
+        if instance is None or ev.partition is None:
+            yield ev
+            continue
+        key = (ev.asset_key, ev.partition)
+        if key not in latest:
+            found = instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=ev.asset_key, asset_partitions=[ev.partition]),
+                limit=1).records
+            latest[key] = (AssetCheckEvaluationTargetMaterializationData(
+                storage_id=found[0].storage_id, run_id=found[0].event_log_entry.run_id,
+                timestamp=found[0].timestamp) if found else None)
+        yield AssetCheckEvaluation(
+            asset_key=ev.asset_key, check_name=ev.check_name, passed=ev.passed,
+            metadata=ev.metadata, severity=ev.severity, description=ev.description,
+            blocking=ev.blocking, partition=ev.partition,
+            target_materialization_data=latest[key])
+
+
 # ---------------------------------------------------------------------------------- metadata
 
 
@@ -272,7 +303,9 @@ def _batch_totals(src: SourceReport, keys: list[str]) -> dict[str, Any]:
 def sync_events(settings: LakeSettings, source: SourceSettings, tables: list[str],
                 keys: list[str], result: SyncReport,
                 selected: AbstractSet[AssetKey] | None,
-                add_metadata: AddMetadata | None = None) -> Iterator:
+                add_metadata: AddMetadata | None = None,
+                unselected_note: str = "synced by the archive sensor's run",
+                instance: DagsterInstance | None = None) -> Iterator:
     """What a finished sync of ``keys`` (partition keys) of ``source`` reports to Dagster: its
     tables, quarantine and report as one materialization per hour, each with its hour's own
     figures, and every check's evaluations.
@@ -282,7 +315,11 @@ def sync_events(settings: LakeSettings, source: SourceSettings, tables: list[str
     partition-scoped metadata); any other asset the sync rewrote, runtime
     ``AssetMaterialization`` events, one per hour. ``None`` outside the source's multi-asset
     (the batched sensor job, a sync recorded from the CLI): every asset is recorded by
-    runtime events, an empty table's too."""
+    runtime events, an empty table's too, described as ``unselected_note``.
+
+    The materializations come first, then the checks' evaluations, each tied to the hour's
+    materialization through ``instance`` (``targeted``): the events must be stored as they
+    are yielded (a run's step, or ``report_runless_asset_event``)."""
     slug = source.slug
     src = result.source
     declared = {AssetKey([slug, t]) for t in [*tables, QUARANTINE, SYNC_REPORTS]}
@@ -300,7 +337,7 @@ def sync_events(settings: LakeSettings, source: SourceSettings, tables: list[str
             return
         if note is None:
             note = ("synced with the selected assets of the same source-hour"
-                    if selected is not None else "synced by the archive sensor's run")
+                    if selected is not None else unselected_note)
             if key not in declared:
                 note = ("new table: it becomes an asset of this source at the next load of "
                         "the code location (automatic, see README)")
@@ -322,13 +359,6 @@ def sync_events(settings: LakeSettings, source: SourceSettings, tables: list[str
             # would leave a backfill waiting for it, then mark the backfill failed.
             yield from record(key, lambda k: dict(_EMPTY_TABLE_HOUR), batch,
                               "no event of this table in these hours")
-    for t in tables:
-        yield from table_check_results(slug, t, result.tables.get(t), keys)
-    # Tables the graph does not declare yet (found by this sync): their checks' results are
-    # recorded too, so the hours synced before the reload that declares them are evaluated.
-    for t in sorted(set(result.tables) - set(tables)):
-        yield from table_check_results(slug, t, result.tables[t], keys)
-    yield from completeness_results(slug, src, keys)
     quarantine_root = layout.quarantine_root(settings.lake_root, source.lake_dir)
     yield from record(AssetKey([slug, QUARANTINE]), lambda k: {
         "lines_quarantined": _source_hour(src, k, single)["lines_quarantined"],
@@ -339,3 +369,9 @@ def sync_events(settings: LakeSettings, source: SourceSettings, tables: list[str
     yield from record(AssetKey([slug, SYNC_REPORTS]),
                       lambda k: _source_hour_metadata(src, _source_hour(src, k, single)),
                       _batch_totals(src, keys))
+    # Tables the graph does not declare yet (found by this sync) get their checks' results
+    # too: the UI shows them for these hours once the reload declares the table.
+    evaluations = [ev for t in [*tables, *sorted(set(result.tables) - set(tables))]
+                   for ev in table_check_results(slug, t, result.tables.get(t), keys)]
+    evaluations += completeness_results(slug, src, keys)
+    yield from targeted(evaluations, instance)

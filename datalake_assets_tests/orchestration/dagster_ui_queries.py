@@ -155,3 +155,44 @@ query RunLogsQuery($runId: ID!, $cursor: String, $limit: Int) {
     ...PythonErrorFragment
   }
 }""" + PYTHON_ERROR
+
+# asset-checks/ExecuteChecksButton.tsx ("Execute all" on a table's Checks tab) sends
+# LAUNCH_PIPELINE_EXECUTION_MUTATION with an empty assetSelection, the launchable checks as
+# assetCheckSelection, runConfigData '{}' and no partition; the Checks tab shows each check's
+# partitionStatuses (AssetCheckLiveFragment, asset-data/AssetBaseDataProvider.tsx), cut here
+# to the time ranges.
+ASSET_CHECK_STATUSES_QUERY = """
+query AssetCheckStatusesForTest($assetKeys: [AssetKeyInput!]!) {
+  assetNodes(assetKeys: $assetKeys) { id assetKey { path } jobNames
+    repository { id name location { id name } }
+    assetChecksOrError { ... on AssetChecks { checks { name canExecuteIndividually jobNames
+      partitionStatuses { __typename
+        ... on AssetCheckTimePartitionStatuses { ranges { startKey endKey status } } } } } }
+  }
+}"""
+
+# The partition bar of an asset page (AssetPartitionStatus ranges, asset-data/
+# AssetBaseDataProvider.tsx's assetPartitionStatuses), cut to the time ranges.
+ASSET_PARTITION_STATUSES_QUERY = """
+query AssetPartitionStatusesForTest($assetKeys: [AssetKeyInput!]!) {
+  assetNodes(assetKeys: $assetKeys) { id assetKey { path }
+    assetPartitionStatuses { __typename
+      ... on TimePartitionStatuses { ranges { startKey endKey status } } }
+  }
+}"""
+
+# The asset page's events of one partition (AssetEventsQuery in assets/useRecentAssetEvents.tsx),
+# cut to a materialization's partition, description and metadata values.
+ASSET_PARTITION_EVENTS_QUERY = """
+query AssetPartitionEventsForTest($assetKey: AssetKeyInput!, $partitions: [String!]) {
+  assetOrError(assetKey: $assetKey) {
+    ... on Asset { id
+      assetMaterializations(partitions: $partitions, limit: 100) { partition description
+        runId timestamp
+        metadataEntries { __typename label
+          ... on IntMetadataEntry { intValue }
+          ... on FloatMetadataEntry { floatValue }
+          ... on TextMetadataEntry { text }
+          ... on JsonMetadataEntry { jsonString } } } }
+  }
+}"""
