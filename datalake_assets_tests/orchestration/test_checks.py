@@ -153,3 +153,42 @@ def test_completeness_counts_the_lines_of_suppressed_identities(spark, settings)
     # the same counts without the suppressed line would not add up
     short = SourceReport(lines_in=2, messages_written=1)
     assert not completeness_results("web", short)[0].passed
+
+
+def test_checks_run_alone_re_evaluate_the_lake(spark, settings):
+    """*Execute all* on a Checks tab runs the checks without the assets and without a
+    partition (#27.3): nothing is synced, each check is measured again from the lake for the
+    latest synced hours; a duplicate that appeared in the lake since the sync fails it."""
+    import shutil
+    from pathlib import Path
+
+    from dagster import AssetCheckKey, AssetKey
+
+    write_hour(settings.archive_root, "web", HOUR,
+               [msg(f"m{i}", type="page", name="Home") for i in range(10)])
+    result, _ = run(settings)
+    assert result.success
+    assets = build_source_assets(settings, settings.sources[0])
+    checks = [AssetCheckKey(AssetKey(["web", "pages"]), n)
+              for n in ("duplicates", "type_drift", "schema_conformance")]
+
+    def alone():
+        from dagster import AssetSelection
+
+        out = materialize(assets, selection=AssetSelection.checks(*checks),
+                          resources={"compute": LocalSparkCompute()},
+                          instance=DagsterInstance.ephemeral())
+        assert out.success
+        assert not out.get_asset_materialization_events(), "checks alone must sync nothing"
+        return {(e.check_name, e.partition): e for e in out.get_asset_check_evaluations()}
+
+    first = alone()
+    key = ("duplicates", "2026-11-21-10:00")
+    assert set(first) == {(c.name, "2026-11-21-10:00") for c in checks}
+    assert first[key].passed and first[key].metadata["repeated_message_ids"].value == 0
+    # a second copy of the hour's file: every id of the hour is now written twice
+    part = next(Path(settings.lake_root).rglob("segment_type=pages/*/*/part-2026112110-*"))
+    shutil.copy(part, part.with_name(part.name.replace("part-2026112110-", "part-2026112110-x")))
+    again = alone()
+    assert not again[key].passed
+    assert again[key].metadata["repeated_message_ids"].value == 10
