@@ -252,6 +252,13 @@ def test_a_24_hour_backfill_is_one_spark_job_and_a_replay(spark, settings):
     evaluation = history[0].event.dagster_event.event_specific_data
     assert evaluation.metadata["batch_first_hour"].value == "2026-11-20T00"
     assert evaluation.metadata["hour"].value == str(ArchiveHour.parse(history[0].partition))
+    # ... and is tied to its hour's materialization: the UI counts only such results (#27.2)
+    from dagster import AssetRecordsFilter
+
+    latest = instance.fetch_materializations(AssetRecordsFilter(
+        asset_key=AssetKey(["web_prod", "tracks"]), asset_partitions=[history[0].partition]),
+        limit=1).records[0]
+    assert evaluation.target_materialization_data.storage_id == latest.storage_id
 
 
 def hour_metadata(instance, key: list[str], partition: str) -> dict:
