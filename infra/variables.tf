@@ -380,6 +380,7 @@ variable "bootstrap_python_packages" {
     "pandera[pandas]>=0.20",
     "pydantic>=2.11,<3",
     "boto3>=1.34",
+    "duckdb==1.5.5",
     "dagster-pipes>=1.13,<1.14",
   ]
 
@@ -392,7 +393,7 @@ variable "bootstrap_python_packages" {
 variable "bootstrap_check_imports" {
   description = "Python modules the bootstrap action imports after installing, so a node with a broken environment fails at boot rather than at the first sync."
   type        = list(string)
-  default     = ["pyarrow", "orjson", "numpy", "pandas", "pandera", "pydantic", "dagster_pipes"]
+  default     = ["pyarrow", "orjson", "numpy", "pandas", "pandera", "pydantic", "duckdb", "dagster_pipes"]
 
   validation {
     condition     = alltrue([for m in var.bootstrap_check_imports : can(regex("^[A-Za-z_][A-Za-z0-9_.]*$", m))])

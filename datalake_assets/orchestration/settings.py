@@ -19,7 +19,7 @@ COMPUTE_BACKENDS = ("local", "emr", "emr_serverless", "databricks")
 # What the job imports beyond the standard library and PySpark, pinned like pyproject.toml:
 # installed for each Databricks task (docs/emr.md installs the same on EMR nodes).
 JOB_LIBRARIES = ("pyarrow>=16", "orjson>=3.9", "numpy>=1.26", "pandas>=2.2,<3",
-                 "pandera[pandas]>=0.20", "pydantic>=2.11,<3", "boto3>=1.34")
+                 "pandera[pandas]>=0.20", "pydantic>=2.11,<3", "boto3>=1.34", "duckdb==1.5.5")
 _REQUIREMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?"
                              r"([<>=!~]=?[A-Za-z0-9.*+!-]+(,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?")
 DEPLOY_MODES = ("client", "cluster")
