@@ -154,3 +154,14 @@ def _leaf(values: list) -> pa.Array:
         else:
             norm.append(str(v))
     return column_array(norm)
+
+
+def columnize_values(values: list, key: str, parent: str, depth: int, max_depth: int,
+                     child_name) -> dict[str, pa.Array]:
+    """The columns of one key's decoded values across a batch (``key`` under the column
+    ``parent``, in objects at ``depth``), as ``columnize`` gives them; ``NeedsRowPath`` when
+    the per-row rules must decide."""
+    objs = [_NO_KEYS if v is None else {key: v} for v in values]
+    out: dict[str, pa.Array] = {}
+    _column(values, objs, (key,), parent, depth, max_depth, child_name, out)
+    return out

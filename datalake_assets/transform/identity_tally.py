@@ -54,9 +54,11 @@ class IdentityTally:
         self.links: dict[tuple[str, str, str], int] = {}  # (hour, hash, other hash) -> messages
         self.suppressed_counts: dict[tuple[str, str], int] = {}  # (table, hour) -> messages
 
-    def keep(self, obj: object, table: str, hour: str) -> bool:
+    def keep(self, obj: object, table: str, hour: str, n: int = 1) -> bool:
         """Whether the message goes on (to ``table``, or ``QUARANTINE``): False when it is
-        suppressed (counted). Records its identities when it goes on."""
+        suppressed (counted). Records its identities when it goes on. ``n``: as many
+        messages with the same identities (the native parse counts them per distinct
+        identities)."""
         if not self.key or type(obj) is not dict:
             return True
         cache = self._hashes
@@ -67,12 +69,12 @@ class IdentityTally:
             return True
         if self.suppressed and not self.suppressed.isdisjoint(hashes):
             k = (table, hour)
-            self.suppressed_counts[k] = self.suppressed_counts.get(k, 0) + 1
+            self.suppressed_counts[k] = self.suppressed_counts.get(k, 0) + n
             return False
         presence = self.presence
         for h in hashes:
             k3 = (hour, h, table)
-            presence[k3] = presence.get(k3, 0) + 1
+            presence[k3] = presence.get(k3, 0) + n
         if len(hashes) > 1 and obj.get("type") in LINKING_TYPES:
             # links_of's pairs: every pair of the call's distinct identities, each once
             ordered = sorted(hashes)
@@ -80,7 +82,7 @@ class IdentityTally:
             for i, a in enumerate(ordered):
                 for b in ordered[i + 1:]:
                     k3 = (hour, a, b)
-                    links[k3] = links.get(k3, 0) + 1
+                    links[k3] = links.get(k3, 0) + n
         return True
 
     def keep_rejected(self, obj: object, raw: bytes, reason: str, hour: str) -> bool:

@@ -1,15 +1,15 @@
 """Stage A of a sync, in Spark's Python workers (``mapInArrow``): one task per archive file.
 
-It reads each line once: parse, validate, flatten. Valid messages are buffered per table and
-written, a few thousand rows at a time, as *work files*: Arrow IPC files with one column per
-flattened column, each a plain Arrow array when its values share a JSON type, else text plus
-kind (``columnar.py``). Kinds are counted per column with Arrow kernels while the buffer is
-turned into columns, so the driver learns every column's statistics without a second pass.
-Rejected lines go straight to the staged quarantine. The task emits the *keys* of its messages
-(id, receivedAt, position: ``keys.py``; one output row per flush) for the deduplication, its identity index entries
-(``IDENTITY`` rows, ``identity_tally.py``), and one statistics row, which the driver merges
-(``merge_stats``). Messages of suppressed identities are dropped here, before anything is
-written, and only counted (``identity_tally.py`` says which table they count under).
+It reads each line once: parse, validate, flatten. Lines go in chunks to the native parser
+(``native_parse.py``: DuckDB, column by column), which returns each table's columns and leaves
+the lines it cannot vouch for to the reference rules (``spec.messages``), line by line,
+buffered per table. Rows are written as *work files*: Arrow IPC files with one column per
+flattened column, a plain Arrow array when its values share a JSON type, else text plus kind
+(``columnar.py``), each column's kinds counted so the driver learns every column's statistics
+without a second pass. Rejected lines go straight to the staged quarantine. The task emits the
+*keys* of its messages (``keys.py``) for the deduplication, its identity index entries
+(``identity_tally.py``) and one statistics row, which the driver merges (``merge_stats``).
+Messages of suppressed identities are dropped here, before anything is written, and counted.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from itertools import repeat
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
@@ -47,7 +48,7 @@ from datalake_assets.spec.messages import (
 )
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.types import N_KINDS, parse_timestamp
-from datalake_assets.transform import keys
+from datalake_assets.transform import keys, native_parse
 from datalake_assets.transform.identity_tally import IdentityTally
 from datalake_assets.transform.keys import KEY_SCHEMA, KEYS
 
@@ -57,6 +58,7 @@ STATS = 2  # and KEYS (1: a flush's key rows, keys.py), IDENTITY (3: index entri
 STAGE_A_SCHEMA = "kind byte, payload binary"
 
 _OUT_NAMES = ["kind", "payload"]
+NATIVE_CHUNK_BYTES = 128 << 20  # a chunk of lines for the native parser: at most this much text
 
 # Columns of a work file that are not message columns (message columns are [a-z0-9_]).
 W_LINE, W_MESSAGE_ID, W_PROBLEMS = "#line", "#message_id", "#problems"
@@ -103,6 +105,17 @@ class _TableBuffer:
         self.seq = 0
 
 
+@dataclass
+class _File:
+    """What a task holds while it reads one archive file."""
+    file_idx: int
+    hour: str
+    buffers: dict[str, _TableBuffer] = field(default_factory=dict)
+    rejected: list[dict] = field(default_factory=list)
+    buffered: int = 0
+    line_no: int = 0
+
+
 class _StageA:
     """The state of one stage-A task: buffers, statistics, what it wrote."""
 
@@ -116,65 +129,104 @@ class _StageA:
         self.work_files: list[tuple[str, str, int, str, int]] = []  # table, hour, file, loc, rows
         self.quarantine_files: list[tuple[str, str, int, int]] = []  # hour, location, rows, bytes
         self.identities = IdentityTally(cfg.identity_key, cfg.identity_traits, cfg.suppressed)
+        # The one seam of the native parse: without DuckDB, every line takes the Python path.
+        self.native = native_parse.parser_for(cfg.source_id, cfg.max_message_bytes,
+                                              cfg.max_depth)
 
     def read_file(self, file_idx: int, location: str, hour: str) -> Iterator[pa.RecordBatch]:
+        """The file's lines: in chunks through the native parser (``native_parse``) when the
+        task has one, the lines it leaves (and every line without it) one by one."""
         cfg = self.cfg
-        buffers: dict[str, _TableBuffer] = {}
-        rejected: list[dict] = []
-        buffered = 0
-        line_no = 0
-        identities = self.identities
+        f = _File(file_idx, hour)
+        chunk: list[bytes] = []
+        chunk_bytes, error = 0, None
         try:
-            sizes = self.cfg.archive_sizes
-            expected = sizes[file_idx] if file_idx < len(sizes) else None
+            expected = cfg.archive_sizes[file_idx] if file_idx < len(cfg.archive_sizes) else None
             for raw in storage.iter_lines(location, expected_size=expected):
-                line_no += 1
-                if not raw.strip():
-                    continue  # blank lines carry nothing (not counted as input)
-                self.lines_in += 1
-                obj = None
-                try:
-                    obj = decode(raw, cfg.max_message_bytes)
-                    _, table, message_id = validate(obj)
-                except Rejected as r:
-                    if identities.keep_rejected(obj, raw, r.reason, hour):
-                        rejected.append(self._line_record(file_idx, line_no, raw, r.reason,
-                                                          r.detail))
+                f.line_no += 1
+                if self.native is None:
+                    yield from self._python_line(f, raw, f.line_no)
                     continue
-                if not identities.keep(obj, table, hour):
-                    continue  # suppressed: stored nowhere, counted
-                buf = buffers.get(table)
-                if buf is None:
-                    buf = buffers[table] = _TableBuffer()
-                buf.objs.append(obj)  # type: ignore[arg-type]
-                buf.raws.append(raw)
-                buf.lines.append(line_no)
-                buf.ids.append(message_id)
-                buffered += 1
-                if len(buf.objs) >= cfg.flush_rows:
-                    buffered -= len(buf.objs)
-                    yield self._flush(table, buf, file_idx, hour)
-                if buffered >= cfg.buffered_rows:
-                    for t, b in buffers.items():
-                        if b.objs:
-                            yield self._flush(t, b, file_idx, hour)
-                    buffered = 0
+                chunk.append(raw)
+                chunk_bytes += len(raw)
+                if len(chunk) >= cfg.buffered_rows or chunk_bytes >= NATIVE_CHUNK_BYTES:
+                    yield from self._native_chunk(f, chunk, f.line_no - len(chunk) + 1)
+                    chunk, chunk_bytes = [], 0
         except storage.ShortRead:
             raise  # a transient short read fails the sync (re-run); never a partial file
         except (OSError, zlib.error, EOFError) as e:
+            error = e
+        if chunk:
+            yield from self._native_chunk(f, chunk, f.line_no - len(chunk) + 1)
+        if error is not None:
             # A corrupt or unreadable file: what was read stays; the rest is quarantined as
             # one entry that names the file, so a replay can pick it up once fixed.
             self.lines_in += 1
-            rejected.append(self._line_record(file_idx, line_no + 1, b"", "unreadable_file",
-                                              f"{type(e).__name__}: {e}"))
-        for table, b in buffers.items():
+            f.rejected.append(self._line_record(file_idx, f.line_no + 1, b"", "unreadable_file",
+                                                f"{type(error).__name__}: {error}"))
+        for table, b in f.buffers.items():
             if b.objs:
                 yield self._flush(table, b, file_idx, hour)
-        if rejected:
+        if f.rejected:
             location_q, size = write_quarantine(cfg.quarantine_root, hour, file_idx, 1,
-                                                 cfg.run_id, rejected)
-            self.quarantine_files.append((hour, location_q, len(rejected), size))
-            self.lines_quarantined[hour] = self.lines_quarantined.get(hour, 0) + len(rejected)
+                                                 cfg.run_id, f.rejected)
+            self.quarantine_files.append((hour, location_q, len(f.rejected), size))
+            self.lines_quarantined[hour] = self.lines_quarantined.get(hour, 0) + len(f.rejected)
+
+    def _native_chunk(self, f: _File, chunk: list[bytes], first: int
+                      ) -> Iterator[pa.RecordBatch]:
+        """A chunk of lines through the native parser: its tables' rows written as work
+        files; the lines it leaves through ``_python_line``."""
+        tables, left = self.native.parse(chunk, self.identities, f.hour)
+        self.lines_in += len(chunk) - len(left)
+        step = self.cfg.flush_rows
+        for table, rows in tables.items():
+            buf = f.buffers.setdefault(table, _TableBuffer())
+            lines = pc.add(rows.lines, first)
+            for a in range(0, len(lines), step):
+                n = min(step, len(lines) - a)
+                columns = {c: v.slice(a, n) for c, v in rows.columns.items()}
+                yield self._write(table, buf, f.file_idx, f.hour,  # no all-null columns
+                                  {c: v for c, v in columns.items() if v.null_count < n},
+                                  lines.slice(a, n), rows.ids.slice(a, n),
+                                  pa.nulls(n, pa.binary()), rows.received.slice(a, n))
+        for i in left.tolist():
+            yield from self._python_line(f, chunk[i], first + i)
+
+    def _python_line(self, f: _File, raw: bytes, line_no: int) -> Iterator[pa.RecordBatch]:
+        """One line by the reference rules (``spec.messages``), buffered per table."""
+        if not raw.strip():
+            return  # blank lines carry nothing (not counted as input)
+        self.lines_in += 1
+        obj = None
+        identities = self.identities
+        try:
+            obj = decode(raw, self.cfg.max_message_bytes)
+            _, table, message_id = validate(obj)
+        except Rejected as r:
+            if identities.keep_rejected(obj, raw, r.reason, f.hour):
+                f.rejected.append(self._line_record(f.file_idx, line_no, raw, r.reason,
+                                                    r.detail))
+            return
+        if not identities.keep(obj, table, f.hour):
+            return  # suppressed: stored nowhere, counted
+        buffers = f.buffers
+        buf = buffers.get(table)
+        if buf is None:
+            buf = buffers[table] = _TableBuffer()
+        buf.objs.append(obj)  # type: ignore[arg-type]
+        buf.raws.append(raw)
+        buf.lines.append(line_no)
+        buf.ids.append(message_id)
+        f.buffered += 1
+        if len(buf.objs) >= self.cfg.flush_rows:
+            f.buffered -= len(buf.objs)
+            yield self._flush(table, buf, f.file_idx, f.hour)
+        if f.buffered >= self.cfg.buffered_rows:
+            for t, b in buffers.items():
+                if b.objs:
+                    yield self._flush(t, b, f.file_idx, f.hour)
+            f.buffered = 0
 
     def _line_record(self, file_idx: int, line_no: int, raw: bytes, reason: str, detail: str) -> dict:
         try:
@@ -209,10 +261,27 @@ class _StageA:
             for r in rows:
                 names.update(r)
             columns = {c: column_array(list(map(dict.get, rows, repeat(c)))) for c in names}
+        received = [o.get("receivedAt") for o in objs]
+        try:
+            micros = parse_timestamps(pa.array(received, pa.string())).cast(pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # not all text: one by one
+            micros = pa.array([parse_timestamp(v) if type(v) is str else None for v in received],
+                              pa.int64())
+        keys = self._write(table, buf, file_idx, hour, columns, pa.array(buf.lines, pa.int64()),
+                           pa.array(buf.ids, pa.string()), pa.array(problems, pa.binary()),
+                           micros)
+        buf.objs, buf.raws, buf.lines, buf.ids = [], [], [], []
+        return keys
+
+    def _write(self, table: str, buf: _TableBuffer, file_idx: int, hour: str,
+               columns: dict[str, pa.Array], lines: pa.Array, ids: pa.Array,
+               problems: pa.Array, micros: pa.Array) -> pa.RecordBatch:
+        """Write one table's rows as a work file, counting each column's kinds; returns their
+        key rows (one ``KEYS`` row, ``keys.py``)."""
+        n = len(lines)
         counts = self.counts.setdefault(table, {})
         names_out = [W_LINE, W_MESSAGE_ID, W_PROBLEMS]
-        arrays = [pa.array(buf.lines, pa.int64()), pa.array(buf.ids, pa.string()),
-                  pa.array(problems, pa.binary())]
+        arrays = [lines, ids, problems]
         for column in sorted(columns):
             arr = columns[column]
             names_out.append(column)
@@ -232,31 +301,10 @@ class _StageA:
         with fs.open_output_stream(path) as sink, pa.ipc.new_file(sink, batch.schema) as w:
             w.write_batch(batch)
         self.work_files.append((table, hour, file_idx, location, n))
-        keys = self._keys(table, objs, buf, file_idx, hour)
         buf.seq += 1
-        buf.objs, buf.raws, buf.lines, buf.ids = [], [], [], []
-        return keys
-
-    @staticmethod
-    def _keys(table: str, objs: list[dict], buf: _TableBuffer, file_idx: int,
-              hour: str) -> pa.RecordBatch:
-        """The flush's key rows, as one ``KEYS`` row (``keys.py``)."""
-        n = len(objs)
-        received = [o.get("receivedAt") for o in objs]
-        try:
-            micros = parse_timestamps(pa.array(received, pa.string())).cast(pa.int64())
-        except (pa.ArrowInvalid, pa.ArrowTypeError):  # not all text: one by one
-            micros = pa.array([parse_timestamp(v) if type(v) is str else None for v in received],
-                              pa.int64())
         rows = pa.RecordBatch.from_arrays(
-            [
-                pa.array([table] * n, pa.string()),
-                pa.array([hour] * n, pa.string()),
-                pa.array(buf.ids, pa.string()),
-                micros,
-                pa.array([file_idx] * n, pa.int32()),
-                pa.array(buf.lines, pa.int64()),
-            ],
+            [pa.array([table] * n, pa.string()), pa.array([hour] * n, pa.string()), ids,
+             micros, pa.array([file_idx] * n, pa.int32()), lines],
             schema=KEY_SCHEMA,
         )
         return _one_row(KEYS, keys.encode(rows))

@@ -1,0 +1,324 @@
+"""Stage A's native parse (issue #30): a chunk of archive lines parsed by DuckDB's JSON reader
+into Arrow columns, with the Python path (``spec.messages``) for every line it cannot vouch for.
+
+A worker keeps one in-process DuckDB per source (one thread: Spark already runs a task per
+core, ``parser_for``) and per table a *shape*: the objects its messages have shown so far,
+grown from ``json_structure`` of the lines that did not fit it. Each chunk:
+
+1. **Routing.** Lines go to the Python path, untouched, when they are not valid UTF-8, do not
+   start with ``{`` and end with ``}``, are longer than the message limit, or hold text the two
+   parsers read differently or that would fake a key count (``_ROUTE_RE``: ``\\"`` and ``\\u``
+   escapes, ``NaN``/``Infinity``, exponents of 3 digits, 40-digit numbers, trailing commas).
+2. **Parse.** ``json_valid`` then ``json_transform`` into the shape, every non-object value as
+   its JSON text, so each value's JSON kind survives (``1`` vs ``"1"``). Invalid JSON goes to
+   the Python path, which quarantines it with its reason.
+3. **Nothing lost.** The keys the struct holds (``counted_keys``) must equal the keys in the
+   raw line (``KEY_COUNT_RE``): a key outside the shape, a scalar where the shape has an
+   object, a key given twice, all show up as a difference. The shape grows from those lines
+   and the chunk is parsed again; lines that still differ take the Python path.
+4. **Validation** on the top-level columns, as ``messages.validate``; a line that is not
+   plainly valid takes the Python path (which rejects it or, for an unusual valid form such
+   as a numeric ``messageId``, accepts it).
+5. **Columns** per table (``json_columns.flatten_texts``); the rows it flags take the Python
+   path.
+6. **Identities** per distinct (type, table, ids, traits), not per line; messages of a
+   suppressed identity take the Python path, which drops and counts them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from datalake_assets.spec.json_checks import field, in_table, plainly_valid, received, unquoted
+from datalake_assets.spec.json_columns import counted_keys, flatten_texts
+from datalake_assets.spec.messages import child_name
+from datalake_assets.spec.naming import TRACKS_TABLE, TYPE_TABLES, event_table_name
+from datalake_assets.transform.identity_tally import IdentityTally
+from datalake_assets.transform.native_identities import tally_batch
+
+try:  # the workers' native parser; without it every line takes the Python path
+    import duckdb
+except ImportError:  # pragma: no cover - duckdb is a dependency
+    duckdb = None
+
+_ROUTE_RE = (r'\\[u"]|[:,\[]\s*[-+]?(?:[nN][aA][nN]|[iI][nN][fF])'
+             r'|[:,\[]\s*-?[0-9.]+[eE][-+]?[0-9]{3}|[0-9]{40}|,\s*[\]}]|"\s+:|":\s')
+MAX_SHAPE_LEAVES = 3_000  # a task's shape stops growing here (objects of unbounded keys)
+GROW_LINES = 2_000  # lines of one chunk whose structure is read to grow a shape
+FIRST_LINES = 256  # lines whose structure starts a table's shape
+# What a chunk the native reader fails on raises; the chunk then takes the Python path.
+_NATIVE_ERRORS = (duckdb.Error, pa.ArrowException, ValueError, TypeError, RecursionError,
+                  OverflowError) if duckdb is not None else ()
+
+
+_LOCAL = threading.local()
+_KEPT_PARSERS = 4  # parsers (and their shapes) a worker thread keeps, one per source
+
+
+def parser_for(source_id: str, max_message_bytes: int, max_depth: int) -> NativeParser | None:
+    """The calling thread's parser for a source (its shapes carry over from task to task: a
+    Spark Python worker runs a source's tasks one after another); None without DuckDB."""
+    if duckdb is None:
+        return None
+    kept: dict = getattr(_LOCAL, "parsers", None) or {}
+    _LOCAL.parsers = kept
+    key = (source_id, max_message_bytes, max_depth)
+    p = kept.pop(key, None)
+    if p is None:
+        p = NativeParser(max_message_bytes, max_depth)
+        if len(kept) >= _KEPT_PARSERS:
+            kept.pop(next(iter(kept))).close()
+    kept[key] = p  # most recently used last
+    return p
+
+
+@dataclass
+class TableRows:
+    """One table's rows of a chunk: flattened columns, and per row its line number, message
+    id and receivedAt (microseconds)."""
+
+    columns: dict[str, pa.Array]
+    lines: pa.Array
+    ids: pa.Array
+    received: pa.Array
+
+
+class _Shape:
+    """The objects one table's messages have shown so far (``tree``: key -> subtree for an
+    object, ``None`` for anything else) and its ``json_transform`` structure."""
+
+    def __init__(self) -> None:
+        self.tree: dict = {}
+        self.leaves = 0
+        self.text = "{}"
+
+
+class NativeParser:
+    """One stage-A task's native parser (module docstring)."""
+
+    def __init__(self, max_message_bytes: int, max_depth: int) -> None:
+        self.max_bytes = max_message_bytes
+        self.max_depth = max_depth
+        self.con = duckdb.connect(config={"threads": 1, "preserve_insertion_order": True})
+        self.shapes: dict[str, _Shape] = {}
+
+    def close(self) -> None:
+        self.con.close()
+
+    # ---------------------------------------------------------------------------- shape
+    def _grow(self, shape: _Shape, lines: pa.Array) -> bool:
+        """Add the structure of ``lines`` to ``shape``; whether it changed."""
+        if shape.leaves >= MAX_SHAPE_LEAVES or len(lines) == 0:
+            return False
+        self.con.register("grow_lines", pa.table({"line": lines}))
+        try:
+            rows = self.con.execute(
+                "SELECT DISTINCT json_structure(line) FROM grow_lines").fetchall()
+        finally:
+            self.con.unregister("grow_lines")
+        changed = False
+        for (text,) in rows:
+            try:
+                s = orjson.loads(text)
+            except orjson.JSONDecodeError:  # nested beyond what orjson reads: not held
+                continue
+            if isinstance(s, dict):
+                changed |= self._merge(shape.tree, s, 1)
+        if changed:
+            shape.leaves = _leaves(shape.tree)
+            shape.text = json.dumps(_shape(shape.tree))
+        return changed
+
+    def _merge(self, tree: dict, s: dict, depth: int) -> bool:
+        changed = False
+        for key, sub in s.items():
+            if child_name("", key)[0] is None or sub in ("NULL", "JSON"):
+                continue  # unusable (the Python path records it); null or {}: nothing to hold
+            obj = isinstance(sub, dict) and depth < self.max_depth
+            if key not in tree:
+                tree[key] = {} if obj else None
+                changed = True
+                if not obj:
+                    continue
+            cur = tree[key]
+            if cur is None:
+                continue
+            if not obj:
+                tree[key] = None  # an object in some lines, something else in others
+                changed = True
+            else:
+                changed |= self._merge(cur, sub, depth + 1)
+        return changed
+
+    # ---------------------------------------------------------------------------- parse
+    def parse(self, raws: list[bytes], tally: IdentityTally | None, hour: str
+              ) -> tuple[dict[str, TableRows], np.ndarray]:
+        """The chunk's rows per table (``TableRows``; ``lines`` are indices into ``raws``)
+        and the indices of the lines for the Python path, in order. Whatever the native
+        reader refuses or fails on takes the Python path: a whole chunk, if need be."""
+        try:
+            batches = self._read(raws)
+        except _NATIVE_ERRORS:  # never a crash: the reference rules read the chunk
+            return {}, np.arange(len(raws))
+        out: dict[str, TableRows] = {}
+        native = np.zeros(len(raws), bool)
+        for table, msgs, rows, columns in batches:  # the only side effect: the tally
+            got, handled = _finish(table, msgs, rows, columns, tally, hour)
+            native[handled] = True
+            if got is not None:
+                out[table] = got
+        return out, np.flatnonzero(~native)
+
+    def _read(self, raws: list[bytes]) -> list[tuple[str, pa.StructArray, np.ndarray, dict]]:
+        """Routing, parse, checks and columns of a chunk, per table (no side effect but the
+        shapes): ``(table, messages, their line indices, columns)``."""
+        texts = _texts(raws)
+        route = ~pc.fill_null(pc.and_(
+            pc.and_(pc.starts_with(texts, "{"), pc.ends_with(texts, "}")),
+            pc.less_equal(pc.binary_length(texts), self.max_bytes)), False
+        ).to_numpy(zero_copy_only=False)
+        route |= pc.fill_null(pc.match_substring_regex(texts, _ROUTE_RE), True).to_numpy(
+            zero_copy_only=False)
+        self.con.register("chunk", pa.table({"line": texts, "skip": pa.array(route)}))
+        try:
+            groups, names = self._groups()
+            self.con.unregister("chunk")
+            self.con.register("chunk", pa.table({"line": texts, "grp": pa.array(groups)}))
+            raw_keys = _key_counts(texts)
+            return [(table, *self._table(table, code, np.flatnonzero(groups == code), texts,
+                                         raw_keys))
+                    for code, table in enumerate(names)]
+        finally:
+            self.con.unregister("chunk")
+
+    def _groups(self) -> tuple[np.ndarray, list[str]]:
+        """Each line's table code, as its ``type`` and ``event`` name it (-1: none, or a
+        routed or invalid line), and the tables by code."""
+        te = self.con.execute(
+            "SELECT CASE WHEN NOT skip THEN TRY(json_extract_string(line, ['$.type', '$.event']))"
+            " END AS te FROM chunk").to_arrow_table().column(0).combine_chunks()
+        key = pc.binary_join_element_wise(pc.list_element(te, 0),
+                                          pc.fill_null(pc.list_element(te, 1), ""), "\x00")
+        enc = key.dictionary_encode()
+        codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        tables: dict[str, int] = {}
+        remap = np.full(len(enc.dictionary) + 1, -1, np.int32)  # the last slot: code -1
+        for i, k in enumerate(enc.dictionary.to_pylist()):
+            mtype, _, event = k.partition("\x00")
+            t = TYPE_TABLES.get(mtype)
+            if t == TRACKS_TABLE:
+                t = event_table_name(event) if event.strip() else None
+            if t is not None:
+                remap[i] = tables.setdefault(t, len(tables))
+        return remap[codes], list(tables)
+
+    def _transform(self, shape: _Shape, code: int) -> pa.StructArray:
+        out = self.con.execute("SELECT json_transform(line, ?) AS m FROM chunk WHERE grp = ?",
+                               [shape.text, code]).to_arrow_table().column(0)
+        return out.chunk(0) if out.num_chunks == 1 else out.combine_chunks()
+
+    def _table(self, table: str, code: int, rows: np.ndarray, texts: pa.Array,
+               raw_keys: np.ndarray) -> tuple[pa.StructArray, np.ndarray, dict]:
+        """One table's lines of the chunk (``rows``): the messages that parsed whole and are
+        plainly valid, their line indices and their columns (rows the columns flag are
+        left out)."""
+        shape = self.shapes.get(table)
+        if shape is None:
+            shape = self.shapes[table] = _Shape()
+            self._grow(shape, texts.take(pa.array(rows[:FIRST_LINES])))
+        for attempt in range(3):
+            msgs = self._transform(shape, code)
+            ok = counted_keys(msgs) == raw_keys[rows]
+            if ok.all() or attempt == 2:
+                break
+            if not self._grow(shape, texts.take(pa.array(rows[~ok][:GROW_LINES]))):
+                break
+        ok &= plainly_valid(msgs) & in_table(msgs, table)
+        msgs, rows = msgs.filter(pa.array(ok)), rows[ok]
+        columns, bad = flatten_texts(msgs, self.max_depth, child_name)
+        return _without(msgs, rows, columns, bad)
+
+
+def _without(msgs: pa.StructArray, rows: np.ndarray, columns: dict, drop: np.ndarray
+             ) -> tuple[pa.StructArray, np.ndarray, dict]:
+    """``msgs``, ``rows`` and ``columns`` without the ``drop`` rows (and without the columns
+    left empty)."""
+    if not drop.any():
+        return msgs, rows, columns
+    keep = pa.array(~drop)
+    columns = {c: a.filter(keep) for c, a in columns.items()}
+    return (msgs.filter(keep), rows[~drop],
+            {c: a for c, a in columns.items() if a.null_count < len(a)})
+
+
+def _finish(table: str, msgs: pa.StructArray, rows: np.ndarray, columns: dict,
+            tally: IdentityTally | None, hour: str) -> tuple[TableRows | None, np.ndarray]:
+    """Count a table's identities (``native_identities``): its ``TableRows`` (None: all
+    dropped) and the line indices handled here (written, or dropped as suppressed)."""
+    handled = rows
+    if tally is not None and tally.key and len(rows):
+        suppressed, unresolved = tally_batch(tally, msgs, np.ones(len(rows), bool), table,
+                                             hour)
+        handled = rows[~unresolved]
+        msgs, rows, columns = _without(msgs, rows, columns, suppressed | unresolved)
+    if not len(rows):
+        return None, handled
+    return TableRows(columns, pa.array(rows, pa.int64()),
+                     unquoted(field(msgs, "messageId")), received(msgs)), handled
+
+
+def _leaves(tree: dict) -> int:
+    return sum(1 if v is None else _leaves(v) for v in tree.values())
+
+
+def _shape(tree: dict) -> dict | str:
+    return {k: "JSON" if v is None else _shape(v) for k, v in tree.items()} or "JSON"
+
+
+def _texts(raws: list[bytes]) -> pa.Array:
+    """The lines as one string array (one copy of the bytes); a line that is not UTF-8 as
+    ``""`` (routed to the Python path)."""
+    offsets = np.zeros(len(raws) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, raws), np.int64, len(raws)), out=offsets[1:])
+    texts = pa.StringArray.from_buffers(len(raws), pa.py_buffer(offsets.astype(np.int32)),
+                                        pa.py_buffer(b"".join(raws)))
+    try:
+        texts.validate(full=True)
+        return texts
+    except pa.ArrowInvalid:
+        pass
+    fixed = []
+    for r in raws:
+        try:
+            fixed.append(r.decode("utf-8"))
+        except UnicodeDecodeError:
+            fixed.append("")
+    return pa.array(fixed, pa.string())
+
+
+def _key_counts(texts: pa.Array) -> np.ndarray:
+    """``KEY_COUNT_RE``'s count in each line, for minified lines (``_ROUTE_RE`` routes away
+    a line with space around a key's colon): ``":`` not followed by ``n`` (null) or ``{}``,
+    found with byte tests over the chunk's buffer."""
+    _, offsets, data = texts.buffers()
+    n = len(texts)
+    if data is None or len(data) < 2:
+        return np.zeros(n, np.int64)
+    b = np.frombuffer(data, np.uint8)
+    starts = np.frombuffer(offsets, np.int32, count=texts.offset + n + 1)[texts.offset:]
+    colons = np.flatnonzero(b == ord(":"))
+    colons = colons[b[np.maximum(colons - 1, 0)] == ord('"')]
+    last = len(b) - 1
+    after = b[np.minimum(colons + 1, last)]
+    then = b[np.minimum(colons + 2, last)]
+    keys = colons[(after != ord("n")) & ~((after == ord("{")) & (then == ord("}")))]
+    line = np.searchsorted(starts, keys, side="right") - 1
+    line = line[(line >= 0) & (line < n)]
+    return np.bincount(line, minlength=n)
