@@ -142,6 +142,7 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
 
 def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
     from datalake_assets.catalog.base import CatalogError
+    from datalake_assets.transform.catalog_phase import CatalogBehind
     from datalake_assets.transform.request import SyncError, request_from_settings
     from datalake_assets.transform.session import settings_spark_session
     from datalake_assets.transform.sync import run_sync
@@ -153,6 +154,8 @@ def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
     except CatalogError as e:  # a JDBC metastore's password or driver jar missing
         raise UsageError(str(e)) from None
     except SyncError as e:
+        if isinstance(e, CatalogBehind):  # the data is committed: Dagster shows its tables
+            record_in_dagster(settings, source, e.report)
         print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
         return 1
     print(json.dumps(result.source.to_dict(), indent=2))

@@ -37,7 +37,7 @@ LAYERS: dict[str, set[str]] = {
 # The sync talks to a catalog through its interface and factory, not a backend's internals.
 SYNC_MAY_IMPORT_OF_CATALOG = {"datalake_assets.catalog", "datalake_assets.catalog.base",
                               "datalake_assets.catalog.config", "datalake_assets.catalog.register",
-                              "datalake_assets.catalog.reports"}
+                              "datalake_assets.catalog.reports", "datalake_assets.catalog.in_step"}
 # Third-party packages a layer may not import at all.
 FORBIDDEN_THIRD_PARTY = {
     "rules": {"dagster", "pyspark", "boto3"},

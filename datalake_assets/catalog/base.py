@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from datalake_assets.spec.types import TYPES, widen
@@ -347,8 +347,10 @@ class Catalog(ABC):
         """Register partitions (idempotent); returns how many did not exist before."""
 
     @abstractmethod
-    def list_partitions(self, database: str, table: str) -> list[PartitionSpec]:
-        """Every partition with its location and (where the backend keeps it) its columns."""
+    def list_partitions(self, database: str, table: str,
+                        only: Collection[tuple[str, ...]] | None = None) -> list[PartitionSpec]:
+        """Every partition (``only``: those of these values) with its location and (where the
+        backend keeps it) its columns."""
 
     @abstractmethod
     def list_tables(self, database: str) -> list[str]:
@@ -385,7 +387,7 @@ class NoCatalog(Catalog):
     def add_partitions(self, database, table, partitions) -> int:
         return 0
 
-    def list_partitions(self, database, table) -> list[PartitionSpec]:
+    def list_partitions(self, database, table, only=None) -> list[PartitionSpec]:
         return []
 
     def list_tables(self, database: str) -> list[str]:

@@ -34,7 +34,7 @@ describe the latest. Use ``day_hour`` (the default) for sources whose types stil
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from datalake_assets.catalog.base import (
     INSUFFICIENT_PERMISSIONS,
@@ -55,7 +55,8 @@ MAX_BATCH_GET = 1000  # BatchGetPartition
 class GluePartitions(GlueApi):
     """The partition methods of ``GlueCatalog`` (its ``batch_size`` is the create batch)."""
 
-    def list_partitions(self, database: str, table: str) -> list[PartitionSpec]:
+    def list_partitions(self, database: str, table: str,
+                        only: Collection[tuple[str, ...]] | None = None) -> list[PartitionSpec]:
         check_identifier(database, "database")
         check_identifier(table, "table")
         from botocore.exceptions import ClientError
@@ -68,7 +69,7 @@ class GluePartitions(GlueApi):
                     tuple(p["Values"]), p.get("StorageDescriptor", {}).get("Location", ""),
                     tuple((c["Name"], c["Type"])
                           for c in p.get("StorageDescriptor", {}).get("Columns", [])),
-                ) for p in raws),
+                ) for p in raws if only is None or tuple(p["Values"]) in only),
                 key=lambda p: p.values,
             )
         except ClientError as e:

@@ -42,7 +42,7 @@ cast per partition, but cannot read our INT64 (microsecond) timestamps.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote
@@ -340,15 +340,15 @@ class HiveCatalog(Catalog):
                 return normalize_location(r["data_type"])  # the first one is the partition's
         return ""
 
-    def list_partitions(self, database: str, table: str) -> list[PartitionSpec]:
+    def list_partitions(self, database: str, table: str,
+                        only: Collection[tuple[str, ...]] | None = None) -> list[PartitionSpec]:
         keys = self._partition_keys(database, table)
         if keys is None:
             return []
-        return sorted(
+        return sorted(  # one DESCRIBE a partition (its location): only those asked for
             (PartitionSpec(v, self._partition_location(database, table, keys, v))
-             for v in self._partition_values(database, table)),
-            key=lambda p: p.values,
-        )
+             for v in self._partition_values(database, table) if only is None or v in only),
+            key=lambda p: p.values)
 
     def _partition_keys(self, database: str, table: str) -> list[str] | None:
         check_identifier(database, "database")

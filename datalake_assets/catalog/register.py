@@ -53,6 +53,7 @@ def register_sync(
     partitions: Mapping[str, Iterable[layout.ArchiveHour | str]],
     quarantine_hours: Iterable[layout.ArchiveHour | str] = (),
     count_partitions: bool = True,
+    hour_columns: Mapping[str, Mapping[layout.ArchiveHour, Sequence[Column]]] | None = None,
 ) -> dict[str, dict]:
     """Register a committed sync; returns, per lake table (and ``"quarantine"`` when hours
     were given): ``catalog_table``, ``database``, ``columns`` (after the merge),
@@ -62,7 +63,9 @@ def register_sync(
     ``tables``: the columns the sync wrote each table with (every table it wrote; others may
     be included to register their schema). ``partitions``: the hours written per table.
     ``count_partitions=False`` skips the count (one paginated listing per table on Glue);
-    ``partitions`` is then ``None``.
+    ``partitions`` is then ``None``. ``hour_columns``: per table, the columns an hour's files
+    were written with, where they differ from ``tables`` (a registration from the lake's
+    files, ``in_step.register_from_lake``).
     """
     unknown = sorted(set(partitions) - set(tables))
     if unknown:
@@ -75,7 +78,8 @@ def register_sync(
     def one(table: str) -> dict:
         hours = {layout.ArchiveHour.parse(h) for h in partitions.get(table, ())}
         return _register_table(catalog, database, table_prefix, lake_root, source_dir,
-                               date_layout, table, tables[table], hours, count_partitions)
+                               date_layout, table, tables[table], hours, count_partitions,
+                               (hour_columns or {}).get(table, {}))
 
     # Tables in parallel: each is a few catalog round trips (~50-100 ms each through the
     # served metastore or to Glue), independent of the others'. The first error (in table
@@ -94,7 +98,8 @@ def register_sync(
 
 def _register_table(catalog: Catalog, database: str, table_prefix: str, lake_root: str,
                     source_dir: str, date_layout: str, table: str, columns: Sequence[Column],
-                    hours: set[layout.ArchiveHour], count_partitions: bool) -> dict:
+                    hours: set[layout.ArchiveHour], count_partitions: bool,
+                    hour_columns: Mapping[layout.ArchiveHour, Sequence[Column]]) -> dict:
     """One table of ``register_sync``: its definition, then its partitions of ``hours``."""
     name = catalog_table_name(table, table_prefix)
     columns = [tuple(c) for c in columns]
@@ -108,7 +113,7 @@ def _register_table(catalog: Catalog, database: str, table_prefix: str, lake_roo
         values = tuple(v for _, v in layout.date_partition_values(date_layout, h))
         specs[values] = PartitionSpec(
             values, layout.table_partition_dir(lake_root, source_dir, table, date_layout, h),
-            tuple(columns))
+            tuple(tuple(c) for c in hour_columns.get(h, columns)))
     added = catalog.add_partitions(database, name, list(specs.values())) if specs else 0
     old = dict(before.columns) if before else {}
     return {

@@ -27,13 +27,15 @@ from dagster import (
     AssetKey,
     AssetSpec,
     BackfillPolicy,
+    Failure,
     HourlyPartitionsDefinition,
     MetadataValue,
     PreviewWarning,
     multi_asset,
 )
 
-from datalake_assets.orchestration.check_runs import run_checks_alone
+from datalake_assets.orchestration.catalog_asset import catalog_key, catalog_specs
+from datalake_assets.orchestration.check_runs import register_catalog_alone, run_checks_alone
 from datalake_assets.orchestration.lake_state import SourceState, read_source_state
 from datalake_assets.orchestration.resources import SparkCompute
 from datalake_assets.orchestration.sync_events import (
@@ -52,6 +54,7 @@ from datalake_assets.orchestration.sync_events import (
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import STANDARD_TABLES
+from datalake_assets.transform.catalog_phase import CatalogBehind
 from datalake_assets.transform.request import SyncError, request_from_settings
 
 # Per-hour check results need partitioned check specs, a preview feature of Dagster 1.13 that we
@@ -175,20 +178,26 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
                         "+ suppressed.",
         ),
     ]
+    catalog_spec, catalog_checks = catalog_specs(
+        settings, source, tables, partitions,
+        deps=[AssetKey([slug, t]) for t in [*tables, QUARANTINE]])
 
     @multi_asset(
         name=f"{slug}_lake_sync",
-        specs=table_specs + side_specs,
+        specs=table_specs + side_specs + catalog_spec,
         partitions_def=partitions,
         backfill_policy=BackfillPolicy.multi_run(settings.automation.backfill_hours_per_run),
-        check_specs=_check_specs(slug, tables, partitions),
+        check_specs=_check_specs(slug, tables, partitions) + catalog_checks,
         can_subset=True,  # any selection syncs the whole source-hour (module docstring)
         code_version=rules_code_version(),
         pool="spark_local",
     )
     def lake_sync(context: AssetExecutionContext, compute: SparkCompute):
         if not context.selected_asset_keys:  # the checks alone: nothing to sync
-            yield from run_checks_alone(context, settings, source)
+            yield from run_checks_alone(context, settings, source, compute)
+            return
+        if context.selected_asset_keys == {catalog_key(slug)}:  # the catalog alone
+            yield from register_catalog_alone(context, settings, source, compute)
             return
         keys = list(context.partition_keys)
         hours = [str(layout.ArchiveHour.parse(k)) for k in keys]
@@ -200,6 +209,10 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
                 settings, source, hours, run_id=context.run.run_id,
                 replay=len(hours) > 1 or "dagster/backfill" in context.run.tags)
             result = compute.run_sync(request, context=context)
+        except CatalogBehind as e:  # the data is committed: record it, fail the catalog's hours
+            yield from sync_events(settings, source, tables, keys, e.report, selected,
+                                   context.add_asset_metadata, instance=context.instance)
+            raise Failure(description=str(e)) from None
         except SyncError as e:
             # Report the failed reconciliation, then fail the run: nothing was committed, so
             # there is no materialization to attach data to.

@@ -46,6 +46,7 @@ from datalake_assets.orchestration.resources import SparkCompute
 from datalake_assets.orchestration.settings import BATCH_SENSOR
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.transform.catalog_phase import CatalogBehind
 from datalake_assets.transform.request import request_from_settings
 
 BATCH_JOB = "datalake_sync_job"
@@ -86,11 +87,15 @@ def build_batch_job(settings: LakeSettings, sources: Sequence[BatchSource]) -> A
                 failed.append(f"{item.source}: not a source of the settings any more")
                 context.log.error(failed[-1])
                 continue
+            keys = [ArchiveHour.parse(h).partition_key for h in item.hours]
             try:
                 # yielded source by source: what is synced is recorded even if a later fails
                 yield from _sync_one(context, settings, entry, item.hours, compute)
+            except CatalogBehind as e:  # committed, not registered: record it, fail at the end
+                yield from sync_events(settings, entry.source, list(entry.tables), keys,
+                                       e.report, None, instance=context.instance)
+                failed.append(f"{item.source} {item.hours[0]}..{item.hours[-1]}: {e}")
             except Exception as e:  # noqa: BLE001 - one source's failure must not stop the rest
-                keys = [ArchiveHour.parse(h).partition_key for h in item.hours]
                 yield from completeness_results(entry.source.slug, None, keys, str(e))
                 failed.append(f"{item.source} {item.hours[0]}..{item.hours[-1]}: "
                               f"{type(e).__name__}: {e}")

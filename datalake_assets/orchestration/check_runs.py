@@ -1,4 +1,5 @@
-"""The asset checks run on their own: *Execute all* on a table's Checks tab.
+"""Runs of part of a source's assets that sync nothing: the asset checks on their own
+(*Execute all* on a Checks tab) and the catalog asset on its own (``catalog_asset.py``).
 
 The UI launches the source's sync job with no asset selected, only the table's checks, and
 no partition (Dagster's UI does not yet pick partitions for checks run alone). Nothing is
@@ -11,8 +12,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dagster import AssetCheckEvaluation, AssetCheckSeverity, AssetExecutionContext, AssetKey
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    AssetKey,
+    Failure,
+    MaterializeResult,
+)
 
+from datalake_assets.orchestration.catalog_asset import (
+    CHECK_IN_STEP,
+    catalog_key,
+    in_step_results,
+    registered_hours,
+)
+from datalake_assets.orchestration.resources import SparkCompute
 from datalake_assets.orchestration.sync_events import (
     CHECK_COMPLETENESS,
     SYNC_REPORTS,
@@ -22,7 +37,9 @@ from datalake_assets.orchestration.sync_events import (
 )
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.transform.catalog_phase import CatalogBehind
 from datalake_assets.transform.recheck import LakeSource, latest_synced_hours, recheck
+from datalake_assets.transform.request import request_from_settings
 
 LATEST_HOURS = 24  # what "Execute all" re-evaluates without a partition
 
@@ -34,8 +51,10 @@ def lake_source(settings: LakeSettings, source: SourceSettings) -> LakeSource:
 
 
 def run_checks_alone(context: AssetExecutionContext, settings: LakeSettings,
-                     source: SourceSettings) -> Iterator[AssetCheckEvaluation]:
-    """The selected checks' evaluations, one per hour, measured from the lake."""
+                     source: SourceSettings, compute: SparkCompute
+                     ) -> Iterator[AssetCheckEvaluation]:
+    """The selected checks' evaluations, one per hour, measured from the lake (the catalog's
+    ``in_step``: by the compute, which reads the catalog: ``catalog_only = "check"``)."""
     src = lake_source(settings, source)
     if context.has_partition_key or context.has_partition_key_range:
         hours = [ArchiveHour.parse(k) for k in context.partition_keys]
@@ -49,10 +68,17 @@ def run_checks_alone(context: AssetExecutionContext, settings: LakeSettings,
         return
     context.log.info(f"evaluating {len(wanted)} checks of {source.id} from the lake for "
                      f"{chosen}, {hours[0]} .. {hours[-1]} (nothing is synced)")
-    tables = sorted({k.asset_key.path[-1] for k in wanted} - {SYNC_REPORTS})
+    slug = source.slug
+    if any(k.name == CHECK_IN_STEP for k in wanted):
+        report = compute.run_sync(request_from_settings(
+            settings, source, hours, replay=False, run_id=context.run.run_id,
+            catalog_only="check"), context=context)
+        yield from targeted(in_step_results(slug, report, [h.partition_key for h in hours]),
+                            context.instance)
+    tables = sorted({k.asset_key.path[-1] for k in wanted}
+                    - {SYNC_REPORTS, catalog_key(slug).path[-1]})
     report = recheck(src, tables, hours)
     keys = [h.partition_key for h in hours]
-    slug = source.slug
     evaluations = [e for t in tables
                    for e in table_check_results(slug, t, report.tables.get(t), keys)]
     if any(k.name == CHECK_COMPLETENESS for k in wanted):
@@ -67,3 +93,25 @@ def run_checks_alone(context: AssetExecutionContext, settings: LakeSettings,
             for h in hours if str(h) not in recorded]
     yield from targeted([e for e in evaluations if e.asset_check_key in wanted],
                         context.instance)
+
+
+def register_catalog_alone(context: AssetExecutionContext, settings: LakeSettings,
+                           source: SourceSettings, compute: SparkCompute) -> Iterator:
+    """The catalog asset materialized alone: its hours registered again from the lake's
+    files, then checked; no archive read, no data written."""
+    keys = list(context.partition_keys)
+    slug = source.slug
+    context.log.info(f"registering {source.id}'s hours {keys[0]} .. {keys[-1]} from the lake's "
+                     "files (nothing is synced)")
+    request = request_from_settings(settings, source, keys, replay=False,
+                                    run_id=context.run.run_id, catalog_only="register")
+    try:
+        report = compute.run_sync(request, context=context)
+    except CatalogBehind as e:
+        yield from targeted(in_step_results(slug, e.report, keys), context.instance)
+        raise Failure(description=str(e)) from None
+    per_hour, _ = registered_hours(report, keys)
+    for k in keys:
+        context.add_asset_metadata(per_hour[k], asset_key=catalog_key(slug), partition_key=k)
+    yield MaterializeResult(asset_key=catalog_key(slug))
+    yield from targeted(in_step_results(slug, report, keys), context.instance)

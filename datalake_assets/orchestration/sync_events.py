@@ -12,7 +12,7 @@ and syncs outside Dagster recorded in the instance (``sync_records.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -33,6 +33,12 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 )
 
 from datalake_assets.lake.report import SourceReport, SyncReport, TableReport
+from datalake_assets.orchestration.catalog_asset import (
+    catalog_key,
+    has_catalog,
+    in_step_results,
+    registered_hours,
+)
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
@@ -323,6 +329,7 @@ def sync_events(settings: LakeSettings, source: SourceSettings, tables: list[str
     slug = source.slug
     src = result.source
     declared = {AssetKey([slug, t]) for t in [*tables, QUARANTINE, SYNC_REPORTS]}
+    declared.add(catalog_key(slug))
     chosen = selected if selected is not None else frozenset()
     single = len(keys) == 1
     batch = _batch(keys)
@@ -369,9 +376,14 @@ def sync_events(settings: LakeSettings, source: SourceSettings, tables: list[str
     yield from record(AssetKey([slug, SYNC_REPORTS]),
                       lambda k: _source_hour_metadata(src, _source_hour(src, k, single)),
                       _batch_totals(src, keys))
+    catalog_hours, _ = registered_hours(result, keys) if has_catalog(settings) else ({}, None)
+    if catalog_hours:  # after the tables it describes; not when registration failed
+        yield from record(catalog_key(slug), catalog_hours.__getitem__, batch)
     # Tables the graph does not declare yet (found by this sync) get their checks' results
     # too: the UI shows them for these hours once the reload declares the table.
     evaluations = [ev for t in [*tables, *sorted(set(result.tables) - set(tables))]
                    for ev in table_check_results(slug, t, result.tables.get(t), keys)]
     evaluations += completeness_results(slug, src, keys)
+    if has_catalog(settings):
+        evaluations += in_step_results(slug, result, keys)
     yield from targeted(evaluations, instance)

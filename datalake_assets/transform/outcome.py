@@ -155,8 +155,10 @@ def _plan_swaps(run: SyncRun, tables: set[str], hours: list[str]) -> list[commit
 # ---------------------------------------------------------------------------------- register
 
 
-def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally) -> dict[str, dict]:
-    """The committed tables, partitions and quarantine in the catalog."""
+def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally
+             ) -> tuple[dict[str, dict], CatalogError | None]:
+    """The committed tables, partitions and quarantine in the catalog, and the error if
+    registration failed (the data stays committed: ``catalog_phase.CatalogBehind``)."""
     req = run.req
     t = time.monotonic()
     try:
@@ -169,13 +171,10 @@ def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally) -> dic
             count_partitions=True,  # Glue: one paginated listing per table written
         )
     except CatalogError as e:
-        raise SyncError(
-            f"data committed, but the catalog registration failed: {e}. Re-run the sync to "
-            "register it (every step is idempotent)", e.code,
-        ) from e
+        return {}, e
     run.timings["register_s"] = time.monotonic() - t
     faults.checkpoint("registered")
-    return registered
+    return registered, None
 
 
 # ------------------------------------------------------------------------------------ report

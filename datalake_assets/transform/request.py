@@ -18,6 +18,7 @@ from datalake_assets.spec import layout
 from datalake_assets.spec.identity import DEFAULT_IDENTITY_TRAITS
 from datalake_assets.transform.settings import DEFAULT_LOCAL_MAX_BYTES
 
+CATALOG_ONLY = ("register", "check")  # SyncRequest.catalog_only
 _DESCRIPTION = "The sync: one Spark job per source and batch of archive hours (never one per table)."
 
 
@@ -51,6 +52,9 @@ class SyncRequest:
     # a batch of fewer archive bytes (compressed) runs in the driver, without Spark jobs
     # (transform/local_path.py); 0: always Spark
     local_max_bytes: int = DEFAULT_LOCAL_MAX_BYTES
+    # "register": register the hours from the lake's files, then check the catalog;
+    # "check": check only. No archive is read, no data written (transform/catalog_phase.py)
+    catalog_only: str = ""
 
     def resolved(self) -> "SyncRequest":
         run_id = self.run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
@@ -81,6 +85,8 @@ class SyncRequest:
             args += ["--run-id", self.run_id]
         if self.replay:
             args.append("--replay")
+        if self.catalog_only:
+            args += ["--catalog-only", self.catalog_only]
         return args + ["--hours", *self.hours]
 
 
@@ -96,6 +102,9 @@ def parse_args(argv: list[str]) -> SyncRequest:
     p.add_argument("--max-message-bytes", type=int, default=32 * 1024)
     p.add_argument("--max-depth", type=int, default=16)
     p.add_argument("--replay", action="store_true")
+    p.add_argument("--catalog-only", choices=CATALOG_ONLY, default="",
+                   help="register the hours from the lake's files and check the catalog "
+                        "(register), or check it (check); nothing else")
     p.add_argument("--table-prefix", default="")
     p.add_argument("--dedup-lookback-hours", type=int, default=7 * 24)
     p.add_argument("--lock-wait-seconds", type=float, default=600.0)
@@ -114,12 +123,13 @@ def parse_args(argv: list[str]) -> SyncRequest:
         dedup_lookback_hours=a.dedup_lookback_hours, catalog=CatalogConfig.from_args(a),
         lock_wait_seconds=a.lock_wait_seconds,
         identity_traits=tuple(t for t in a.identity_traits.split(",") if t),
-        local_max_bytes=a.local_max_bytes,
+        local_max_bytes=a.local_max_bytes, catalog_only=a.catalog_only,
     )
 
 
 def request_from_settings(settings: LakeSettings, source: SourceSettings, hours, *,
-                          replay: bool, run_id: str = "") -> SyncRequest:
+                          replay: bool, run_id: str = "", catalog_only: str = ""
+                          ) -> SyncRequest:
     """The sync of ``source``'s ``hours`` (any ``ArchiveHour`` spelling) as the settings say."""
     return SyncRequest(
         lake_root=settings.lake_root,
@@ -138,4 +148,5 @@ def request_from_settings(settings: LakeSettings, source: SourceSettings, hours,
         dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
         identity_traits=settings.privacy.identity_traits,
         local_max_bytes=settings.sync.local_max_bytes,
+        catalog_only=catalog_only,
     )

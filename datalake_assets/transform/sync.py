@@ -34,7 +34,7 @@ from datalake_assets.spec import layout
 from datalake_assets.spec.naming import TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange, plan_table
 from datalake_assets.spec.types import TYPES, widen
-from datalake_assets.transform import local_path
+from datalake_assets.transform import catalog_phase, local_path
 from datalake_assets.transform.dedup import (
     Duplicates,
     find_duplicates,
@@ -125,6 +125,8 @@ def _task_failure(e: Exception) -> str | None:
 def _run_sync_locked(run: SyncRun) -> SyncReport:
     req = run.req
     recovered = commit.recover(req.lake_root, req.source_dir)
+    if req.catalog_only:  # register and check the hours from the lake's files: no data
+        return catalog_phase.catalog_only(run)
     _clear_staging(req)
     files = list_archive_files(req)
     existing = read_schema_record(req.lake_root, req.source_dir)
@@ -143,9 +145,20 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     manifest, repeated_ids = write(run, stats, changes, duplicates, local)
     tally = reconcile(run, stats, duplicates, manifest, repeated_ids)
     commit_sync(run, existing, changes, tally, hours)
-    registered = register(run, changes, tally)
-    return finish(run, table_reports(run, changes, tally, duplicates, registered, hours),
-                  source_report(run, tally, duplicates, files, hours, recovered))
+    registered, failed = register(run, changes, tally)
+    error = None if failed is None else (
+        f"data committed, but the catalog registration failed: {failed}. Re-run the sync, or "
+        "materialize the source's catalog asset for these hours, to register it (every step "
+        "is idempotent)")
+    source = source_report(run, tally, duplicates, files, hours, recovered)
+    source.warning = error
+    catalog_phase.attach(source, catalog_phase.hour_entries(run, hours, sorted(changes),
+                                                            registered, error))
+    report = finish(run, table_reports(run, changes, tally, duplicates, registered, hours),
+                    source)
+    if failed is not None:
+        raise catalog_phase.CatalogBehind(error, failed.code, report)
+    return report
 
 
 def _clear_staging(req: SyncRequest, attempts: int = 5) -> None:

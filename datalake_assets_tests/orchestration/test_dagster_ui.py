@@ -208,6 +208,11 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
             check_served_tables(dev, settings, home / "lake")
         except (AssertionError, OSError) as e:
             failures.append(f"(e) {e}")
+        # (f) the catalog asset: each synced hour materialized, its in_step check passed
+        try:
+            check_catalog_asset(ui, hours)
+        except (AssertionError, OSError) as e:
+            failures.append(f"(f) {e}")
 
         try:
             compare_lakes(home / "lake", finish_clean_sync(clean), SOURCE)
@@ -266,6 +271,29 @@ def check_served_tables(dev, settings: Path, lake: Path) -> None:
             assert got == want > 0, f"{SOURCE}.{table}: {got} rows in the catalog, {want} files'"
     finally:
         metastore_server.forget_decisions()  # before datalake dev stops its server
+
+
+def check_catalog_asset(ui: DagsterUI, hours: list[ArchiveHour]) -> None:
+    """Issue #34: ``web/catalog`` is downstream of the tables, each hour materialized with
+    what was registered (the embedded Hive metastore), and its blocking check in step."""
+    from datalake_assets_tests.orchestration.dagster_ui_status import (
+        check_statuses,
+        latest_metadata,
+        partition_status,
+    )
+
+    key = f"{SOURCE}/catalog"
+    node = ui.asset_nodes().get(key)
+    assert node, f"no {key} asset"
+    deps = {"/".join(d["path"]) for d in node["dependencyKeys"]}
+    assert {f"{SOURCE}/pages", f"{SOURCE}/order_completed"} <= deps, deps
+    status = partition_status(ui, key)
+    assert all(status.get(h.partition_key) == "MATERIALIZED" for h in hours), status
+    md = latest_metadata(ui, key, hours[1].partition_key)
+    assert md["catalog"] == "hive" and md["database"] == SOURCE, md
+    assert "order_completed" in md["tables"] and md["partitions_registered"] >= 5, md
+    _, checks = check_statuses(ui, key)
+    assert all(checks["in_step"].get(h.partition_key) == "SUCCEEDED" for h in hours), checks
 
 
 def describe_new_tables(ui: DagsterUI) -> dict:
