@@ -18,7 +18,9 @@ written, so the same figures are measured from what the lake holds now, and retu
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,7 @@ from datalake_assets.transform.dedup import index_files
 from datalake_assets.transform.index_lookup import prior_ids
 
 _TYPE_NAMES = {str(t): name for name, t in ARROW_TYPES.items()}
+_REPORT_RE = re.compile(r"/day=(\d{4}-\d{2}-\d{2})/source=([^/]+)/run_id=[^/]+/report\.json$")
 
 
 @dataclass(frozen=True)
@@ -103,18 +106,26 @@ def table_hour(src: LakeSource, table: str, hour: layout.ArchiveHour,
                                      for f in check_conformance(table, data)]}
 
 
-def _source_reports(src: LakeSource) -> list[SourceReport]:
-    """The source rows of every sync report of the source, newest first."""
-    out = []
+def _source_reports(src: LakeSource) -> Iterator[SourceReport]:
+    """The source rows of the source's sync reports, newest first, read one finish day at a
+    time (``reports/day=<finish day>/source=/run_id=/``): a caller that stops early reads
+    only the last days' reports, not years of them."""
+    by_day: dict[str, list[str]] = {}
     for loc, _ in storage.list_files(layout.join(src.lake_root, "reports"), recursive=True):
-        if f"/source={src.source_id}/" in loc and loc.endswith("/report.json"):
-            out.append(SyncReport.parse(storage.read_bytes(loc)).source)
-    return sorted(out, key=lambda r: r.finish_time or "", reverse=True)
+        m = _REPORT_RE.search(loc)
+        if m and m.group(2) == src.source_id:
+            by_day.setdefault(m.group(1), []).append(loc)
+    for day in sorted(by_day, reverse=True):
+        rows = [SyncReport.parse(storage.read_bytes(loc)).source for loc in by_day[day]]
+        yield from sorted(rows, key=lambda r: r.finish_time or "", reverse=True)
 
 
 def latest_synced_hours(src: LakeSource, limit: int) -> list[layout.ArchiveHour]:
-    """The ``limit`` latest hours that sync reports record, oldest first."""
-    hours = {h for r in _source_reports(src) for h in r.hours_synced}
+    """The ``limit`` latest hours the lake holds synced data of (each synced hour has its id
+    index folder, ``_index/<source>/hour=``: one listing), oldest first."""
+    root = layout.index_root(src.lake_root, src.source_dir)
+    hours = {h for loc, _ in storage.list_files(root, recursive=True)
+             if (h := layout.hour_of_index_file(loc))}
     return sorted(layout.ArchiveHour.parse(h) for h in hours)[-limit:]
 
 
@@ -129,6 +140,8 @@ def latest_source_hours(src: LakeSource, hours: list[layout.ArchiveHour]
         for e in entries:
             if e.get("hour") in wanted:
                 found.setdefault(e["hour"], e)
+        if len(found) == len(wanted):
+            break
     return found
 
 
