@@ -158,17 +158,17 @@ class NativeParser:
         return changed
 
     # ---------------------------------------------------------------------------- parse
-    def parse(self, raws: list[bytes], tally: IdentityTally | None, hour: str
+    def parse(self, chunk: Chunk, tally: IdentityTally | None, hour: str
               ) -> tuple[dict[str, TableRows], np.ndarray]:
-        """The chunk's rows per table (``TableRows``; ``lines`` are indices into ``raws``)
+        """The chunk's rows per table (``TableRows``; ``lines`` are indices into ``chunk``)
         and the indices of the lines for the Python path, in order. Whatever the native
         reader refuses or fails on takes the Python path: a whole chunk, if need be."""
         try:
-            batches = self._read(raws)
+            batches = self._read(chunk)
         except _NATIVE_ERRORS:  # never a crash: the reference rules read the chunk
-            return {}, np.arange(len(raws))
+            return {}, np.arange(len(chunk))
         out: dict[str, TableRows] = {}
-        native = np.zeros(len(raws), bool)
+        native = np.zeros(len(chunk), bool)
         for table, msgs, rows, columns in batches:  # the only side effect: the tally
             got, handled = _finish(table, msgs, rows, columns, tally, hour)
             native[handled] = True
@@ -176,10 +176,10 @@ class NativeParser:
                 out[table] = got
         return out, np.flatnonzero(~native)
 
-    def _read(self, raws: list[bytes]) -> list[tuple[str, pa.StructArray, np.ndarray, dict]]:
+    def _read(self, chunk: Chunk) -> list[tuple[str, pa.StructArray, np.ndarray, dict]]:
         """Routing, parse, checks and columns of a chunk, per table (no side effect but the
         shapes): ``(table, messages, their line indices, columns)``."""
-        texts = _texts(raws)
+        texts = _texts(chunk)
         route = ~pc.fill_null(pc.and_(
             pc.and_(pc.starts_with(texts, "{"), pc.ends_with(texts, "}")),
             pc.less_equal(pc.binary_length(texts), self.max_bytes)), False
@@ -282,22 +282,43 @@ def _shape(tree: dict) -> dict | str:
     return {k: "JSON" if v is None else _shape(v) for k, v in tree.items()} or "JSON"
 
 
-def _texts(raws: list[bytes]) -> pa.Array:
-    """The lines as one string array (one copy of the bytes); a line that is not UTF-8 as
+class Chunk:
+    """Lines gathered for the native parser, their bytes in one buffer (no object per line)."""
+
+    __slots__ = ("data", "ends")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.ends = [0]
+
+    def add(self, raw: bytes) -> None:
+        self.data += raw
+        self.ends.append(len(self.data))
+
+    def __len__(self) -> int:
+        return len(self.ends) - 1
+
+    def line(self, i: int) -> bytes:
+        return bytes(self.data[self.ends[i]:self.ends[i + 1]])
+
+
+def _texts(chunk: Chunk) -> pa.Array:
+    """The lines as one string array over the chunk's buffer; a line that is not UTF-8 as
     ``""`` (routed to the Python path)."""
-    offsets = np.zeros(len(raws) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, raws), np.int64, len(raws)), out=offsets[1:])
-    texts = pa.StringArray.from_buffers(len(raws), pa.py_buffer(offsets.astype(np.int32)),
-                                        pa.py_buffer(b"".join(raws)))
+    n = len(chunk)
+    if len(chunk.data) >= 2**31:
+        raise ValueError("a chunk of 2 GiB or more: the Python path reads it")
+    offsets = pa.py_buffer(np.array(chunk.ends, np.int32))
+    texts = pa.StringArray.from_buffers(n, offsets, pa.py_buffer(chunk.data))
     try:
         texts.validate(full=True)
         return texts
     except pa.ArrowInvalid:
         pass
     fixed = []
-    for r in raws:
+    for i in range(n):
         try:
-            fixed.append(r.decode("utf-8"))
+            fixed.append(chunk.line(i).decode("utf-8"))
         except UnicodeDecodeError:
             fixed.append("")
     return pa.array(fixed, pa.string())

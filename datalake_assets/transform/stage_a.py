@@ -138,8 +138,8 @@ class _StageA:
         task has one, the lines it leaves (and every line without it) one by one."""
         cfg = self.cfg
         f = _File(file_idx, hour)
-        chunk: list[bytes] = []
-        chunk_bytes, error = 0, None
+        chunk = native_parse.Chunk()
+        error = None
         try:
             expected = cfg.archive_sizes[file_idx] if file_idx < len(cfg.archive_sizes) else None
             for raw in storage.iter_lines(location, expected_size=expected):
@@ -147,16 +147,15 @@ class _StageA:
                 if self.native is None:
                     yield from self._python_line(f, raw, f.line_no)
                     continue
-                chunk.append(raw)
-                chunk_bytes += len(raw)
-                if len(chunk) >= cfg.buffered_rows or chunk_bytes >= NATIVE_CHUNK_BYTES:
+                chunk.add(raw)
+                if len(chunk) >= cfg.buffered_rows or len(chunk.data) >= NATIVE_CHUNK_BYTES:
                     yield from self._native_chunk(f, chunk, f.line_no - len(chunk) + 1)
-                    chunk, chunk_bytes = [], 0
+                    chunk = native_parse.Chunk()
         except storage.ShortRead:
             raise  # a transient short read fails the sync (re-run); never a partial file
         except (OSError, zlib.error, EOFError) as e:
             error = e
-        if chunk:
+        if len(chunk):
             yield from self._native_chunk(f, chunk, f.line_no - len(chunk) + 1)
         if error is not None:
             # A corrupt or unreadable file: what was read stays; the rest is quarantined as
@@ -173,7 +172,7 @@ class _StageA:
             self.quarantine_files.append((hour, location_q, len(f.rejected), size))
             self.lines_quarantined[hour] = self.lines_quarantined.get(hour, 0) + len(f.rejected)
 
-    def _native_chunk(self, f: _File, chunk: list[bytes], first: int
+    def _native_chunk(self, f: _File, chunk: native_parse.Chunk, first: int
                       ) -> Iterator[pa.RecordBatch]:
         """A chunk of lines through the native parser: its tables' rows written as work
         files; the lines it leaves through ``_python_line``."""
@@ -191,7 +190,7 @@ class _StageA:
                                   lines.slice(a, n), rows.ids.slice(a, n),
                                   pa.nulls(n, pa.binary()), rows.received.slice(a, n))
         for i in left.tolist():
-            yield from self._python_line(f, chunk[i], first + i)
+            yield from self._python_line(f, chunk.line(i), first + i)
 
     def _python_line(self, f: _File, raw: bytes, line_no: int) -> Iterator[pa.RecordBatch]:
         """One line by the reference rules (``spec.messages``), buffered per table."""
