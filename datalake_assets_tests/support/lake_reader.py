@@ -157,12 +157,23 @@ def compare(expected: Expected, lake: Lake) -> Comparison:
                 return r
         return None
 
+    # The hours each id is expected in: one, unless the same id is kept again outside the
+    # lookback window of an earlier copy (or with no lookback at all).
+    hours_of: dict[str, set[str]] = {}
+    for ln in expected.lines:
+        if ln.message_id and ln.fate in (ROW, DUPLICATE, UNSURE):
+            hours_of.setdefault(ln.message_id, set()).add(
+                ln.kept_hour if ln.fate == DUPLICATE else ln.hour)
     explained = set()
     for ln in expected.lines:
         where = lake.rows.get(ln.message_id, Counter()) if ln.message_id else Counter()
         if ln.message_id not in explained:
             c.duplicated += sum(n - 1 for n in where.values())
             explained.add(ln.message_id)
+            stray = sorted(k for k in where if k[1] not in hours_of.get(ln.message_id, ()))
+            if stray and len(hours_of.get(ln.message_id, ())) > 1:
+                c.misplaced.append(f"row {ln.message_id!r} also in {stray}, expected only in "
+                                   f"hours {sorted(hours_of[ln.message_id])}")
         desc = f"{ln.key[0]}:{ln.key[1]!r:.40} ({ln.fate} {ln.message_id!r:.40})"
         if ln.fate == QUARANTINED or (ln.fate == UNSURE and not where):
             r = take(ln.key)
@@ -180,6 +191,8 @@ def compare(expected: Expected, lake: Lake) -> Comparison:
             continue
         c.accounted += 1
         hour = ln.kept_hour if ln.fate == DUPLICATE else ln.hour
+        if len(hours_of.get(ln.message_id, ())) > 1:  # its rows of this hour only
+            where = Counter({k: n for k, n in where.items() if k[1] == hour})
         if ln.fate in (ROW, DUPLICATE) and not _placement_ok(where, ln.tables, hour):
             c.misplaced.append(f"{desc}: found in {sorted(where)}, expected {ln.tables} {hour}")
     for mid, where in lake.rows.items():

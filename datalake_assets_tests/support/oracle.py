@@ -18,6 +18,11 @@ For every non-blank archive line the oracle says one of:
   accounted for exactly once.
 
 A damaged or truncated gzip adds one ``quarantined`` entry (``unreadable_file``) for the file.
+
+A history is modelled batch by batch (``Oracle.sync``): the lookback window spans the batch's
+first hour minus the lookback to its last plus it (none at all when it is 0), a re-synced hour
+replaces the lines it held, and a duplicate whose kept copy moved follows it. ``forget`` models
+an erasure with suppression.
 """
 
 from __future__ import annotations
@@ -255,10 +260,12 @@ class Oracle:
         self.hour_lines = hour_lines or (
             lambda h: archive_hour_lines(store, archive_root, source_id, h))
         self.hours: dict[str, list[Line]] = {}  # what the lake holds, by hour
+        self.forgotten: set[str] = set()  # identities erased and suppressed (``forget``)
 
     def sync(self, hours) -> Oracle:
         """One successful sync of ``hours`` (one batch)."""
-        batch = {h: [classify(ln, self.max_bytes) for ln in self.hour_lines(h)]
+        batch = {h: [classify(ln, self.max_bytes) for ln in self.hour_lines(h)
+                     if not self._forgotten(ln)]  # suppressed: stored nowhere, not deduped
                  for h in sorted(hours)}
         batch = {h: lines for h, lines in batch.items() if lines}  # no files: left alone
         if not batch:
@@ -266,8 +273,8 @@ class Oracle:
         lo = _hour_dt(min(batch)) - self.lookback
         hi = _hour_dt(max(batch)) + self.lookback
         held = {ln.message_id: ln for h, lines in self.hours.items()
-                if h not in batch and lo <= _hour_dt(h) <= hi
-                for ln in lines if ln.fate == ROW}
+                if h not in batch and lo <= _hour_dt(h) <= hi and self.lookback
+                for ln in lines if ln.fate == ROW}  # no lookback: within the batch only
         candidates: dict[str, list[Line]] = {}
         for h in sorted(batch):
             for ln in batch[h]:
@@ -279,10 +286,56 @@ class Oracle:
                 if ln is not kept:
                     ln.fate, ln.tables, ln.kept_hour = DUPLICATE, kept.tables, kept.hour
         self.hours.update(batch)
+        self._rehome(batch)
         return self
+
+    def _rehome(self, batch: dict[str, list[Line]]) -> None:
+        """A duplicate of an earlier sync whose kept copy was in a re-synced hour: its message
+        is now wherever the lake keeps that id (the re-sync may have moved it to another hour
+        of the batch, or found it held by an hour of its window). If the lake keeps it
+        nowhere, the duplicate keeps its old place, and the comparison reports the loss."""
+        kept: dict[str, list[Line]] = {}
+        for h in sorted(self.hours):
+            for ln in self.hours[h]:
+                if ln.fate == ROW:
+                    kept.setdefault(ln.message_id, []).append(ln)
+        for h, lines in self.hours.items():
+            for ln in lines:
+                homes = kept.get(ln.message_id, [])
+                if h not in batch and ln.fate == DUPLICATE and ln.kept_hour in batch and homes:
+                    home = min(homes, key=lambda k: (k.hour != ln.kept_hour,
+                                                     abs(_hour_dt(k.hour) - _hour_dt(h))))
+                    ln.kept_hour, ln.tables = home.hour, home.tables
+
+    def forget(self, identities) -> Oracle:
+        """An erasure with suppression of ``identities`` (README "Forget a person", without
+        links): every line of a message naming one of them as ``userId``, ``anonymousId`` or
+        ``previousId`` leaves the lake (its rows, its duplicates, its quarantined line), and
+        later syncs store such lines nowhere. Message ids are taken to be one person's
+        (Segment's contract, which the erasure relies on too)."""
+        self.forgotten |= set(identities)
+        for h, lines in self.hours.items():
+            self.hours[h] = [ln for ln in lines if not self._forgotten(ln)]
+        return self
+
+    def _forgotten(self, line: Line) -> bool:
+        return bool(self.forgotten) and not self.forgotten.isdisjoint(line_identities(line.raw))
 
     def expected(self) -> Expected:
         return Expected([ln for h in sorted(self.hours) for ln in self.hours[h]])
+
+
+def line_identities(raw: bytes) -> set[str]:
+    """The ids a decoded line names its person by (``userId``, ``anonymousId``,
+    ``previousId``; text or numbers, as text); none for a line that is not a JSON object."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return set()
+    if not isinstance(obj, dict):
+        return set()
+    return {str(v) for k in ("userId", "anonymousId", "previousId")
+            if isinstance(v := obj.get(k), str | int) and not isinstance(v, bool) and v != ""}
 
 
 def segment_archive_lines(store, segment_root: str, segment_id: str):
