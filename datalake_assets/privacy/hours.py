@@ -122,14 +122,44 @@ def hour_files(place: SourcePlace, hour: str, tables: list[str] | None = None) -
     return out
 
 
-def archive_hours(place: SourcePlace) -> set[str]:
-    """The hours (compact) the source's raw archive holds files of."""
-    out = set()
-    for loc, _ in storage.list_files(layout.join(place.archive_root, place.source_id),
-                                     recursive=True):
+def _modified(root: str) -> list[tuple[str, float]]:
+    """``(location, modification time in s)`` of every file under ``root`` (one listing:
+    local stat, S3's ``LastModified``, Azure's ``Last-Modified``)."""
+    fs, path = storage.resolve(root)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    except FileNotFoundError:
+        return []
+    return [(storage.to_location(root, i.path), i.mtime.timestamp() if i.mtime else 0.0)
+            for i in infos if i.type == pafs.FileType.File]
+
+
+def archive_newest(place: SourcePlace) -> dict[str, float]:
+    """The hours (compact) the source's raw archive holds files of: the time its newest file
+    was written."""
+    out: dict[str, float] = {}
+    for loc, mtime in _modified(layout.join(place.archive_root, place.source_id)):
         m = _ARCHIVE_HOUR_RE.search(loc)
         if m and layout.is_archive_file(loc):
-            out.add("".join(m.groups()))
+            hour = "".join(m.groups())
+            out[hour] = max(out.get(hour, mtime), mtime)
+    return out
+
+
+def archive_hours(place: SourcePlace) -> set[str]:
+    """The hours (compact) the source's raw archive holds files of."""
+    return set(archive_newest(place))
+
+
+def indexed_before(place: SourcePlace) -> dict[str, float]:
+    """The hours with a per-hour identity index: when their oldest index file was written
+    (by the hour's last sync, or an erasure)."""
+    out: dict[str, float] = {}
+    root = layout.identity_index_root(place.lake_root, place.source_dir)
+    for loc, mtime in _modified(root):
+        hour = layout.hour_of_index_file(loc)
+        if hour is not None and loc.endswith(".parquet") and _visible(loc):
+            out[hour] = min(out.get(hour, mtime), mtime)
     return out
 
 
@@ -163,6 +193,17 @@ def identity_index_hours(place: SourcePlace) -> set[str]:
 
 
 def unindexed_hours(place: SourcePlace) -> list[str]:
-    """Hours of the archive or the lake without an identity index: synced before the index
-    existed, or not synced yet. A request scans them (``lookup.scan_hours``)."""
-    return sorted((archive_hours(place) | id_index_hours(place)) - identity_index_hours(place))
+    """Hours of the archive or the lake that the identity index does not describe whole: no
+    index (synced before the index existed, or not synced yet), or an archive file written
+    after the hour's index (a late file that landed after the hour's last sync, not indexed
+    until the hour is synced again). A request scans them (``lookup.scan_hours``).
+
+    A file that lands while a sync of its hour runs, after the sync listed the archive, is
+    older than that sync's index and is only seen by a request once the hour is synced again
+    (the archive sensor does that: the hour's fingerprint changed). A file copied in with an
+    old modification time (``cp -p``, ``rsync -t``) passes for indexed: copy late files
+    without keeping their times."""
+    newest = archive_newest(place)
+    indexed = indexed_before(place)
+    late = {h for h, t in newest.items() if h in indexed and t >= indexed[h]}
+    return sorted(((set(newest) | id_index_hours(place)) - identity_index_hours(place)) | late)
