@@ -6,7 +6,7 @@ run the tests that must catch it there, and expect them to fail. Prints one line
 and ``mutations tried N, caught N``; exits non-zero if any mutation survived or could not be
 applied. Not part of the pytest suite (it runs the suite against broken copies).
 
-    .venv/bin/python bench/mutations.py            # all (about 15-25 min on 2 cores)
+    .venv/bin/python bench/mutations.py            # all (about 20-30 min on 2 cores)
     .venv/bin/python bench/mutations.py -k journal # those whose name contains "journal"
 """
 
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = "datalake_assets_tests/"
+ANY_ORDER = T + "reliability/test_any_order.py"
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,38 @@ MUTATIONS = [
         "the importer skips a file", "datalake_assets/ingest/segment_import.py",
         (("        for obj in sorted(files):\n", "        for obj in sorted(files)[1:]:\n"),),
         (T + "ingest/test_segment_import.py", "-k", "import_then_sync_finds_every_message_once")),
+    # Order-dependent logic (issue #32): caught by the generated histories of
+    # reliability/test_any_order.py, which sync hours in any order and batching.
+    Mutation(
+        "the lookback window only looks back (an older hour synced after a newer one)",
+        "datalake_assets/transform/dedup.py",
+        (("    hi = layout.ArchiveHour.of(last + span).compact\n",
+          "    hi = layout.ArchiveHour.of(last).compact\n"),),
+        (ANY_ORDER, "-k", "generated_histories")),  # local path first, then the Spark path
+    Mutation(
+        "the lookback window leaves out its edges", "datalake_assets/transform/dedup.py",
+        (("        if hour and lo <= hour <= hi and hour not in own:\n",
+          "        if hour and lo < hour < hi and hour not in own:\n"),),
+        (ANY_ORDER, "-k", "generated_histories_on_the_local_path")),
+    Mutation(
+        "a batch keeps the first file's copy, not the earliest received",
+        "datalake_assets/transform/keys.py",
+        (('        sort_keys=[("message_id", "ascending"), ("_received", "ascending"),\n',
+          '        sort_keys=[("message_id", "ascending"),\n'),),
+        (ANY_ORDER, "-k", "generated_histories_on_the_local_path")),
+    Mutation(
+        "a cut commit is rolled forward only by a sync that has files",
+        "datalake_assets/transform/sync.py",
+        (("    recovered = commit.recover(req.lake_root, req.source_dir)\n",
+          ("    recovered = (commit.recover(req.lake_root, req.source_dir)\n"
+           "                 if list_archive_files(req) else [])\n")),),
+        (ANY_ORDER, "-k", "generated_histories_on_the_local_path")),
+    Mutation(
+        "an erasure skips the late files of hours already synced",
+        "datalake_assets/privacy/hours.py",
+        (("    late = {h for h, t in newest.items() if h in indexed and t >= indexed[h]}\n",
+          "    late: set[str] = set()\n"),),
+        (ANY_ORDER, "-k", "generated_histories_on_the_local_path")),
 ]
 
 
