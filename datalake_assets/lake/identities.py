@@ -13,8 +13,9 @@ file per request, so two requests never overwrite each other; the list is their 
 
 **Identity index.** Per source and received hour, ``_identities/<source>/hour=<YYYYMMDDHH>/
 *.parquet`` with ``INDEX_SCHEMA``: a presence row per (identity hash, table) of the hour with
-its row count (``table`` is ``QUARANTINE`` for quarantined lines that still name someone;
-``tracks`` is listed beside the track tables), and a link row per linked pair (``table`` =
+its row count (``table`` is ``QUARANTINE`` for quarantined lines that still name someone,
+``SUPPRESSED`` for lines of a suppressed person that the sync stored nowhere but the raw
+archive still holds; ``tracks`` is listed beside the track tables), and a link row per linked pair (``table`` =
 ``LINK``, each pair once: the smaller hash in ``identity``, the other in ``linked``; ``rows``:
 the messages that link them). It is a superset of the hour (duplicates dropped by the sync may
 be listed): a request reads the hours it names, never fewer. ``transform/identity_index.py``
@@ -38,6 +39,7 @@ from datalake_assets.spec.azure_uri import is_azure
 KEY_BYTES = 32
 LINK = "#link"
 QUARANTINE = "#quarantine"
+SUPPRESSED = "#suppressed"
 INDEX_SCHEMA = pa.schema([
     pa.field("identity", pa.string(), nullable=False),
     pa.field("table", pa.string(), nullable=False),

@@ -26,6 +26,7 @@ from datalake_assets.lake.identities import (
     INDEX_SCHEMA,
     LINK,
     QUARANTINE,
+    SUPPRESSED,
     lake_key,
     read_suppressed,
 )
@@ -36,7 +37,8 @@ from datalake_assets.transform.run import SyncRun
 from datalake_assets.transform.stage_a import StageAStats
 
 INDEX_ROW_GROUP_ROWS = 65_536
-_NOT_TRACK_TABLES = pa.array(sorted(STANDARD_TABLES | {QUARANTINE, LINK}), pa.string())
+_NOT_TRACK_TABLES = pa.array(sorted(STANDARD_TABLES | {QUARANTINE, LINK, SUPPRESSED}),
+                             pa.string())
 
 
 def load_privacy(run: SyncRun) -> None:

@@ -5,7 +5,8 @@ For every message that decoded to an object (a row to be, or a line going to the
 ``IdentityTally.keep`` hashes its identities under the lake's key and either
 
 * drops it, when one of its hashes is on the suppression list: it is stored nowhere (no row,
-  no quarantine record, no key row for the dedup, no index entry) and counted as
+  no quarantine record, no key row for the dedup; its index entry says ``SUPPRESSED``: the
+  raw archive still holds it, and a later erasure must find the hour) and counted as
   ``suppressed`` under ``(table, hour)``, where ``table`` is the table it would have gone to,
   or ``QUARANTINE`` (``#quarantine``) for a line that would have been quarantined; or
 * counts it under ``(hour, identity hash, table)``, plus one link per pair of identities of an
@@ -23,7 +24,7 @@ from __future__ import annotations
 import orjson
 import pyarrow as pa
 
-from datalake_assets.lake.identities import LINK, QUARANTINE
+from datalake_assets.lake.identities import LINK, QUARANTINE, SUPPRESSED
 from datalake_assets.spec.identity import LINKING_TYPES, identity_hashes
 
 IDENTITY = 3  # the stage-A row kind of index entries (KEYS = 1: keys.py, STATS = 2: stage_a.py)
@@ -67,11 +68,16 @@ class IdentityTally:
         hashes = identity_hashes(obj, self.traits, self.key, cache)
         if not hashes:
             return True
+        presence = self.presence
         if self.suppressed and not self.suppressed.isdisjoint(hashes):
             k = (table, hour)
             self.suppressed_counts[k] = self.suppressed_counts.get(k, 0) + n
+            # Stored nowhere, but the raw archive keeps the line: the index still names the
+            # hour (as SUPPRESSED), so a later erasure of the person rewrites its archive.
+            for h in hashes:
+                k3 = (hour, h, SUPPRESSED)
+                presence[k3] = presence.get(k3, 0) + n
             return False
-        presence = self.presence
         for h in hashes:
             k3 = (hour, h, table)
             presence[k3] = presence.get(k3, 0) + n

@@ -18,6 +18,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from datalake_assets.lake.identities import SUPPRESSED
 from datalake_assets.spec.identity import (
     ID,
     LINKING_TYPES,
@@ -74,15 +75,23 @@ def tally_batch(tally: IdentityTally, msgs: pa.StructArray, keep: np.ndarray, ta
         if suppressed.any():
             k = (table, hour)
             tally.suppressed_counts[k] = tally.suppressed_counts.get(k, 0) + int(suppressed.sum())
-            pairs = pairs.filter(pc.invert(pc.is_in(pairs.column("row"),
-                                                    value_set=pa.array(np.flatnonzero(suppressed)))))
+            gone_rows = pc.is_in(pairs.column("row"),
+                                 value_set=pa.array(np.flatnonzero(suppressed)))
+            # stored nowhere, but named in the index (IdentityTally.keep says why)
+            _presence(tally, pairs.filter(gone_rows), hour, SUPPRESSED)
+            pairs = pairs.filter(pc.invert(gone_rows))
+    _presence(tally, pairs, hour, table)
+    _links(tally, pairs, mtype, hour)
+    return suppressed, unresolved
+
+
+def _presence(tally: IdentityTally, pairs: pa.Table, hour: str, table: str) -> None:
+    """Each hash's messages among ``pairs`` (a row and hash each), under ``table``."""
     per_hash = pairs.group_by(["hash"], use_threads=False).aggregate([([], "count_all")])
     presence = tally.presence
     for h, c in zip(per_hash.column("hash").to_pylist(), per_hash.column("count_all").to_pylist()):
         k3 = (hour, h, table)
         presence[k3] = presence.get(k3, 0) + c
-    _links(tally, pairs, mtype, hour)
-    return suppressed, unresolved
 
 
 def _links(tally: IdentityTally, pairs: pa.Table, mtype: pa.Array, hour: str) -> None:

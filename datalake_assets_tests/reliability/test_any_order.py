@@ -95,10 +95,6 @@ def test_an_erasure_finds_a_late_file_in_an_hour_already_synced(histories):
     state.sync(hours=[0])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a sync drops a suppressed person's lines before the identity index counts them "
-    "(transform/identity_tally.py, called by stage A, both being rewritten): a later request "
-    "for the same person does not find the hour, and their lines stay in the raw archive"))
 def test_a_second_erasure_finds_lines_suppressed_since_the_first(histories):
     """Found: after an erasure, a late file brings a line of the person into an hour that
     other people's messages keep indexed; the sync suppresses it (right), and a second
