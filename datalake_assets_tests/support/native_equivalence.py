@@ -49,6 +49,7 @@ def run_stage_a_on(root: str, files: list[str], native: bool, monkeypatch=None,
         return p
 
     monkeypatch.setattr(native_parse, "parser_for", counting if native else lambda *a: None)
+    monkeypatch.setattr(native_parse, "MIN_NATIVE_LINES", 1)  # small test files go native too
     try:
         out = pa.Table.from_batches(list(run_stage_a(iter([batch]), config))).to_pydict()
     finally:

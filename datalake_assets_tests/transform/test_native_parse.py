@@ -104,6 +104,21 @@ def test_the_hostile_corpus_is_written_the_same(tmp_path, monkeypatch, max_bytes
     assert py["quarantine"] and py["rows"]
 
 
+def test_small_chunks_take_the_python_path(tmp_path, monkeypatch):
+    """Below ``MIN_NATIVE_LINES`` a chunk is read by the reference rules alone (the native
+    parse's fixed costs would make a small hour slower)."""
+    files = demo_files(str(tmp_path / "archive"), 400)
+    monkeypatch.setattr(native_parse, "MIN_NATIVE_LINES", 10_000)
+    p = native_parse.NativeParser(32 * 1024, 16)
+    chunk = native_parse.Chunk()
+    from datalake_assets.lake import storage
+    for raw in storage.iter_lines(files[0]):
+        chunk.add(raw)
+    tables, left = p.parse(chunk, None, "2026112110")
+    assert not tables and len(left) == len(chunk) > 0
+    p.close()
+
+
 def test_a_sync_writes_the_same_lake_either_way(tmp_path, monkeypatch):
     """The whole sync (the driver-local path, no Spark): tables, quarantine, indexes and the
     report, through the native parse and through the Python path."""
@@ -137,6 +152,7 @@ def test_a_sync_writes_the_same_lake_either_way(tmp_path, monkeypatch):
             lake_key(lake)
         if not native:
             monkeypatch.setattr(native_parse, "parser_for", lambda *a: None)
+        monkeypatch.setattr(native_parse, "MIN_NATIVE_LINES", 1)
         result = run_sync(no_spark, SyncRequest(lake, archive, "src", ("2026-11-21T10",),
                                                 local_max_bytes=LOCAL))
         monkeypatch.undo()
