@@ -38,7 +38,7 @@ from datalake_assets.spec.types import BIGINT, BOOLEAN, DOUBLE, STRING, TIMESTAM
 
 
 @dataclass(frozen=True)
-class LakeSource:
+class CatalogSource:
     """Where a source's tables are, in the lake and in the catalog."""
 
     lake_root: str
@@ -64,7 +64,7 @@ def _type_name(t: pa.DataType) -> str:
     return {pa.int64(): BIGINT, pa.float64(): DOUBLE, pa.bool_(): BOOLEAN}.get(t, STRING)
 
 
-def lake_partitions(src: LakeSource, tables: list[str],
+def lake_partitions(src: CatalogSource, tables: list[str],
                     hours: list[layout.ArchiveHour]) -> list[LakePartition]:
     """The table-hours of ``tables`` in ``hours`` that have files, with their columns."""
     out = []
@@ -83,12 +83,13 @@ def lake_partitions(src: LakeSource, tables: list[str],
     return out
 
 
-def quarantine_hours(src: LakeSource, hours: list[layout.ArchiveHour]) -> list[layout.ArchiveHour]:
+def quarantine_hours(src: CatalogSource, hours: list[layout.ArchiveHour]
+                     ) -> list[layout.ArchiveHour]:
     return [h for h in hours
             if storage.list_files(layout.quarantine_dir(src.lake_root, src.source_dir, h))]
 
 
-def out_of_step(catalog: Catalog, src: LakeSource, parts: list[LakePartition]
+def out_of_step(catalog: Catalog, src: CatalogSource, parts: list[LakePartition]
                 ) -> dict[str, list[str]]:
     """What the catalog lacks or says differently from the lake, by hour (``str(hour)``);
     an hour in step has an empty list."""
@@ -113,7 +114,7 @@ def out_of_step(catalog: Catalog, src: LakeSource, parts: list[LakePartition]
     return problems
 
 
-def _table_problems(catalog: Catalog, src: LakeSource, table: str, columns: list[Column],
+def _table_problems(catalog: Catalog, src: CatalogSource, table: str, columns: list[Column],
                     mine: list[LakePartition]) -> list[tuple[str, str]]:
     """(hour, problem) of one catalog table against its table-hours in the lake."""
     values = {tuple(v for _, v in layout.date_partition_values(src.date_layout, p.hour)): p
@@ -146,7 +147,7 @@ def _partition_problems(name: str, have: dict[str, str], spec: PartitionSpec | N
     return said
 
 
-def register_from_lake(catalog: Catalog, src: LakeSource, parts: list[LakePartition],
+def register_from_lake(catalog: Catalog, src: CatalogSource, parts: list[LakePartition],
                        quarantined: list[layout.ArchiveHour]) -> dict[str, dict]:
     """Registers the table-hours ``parts`` (and the quarantine's ``quarantined`` hours) from
     the files: each table with the columns of the lake's schema record, each partition with

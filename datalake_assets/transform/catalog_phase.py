@@ -39,8 +39,8 @@ class CatalogBehind(SyncError):
         self.report = report
 
 
-def lake_source(req: SyncRequest) -> in_step.LakeSource:
-    return in_step.LakeSource(lake_root=req.lake_root, source_dir=req.source_dir,
+def catalog_source(req: SyncRequest) -> in_step.CatalogSource:
+    return in_step.CatalogSource(lake_root=req.lake_root, source_dir=req.source_dir,
                               date_layout=req.date_layout, database=req.database,
                               table_prefix=req.table_prefix)
 
@@ -52,7 +52,7 @@ def hour_entries(run: SyncRun, hours: list[str], tables: list[str],
     req = run.req
     if req.catalog.backend == "none":
         return {}
-    src = lake_source(req)
+    src = catalog_source(req)
     parsed = sorted({layout.ArchiveHour.parse(h) for h in hours})
     parts = in_step.lake_partitions(src, tables, parsed)
     problems: dict[str, list[str]] = {}
@@ -97,7 +97,7 @@ def catalog_only(run: SyncRun) -> SyncReport:
     checks), then check them."""
     req = run.req
     run.catalog = catalog_from_config(req.catalog, lambda: run.spark)
-    src = lake_source(req)
+    src = catalog_source(req)
     hours = sorted({layout.ArchiveHour.parse(h) for h in req.hours})
     tables = sorted(read_schema_record(req.lake_root, req.source_dir))
     parts = in_step.lake_partitions(src, tables, hours)
