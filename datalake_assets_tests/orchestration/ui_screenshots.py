@@ -2,8 +2,8 @@
 
     python -m datalake_assets_tests.orchestration.ui_screenshots --url http://127.0.0.1:3000 --out bench/out/ui
 
-Opens an event table's asset page (overview, Partitions and Checks tabs), the asset catalog and
-the lineage graph of the source's group with Playwright driving Debian's ``/usr/bin/chromium``
+Opens an event table's asset page (overview, Partitions and Checks tabs), the asset catalog,
+the lineage graph of the source's group and, with ``--backfill ID``, a backfill's page, with Playwright driving Debian's ``/usr/bin/chromium``
 (never a downloaded browser), waits until each page has rendered, and saves 1400x900 PNGs.
 Not part of the test suite: it needs ``pip install playwright`` and a server with synced data.
 """
@@ -38,10 +38,13 @@ def location_path(url: str) -> str:
     return f"{entry['locationOrLoadError']['repositories'][0]['name']}@{entry['name']}"
 
 
-def pages(url: str, source: str, table: str) -> list[tuple[str, str, str]]:
-    """(file name, URL, a text the rendered page must contain)."""
+def pages(url: str, source: str, table: str,
+          backfill: str | None = None) -> list[tuple[str, str, str]]:
+    """(file name, URL, a text the rendered page must contain); ``backfill``: a backfill's id,
+    whose page is shown too."""
     asset = f"{url}/assets/{source}/{table}"
-    return [
+    shown = [("backfill", f"{url}/runs/b/{backfill}", backfill)] if backfill else []
+    return shown + [
         ("asset_overview", asset, table),
         ("asset_partitions", f"{asset}?view=partitions", "Partitions"),
         ("asset_checks", f"{asset}?view=checks", "duplicates"),
@@ -90,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--source", default="web", help="asset group / key prefix of the source")
     p.add_argument("--table", default="order_completed", help="event table to show")
     p.add_argument("--timeout", type=float, default=90.0, help="seconds per page")
+    p.add_argument("--backfill", help="a backfill's id: its page too (backfill.png)")
     args = p.parse_args(argv)
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
@@ -102,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport=VIEWPORT)
-            for name, target, text in pages(url, args.source, args.table):
+            for name, target, text in pages(url, args.source, args.table, args.backfill):
                 page.goto(target, wait_until="domcontentloaded", timeout=args.timeout * 1000)
                 dismiss_onboarding(page)
                 try:
