@@ -28,7 +28,7 @@ def cmd_sql(settings: LakeSettings, args: argparse.Namespace) -> int:
     cfg = config_from_settings(settings.catalog)
     if cfg.backend != "hive":
         raise UsageError(f"[catalog] backend is {cfg.backend!r}: query the lake's Parquet files "
-                         "(README: Query the lake) or the Glue catalog with Athena")
+                         "(docs/get-started/query.md) or the Glue catalog with Athena")
     quiet_query_error_logs()  # the served session's errors are logged too, not only a local one's
     spark = cfg.served_session()
     if spark is None:

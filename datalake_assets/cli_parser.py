@@ -15,7 +15,7 @@ DESCRIPTION = (
     "The command line of datalake-assets, a self-hosted replacement for Segment Data Lakes: "
     "demo traffic, syncs outside Dagster, the collector, the catalog, privacy requests. "
     "Settings come from --settings, else $DATALAKE_SETTINGS, else the defaults (a local lake "
-    "under $DATALAKE_HOME, default ./.datalake, with one source, demo). See README.md.")
+    "under $DATALAKE_HOME, default ./.datalake, with one source, demo). See README.md and docs/.")
 
 
 class UsageError(Exception):
@@ -149,8 +149,8 @@ def build_parser() -> Parser:
     c.add_argument("--workers", type=whole_number(1, 64),
                    help="processes (default: [collector] workers)")
 
-    k = _command(sub, "catalog", "catalog maintenance (README: Catalog)",
-                 "Maintain the catalog (README: Catalog).")
+    k = _command(sub, "catalog", "catalog maintenance (docs/concepts/catalogs.md)",
+                 "Maintain the catalog (docs/concepts/catalogs.md).")
     actions = k.add_subparsers(dest="action", required=True, metavar="action",
                                parser_class=Parser)
     _command(actions, "init-metastore",

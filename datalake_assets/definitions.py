@@ -3,7 +3,8 @@ job for all sources: ``[automation] sensor_runs``), the import of
 Segment's archive for sources that have one, the compute resource, the definitions sensor, and
 the privacy jobs (``forget_person``, its request-file sensor, the nightly summary compaction).
 
-How the graph stays one graph across processes (README, "Event types and the asset graph"):
+How the graph stays one graph across processes (docs/concepts/dagster-model.md, "Event types
+and the asset graph"):
 ``defs`` reads the lake's state (each source's tables and partition start) once, when the code
 server loads it for the webserver and the daemon, and attaches it to the definitions as
 reconstruction metadata. Dagster stores that metadata with every run it creates from this load,
