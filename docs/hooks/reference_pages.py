@@ -273,14 +273,15 @@ def settings_page() -> str:
     lines = [
         GENERATED,
         "# Settings reference\n",
-        "Every key of the settings file, generated from the settings models "
+        ("Every key of the settings file, generated from the settings models "
         "(`datalake_assets/settings.py` and each feature's `settings.py`) when this site was "
         "built; each description is the comment above the key in the shipped template "
-        "`datalake_assets/lake.toml`, which holds exactly these defaults. How to write the file, and where it is read from: "
-        "[Run it locally](../get-started/local.md#configuration).\n",
-        "Every key is optional except `id` in each `[[sources]]`. Unknown keys, wrong types and "
+        "`datalake_assets/lake.toml`, which holds exactly these defaults. How to write the "
+        "file, and where it is read from: "
+        "[Run it locally](../get-started/local.md#configuration).\n"),
+        ("Every key is optional except `id` in each `[[sources]]`. Unknown keys, wrong types and "
         "values out of range fail when the settings load, with the file, the key path and "
-        "what is allowed.\n",
+        "what is allowed.\n"),
     ]
     for table, rows in tables.items():
         model = rows[0][2]
@@ -323,8 +324,8 @@ def settings_page() -> str:
                                     "`write_keys`"}
     for var in environment_variables():
         where = by_var.get(var)
-        target = extra.get(var) or (
-            f"`[{where[0]}] {where[1]}`" if where and where[0] else f"`{where[1]}`" if where else "")
+        key = "" if not where else f"`[{where[0]}] {where[1]}`" if where[0] else f"`{where[1]}`"
+        target = extra.get(var) or key
         if not target:
             log.warning("environment variable %s: nothing says what it overrides", var)
         lines.append(f"| `{var}` | {target} |")
@@ -383,17 +384,17 @@ def cli_page() -> str:
     try:
         parser = build_parser()
         lines = [GENERATED, "# CLI reference\n",
-                 "The `datalake` command, generated from its parser "
+                 ("The `datalake` command, generated from its parser "
                  "(`datalake_assets/cli_parser.py`) when this site was built. "
-                 "`datalake --help` and `datalake <command> --help` print the same.\n",
+                 "`datalake --help` and `datalake <command> --help` print the same.\n"),
                  " ".join(parser.description.split()) + "\n",
                  "```text\n" + parser.format_usage().strip() + "\n```\n",
                  "| option | | description |", "| --- | --- | --- |",
                  *_argument_rows(parser), "",
-                 "A mistake on the command line (an hour that is not `YYYY-MM-DDTHH`, an unknown "
+                 ("A mistake on the command line (an hour that is not `YYYY-MM-DDTHH`, an unknown "
                  "`--source`, a missing option, a query on a table that does not exist) is one "
                  "line on stderr and exit code 2, as invalid settings are; a failed sync or "
-                 "privacy request is exit code 1.\n",
+                 "privacy request is exit code 1.\n"),
                  "| command | what it does |", "| --- | --- |"]
         commands = list(_subcommands(parser))
         for name, summary, _sub in commands:
@@ -497,20 +498,20 @@ def report_page() -> str:
     types = {f.name: f.type for cls in (report.TableReport, report.SourceReport)
              for f in dataclasses.fields(cls)}
     lines = [GENERATED, "# Sync report reference\n",
-             "Every sync writes a report: one JSON object per table it wrote (`type: \"event\"`), "
+             ("Every sync writes a report: one JSON object per table it wrote (`type: \"event\"`), "
              "then one for the source (`type: \"source\"`), with Segment's fields "
              "(`run_id`, `start_time`, `finish_time`, `duration_mins`, `status`, `error`, "
              "`error_code`, `table_name`, `database`, `partitions`, `new_columns`, `row_count`, "
              "`is_new`, `replay`, `replay_from`, `replay_to`, `emr_cluster_id`, `s3_bucket`) "
              "plus ours. Generated from `datalake_assets/lake/report.py` when this site was "
-             "built, in the order the fields are written.\n",
-             "The same objects are the file "
+             "built, in the order the fields are written.\n"),
+             ("The same objects are the file "
              "`<lake>/reports/day=YYYY-MM-DD/source=<source_id>/run_id=<run>/report.json` "
              "(JSON lines), the rows of the `sync_reports` table (unknown keys in `extra`), "
-             "`datalake sync`'s output and the Dagster materializations' metadata.\n",
-             "The source's row holds the reconciliation the sync checks before it commits: "
+             "`datalake sync`'s output and the Dagster materializations' metadata.\n"),
+             ("The source's row holds the reconciliation the sync checks before it commits: "
              "**`lines_in = messages_written + duplicates + lines_quarantined + suppressed`** "
-             "([Sync rules](../concepts/sync-rules.md)).\n"]
+             "([Sync rules](../concepts/sync-rules.md)).\n")]
     for kind, title in (("event", "A table's row (`type: \"event\"`)"),
                         ("source", "The source's row (`type: \"source\"`)")):
         lines += [f"\n## {title}\n", "| field | type | meaning |", "| --- | --- | --- |"]
