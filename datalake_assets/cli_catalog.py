@@ -25,6 +25,8 @@ def cmd_sql(settings: LakeSettings, args: argparse.Namespace) -> int:
     from datalake_assets.catalog.config import config_from_settings
     from datalake_assets.transform.spark_logs import quiet_query_error_logs
 
+    if settings.table_format == "iceberg":
+        return _sql_on_iceberg(settings, args)
     cfg = config_from_settings(settings.catalog)
     if cfg.backend != "hive":
         raise UsageError(f"[catalog] backend is {cfg.backend!r}: query the lake's Parquet files "
@@ -40,6 +42,26 @@ def cmd_sql(settings: LakeSettings, args: argparse.Namespace) -> int:
     except AnalysisException as e:
         raise UsageError(first_line(e)) from None
     except Exception as e:  # noqa: BLE001 - a failed Spark job, a lost server: no trace either
+        print(f"datalake sql: {first_line(e)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _sql_on_iceberg(settings: LakeSettings, args: argparse.Namespace) -> int:
+    """DuckDB over the Iceberg tables (``lake/formats/iceberg_read.py`` says why not Spark)."""
+    import duckdb
+
+    from datalake_assets.lake.formats import FormatConfig, table_format
+    from datalake_assets.lake.formats.iceberg_read import attach_tables, duckdb_connection
+
+    tables = table_format(FormatConfig.of_settings(settings), settings.lake_root)
+    con = duckdb_connection()
+    attach_tables(con, tables.catalog(), [s.database for s in settings.sources])
+    try:
+        con.sql(args.query).show(max_rows=args.limit)
+    except (duckdb.CatalogException, duckdb.ParserException, duckdb.BinderException) as e:
+        raise UsageError(first_line(e)) from None
+    except duckdb.Error as e:
         print(f"datalake sql: {first_line(e)}", file=sys.stderr)
         return 1
     return 0

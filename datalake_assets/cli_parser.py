@@ -158,9 +158,11 @@ def build_parser() -> Parser:
              "Create the Hive metastore schema in [catalog] metastore_jdbc_url's MySQL/MariaDB "
              "database, once, up front (sessions never create it). Idempotent.")
 
-    q = _command(sub, "sql", "run Spark SQL on the Hive catalog",
-                 "Run one Spark SQL statement on the Hive catalog and print its rows: through "
-                 "the metastore's server while `datalake dev` runs, else in a local session.")
+    q = _command(sub, "sql", "run SQL on the lake's tables",
+                 "Run one SQL statement on the lake's tables and print its rows. Segment "
+                 "layout: Spark SQL on the Hive catalog, through the metastore's server while "
+                 "`datalake dev` runs, else in a local session. Iceberg (table_format = "
+                 "\"iceberg\"): DuckDB SQL, each table a view over its current snapshot.")
     q.add_argument("query", help="e.g. \"SELECT event, count(*) FROM demo.tracks GROUP BY 1\"")
     q.add_argument("--limit", type=whole_number(1), default=50, help="rows shown (default 50)")
 

@@ -14,7 +14,7 @@ Loading order, later wins::
 * Environment overrides: ``DATALAKE_ARCHIVE_ROOT``, ``DATALAKE_LAKE_ROOT``,
   ``DATALAKE_SPARK_MASTER``, ``DATALAKE_SPARK_DRIVER_MEMORY``, ``DATALAKE_MAX_MESSAGE_BYTES``,
   ``DATALAKE_CATALOG_BACKEND``, ``DATALAKE_COMPUTE_BACKEND``, ``DATALAKE_WEBSERVER_URL``,
-  ``DATALAKE_WRITE_KEYS`` (``key=source,key=source``: replaces every source's ``write_keys``;
+  ``DATALAKE_TABLE_FORMAT``, ``DATALAKE_WRITE_KEYS`` (``key=source,key=source``: replaces every source's ``write_keys``;
   keep the keys out of the file this way). An empty variable counts as unset.
 * Roots are local folders or URIs (``s3://bucket/prefix``; Azure: ``spec/azure_uri.py``), a
   URI kept as written (minus trailing ``/``; ``os.path`` never touches it), a local path made
@@ -50,29 +50,20 @@ from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, mod
 from datalake_assets.catalog.settings import (
     CATALOG_BACKENDS, DEFAULT_METASTORE_DIR, CatalogSettings)
 from datalake_assets.ingest.settings import (
-    DEFAULT_SPOOL_DIR, ENV_WRITE_KEYS, CollectorSettings, CorsOrigins, SegmentArchive, WriteKeys,
-    sources_with_env_keys)
+    DEFAULT_SPOOL_DIR, CollectorSettings, CorsOrigins, SegmentArchive, WriteKeys)
 from datalake_assets.orchestration.settings import (
     COMPUTE_BACKENDS, DEPLOY_MODES, SENSOR_STATUSES, AutomationSettings, ComputeSettings,
     check_compute_fits)
 from datalake_assets.privacy.settings import PrivacySettings
+from datalake_assets.lake.formats.settings import TABLE_FORMATS, IcebergSettings
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
 from datalake_assets.settings_base import (
     ENV_HOME, Bool, Match, NotInFile, OneOf, Root, SettingsError, Str, default_home,
-    file_defaults, file_keys, got, load_model, resolve_root, settings_model)
+    file_defaults, file_keys, got, load_model, settings_model)
 from datalake_assets.transform.settings import (
     DEFAULT_SPARK_CONF, MAX_DEPTH_LIMIT, SparkSettings, SyncSettings)
-
-ENV_SETTINGS = "DATALAKE_SETTINGS"
-ENV_ARCHIVE_ROOT = "DATALAKE_ARCHIVE_ROOT"
-ENV_LAKE_ROOT = "DATALAKE_LAKE_ROOT"
-ENV_SPARK_MASTER = "DATALAKE_SPARK_MASTER"
-ENV_SPARK_DRIVER_MEMORY = "DATALAKE_SPARK_DRIVER_MEMORY"
-ENV_MAX_MESSAGE_BYTES = "DATALAKE_MAX_MESSAGE_BYTES"
-ENV_CATALOG_BACKEND = "DATALAKE_CATALOG_BACKEND"
-ENV_COMPUTE_BACKEND = "DATALAKE_COMPUTE_BACKEND"
-ENV_WEBSERVER_URL = "DATALAKE_WEBSERVER_URL"
+from datalake_assets.settings_env import ENV_SETTINGS, apply_env
 
 SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the documented defaults
 
@@ -209,7 +200,7 @@ class LakeSettings:
     _file_defaults = file_defaults(
         archive_root=DEFAULT_ARCHIVE_DIR, lake_root=DEFAULT_LAKE_DIR,
         sources=[{"id": DEFAULT_SOURCE_ID}], spark={}, sync={}, automation={}, catalog={},
-        compute={}, collector={}, privacy={})
+        compute={}, collector={}, privacy={}, iceberg={})
 
     archive_root: Root  # absolute local path or URI (s3://, abfss://, az://), no trailing '/'
     lake_root: Root
@@ -222,6 +213,9 @@ class LakeSettings:
     compute: ComputeSettings = dataclasses.field(default_factory=ComputeSettings)
     collector: CollectorSettings = dataclasses.field(default_factory=CollectorSettings)
     privacy: PrivacySettings = dataclasses.field(default_factory=PrivacySettings)
+    # how the tables hold their files (lake/formats/): Segment's hive-style folders, or Iceberg
+    table_format: OneOf(TABLE_FORMATS, "table format") = "segment"
+    iceberg: IcebergSettings = dataclasses.field(default_factory=IcebergSettings)
 
     @model_validator(mode="after")
     def _fit_together(self) -> "LakeSettings":
@@ -299,6 +293,7 @@ _CATALOG_KEYS = file_keys(CatalogSettings)
 _COMPUTE_KEYS = file_keys(ComputeSettings)
 _COLLECTOR_KEYS = file_keys(CollectorSettings)
 _PRIVACY_KEYS = file_keys(PrivacySettings)
+_ICEBERG_KEYS = file_keys(IcebergSettings)
 _SOURCE_KEYS = file_keys(SourceSettings)
 
 
@@ -335,7 +330,7 @@ def load_settings(
         raise SettingsError(e.problem, key=e.key, origin=origin) from None
     if settings_file is not None:
         settings = dataclasses.replace(settings, settings_file=settings_file)
-    return _apply_env(settings, env)
+    return apply_env(settings, env)
 
 
 def _read_toml(file: str, origin: str, how: str) -> dict[str, Any]:
@@ -354,46 +349,3 @@ def _read_toml(file: str, origin: str, how: str) -> dict[str, Any]:
         raise SettingsError(f"invalid TOML: {e}", origin=origin) from None
 
 
-# variable -> the setting it replaces ([section] key), and how its text is read
-_ENV_OVERRIDES = (
-    (ENV_SPARK_MASTER, "spark", "master", str),
-    (ENV_SPARK_DRIVER_MEMORY, "spark", "driver_memory", str),
-    (ENV_MAX_MESSAGE_BYTES, "sync", "max_message_bytes", lambda v: int(v.strip())),
-    (ENV_CATALOG_BACKEND, "catalog", "backend", str.strip),
-    (ENV_WEBSERVER_URL, "automation", "webserver_url", str.strip),
-    (ENV_COMPUTE_BACKEND, "compute", "backend", str.strip),
-)
-
-
-def _apply_env(settings: LakeSettings, env: Mapping[str, str]) -> LakeSettings:
-    def failed(problem: str, name: str) -> SettingsError:
-        return SettingsError(problem, key=name, origin="environment")
-
-    changes: dict[str, Any] = {}
-    for name, attr in ((ENV_ARCHIVE_ROOT, "archive_root"), (ENV_LAKE_ROOT, "lake_root")):
-        if env.get(name):
-            try:
-                changes[attr] = resolve_root(env[name], os.getcwd())
-            except SettingsError as e:
-                raise failed(e.problem, name) from None
-    for name, section, key, read in _ENV_OVERRIDES:
-        if not env.get(name):  # an empty variable counts as unset
-            continue
-        try:
-            value = read(env[name])
-        except ValueError:  # not an integer
-            raise failed(f"must be an integer >= 1, got {env[name]!r}", name) from None
-        current = changes.get(section, getattr(settings, section))
-        try:
-            changes[section] = dataclasses.replace(current, **{key: value})
-        except SettingsError as e:  # a bad value, or one that needs another key of the section
-            raise failed(e.problem if e.key == key else f"[{section}] {e.key}: {e.problem}",
-                         name) from None
-    if env.get(ENV_WRITE_KEYS):
-        changes["sources"] = sources_with_env_keys(settings, env[ENV_WRITE_KEYS])
-    if not changes:
-        return settings
-    try:
-        return dataclasses.replace(settings, **changes)
-    except SettingsError as e:  # the roots or backends changed no longer fit together
-        raise SettingsError(e.problem, key=e.key, origin="environment") from None

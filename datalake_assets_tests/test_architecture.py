@@ -61,9 +61,9 @@ def layer_of(module: str) -> str:
     sub = parts[1] if len(parts) > 1 else ""
     if sub in ("", "spec"):  # the package's own __init__ is empty
         return "rules"
-    if sub == "lake":
+    if sub == "lake" and parts[-1] != "settings":  # lake/formats/settings.py is a settings model
         return "lake"
-    if sub in ("settings", "settings_base") or parts[-1] == "settings" and len(parts) > 2:
+    if sub in ("settings", "settings_base", "settings_env") or parts[-1] == "settings" and len(parts) > 2:
         return "settings"  # the loader, its base, and each feature's model next to the feature
     if sub == "catalog":
         return "catalog"

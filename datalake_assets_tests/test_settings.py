@@ -104,14 +104,15 @@ def test_shipped_lake_toml_documents_every_key():
     text = SHIPPED.read_text(encoding="utf-8")
     keys = (list(st._TOP_KEYS) + list(st._SPARK_KEYS) + list(st._SYNC_KEYS) + list(st._SOURCE_KEYS)
             + list(st._AUTOMATION_KEYS) + list(st._CATALOG_KEYS) + list(st._COMPUTE_KEYS)
-            + list(st._COLLECTOR_KEYS) + list(st._PRIVACY_KEYS))
+            + list(st._COLLECTOR_KEYS) + list(st._PRIVACY_KEYS) + list(st._ICEBERG_KEYS))
     for key in keys:
         if key in ("spark", "sync", "sources", "conf", "automation", "catalog", "compute",
-                   "collector", "privacy"):
+                   "collector", "privacy", "iceberg"):
             continue
         assert re.search(rf"^(# )?{key} = ", text, re.M), key
     for section in ("[spark]", "[spark.conf]", "[sync]", "[automation]", "[catalog]",
-                    "[compute]", "[compute.conf]", "[collector]", "[privacy]", "[[sources]]"):
+                    "[compute]", "[compute.conf]", "[collector]", "[privacy]", "[iceberg]",
+                    "[[sources]]"):
         assert section in text
     for layout in DATE_LAYOUTS:
         assert f'"{layout}"' in text

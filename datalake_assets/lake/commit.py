@@ -19,6 +19,10 @@ Then the driver commits, partition directory by partition directory:
    whether a swap already happened. The old version, now in staging, is deleted.
 4. **Done.** The journal is removed; then the schema record and the report are written.
 
+With a table format that commits tables itself (Iceberg, ``lake/formats/``), the journal
+also lists the run's table commits (``steps``); they are applied before the swaps (the run's
+indexes and quarantine), each idempotently, and recovery rolls them forward the same way.
+
 A reader of a partition directory therefore sees the old hour or the new hour, never a mix,
 and a re-run replaces an hour instead of adding to it. Hours of a run whose tables disappeared
 (no rows any more) are swapped with an empty version.
@@ -44,6 +48,7 @@ import ctypes.util
 import errno
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import orjson
@@ -66,32 +71,51 @@ def journal_location(lake_root: str, source_dir: str, run_id: str) -> str:
     return layout.join(layout.commit_journal_dir(lake_root, source_dir), f"{run_id}.json")
 
 
-def write_journal(lake_root: str, source_dir: str, run_id: str, swaps: list[Swap]) -> str:
+# A table format's commit of one journaled step (``TableFormat.apply``), idempotent.
+ApplyStep = Callable[[dict, str], None]
+
+
+def write_journal(lake_root: str, source_dir: str, run_id: str, swaps: list[Swap],
+                  steps: list[dict] = ()) -> str:
     location = journal_location(lake_root, source_dir, run_id)
-    body = {"run_id": run_id, "swaps": [asdict(s) for s in swaps]}
+    body = {"run_id": run_id, "swaps": [asdict(s) for s in swaps], "steps": list(steps)}
     storage.write_bytes_atomic(location, orjson.dumps(body))
     return location
 
 
-def commit(lake_root: str, source_dir: str, run_id: str, swaps: list[Swap]) -> None:
+def commit(lake_root: str, source_dir: str, run_id: str, swaps: list[Swap],
+           steps: list[dict] = (), apply_step: ApplyStep | None = None) -> None:
     """Steps 1-4 above. Raises on failure; a later ``recover`` finishes what was journaled."""
-    journal = write_journal(lake_root, source_dir, run_id, swaps)
-    for i, swap in enumerate(swaps):
-        apply_swap(swap, run_id)
-        if i == 0:
-            faults.checkpoint("mid_commit")
+    journal = write_journal(lake_root, source_dir, run_id, swaps, steps)
+    _apply(run_id, swaps, list(steps), apply_step)
     _delete_file(journal)
 
 
-def recover(lake_root: str, source_dir: str) -> list[str]:
-    """Roll forward every journaled commit of a source that did not finish; returns run ids."""
+def _apply(run_id: str, swaps: list[Swap], steps: list[dict],
+           apply_step: ApplyStep | None) -> None:
+    if steps and apply_step is None:
+        raise RuntimeError(f"the commit of run {run_id} holds table commits: apply it with the "
+                           "lake's table format ([table_format])")
+    for i, step in enumerate(steps):
+        apply_step(step, run_id)
+        if i == 0:
+            faults.checkpoint("mid_commit")
+    for i, swap in enumerate(swaps):
+        apply_swap(swap, run_id)
+        if i == 0 and not steps:
+            faults.checkpoint("mid_commit")
+
+
+def recover(lake_root: str, source_dir: str, apply_step: ApplyStep | None = None) -> list[str]:
+    """Roll forward every journaled commit of a source that did not finish; returns run ids.
+    ``apply_step``: the lake's table format's (journals with table commits need it)."""
     done = []
     for location, _ in storage.list_files(layout.commit_journal_dir(lake_root, source_dir)):
         if not location.endswith(".json") or location.rsplit("/", 1)[-1].startswith("."):
             continue
         body = orjson.loads(storage.read_bytes(location))
-        for s in body["swaps"]:
-            apply_swap(Swap(s["staged"], s["target"], tuple(s["hours"])), body["run_id"])
+        swaps = [Swap(s["staged"], s["target"], tuple(s["hours"])) for s in body["swaps"]]
+        _apply(body["run_id"], swaps, body.get("steps", []), apply_step)
         _delete_file(location)
         done.append(body["run_id"])
     return done

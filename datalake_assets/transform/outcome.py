@@ -12,6 +12,8 @@ from datalake_assets.catalog.base import CatalogError
 from datalake_assets.catalog.register import register_sync
 from datalake_assets.catalog.reports import register_reports, write_report_table
 from datalake_assets.lake import commit, faults, storage
+from datalake_assets.lake.formats import TablesToCommit
+from datalake_assets.lake.formats.segment import swaps_of
 from datalake_assets.lake.records import write_schema_record
 from datalake_assets.lake.report import (
     SourceReport,
@@ -95,39 +97,46 @@ def _tally(stats: StageAStats, manifest: list[ManifestEntry],
 
 def commit_sync(run: SyncRun, existing: dict[str, list[tuple[str, str]]],
                 changes: dict[str, TableChange], tally: Tally, hours: list[str]) -> None:
-    """Swap the staged partitions into the lake (``lake/commit.py``), then record the tables'
-    schemas."""
+    """Commit the staged hours: the tables through the lake's table format (``lake/formats``),
+    the quarantine and the indexes as folder swaps, in one journal (``lake/commit.py``); then
+    record the tables' schemas."""
     req = run.req
     try:  # before anything is committed: a missing permission fails with nothing changed
         run.catalog.ensure_database(req.database, "Segment data lake tables (datalake-assets)")
     except CatalogError as e:
         storage.delete_dir(run.staging)
         raise SyncError(f"catalog: {e}; nothing committed", e.code) from e
-    swaps = _plan_swaps(run, {t for t, _ in tally.files} | set(existing), hours)
-    faults.checkpoint("staged")
-    run.held.check()  # an S3 lease lost during a long pause: fail here, before the lake changes
-    commit.commit(req.lake_root, req.source_dir, req.run_id, swaps)
-    faults.checkpoint("committed")
-    storage.delete_dir(run.staging)
     tables_after = dict(existing)
     for t, c in changes.items():
         tables_after[t] = c.columns
+    batch = tables_to_commit(run, tables_after, changes, hours)
+    table_swaps, steps = run.tables.plan(batch)
+    swaps = table_swaps + _plan_side_swaps(run, hours)
+    faults.checkpoint("staged")
+    run.held.check()  # an S3 lease lost during a long pause: fail here, before the lake changes
+    commit.commit(req.lake_root, req.source_dir, req.run_id, swaps, steps, run.tables.apply)
+    faults.checkpoint("committed")
+    storage.delete_dir(run.staging)
     write_schema_record(req.lake_root, req.source_dir, tables_after)
 
 
-def _plan_swaps(run: SyncRun, tables: set[str], hours: list[str]) -> list[commit.Swap]:
-    """One swap per partition directory touched: written tables, tables that lost all rows of
-    a synced hour (swapped with an empty version), and each hour's quarantine, id index and
-    identity index."""
+def tables_to_commit(run: SyncRun, tables_after: dict[str, list[tuple[str, str]]],
+                     changes: dict[str, TableChange], hours: list[str]) -> TablesToCommit:
+    """Every table of the source has its ``hours`` replaced: those this run wrote, and the
+    others (a replayed hour may have lost all its rows of one)."""
+    return TablesToCommit(
+        src=run.src, run_id=run.req.run_id,
+        staged_data_root=layout.staged_data_root(run.staging), hours=tuple(sorted(hours)),
+        tables={t: tuple(tuple(c) for c in cols) for t, cols in sorted(tables_after.items())},
+        widened={t: tuple(n for n, _, _ in c.widened) for t, c in changes.items() if c.widened})
+
+
+def _plan_side_swaps(run: SyncRun, hours: list[str]) -> list[commit.Swap]:
+    """Each hour's quarantine, id index and identity index: one folder swap each."""
     req, staging = run.req, run.staging
     by_dir: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, staged) -> hours
     for h in hours:
         hour = layout.ArchiveHour.parse(h)
-        for t in tables:
-            part = layout.date_partition_path(req.date_layout, hour)
-            by_dir[(layout.join(layout.table_root(req.lake_root, req.source_dir, t), part),
-                    layout.join(layout.segment_type_dir(layout.staged_data_root(staging), t),
-                                part))].add(h)
         by_dir[(layout.quarantine_dir(req.lake_root, req.source_dir, hour),
                 layout.join(layout.staged_quarantine_root(staging),
                             layout.hour_partition_path(hour)))].add(h)
@@ -139,17 +148,7 @@ def _plan_swaps(run: SyncRun, tables: set[str], hours: list[str]) -> list[commit
                             layout.index_partition_path(hour)),
                 layout.join(layout.staged_identity_root(staging),
                             layout.index_partition_path(hour)))].add(h)
-    swaps = []
-    for (target, staged), hs in sorted(by_dir.items()):
-        if not storage.exists(staged):
-            # Only swap an empty version in where the live partition has data of these hours.
-            live = [loc for loc, _ in storage.list_files(target)]
-            if not any(layout.hour_of_data_file(loc) in hs for loc in live):
-                continue
-            if storage.renames_directories(staged):  # renamed in: must exist (empty)
-                storage.create_dir(staged)
-        swaps.append(commit.Swap(staged=staged, target=target, hours=tuple(sorted(hs))))
-    return swaps
+    return swaps_of(by_dir)
 
 
 # ---------------------------------------------------------------------------------- register
@@ -161,20 +160,35 @@ def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally
     registration failed (the data stays committed: ``catalog_phase.CatalogBehind``)."""
     req = run.req
     t = time.monotonic()
+    # the Segment layout's tables are external tables of the [catalog]; an Iceberg table's
+    # commit was its catalog's update (only the quarantine is registered here)
+    tables = changes if run.tables.registered_by_catalog else {}
     try:
         registered = register_sync(
             run.catalog, database=req.database, table_prefix=req.table_prefix,
             lake_root=req.lake_root, source_dir=req.source_dir, date_layout=req.date_layout,
-            tables={t: c.columns for t, c in changes.items()},
-            partitions={t: tally.hours_written(t) for t in changes},
+            tables={t: c.columns for t, c in tables.items()},
+            partitions={t: tally.hours_written(t) for t in tables},
             quarantine_hours=sorted(tally.quarantine_hours),
             count_partitions=True,  # Glue: one paginated listing per table written
         )
     except CatalogError as e:
         return {}, e
+    if not run.tables.registered_by_catalog:
+        registered.update(_format_tables(run, changes))
     run.timings["register_s"] = time.monotonic() - t
     faults.checkpoint("registered")
     return registered, None
+
+
+def _format_tables(run: SyncRun, changes: dict[str, TableChange]) -> dict[str, dict]:
+    """The tables as the format's own catalog holds them (Iceberg: name, location, snapshot)."""
+    batch = TablesToCommit(src=run.src, run_id=run.req.run_id, staged_data_root="", hours=(),
+                           tables={t: tuple(c.columns) for t, c in changes.items()})
+    return {t: {"catalog_table": c.name.split(".", 1)[1], "database": c.name.split(".", 1)[0],
+                "location": c.location, "snapshot_id": c.snapshot_id, "is_new": changes[t].is_new,
+                "table_format": run.tables.name}
+            for t, c in run.tables.committed(batch).items()}
 
 
 # ------------------------------------------------------------------------------------ report
@@ -233,7 +247,8 @@ def _catalog_entry(info: dict | None) -> dict | None:
     if not info:
         return None
     return {k: info.get(k) for k in ("catalog_table", "database", "partitions", "partitions_added",
-                                     "is_new", "location")}
+                                     "is_new", "location", "snapshot_id", "table_format")
+            if k in info or k not in ("snapshot_id", "table_format")}
 
 
 def source_report(run: SyncRun, tally: Tally, duplicates: Duplicates,

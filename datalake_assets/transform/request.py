@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings
+from datalake_assets.lake.formats import FormatConfig
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.identity import DEFAULT_IDENTITY_TRAITS
@@ -55,6 +56,8 @@ class SyncRequest:
     # "register": register the hours from the lake's files, then check the catalog;
     # "check": check only. No archive is read, no data written (transform/catalog_phase.py)
     catalog_only: str = ""
+    # the lake's table format (lake/formats/): what committing the staged hours means
+    table_format: FormatConfig = field(default_factory=FormatConfig)
 
     def resolved(self) -> "SyncRequest":
         run_id = self.run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
@@ -77,7 +80,7 @@ class SyncRequest:
             # trait names are [A-Za-z0-9_]: a comma list is unambiguous ("" for none)
             "--identity-traits", ",".join(self.identity_traits),
             "--local-max-bytes", str(self.local_max_bytes),
-            *self.catalog.to_args(),
+            *self.catalog.to_args(), *self.table_format.to_args(),
         ]
         if self.table_prefix:
             args += ["--table-prefix", self.table_prefix]
@@ -114,6 +117,7 @@ def parse_args(argv: list[str]) -> SyncRequest:
                    help="archive bytes under which the sync runs without Spark jobs (0: never)")
     p.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
     CatalogConfig.add_arguments(p)
+    FormatConfig.add_arguments(p)
     a = p.parse_args(argv)
     return SyncRequest(
         lake_root=a.lake_root, archive_root=a.archive_root, source_id=a.source_id,
@@ -124,6 +128,7 @@ def parse_args(argv: list[str]) -> SyncRequest:
         lock_wait_seconds=a.lock_wait_seconds,
         identity_traits=tuple(t for t in a.identity_traits.split(",") if t),
         local_max_bytes=a.local_max_bytes, catalog_only=a.catalog_only,
+        table_format=FormatConfig.from_args(a),
     )
 
 
@@ -149,4 +154,5 @@ def request_from_settings(settings: LakeSettings, source: SourceSettings, hours,
         identity_traits=settings.privacy.identity_traits,
         local_max_bytes=settings.sync.local_max_bytes,
         catalog_only=catalog_only,
+        table_format=FormatConfig.of_settings(settings),
     )

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from datalake_assets.catalog.base import Catalog
+from datalake_assets.lake.formats import SourceTables, TableFormat, table_format
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.spec import layout
 from datalake_assets.transform.request import SyncRequest
@@ -30,6 +31,19 @@ class SyncRun:
     catalog: Catalog | None = None
     identity_key: bytes = b""  # the lake's identity-hash key (identity_index.load_privacy)
     suppressed: frozenset[str] = frozenset()  # suppressed identity hashes, read once per run
+    _tables: TableFormat | None = None
+
+    @property
+    def tables(self) -> TableFormat:
+        """The lake's table format (``lake/formats/``): commits the staged tables."""
+        if self._tables is None:
+            self._tables = table_format(self.req.table_format, self.req.lake_root)
+        return self._tables
+
+    @property
+    def src(self) -> SourceTables:
+        r = self.req
+        return SourceTables(r.source_dir, r.database, r.table_prefix, r.date_layout)
 
     @property
     def spark(self):

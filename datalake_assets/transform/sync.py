@@ -124,7 +124,7 @@ def _task_failure(e: Exception) -> str | None:
 
 def _run_sync_locked(run: SyncRun) -> SyncReport:
     req = run.req
-    recovered = commit.recover(req.lake_root, req.source_dir)
+    recovered = commit.recover(req.lake_root, req.source_dir, run.tables.apply)
     if req.catalog_only:  # register and check the hours from the lake's files: no data
         return catalog_phase.catalog_only(run)
     _clear_staging(req)

@@ -1,0 +1,28 @@
+"""Table formats: the seam between a sync's staged files and the tables readers query
+(``base.py`` says what a format does; ``segment.py`` and ``iceberg.py`` are the two)."""
+
+from __future__ import annotations
+
+from datalake_assets.lake.formats.base import (
+    ICEBERG,
+    SEGMENT,
+    FormatConfig,
+    FormatError,
+    SourceTables,
+    TableFormat,
+    TablesToCommit,
+)
+
+__all__ = ["ICEBERG", "SEGMENT", "FormatConfig", "FormatError", "SourceTables", "TableFormat",
+           "TablesToCommit", "table_format"]
+
+
+def table_format(config: FormatConfig, lake_root: str) -> TableFormat:
+    """The lake's table format, as its settings say."""
+    if config.format == ICEBERG:
+        from datalake_assets.lake.formats.iceberg import IcebergFormat
+
+        return IcebergFormat(config, lake_root)
+    from datalake_assets.lake.formats.segment import SegmentLayout
+
+    return SegmentLayout(config, lake_root)

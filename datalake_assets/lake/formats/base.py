@@ -1,0 +1,174 @@
+"""The table format seam: how a lake's tables hold their files (``FORMATS``).
+
+A sync stages every table-hour as Parquet in the Segment layout (``spec/layout.py``'s staging
+area) whatever the format; the format decides what *committing* those staged hours means, and
+everything that reads or changes a table's files afterwards goes through it too:
+
+* ``plan``: the journal entries that replace the synced hours of the tables: directory swaps
+  (the Segment layout, ``lake/commit.py``) or table commits (Iceberg, one transaction a
+  table). ``lake/commit.py`` journals them with the run's other swaps (indexes, quarantine),
+  so a kill at any point is rolled forward by the next run of the source (``recover``).
+* ``apply``: one planned table commit, idempotent (recovery may apply it again).
+* ``live_files``: the data files a table's hours are read from now.
+* ``delete_rows``: erasure: remove rows matching ids from a table (``privacy/``).
+* ``maintain``: expire what readers can no longer see (old snapshots, orphan files).
+
+Two implementations: ``segment.SegmentLayout`` (the default: Segment Data Lakes' own layout of
+hive-style folders, registered as external tables by the ``[catalog]``) and
+``iceberg.IcebergFormat`` (Apache Iceberg tables through pyiceberg, in a SQL or Glue catalog).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+SEGMENT = "segment"
+ICEBERG = "iceberg"
+FORMATS = (SEGMENT, ICEBERG)
+ICEBERG_CATALOGS = ("sql", "glue")
+DEFAULT_RETENTION_HOURS = 168
+_ARG_PREFIX = "--table-format-"
+
+
+class FormatError(RuntimeError):
+    """A table format's failure, with one of the sync's error codes."""
+
+    def __init__(self, message: str, code: str = "internal") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class FormatConfig:
+    """Which table format a lake uses and how to reach its catalog (``[table_format]``).
+    Empty strings mean "the default"."""
+
+    format: str = SEGMENT
+    # Iceberg only: "sql" (a SQLite file under the lake by default) or "glue"
+    catalog: str = "sql"
+    # the SQL catalog's SQLAlchemy URI; "" -> sqlite:///<lake_root>/_iceberg/catalog.db
+    # (local lakes; a lake on S3 needs a URI or the Glue catalog)
+    uri: str = ""
+    glue_region: str = ""  # "" -> boto3's default
+    glue_endpoint_url: str = ""  # tests (moto) or a VPC endpoint
+    glue_catalog_id: str = ""
+    s3_endpoint_url: str = ""  # tests (moto) or a VPC endpoint, for the tables' files
+    # snapshots older than this are expired by maintenance, and unreferenced files older than
+    # this are deleted (a killed run's files, replaced files)
+    retention_hours: int = DEFAULT_RETENTION_HOURS
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise FormatError(f"unknown table format {self.format!r}; choose one of "
+                              f"{', '.join(map(repr, FORMATS))}", "invalid_settings")
+        if self.catalog not in ICEBERG_CATALOGS:
+            raise FormatError(f"unknown Iceberg catalog {self.catalog!r}; choose one of "
+                              f"{', '.join(map(repr, ICEBERG_CATALOGS))}", "invalid_settings")
+        if isinstance(self.retention_hours, bool) or not isinstance(self.retention_hours, int) \
+                or self.retention_hours < 1:
+            raise FormatError(f"retention_hours must be an integer >= 1, got "
+                              f"{self.retention_hours!r}", "invalid_settings")
+
+    @classmethod
+    def of_settings(cls, settings: Any) -> "FormatConfig":
+        """From loaded settings (``LakeSettings``: ``table_format``, ``[iceberg]``, and
+        ``[catalog]``'s Glue keys where ``[iceberg]`` leaves them empty)."""
+        ice, cat = settings.iceberg, settings.catalog
+        return cls(format=settings.table_format, catalog=ice.catalog, uri=ice.uri,
+                   glue_region=ice.glue_region or cat.glue_region,
+                   glue_endpoint_url=ice.glue_endpoint_url or cat.glue_endpoint_url,
+                   glue_catalog_id=ice.glue_catalog_id or cat.glue_catalog_id,
+                   s3_endpoint_url=ice.s3_endpoint_url, retention_hours=ice.retention_hours)
+
+    # argv: a sync started elsewhere (spark-submit on EMR, Pipes) gets the same format
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("table format")
+        for f in dataclasses.fields(FormatConfig):
+            group.add_argument(_ARG_PREFIX + f.name.replace("_", "-"), dest=f"format_{f.name}",
+                               type=int if f.type in ("int", int) else str, default=f.default)
+
+    def to_args(self) -> list[str]:
+        out: list[str] = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value != "" and value != f.default:
+                out += [_ARG_PREFIX + f.name.replace("_", "-"), str(value)]
+        return out
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "FormatConfig":
+        return cls(**{f.name: getattr(args, f"format_{f.name}")
+                      for f in dataclasses.fields(cls) if hasattr(args, f"format_{f.name}")})
+
+
+@dataclass(frozen=True)
+class SourceTables:
+    """Where one source's tables are: its lake folder and its catalog database."""
+
+    source_dir: str
+    database: str
+    table_prefix: str = ""
+    date_layout: str = "day_hour"  # the Segment layout's folders (``layout.DATE_LAYOUTS``)
+
+
+@dataclass(frozen=True)
+class TablesToCommit:
+    """What a sync (or an erasure) asks the format to commit for one source."""
+
+    src: SourceTables
+    run_id: str
+    staged_data_root: str  # <staging>/data: segment_type=<t>/<date partition>/part-*.parquet
+    hours: tuple[str, ...]  # compact YYYYMMDDHH: the hours replaced in every table below
+    tables: dict[str, tuple[tuple[str, str], ...]]  # every table touched -> columns, types
+    # table -> columns whose type widened in this run (Iceberg rewrites the table's old files)
+    widened: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommittedTable:
+    """A table after a commit: where readers find it (``dagster/uri``) and its version."""
+
+    table: str
+    name: str  # database.table in the format's catalog ("" for the Segment layout)
+    location: str
+    snapshot_id: int | None = None  # Iceberg: the table's current snapshot
+
+
+class TableFormat(ABC):
+    """One lake's table format (see the module's docstring)."""
+
+    name: str
+    # whether the ``[catalog]`` registers the tables and their partitions after a commit
+    # (the Segment layout's external tables); Iceberg's commit is its catalog's update
+    registered_by_catalog: bool = True
+
+    def __init__(self, config: FormatConfig, lake_root: str) -> None:
+        self.config = config
+        self.lake_root = lake_root
+
+    @abstractmethod
+    def plan(self, batch: TablesToCommit) -> tuple[list[Any], list[dict]]:
+        """``(swaps, steps)``: directory swaps (``commit.Swap``) and table commits (JSON-able
+        dicts for ``apply``) that replace ``batch.hours`` of ``batch.tables``."""
+
+    def apply(self, step: dict, run_id: str) -> None:
+        """Apply one planned table commit; a no-op if ``run_id`` already applied it."""
+        raise FormatError(f"the {self.name} format plans no table commits", "internal")
+
+    @abstractmethod
+    def committed(self, batch: TablesToCommit) -> dict[str, CommittedTable]:
+        """Each table of ``batch`` as readers now see it."""
+
+    @abstractmethod
+    def live_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
+        """``[(location, size)]``: the data files readers read for ``table``'s rows of
+        ``hour`` (compact ``YYYYMMDDHH``)."""
+
+    def maintain(self, src: SourceTables, tables: list[str]) -> dict[str, dict]:
+        """Expire what no reader needs any more; per table, what was removed."""
+        return {}

@@ -1,0 +1,337 @@
+"""Apache Iceberg tables (``table_format = "iceberg"``), through pyiceberg.
+
+Each event table of a source is an Iceberg table ``<database>.<prefix_><table>`` in an
+Iceberg catalog (a SQL catalog in SQLite under the lake by default; AWS Glue), located at
+``<lake>/iceberg/<source>/<table>``, with the Segment layout's columns plus ``day`` and ``hr``
+(strings, as in the Segment layout's folders), partitioned by ``identity(day), identity(hr)``
+so ``WHERE day = ... AND hr = ...`` prunes in every engine.
+
+**A sync's commit of a table is one Iceberg transaction** (``apply``): the synced hours' rows
+are replaced (an overwrite filtered on their ``day``/``hr``: a replay replaces, never adds)
+by the staged files' rows, new columns are added, and the snapshot carries the run id
+(``datalake.run-id``), which makes a re-apply after a kill a no-op. pyiceberg writes the data
+files itself (with Iceberg field ids) before the catalog commit; a run killed in between leaves
+files no snapshot references: readers never see them and ``maintain`` deletes them once older
+than the retention.
+
+**Type widening** (``bigint -> double -> string``, ``boolean``/``timestamp -> string``): Iceberg
+only promotes ``int -> long`` and ``float -> double`` in place, and a column whose Parquet type
+differs from the table's cannot be read. So the widened column is replaced, in the same
+transaction as the hours' commit: dropped and added again under its name (a new field id, at
+its old position), and every row the table keeps is rewritten with its old values cast by the
+lake's own rules (``spec/columnar.cast_array``, the rules a sync applies to new values). Readers
+see the table before (old type, every value) or after (new type, every value). The cost is a
+rewrite of the table, paid once per column and widening (a column widens at most twice); the
+sync's report lists the widening (``widened_columns``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import UTC, datetime, timedelta
+from functools import reduce
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from datalake_assets.lake import storage
+from datalake_assets.lake.formats.base import (
+    ICEBERG,
+    CommittedTable,
+    FormatConfig,
+    FormatError,
+    SourceTables,
+    TableFormat,
+    TablesToCommit,
+)
+from datalake_assets.spec import layout
+from datalake_assets.spec.columnar import ARROW_TYPES, cast_array
+from datalake_assets.spec.naming import catalog_table_name
+
+RUN_PROPERTY = "datalake.run-id"
+PARTITION_COLUMNS = ("day", "hr")
+_CATALOG_NAME = "datalake"
+
+
+def table_location(lake_root: str, source_dir: str, table: str) -> str:
+    """``<lake>/iceberg/<source>/<table>``: a source's Iceberg tables side by side."""
+    return layout.join(lake_root, "iceberg", source_dir, table)
+
+
+def default_sql_uri(lake_root: str) -> str:
+    if storage.is_uri(lake_root):
+        raise FormatError(
+            "the Iceberg SQL catalog's default (a SQLite file under the lake) needs a local "
+            f"lake, and lake_root is {lake_root!r}: set [table_format] uri to a SQLAlchemy URI "
+            "(e.g. postgresql+psycopg2://...) or catalog = \"glue\"", "invalid_settings")
+    return f"sqlite:///{os.path.join(lake_root, '_iceberg', 'catalog.db')}"
+
+
+def _uri(location: str) -> str:
+    """A location as pyiceberg's FileIO wants it (``file://`` for a local path)."""
+    return location if storage.is_uri(location) else "file://" + os.path.abspath(location)
+
+
+def _location(uri: str) -> str:
+    """pyiceberg's file URI as the lake's storage module names it."""
+    return uri[len("file://"):] if uri.startswith("file://") else uri
+
+
+def arrow_schema(columns: tuple[tuple[str, str], ...] | list) -> pa.Schema:
+    """A table's Arrow schema: its columns (the lake's types) and the partition columns."""
+    fields = [pa.field(n, ARROW_TYPES[t]) for n, t in columns if n not in PARTITION_COLUMNS]
+    return pa.schema(fields + [pa.field(c, pa.string()) for c in PARTITION_COLUMNS])
+
+
+def hours_filter(hours: list[str] | tuple[str, ...]):
+    """The rows of these hours (compact), on the partition columns (prunes whole files)."""
+    from pyiceberg.expressions import And, EqualTo, Or
+
+    terms = [And(EqualTo("day", h.day), EqualTo("hr", h.hr))
+             for h in sorted({layout.ArchiveHour.parse(x) for x in hours})]
+    return reduce(Or, terms)
+
+
+class IcebergFormat(TableFormat):
+    name = ICEBERG
+    registered_by_catalog = False
+
+    def __init__(self, config: FormatConfig, lake_root: str) -> None:
+        super().__init__(config, lake_root)
+        self._catalog: Any = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------------- catalog
+
+    def catalog(self):
+        with self._lock:
+            if self._catalog is None:
+                self._catalog = self._open_catalog()
+            return self._catalog
+
+    def _open_catalog(self):
+        c = self.config
+        fileio: dict[str, str] = {}
+        if c.s3_endpoint_url:
+            fileio["s3.endpoint"] = c.s3_endpoint_url
+        if c.glue_region:
+            fileio["s3.region"] = c.glue_region
+        if c.catalog == "glue":
+            from pyiceberg.catalog.glue import GlueCatalog
+
+            props = {"glue.region": c.glue_region, "glue.endpoint": c.glue_endpoint_url,
+                     "glue.id": c.glue_catalog_id, **fileio}
+            return GlueCatalog(_CATALOG_NAME, **{k: v for k, v in props.items() if v})
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        uri = c.uri or default_sql_uri(self.lake_root)
+        if uri.startswith("sqlite:///"):
+            os.makedirs(os.path.dirname(uri[len("sqlite:///"):]) or ".", exist_ok=True)
+        return SqlCatalog(_CATALOG_NAME, uri=uri,
+                          warehouse=_uri(layout.join(self.lake_root, "iceberg")), **fileio)
+
+    def identifier(self, src: SourceTables, table: str) -> tuple[str, str]:
+        return (src.database, catalog_table_name(table, src.table_prefix))
+
+    def load(self, src: SourceTables, table: str):
+        """The table, or ``None`` if it does not exist yet."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return self.catalog().load_table(self.identifier(src, table))
+        except NoSuchTableError:
+            return None
+
+    def _create(self, src: SourceTables, table: str, columns) -> Any:
+        from pyiceberg.exceptions import TableAlreadyExistsError
+
+        cat = self.catalog()
+        cat.create_namespace_if_not_exists(src.database)
+        try:
+            tbl = cat.create_table(self.identifier(src, table), schema=arrow_schema(columns),
+                                   location=_uri(table_location(self.lake_root, src.source_dir,
+                                                                table)),
+                                   properties={"format-version": "2"})
+        except TableAlreadyExistsError:  # created by a run that was killed right after
+            return cat.load_table(self.identifier(src, table))
+        with tbl.update_spec() as spec:
+            for c in PARTITION_COLUMNS:
+                spec.add_identity(c)
+        return cat.load_table(self.identifier(src, table))
+
+    # -------------------------------------------------------------------------- commit
+
+    def plan(self, batch: TablesToCommit) -> tuple[list, list[dict]]:
+        src = batch.src
+        steps = [{"format": ICEBERG, "table": t, "source_dir": src.source_dir,
+                  "database": src.database, "table_prefix": src.table_prefix,
+                  "staged": layout.segment_type_dir(batch.staged_data_root, t),
+                  "hours": list(batch.hours), "columns": [list(c) for c in cols],
+                  "widened": list(batch.widened.get(t, ()))}
+                 for t, cols in sorted(batch.tables.items())]
+        return [], steps
+
+    def apply(self, step: dict, run_id: str) -> None:
+        src = SourceTables(step["source_dir"], step["database"], step["table_prefix"])
+        table, columns = step["table"], tuple(tuple(c) for c in step["columns"])
+        staged = _read_staged(step["staged"], arrow_schema(columns))
+        tbl = self.load(src, table)
+        if tbl is None:
+            if staged.num_rows == 0:
+                return  # nothing to replace and nothing to add
+            tbl = self._create(src, table, columns)
+        if applied(tbl, run_id):
+            return
+        props = {RUN_PROPERTY: run_id}
+        widened = [c for c in step["widened"] if c in tbl.schema().column_names]
+        rows_filter = hours_filter(step["hours"])
+        if widened:
+            _commit_widening(tbl, columns, widened, staged, rows_filter, props)
+            return
+        has_rows = any(True for _ in tbl.scan(row_filter=rows_filter).plan_files())
+        if staged.num_rows == 0 and not has_rows:
+            return  # an untouched table: no snapshot
+        with tbl.transaction() as tx:
+            _add_columns(tx, tbl, columns)
+            if staged.num_rows and not has_rows:
+                tx.append(staged, snapshot_properties=props)
+            elif staged.num_rows:
+                tx.overwrite(staged, overwrite_filter=rows_filter, snapshot_properties=props)
+            else:
+                tx.delete(rows_filter, snapshot_properties=props)
+
+    def committed(self, batch: TablesToCommit) -> dict[str, CommittedTable]:
+        out = {}
+        for t in batch.tables:
+            tbl = self.load(batch.src, t)
+            if tbl is None:
+                continue
+            snap = tbl.current_snapshot()
+            out[t] = CommittedTable(t, ".".join(self.identifier(batch.src, t)),
+                                    _location(tbl.location()),
+                                    snap.snapshot_id if snap else None)
+        return out
+
+    # --------------------------------------------------------------------------- reads
+
+    def live_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
+        tbl = self.load(src, table)
+        if tbl is None or tbl.current_snapshot() is None:
+            return []
+        return sorted((_location(task.file.file_path), task.file.file_size_in_bytes)
+                      for task in tbl.scan(row_filter=hours_filter([hour])).plan_files())
+
+    # --------------------------------------------------------------------- maintenance
+
+    def maintain(self, src: SourceTables, tables: list[str],
+                 retention: timedelta | None = None) -> dict[str, dict]:
+        """Expire the snapshots older than the retention (the current one stays), then delete
+        the files under each table's location that no remaining snapshot or metadata version
+        references and that are older than the retention (a killed run's files, replaced
+        files). ``retention=timedelta(0)``: everything but the current version (erasure,
+        under the source's lock)."""
+        from datalake_assets.lake.formats.iceberg_files import remove_orphans
+
+        keep = retention if retention is not None else timedelta(hours=self.config.retention_hours)
+        cutoff = datetime.now(UTC) - keep
+        out = {}
+        for table in tables:
+            tbl = self.load(src, table)
+            if tbl is None:
+                continue
+            before = len(tbl.snapshots())
+            current = tbl.current_snapshot()
+            old = [s.snapshot_id for s in tbl.snapshots()
+                   if current is not None and s.snapshot_id != current.snapshot_id
+                   and s.timestamp_ms < cutoff.timestamp() * 1000]
+            if old:
+                tbl.maintenance.expire_snapshots().by_ids(old).commit()
+                tbl = self.load(src, table)
+            removed, freed = remove_orphans(tbl, cutoff)
+            out[table] = {"snapshots_expired": len(old), "snapshots_before": before,
+                          "orphan_files_removed": removed, "orphan_bytes_removed": freed}
+        return out
+
+
+def applied(tbl, run_id: str) -> bool:
+    """Whether a snapshot of the table carries the run's id (its commit is done)."""
+    return any(s.summary is not None and s.summary.get(RUN_PROPERTY) == run_id
+               for s in tbl.snapshots())
+
+
+def _read_staged(staged_root: str, schema: pa.Schema) -> pa.Table:
+    """The staged files of a table (every hour), with ``day`` and ``hr`` from each file's
+    hour, cast to ``schema``."""
+    parts = []
+    for loc, _ in storage.list_files(staged_root, recursive=True):
+        hour = layout.hour_of_data_file(loc)
+        if hour is None or not loc.endswith(".parquet"):
+            continue
+        h = layout.ArchiveHour.parse(hour)
+        fs, path = storage.resolve(loc)
+        t = pq.read_table(path, filesystem=fs)
+        n = t.num_rows
+        t = t.append_column("day", pa.array([h.day] * n, pa.string()))
+        t = t.append_column("hr", pa.array([h.hr] * n, pa.string()))
+        parts.append(t.select(schema.names).cast(schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _add_columns(tx, tbl, columns) -> None:
+    """Columns new in this run, appended in the run's order (never a type change here)."""
+    known = set(tbl.schema().column_names)
+    new = [(n, t) for n, t in columns if n not in known and n not in PARTITION_COLUMNS]
+    if new:
+        with tx.update_schema() as us:
+            us.union_by_name(pa.schema([pa.field(n, ARROW_TYPES[t]) for n, t in new]))
+
+
+def _commit_widening(tbl, columns, widened: list[str], staged: pa.Table, rows_filter,
+                     props: dict[str, str]) -> None:
+    """One transaction: the widened columns replaced (new field ids, same names and
+    positions), every kept row rewritten with its values cast by the lake's rules, the
+    synced hours' rows replaced by ``staged``."""
+    from pyiceberg.expressions import Not
+
+    types = dict(columns)
+    kept = tbl.scan(row_filter=Not(rows_filter)).to_arrow()
+    target = arrow_schema(columns)
+    arrays = []
+    for f in target:
+        if f.name not in kept.column_names:
+            arrays.append(pa.nulls(kept.num_rows, f.type))
+            continue
+        col = kept[f.name].combine_chunks() if kept.num_rows else pa.array([], f.type)
+        if f.name in widened:
+            col, misfits = cast_array(col, types[f.name])
+            if misfits:  # a widening always fits (types.CASTABLE); never drop a value silently
+                raise FormatError(f"widening {f.name} to {types[f.name]} would lose "
+                                  f"{len(misfits)} values; nothing committed", "internal")
+        arrays.append(col.cast(f.type))
+    rewritten = pa.Table.from_arrays(arrays, schema=target)
+    names = [n for n, _ in columns]
+    with tbl.transaction() as tx:
+        with tx.update_schema(allow_incompatible_changes=True) as us:
+            for c in widened:
+                us.delete_column(c)
+        with tx.update_schema() as us:
+            for c in widened:
+                us.add_column(c, _iceberg_type(types[c]))
+            for c in widened:  # back to its position
+                i = names.index(c)
+                if i == 0:
+                    us.move_first(c)
+                else:
+                    us.move_after(c, names[i - 1])
+        _add_columns(tx, tbl, columns)
+        tx.overwrite(pa.concat_tables([rewritten, staged]), snapshot_properties=props)
+
+
+def _iceberg_type(typ: str):
+    """The Iceberg type of a lake type (``ARROW_TYPES``'s Arrow types, as pyiceberg maps them)."""
+    from pyiceberg import types as it
+
+    return {"bigint": it.LongType(), "double": it.DoubleType(), "boolean": it.BooleanType(),
+            "string": it.StringType(), "timestamp": it.TimestamptzType()}[typ]

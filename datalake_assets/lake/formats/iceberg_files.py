@@ -1,0 +1,67 @@
+"""The files of an Iceberg table that nothing references any more, and their removal.
+
+pyiceberg 0.12 expires snapshots (metadata only) but has no orphan-file removal: this module
+lists the files under a table's location, subtracts every file a live snapshot or metadata
+version references (data files, manifests, manifest lists, metadata JSON, statistics), and
+deletes what is left once it is older than a cutoff. The cutoff protects files a running
+writer has written but not committed yet (a sync of the source holds its lock; other writers
+of the table, if any, are the reason for the retention)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pyarrow.fs as pafs
+
+from datalake_assets.lake import storage
+
+
+def referenced(tbl) -> set[str]:
+    """Every file URI the table's metadata still points to."""
+    io = tbl.io
+    meta = tbl.metadata
+    out = {tbl.metadata_location}
+    out.update(m.metadata_file for m in meta.metadata_log)
+    out.update(s.statistics_path for s in getattr(meta, "statistics", []) or [])
+    for snap in tbl.snapshots():
+        out.add(snap.manifest_list)
+        for manifest in snap.manifests(io):
+            out.add(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                out.add(entry.data_file.file_path)
+    return {_plain(u) for u in out}
+
+
+def _plain(uri: str) -> str:
+    return uri[len("file://"):] if uri.startswith("file://") else uri
+
+
+def unreferenced(tbl, cutoff: datetime) -> list[tuple[str, int]]:
+    """``[(location, size)]`` under the table's location, referenced by nothing, last
+    modified before ``cutoff``."""
+    root = _plain(tbl.location())
+    keep = referenced(tbl)
+    fs, path = storage.resolve(root)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=True))
+    except FileNotFoundError:
+        return []
+    out = []
+    for info in infos:
+        if info.type != pafs.FileType.File:
+            continue
+        location = storage.to_location(root, info.path)
+        if location in keep:
+            continue
+        if info.mtime is not None and info.mtime.timestamp() >= cutoff.timestamp():
+            continue  # maybe a writer's file not committed yet
+        out.append((location, info.size or 0))
+    return sorted(out)
+
+
+def remove_orphans(tbl, cutoff: datetime) -> tuple[int, int]:
+    """Delete ``unreferenced(tbl, cutoff)``; returns ``(files, bytes)``."""
+    files = unreferenced(tbl, cutoff)
+    for location, _ in files:
+        storage.delete_file(location)
+    return len(files), sum(size for _, size in files)

@@ -1,0 +1,67 @@
+"""The Segment layout (the default table format): each table a tree of hive-style folders,
+``<lake>/data/<source>/segment_type=<table>/<date partition>/part-<hour>-*.parquet``, registered
+as an external table by the ``[catalog]``. A commit swaps each staged partition folder into
+place (``lake/commit.py``); a reader of a folder sees the old hour or the new one."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from datalake_assets.lake import commit, storage
+from datalake_assets.lake.formats.base import (
+    SEGMENT,
+    CommittedTable,
+    SourceTables,
+    TableFormat,
+    TablesToCommit,
+)
+from datalake_assets.spec import layout
+
+
+def hour_files(lake_root: str, src: SourceTables, table: str,
+               hour: layout.ArchiveHour) -> list[tuple[str, int]]:
+    """``[(location, size)]`` of ``table``'s files of ``hour``: its partition folder's files
+    whose name carries the hour (a coarse layout's folder holds 24 hours)."""
+    folder = layout.table_partition_dir(lake_root, src.source_dir, table, src.date_layout, hour)
+    return [(loc, size) for loc, size in storage.list_files(folder)
+            if layout.hour_of_data_file(loc) == hour.compact]
+
+
+class SegmentLayout(TableFormat):
+    name = SEGMENT
+
+    def plan(self, batch: TablesToCommit) -> tuple[list[commit.Swap], list[dict]]:
+        """One swap per partition folder touched: tables written, and tables that lost all
+        rows of a synced hour (swapped with an empty version)."""
+        src = batch.src
+        by_dir: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, staged) -> hours
+        for h in batch.hours:
+            part = layout.date_partition_path(src.date_layout, layout.ArchiveHour.parse(h))
+            for t in batch.tables:
+                by_dir[(layout.join(layout.table_root(self.lake_root, src.source_dir, t), part),
+                        layout.join(layout.segment_type_dir(batch.staged_data_root, t),
+                                    part))].add(h)
+        return swaps_of(by_dir), []
+
+    def committed(self, batch: TablesToCommit) -> dict[str, CommittedTable]:
+        return {t: CommittedTable(t, "", layout.table_root(self.lake_root, batch.src.source_dir,
+                                                           t))
+                for t in batch.tables}
+
+    def live_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
+        return hour_files(self.lake_root, src, table, layout.ArchiveHour.parse(hour))
+
+
+def swaps_of(by_dir: dict[tuple[str, str], set[str]]) -> list[commit.Swap]:
+    """The swaps of ``(live folder, staged folder) -> hours``. A folder with nothing staged
+    is swapped (with an empty version) only where the live one holds files of those hours."""
+    swaps = []
+    for (target, staged), hs in sorted(by_dir.items()):
+        if not storage.exists(staged):
+            live = [loc for loc, _ in storage.list_files(target)]
+            if not any(layout.hour_of_data_file(loc) in hs for loc in live):
+                continue
+            if storage.renames_directories(staged):  # renamed in: must exist (empty)
+                storage.create_dir(staged)
+        swaps.append(commit.Swap(staged=staged, target=target, hours=tuple(sorted(hs))))
+    return swaps

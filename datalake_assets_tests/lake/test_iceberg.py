@@ -1,0 +1,340 @@
+"""Iceberg tables (``table_format = "iceberg"``, ``lake/formats/iceberg.py``), read back as
+readers would: pyiceberg's own catalog and DuckDB's ``iceberg_scan``, against the Segment
+layout's lake of the same archive and against the oracle.
+
+The hours are small: most syncs take the driver-local path; one lake is synced through Spark
+jobs (``local_max_bytes=0``) so both writers of the staged files are covered."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from datalake_assets.ingest.demo import generate_archive
+from datalake_assets.lake.faults import ENV as FAULT_ENV
+from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats.iceberg import RUN_PROPERTY, applied
+from datalake_assets.lake.records import read_schema_record
+from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.transform.job import SyncRequest, run_sync
+from datalake_assets_tests.support.archive_builders import msg, write_hour
+from datalake_assets_tests.support.iceberg_reader import (
+    duckdb_with_iceberg,
+    read_iceberg_lake,
+    sql_catalog,
+    tables,
+)
+from datalake_assets_tests.support.lake_reader import LocalStore, compare
+from datalake_assets_tests.support.oracle import Oracle
+
+SRC = "ice"
+HOURS = ("2026-11-21T10", "2026-11-21T11", "2026-11-21T12")
+LOCAL = 1 << 40  # local_max_bytes: the driver-local path
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ICEBERG = FormatConfig(format="iceberg")
+
+
+def no_spark():
+    raise AssertionError("the driver-local path started a Spark session")
+
+
+def request(lake: dict, hours, fmt: str = "iceberg", **kw) -> SyncRequest:
+    kw.setdefault("local_max_bytes", LOCAL)
+    return SyncRequest(lake["lake_root"], lake["archive_root"], SRC, tuple(hours),
+                       table_format=FormatConfig(format=fmt), **kw)
+
+
+def sync(lake: dict, hours, fmt: str = "iceberg", spark=no_spark, **kw):
+    return run_sync(spark, request(lake, hours, fmt, **kw))
+
+
+def roots(base) -> dict:
+    return {"archive_root": str(base / "archive"), "lake_root": str(base / "lake")}
+
+
+def segment_rows(con, lake_root: str, table: str) -> tuple[list, list]:
+    """``(columns and types, rows by message id)`` of a Segment-layout table."""
+    rel = con.sql(f"SELECT * EXCLUDE (segment_type) FROM read_parquet('{lake_root}/data/{SRC}/segment_type={table}/"
+                  "*/*/*.parquet', hive_partitioning = true, hive_types_autocast = false, "
+                  "union_by_name = true) ORDER BY message_id")
+    return _described(rel), rel.fetchall()
+
+
+def iceberg_rows(con, tbl) -> tuple[list, list]:
+    rel = con.sql(f"SELECT * FROM iceberg_scan('{tbl.metadata_location}') ORDER BY message_id")
+    return _described(rel), rel.fetchall()
+
+
+def _described(rel) -> list[tuple[str, str]]:
+    return sorted(zip(rel.columns, map(str, rel.types)))
+
+
+def _by_name(columns: list, rows: list) -> list[dict]:
+    names = [c for c, _ in columns]
+    return [dict(zip(names, r)) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory, spark):
+    """One archive synced into a Segment-layout lake (driver-local path) and an Iceberg lake
+    (Spark jobs)."""
+    base = tmp_path_factory.mktemp("twins")
+    archive = str(base / "archive")
+    generate_archive(archive, SRC, [ArchiveHour.parse(h) for h in HOURS],
+                     events_per_hour=300, files_per_hour=2, seed=3)
+    seg = {"archive_root": archive, "lake_root": str(base / "segment")}
+    ice = {"archive_root": archive, "lake_root": str(base / "iceberg")}
+    sync(seg, HOURS, "segment")
+    report = sync(ice, HOURS, spark=spark, local_max_bytes=0)
+    return {"segment": seg, "iceberg": ice, "report": report}
+
+
+@pytest.mark.spark
+def test_every_table_holds_the_segment_layouts_columns_types_and_rows(twins):
+    con = duckdb_with_iceberg()
+    ice = tables(sql_catalog(twins["iceberg"]["lake_root"]), SRC)
+    seg_root = twins["segment"]["lake_root"]
+    assert set(ice) == {d.split("=", 1)[1] for d in os.listdir(f"{seg_root}/data/{SRC}")}
+    assert not os.path.exists(f"{twins['iceberg']['lake_root']}/data")  # no Segment folders
+    for table, tbl in ice.items():
+        seg_cols, seg_rows = segment_rows(con, seg_root, table)
+        ice_cols, ice_rows = iceberg_rows(con, tbl)
+        assert ice_cols == seg_cols, table
+        assert _by_name(ice_cols, ice_rows) == _by_name(seg_cols, seg_rows), table
+        # pyiceberg reads the same rows as DuckDB
+        assert tbl.scan().to_arrow().num_rows == len(ice_rows)
+        # partitioned by day and hour
+        assert [f.name for f in tbl.spec().fields] == ["day", "hr"]
+    # the report names each table as the Iceberg catalog holds it, with its snapshot
+    entry = twins["report"].tables["pages"].catalog
+    assert entry["table_format"] == "iceberg" and entry["catalog_table"] == "pages"
+    assert entry["snapshot_id"] == ice["pages"].current_snapshot().snapshot_id
+
+
+@pytest.mark.spark
+def test_the_lake_holds_what_the_oracle_says(twins):
+    lake = twins["iceberg"]
+    store = LocalStore()
+    expected = Oracle(store, lake["archive_root"], SRC).sync(HOURS).expected()
+    found = compare(expected, read_iceberg_lake(store, sql_catalog(lake["lake_root"]),
+                                                lake["lake_root"], SRC, SRC))
+    assert found.ok, str(found)
+
+
+@pytest.mark.spark
+def test_a_query_on_one_hour_reads_only_that_hours_files(twins):
+    con = duckdb_with_iceberg()
+    tbl = tables(sql_catalog(twins["iceberg"]["lake_root"]), SRC)["tracks"]
+    plan = con.sql(f"EXPLAIN ANALYZE SELECT count(message_id) FROM iceberg_scan('{tbl.metadata_location}')"
+                   " WHERE day = '2026-11-21' AND hr = '11'").fetchall()[0][1]
+    assert re.search(r"Total Files Read: 1\b", plan), plan
+    everything = con.sql(f"EXPLAIN ANALYZE SELECT count(message_id) FROM "
+                         f"iceberg_scan('{tbl.metadata_location}')").fetchall()[0][1]
+    assert re.search(r"Total Files Read: 3\b", everything), everything
+
+
+def test_a_replay_replaces_an_hour_and_a_late_file_adds_to_it(tmp_path):
+    lake = roots(tmp_path)
+    generate_archive(lake["archive_root"], SRC, [ArchiveHour.parse(h) for h in HOURS[:2]],
+                     events_per_hour=200, files_per_hour=1, seed=5)
+    sync(lake, HOURS[:2])
+    cat = sql_catalog(lake["lake_root"])
+    before = {t: tbl.scan().to_arrow().num_rows for t, tbl in tables(cat, SRC).items()}
+    replay = sync(lake, HOURS[:1], replay=True)
+    after = tables(cat, SRC)
+    assert {t: tbl.scan().to_arrow().num_rows for t, tbl in after.items()} == before
+    assert after["tracks"].current_snapshot().summary[RUN_PROPERTY] == replay.source.run_id
+
+    write_hour(lake["archive_root"], SRC, HOURS[0],
+               [msg(f"late-{i}", hour=HOURS[0], properties={"total": i}) for i in range(7)]
+               + [msg("late-0", hour=HOURS[0])], name="late.jsonl.gz")
+    sync(lake, HOURS[:1], replay=True)
+    rows = tables(cat, SRC)["order_completed"].scan().to_arrow()
+    assert rows.num_rows == before["order_completed"] + 7
+    ids = rows["message_id"].to_pylist()
+    assert len(ids) == len(set(ids))  # never a row twice
+    store = LocalStore()
+    expected = Oracle(store, lake["archive_root"], SRC).sync(HOURS[:2]).expected()
+    found = compare(expected, read_iceberg_lake(store, cat, lake["lake_root"], SRC, SRC))
+    assert found.ok, str(found)
+
+
+def test_a_type_that_widens_every_hour_keeps_every_value_readable(tmp_path):
+    """``properties.v`` is a bigint in hour 10, a double in hour 11, a string in hour 12:
+    the column is replaced and the table's rows rewritten at each widening, so readers see
+    every value in the table's current type (never an unreadable table)."""
+    lake = roots(tmp_path)
+    values = {HOURS[0]: 7, HOURS[1]: 2.5, HOURS[2]: "seven"}
+    for i, (hour, v) in enumerate(values.items()):
+        write_hour(lake["archive_root"], SRC, hour,
+                   [msg(f"m{i}", hour=hour, properties={"v": v, "n": i})])
+    con = duckdb_with_iceberg()
+    seen = []
+    for hour, expected_type, expected in (
+            (HOURS[0], "BIGINT", {"m0": 7}),
+            (HOURS[1], "DOUBLE", {"m0": 7.0, "m1": 2.5}),
+            # the stored double 7.0 becomes '7.0' (a re-sync of hour 10 writes '7')
+            (HOURS[2], "VARCHAR", {"m0": "7.0", "m1": "2.5", "m2": "seven"})):
+        report = sync(lake, [hour])
+        tbl = tables(sql_catalog(lake["lake_root"]), SRC)["order_completed"]
+        rel = con.sql(f"SELECT message_id, properties_v, properties_n, day, hr FROM "
+                      f"iceberg_scan('{tbl.metadata_location}') ORDER BY 1")
+        assert str(dict(zip(rel.columns, rel.types))["properties_v"]) == expected_type
+        rows = rel.fetchall()
+        assert {r[0]: r[1] for r in rows} == expected
+        assert [r[2] for r in rows] == list(range(len(rows)))  # other columns untouched
+        seen.append(report.tables["order_completed"].widened_columns)
+        # the columns in the order of the lake's schema record, then the partition columns
+        record = [n for n, _ in read_schema_record(lake["lake_root"], SRC)["order_completed"]]
+        assert [f.name for f in tbl.schema().fields] == record + ["day", "hr"]
+    assert seen == [[], [{"name": "properties_v", "from": "bigint", "to": "double"}],
+                    [{"name": "properties_v", "from": "double", "to": "string"}]]
+
+
+# ------------------------------------------------------------------------------- kills
+
+
+def spawn_sync(lake: dict, hours, fault: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env[FAULT_ENV] = fault
+    args = request(lake, hours).to_args()
+    return subprocess.Popen([sys.executable, "-m", "datalake_assets.transform.job", *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def table_hours(lake_root: str) -> dict[tuple[str, str], list[str]]:
+    """``{(table, hour): sorted message ids}`` of every table's current snapshot."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for name, tbl in tables(sql_catalog(lake_root), SRC).items():
+        t = tbl.scan(selected_fields=("message_id", "day", "hr")).to_arrow()
+        for mid, day, hr in zip(*(t[c].to_pylist() for c in ("message_id", "day", "hr"))):
+            out.setdefault((name, f"{day}T{hr}"), []).append(mid)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def converged(tmp_path_factory):
+    """v1 of two hours, then a late file for the first: the clean result of syncing both."""
+    base = tmp_path_factory.mktemp("converged")
+    lake = roots(base)
+    write_v1(lake["archive_root"])
+    write_late(lake["archive_root"])
+    sync(lake, HOURS[:2])
+    return table_hours(lake["lake_root"])
+
+
+def write_v1(archive_root: str) -> None:
+    generate_archive(archive_root, SRC, [ArchiveHour.parse(h) for h in HOURS[:2]],
+                     events_per_hour=200, files_per_hour=1, seed=9)
+
+
+def write_late(archive_root: str) -> None:
+    write_hour(archive_root, SRC, HOURS[0],
+               [msg(f"late-{i}", hour=HOURS[0], properties={"total": i}) for i in range(12)]
+               + [msg(f"late-id-{i}", hour=HOURS[0], type="identify") for i in range(5)],
+               name="late.jsonl.gz")
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("point", ["staged", "mid_commit", "committed"])
+def test_killed_at_a_commit_point_readers_see_whole_hours_and_the_next_run_converges(
+        tmp_path, converged, point):
+    lake = roots(tmp_path)
+    write_v1(lake["archive_root"])
+    sync(lake, HOURS[:2])
+    v1 = table_hours(lake["lake_root"])
+    write_late(lake["archive_root"])
+
+    proc = spawn_sync(lake, HOURS[:2], point)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    during = table_hours(lake["lake_root"])
+    for key in set(during) | set(v1) | set(converged):  # every hour old or new, whole
+        assert during.get(key) in (v1.get(key), converged.get(key)), key
+    if point == "staged":
+        assert during == v1
+    if point == "committed":
+        assert during == converged
+    if point == "mid_commit":
+        # cut between two tables' commits: the first table (aliases) has the killed run's
+        # snapshot, the last (video_played) not yet
+        journal, = os.listdir(f"{lake['lake_root']}/_commits/{SRC}")
+        killed = journal.removesuffix(".json")
+        ice = tables(sql_catalog(lake["lake_root"]), SRC)
+        assert applied(ice["aliases"], killed) and not applied(ice["video_played"], killed)
+        # the next sync of the source, of any hour, rolls the journal forward
+        other = sync(lake, ["2026-11-21T15"])
+        assert other.source.recovered_commits
+        assert table_hours(lake["lake_root"]) == converged
+    sync(lake, HOURS[:2])
+    assert table_hours(lake["lake_root"]) == converged
+    assert not os.listdir(f"{lake['lake_root']}/_commits/{SRC}")
+
+
+# ------------------------------------------------------------------------- maintenance
+
+
+def test_maintenance_expires_old_snapshots_and_deletes_files_no_snapshot_references(tmp_path):
+    from datetime import timedelta
+
+    lake = roots(tmp_path)
+    generate_archive(lake["archive_root"], SRC, [ArchiveHour.parse(HOURS[0])],
+                     events_per_hour=100, files_per_hour=1, seed=2)
+    sync(lake, HOURS[:1])
+    sync(lake, HOURS[:1], replay=True)  # the first version's files are now replaced
+    fmt = table_format(ICEBERG, lake["lake_root"])
+    src = SourceTables(SRC, SRC)
+    tbl = fmt.load(src, "pages")
+    rows = tbl.scan().to_arrow().num_rows
+    # a writer that died after writing its data files, before its catalog commit
+    with pytest.raises(RuntimeError):
+        with tbl.transaction() as tx:
+            tx.append(tbl.scan().to_arrow())
+            raise RuntimeError("killed before the commit")
+    data = f"{tbl.location().removeprefix('file://')}/data"
+    files = {os.path.join(d, f) for d, _, fs in os.walk(data) for f in fs}
+    live = {loc for loc, _ in fmt.live_files(src, "pages", "2026112110")}
+    assert len(files - live) >= 2  # the replaced version and the dead writer's file
+    assert fmt.load(src, "pages").scan().to_arrow().num_rows == rows  # invisible to readers
+
+    kept = fmt.maintain(src, ["pages"])  # default retention (168 h): everything is younger
+    assert kept["pages"]["snapshots_expired"] == 0 and kept["pages"]["orphan_files_removed"] == 0
+    done = fmt.maintain(src, ["pages"], retention=timedelta(0))
+    assert done["pages"]["snapshots_expired"] == 2  # the first append and the replay's delete
+    left = {os.path.join(d, f) for d, _, fs in os.walk(data) for f in fs}
+    assert left == live
+    tbl = fmt.load(src, "pages")
+    assert len(tbl.snapshots()) == 1 and tbl.scan().to_arrow().num_rows == rows
+    assert duckdb_with_iceberg().sql(f"SELECT count(*) FROM iceberg_scan("
+                                     f"'{tbl.metadata_location}')").fetchone()[0] == rows
+
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+def test_the_table_format_is_chosen_by_settings_or_environment_and_travels_to_a_job(tmp_path):
+    from datalake_assets.settings import load_settings
+    from datalake_assets.settings_base import SettingsError
+    from datalake_assets.transform.request import parse_args, request_from_settings
+
+    assert load_settings(env={}).table_format == "segment"
+    file = tmp_path / "lake.toml"
+    file.write_text('table_format = "iceberg"\n[iceberg]\nretention_hours = 24\n'
+                    '[catalog]\nbackend = "glue"\nglue_region = "eu-west-1"\n')
+    settings = load_settings(file, env={})
+    cfg = FormatConfig.of_settings(settings)
+    # [iceberg]'s Glue keys left empty take [catalog]'s
+    assert (cfg.format, cfg.retention_hours, cfg.glue_region) == ("iceberg", 24, "eu-west-1")
+    assert load_settings(env={"DATALAKE_TABLE_FORMAT": "iceberg"}).table_format == "iceberg"
+    with pytest.raises(SettingsError, match="DATALAKE_TABLE_FORMAT.*unknown table format 'delta'"):
+        load_settings(env={"DATALAKE_TABLE_FORMAT": "delta"})
+    # a sync started elsewhere (EMR, Pipes) gets the same format from its argv
+    req = request_from_settings(settings, settings.sources[0], ["2026-11-21T10"], replay=False)
+    assert parse_args(req.to_args()).table_format == cfg
