@@ -31,6 +31,8 @@ from datalake_assets.catalog.base import (
 )
 from datalake_assets.catalog.register import register_sync
 from datalake_assets.lake import storage
+from datalake_assets.lake.formats import SourceTables
+from datalake_assets.lake.formats.segment import hour_files
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
@@ -72,8 +74,8 @@ def lake_partitions(src: CatalogSource, tables: list[str],
         for hour in hours:
             folder = layout.table_partition_dir(src.lake_root, src.source_dir, table,
                                                 src.date_layout, hour)
-            files = sorted(loc for loc, _ in storage.list_files(folder)
-                           if layout.hour_of_data_file(loc) == hour.compact)
+            files = [loc for loc, _ in hour_files(src.lake_root, SourceTables(
+                src.source_dir, src.database, src.table_prefix, src.date_layout), table, hour)]
             if not files:
                 continue
             fs, path = storage.resolve(files[0])

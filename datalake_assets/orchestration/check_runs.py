@@ -37,6 +37,7 @@ from datalake_assets.orchestration.sync_events import (
 )
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.lake.formats import FormatConfig
 from datalake_assets.transform.catalog_phase import CatalogBehind
 from datalake_assets.transform.recheck import LakeSource, latest_synced_hours, recheck
 from datalake_assets.transform.request import request_from_settings
@@ -47,7 +48,9 @@ LATEST_HOURS = 24  # what "Execute all" re-evaluates without a partition
 def lake_source(settings: LakeSettings, source: SourceSettings) -> LakeSource:
     return LakeSource(lake_root=settings.lake_root, source_id=source.id,
                       source_dir=source.lake_dir, date_layout=source.date_layout,
-                      lookback_hours=settings.sync.dedup_lookback_days * 24)
+                      lookback_hours=settings.sync.dedup_lookback_days * 24,
+                      database=source.database, table_prefix=source.effective_table_prefix,
+                      table_format=FormatConfig.of_settings(settings))
 
 
 def run_checks_alone(context: AssetExecutionContext, settings: LakeSettings,

@@ -41,6 +41,7 @@ from datalake_assets.orchestration.catalog_asset import (
 )
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
+from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
 from datalake_assets.spec.naming import catalog_table_name
 
 QUARANTINE = "quarantine"
@@ -228,7 +229,10 @@ def targeted(evaluations: Iterable[AssetCheckEvaluation], instance: DagsterInsta
 
 
 def table_uri(settings: LakeSettings, source: SourceSettings, table: str) -> str:
-    return layout.table_root(settings.lake_root, source.lake_dir, table)
+    """Where the table's files are, as the lake's table format keeps them."""
+    tables = table_format(FormatConfig.of_settings(settings), settings.lake_root)
+    return tables.location(SourceTables(source.lake_dir, source.database,
+                                        source.effective_table_prefix, source.date_layout), table)
 
 
 def table_name(source: SourceSettings, table: str) -> str:
@@ -243,6 +247,8 @@ def _catalog_metadata(entry: dict | None) -> dict:
     out = {"catalog_table": name, "dagster/table_name": name}
     if entry.get("partitions") is not None:
         out["catalog_partitions"] = entry["partitions"]
+    if entry.get("snapshot_id") is not None:  # Iceberg: the table version this run committed
+        out["iceberg_snapshot_id"] = MetadataValue.text(str(entry["snapshot_id"]))
     return out
 
 

@@ -68,11 +68,13 @@ def hour_entries(run: SyncRun, hours: list[str], tables: list[str],
     widened = sorted(f"{v['catalog_table']}.{w[0]} {w[1]} -> {w[2]}"
                      for v in registered.values() for w in v.get("widened_columns", []))
     out = {}
+    # an Iceberg table's commit is its catalog's update: the hour is in every table it wrote
+    committed = sorted(v["catalog_table"] for v in registered.values() if v.get("table_format"))
     for h in parsed:
-        mine = sorted(registered[p.table]["catalog_table"] for p in parts
-                      if p.hour == h and p.table in registered)
+        mine = committed or sorted(registered[p.table]["catalog_table"] for p in parts
+                                   if p.hour == h and p.table in registered)
         entry: dict[str, Any] = {
-            "kind": req.catalog.backend, "database": req.database, "tables": mine,
+            "kind": run.tables.name if committed else req.catalog.backend, "database": req.database, "tables": mine,
             "tables_created": created, "columns_added": added, "columns_widened": widened,
             "partitions_registered": len(mine), "problems": problems.get(str(h), [])}
         if error is not None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
+from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.lake.report import SourceReport, SyncReport, TableChecks, TableReport
 from datalake_assets.spec import layout
@@ -50,13 +51,16 @@ class LakeSource:
     source_dir: str
     date_layout: str
     lookback_hours: int
+    database: str = ""
+    table_prefix: str = ""
+    table_format: FormatConfig = field(default_factory=FormatConfig)
 
 
 def _hour_files(src: LakeSource, table: str, hour: layout.ArchiveHour) -> list[tuple[str, int]]:
-    directory = layout.join(layout.table_root(src.lake_root, src.source_dir, table),
-                            layout.date_partition_path(src.date_layout, hour))
-    return [(loc, size) for loc, size in storage.list_files(directory)
-            if layout.hour_of_data_file(loc) == hour.compact]
+    """The files readers read for the table's rows of ``hour`` (its table format says)."""
+    tables = SourceTables(src.source_dir, src.database or src.source_id, src.table_prefix,
+                          src.date_layout)
+    return table_format(src.table_format, src.lake_root).live_files(tables, table, hour.compact)
 
 
 def _misfits(src: LakeSource, hour: layout.ArchiveHour) -> dict[str, Counter[str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -338,3 +339,56 @@ def test_the_table_format_is_chosen_by_settings_or_environment_and_travels_to_a_
     # a sync started elsewhere (EMR, Pipes) gets the same format from its argv
     req = request_from_settings(settings, settings.sources[0], ["2026-11-21T10"], replay=False)
     assert parse_args(req.to_args()).table_format == cfg
+
+
+# ------------------------------------------------------------------------------- Dagster
+
+
+@pytest.mark.spark
+@pytest.mark.dagster
+def test_dagster_materializes_iceberg_tables_and_runs_their_checks_alone(spark, tmp_path):
+    """A materialization in Iceberg mode names the Iceberg table, its location and the
+    snapshot it committed; the checks run alone read the hour's files through Iceberg."""
+    from dagster import AssetCheckKey, AssetKey, AssetSelection, DagsterInstance, materialize
+
+    from datalake_assets.orchestration.assets import build_source_assets
+    from datalake_assets.orchestration.resources import LocalSparkCompute
+    from datalake_assets_tests.support.settings_files import load_lake_toml
+
+    settings = load_lake_toml(tmp_path, 'archive_root = "archive"\nlake_root = "lake"\n'
+                                        'table_format = "iceberg"\n[catalog]\nbackend = "none"\n'
+                                        '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n')
+    write_hour(settings.archive_root, "web", HOURS[0],
+               [msg(f"m{i}", hour=HOURS[0], type="page", name="Home") for i in range(12)])
+    assets = build_source_assets(settings, settings.sources[0])
+    instance = DagsterInstance.ephemeral()
+    result = materialize(assets, resources={"compute": LocalSparkCompute()},
+                         partition_key="2026-11-21-10:00", instance=instance)
+    assert result.success
+    pages = next(m for m in result.get_asset_materialization_events()
+                 if m.asset_key == AssetKey(["web", "pages"])).materialization.metadata
+    fmt = table_format(FormatConfig(format="iceberg"), settings.lake_root)
+    tbl = fmt.load(SourceTables("web", "web"), "pages")
+    assert pages["dagster/uri"].value == tbl.location().removeprefix("file://")
+    assert pages["iceberg_snapshot_id"].value == str(tbl.current_snapshot().snapshot_id)
+    assert pages["dagster/table_name"].value == "web.pages"
+    assert pages["rows"].value == 12
+
+    checks = [AssetCheckKey(AssetKey(["web", "pages"]), n)
+              for n in ("duplicates", "type_drift", "schema_conformance")]
+
+    def alone() -> dict:
+        out = materialize(assets, selection=AssetSelection.checks(*checks),
+                          resources={"compute": LocalSparkCompute()}, instance=instance)
+        assert out.success and not out.get_asset_materialization_events()
+        return {e.check_name: e for e in out.get_asset_check_evaluations()}
+
+    assert all(e.passed for e in alone().values())
+    # a file in the table's folder that no snapshot references (a dead writer's) is not read
+    live, = fmt.live_files(SourceTables("web", "web"), "pages", "2026112110")
+    shutil.copy(live[0], live[0].replace(".parquet", "-orphan.parquet"))
+    assert alone()["duplicates"].passed
+    # rows committed twice are: the checks read the table's current snapshot
+    tbl.append(tbl.scan().to_arrow())
+    again = alone()["duplicates"]
+    assert not again.passed and again.metadata["repeated_message_ids"].value == 12

@@ -161,6 +161,10 @@ class TableFormat(ABC):
         raise FormatError(f"the {self.name} format plans no table commits", "internal")
 
     @abstractmethod
+    def location(self, src: SourceTables, table: str) -> str:
+        """Where the table's files are (a folder of the lake): ``dagster/uri``."""
+
+    @abstractmethod
     def committed(self, batch: TablesToCommit) -> dict[str, CommittedTable]:
         """Each table of ``batch`` as readers now see it."""
 

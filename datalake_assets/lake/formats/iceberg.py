@@ -151,8 +151,7 @@ class IcebergFormat(TableFormat):
         cat.create_namespace_if_not_exists(src.database)
         try:
             tbl = cat.create_table(self.identifier(src, table), schema=arrow_schema(columns),
-                                   location=_uri(table_location(self.lake_root, src.source_dir,
-                                                                table)),
+                                   location=_uri(self.location(src, table)),
                                    properties={"format-version": "2"})
         except TableAlreadyExistsError:  # created by a run that was killed right after
             return cat.load_table(self.identifier(src, table))
@@ -201,6 +200,9 @@ class IcebergFormat(TableFormat):
                 tx.overwrite(staged, overwrite_filter=rows_filter, snapshot_properties=props)
             else:
                 tx.delete(rows_filter, snapshot_properties=props)
+
+    def location(self, src: SourceTables, table: str) -> str:
+        return table_location(self.lake_root, src.source_dir, table)
 
     def committed(self, batch: TablesToCommit) -> dict[str, CommittedTable]:
         out = {}

@@ -43,10 +43,11 @@ class SegmentLayout(TableFormat):
                                     part))].add(h)
         return swaps_of(by_dir), []
 
+    def location(self, src: SourceTables, table: str) -> str:
+        return layout.table_root(self.lake_root, src.source_dir, table)
+
     def committed(self, batch: TablesToCommit) -> dict[str, CommittedTable]:
-        return {t: CommittedTable(t, "", layout.table_root(self.lake_root, batch.src.source_dir,
-                                                           t))
-                for t in batch.tables}
+        return {t: CommittedTable(t, "", self.location(batch.src, t)) for t in batch.tables}
 
     def live_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
         return hour_files(self.lake_root, src, table, layout.ArchiveHour.parse(hour))
