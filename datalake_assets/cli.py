@@ -25,7 +25,13 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from datalake_assets.cli_catalog import cmd_catalog, cmd_sql, serve_metastore, stop_metastore
+from datalake_assets.cli_catalog import (
+    cmd_catalog,
+    cmd_maintain,
+    cmd_sql,
+    serve_metastore,
+    stop_metastore,
+)
 from datalake_assets.cli_forget import cmd_forget
 from datalake_assets.cli_parser import UsageError, build_parser
 from datalake_assets.lake import storage
@@ -324,7 +330,7 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
 
 COMMANDS = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
             "import": cmd_import, "catalog": cmd_catalog, "forget": cmd_forget,
-            "collect": cmd_collect, "sql": cmd_sql}
+            "collect": cmd_collect, "sql": cmd_sql, "maintain": cmd_maintain}
 
 
 def main(argv: list[str] | None = None) -> int:

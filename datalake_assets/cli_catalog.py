@@ -67,6 +67,29 @@ def _sql_on_iceberg(settings: LakeSettings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_maintain(settings: LakeSettings, args: argparse.Namespace) -> int:
+    """The table format's maintenance (``lake/formats/maintain.py``), one line per table."""
+    from datetime import timedelta
+
+    from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+    from datalake_assets.lake.formats.maintain import maintain_source
+
+    config = FormatConfig.of_settings(settings)
+    if not table_format(config, settings.lake_root).keeps_versions:
+        print(f"nothing to maintain: the {settings.table_format} table format keeps no old "
+              "versions")
+        return 0
+    sources = [settings.source(s) for s in args.source] or list(settings.sources)
+    retention = None if args.retention_hours is None else timedelta(hours=args.retention_hours)
+    for s in sources:
+        src = SourceTables(s.lake_dir, s.database, s.effective_table_prefix, s.date_layout)
+        done = maintain_source(settings.lake_root, config, src, "datalake-maintain", retention)
+        for table, d in sorted(done.items()):
+            print(f"{s.id}.{table}: {d['snapshots_expired']} snapshots expired, "
+                  f"{d['orphan_files_removed']} files deleted ({d['orphan_bytes_removed']} bytes)")
+    return 0
+
+
 def first_line(e: Exception) -> str:
     """An exception's first line: Spark's messages go on with the JVM's stack trace."""
     text = str(e).strip()

@@ -166,6 +166,17 @@ def build_parser() -> Parser:
     q.add_argument("query", help="e.g. \"SELECT event, count(*) FROM demo.tracks GROUP BY 1\"")
     q.add_argument("--limit", type=whole_number(1), default=50, help="rows shown (default 50)")
 
+    m = _command(sub, "maintain", "expire old table versions (Iceberg: docs/table-formats.md)",
+                 "Expire each table's snapshots older than the retention and delete the files "
+                 "no snapshot references (a killed sync's, replaced ones), source by source "
+                 "under its lock: what the nightly table_maintenance job does. Nothing to do "
+                 "with the Segment layout, which keeps no old versions.")
+    m.add_argument("--source", action="append", default=[], metavar="ID",
+                   help="a source id or slug (repeatable; default: every source)")
+    m.add_argument("--retention-hours", type=whole_number(0), default=None, metavar="N",
+                   help="keep versions younger than N hours (default: [iceberg] "
+                        "retention_hours; 0 keeps only the current one)")
+
     f = _command(sub, "forget", "erase and suppress a person's data (docs/privacy.md)",
                  "Erase a person's rows from the lake and add their identities to the "
                  "suppression list (docs/privacy.md). Prints counts, never an identity; exit "

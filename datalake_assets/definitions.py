@@ -32,6 +32,7 @@ from datalake_assets.orchestration.batch_sync import (
 )
 from datalake_assets.orchestration.import_sensors import build_import_automation
 from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
+from datalake_assets.orchestration.maintenance import build_maintenance_automation
 from datalake_assets.orchestration.privacy_jobs import build_privacy_automation
 from datalake_assets.orchestration.reload import build_definitions_sensor, reload_job
 from datalake_assets.orchestration.resources import LocalSparkCompute, SparkCompute
@@ -89,6 +90,9 @@ def build_definitions(
     privacy_jobs, privacy_sensors, schedules = build_privacy_automation(settings, clock=clock)
     jobs.extend(privacy_jobs)
     sensors.extend(privacy_sensors)
+    maintenance_jobs, maintenance_schedules = build_maintenance_automation(settings)
+    jobs.extend(maintenance_jobs)
+    schedules = [*schedules, *maintenance_schedules]
     resources = {"compute": build_compute(settings)}
     return Definitions(
         assets=assets, jobs=jobs, sensors=sensors, schedules=schedules, resources=resources,

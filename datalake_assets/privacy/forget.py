@@ -31,15 +31,17 @@ import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 
 from datalake_assets.catalog.base import Catalog, CatalogError
 from datalake_assets.catalog.config import catalog_from_config, config_from_settings
 from datalake_assets.ingest.collector.spool_erase import erase_spool
 from datalake_assets.lake import commit, faults, storage
+from datalake_assets.lake.formats import FormatConfig
 from datalake_assets.lake.identities import lake_key, write_suppressed
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.privacy import audit
-from datalake_assets.privacy.hours import SourcePlace, unindexed_hours
+from datalake_assets.privacy.hours import SourcePlace, table_names, unindexed_hours
 from datalake_assets.privacy.lookup import find_hours, follow_links, scan_hours
 from datalake_assets.privacy.summary import compact, month_of, summary_months
 from datalake_assets.privacy.matching import Matcher, needles_of
@@ -158,8 +160,10 @@ def _places(settings: LakeSettings, sources: list[str]) -> list[SourcePlace]:
             chosen = [settings.source(s) for s in sources]
         except Exception as e:  # SettingsError: the source id is ours, not a person's
             raise RequestError(str(e)) from None
+    fmt = FormatConfig.of_settings(settings)
     return [SourcePlace(s.id, s.lake_dir, s.date_layout, settings.lake_root,
-                        settings.archive_root) for s in chosen]
+                        settings.archive_root, s.database, s.effective_table_prefix, fmt)
+            for s in chosen]
 
 
 def _matcher(run: _Run, hashes: list[str]) -> Matcher:
@@ -268,7 +272,7 @@ def _source(run: _Run, place: SourcePlace, matcher: Matcher) -> dict[str, int]:
     rid = state.request_id
     done = state.hours.setdefault(place.source_id, {})
     with SourceLock(place.lake_root, place.source_dir, f"forget-{rid}"):
-        commit.recover(place.lake_root, place.source_dir)
+        commit.recover(place.lake_root, place.source_dir, place.tables_format.apply)
         storage.delete_dir(layout.staging_root(place.lake_root, place.source_dir))
         found = find_hours(place.lake_root, place.source_dir, frozenset(state.hashes))
         scan = scan_hours(place, unindexed_hours(place), matcher)
@@ -292,6 +296,9 @@ def _source(run: _Run, place: SourcePlace, matcher: Matcher) -> dict[str, int]:
             rewrite_archive(plan, matcher)
             done[hour].done = True
             save_state(place.lake_root, state)
+        if state.erase and hours:  # no older version of a table still holds the rows:
+            # snapshots expired, unreferenced files deleted now (Iceberg; we hold the lock)
+            place.tables_format.maintain(place.src, table_names(place), retention=timedelta(0))
         if state.erase:  # a compacted identity index (files covering many hours), if any
             entries, files = erase_many_hour_index(place, matcher)
             if entries:

@@ -13,6 +13,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
+from datalake_assets.lake.formats import FormatConfig, SourceTables, TableFormat, table_format
+from datalake_assets.lake.records import read_schema_record
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
 
@@ -28,6 +30,20 @@ class SourcePlace:
     date_layout: str
     lake_root: str
     archive_root: str
+    database: str = ""  # the catalog database of its tables ("": the source id)
+    table_prefix: str = ""
+    table_format: FormatConfig = field(default_factory=FormatConfig)
+
+    @property
+    def tables_format(self) -> TableFormat:
+        """The lake's table format (``lake/formats/``): where a table's hour is read from
+        and how its next version is committed."""
+        return table_format(self.table_format, self.lake_root)
+
+    @property
+    def src(self) -> SourceTables:
+        return SourceTables(self.source_dir, self.database or self.source_id, self.table_prefix,
+                            self.date_layout)
 
 
 @dataclass
@@ -95,20 +111,27 @@ def _per_hour_files(directory: str) -> list[str]:
 
 
 def table_names(place: SourcePlace) -> list[str]:
-    """Every table folder of the source in the lake (``segment_type=<table>``)."""
+    """Every table of the source: its folders in the lake (``segment_type=<table>``) and the
+    tables of its schema record (an Iceberg lake has no such folder)."""
     root = layout.join(place.lake_root, "data", place.source_dir)
-    return [d.rsplit("segment_type=", 1)[1] for d in list_dirs(root) if "/segment_type=" in d]
+    folders = {d.rsplit("segment_type=", 1)[1] for d in list_dirs(root) if "/segment_type=" in d}
+    return sorted(folders | set(read_schema_record(place.lake_root, place.source_dir)))
 
 
-def hour_files(place: SourcePlace, hour: str, tables: list[str] | None = None) -> HourFiles:
+def hour_files(place: SourcePlace, hour: str, tables: list[str] | None = None,
+               stored: bool = False) -> HourFiles:
+    """The hour's files everywhere; ``stored``: every table file stored for the hour, read by
+    readers or not (an erasure's proof), else the files readers read."""
     h = ArchiveHour.parse(hour)
     out = HourFiles(hour=h.compact)
     archive_dir = layout.archive_hour_dir(place.archive_root, place.source_id, h)
     out.archive = [(loc, size) for loc, size in storage.list_files(archive_dir)
                    if layout.is_archive_file(loc)]
+    fmt = place.tables_format
     for t in table_names(place) if tables is None else tables:
         d = layout.table_partition_dir(place.lake_root, place.source_dir, t, place.date_layout, h)
-        files = _hour_files(d, h.compact)
+        listed = (fmt.stored_files if stored else fmt.live_files)(place.src, t, h.compact)
+        files = [loc for loc, _ in listed if _visible(loc)]
         if files:
             out.tables[t] = (d, files)
     q = layout.quarantine_dir(place.lake_root, place.source_dir, h)

@@ -33,6 +33,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import commit, faults, storage
+from datalake_assets.lake.formats import TablesToCommit
+from datalake_assets.lake.records import read_schema_record
 from datalake_assets.privacy.hours import HourFiles, SourcePlace, archive_lines, hour_files
 from datalake_assets.privacy.matching import Matcher
 from datalake_assets.privacy.state import HourRecord
@@ -49,11 +51,12 @@ class HourPlan:
     run_id: str
     record: HourRecord
     swaps: list[commit.Swap] = field(default_factory=list)
+    steps: list[dict] = field(default_factory=list)  # the table format's commits (Iceberg)
     archive: list[str] = field(default_factory=list)  # archive files to rewrite
 
     @property
     def nothing_to_do(self) -> bool:
-        return not self.swaps and not self.archive
+        return not self.swaps and not self.steps and not self.archive
 
 
 # ---------------------------------------------------------------------------------- plan
@@ -152,8 +155,11 @@ def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
     plan = HourPlan(hour=files.hour, run_id=run_id, record=record,
                     archive=sorted(lines))
     staging = layout.staging_dir(place.lake_root, place.source_dir, run_id)
+    # the tables' next versions are staged as a sync stages them, for the table format
+    staged_data = layout.join(staging, "data", place.source_dir)
     h = ArchiveHour.parse(hour)
     seq = 0
+    tables: list[str] = []
     for kind, (directory, locations) in sorted(files.parts().items()):
         changed: dict[str, tuple[pa.Table, str] | None] = {}  # location -> rows kept
         for location in locations:
@@ -171,7 +177,10 @@ def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
                 record.rows[name] = record.rows.get(name, 0) + removed
         if not changed:
             continue
-        staged = layout.join(staging, directory[len(place.lake_root):])
+        is_table = not kind.startswith("#")
+        staged = (layout.join(layout.segment_type_dir(staged_data, kind),
+                              layout.date_partition_path(place.date_layout, h)) if is_table
+                  else layout.join(staging, directory[len(place.lake_root):]))
         _make_dir(staged)
         for location in locations:
             if location not in changed:
@@ -185,7 +194,16 @@ def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
             out = layout.join(staged, layout.data_file_name(h, run_id, seq, 0))
             fs, path = storage.resolve(out)
             pq.write_table(kept, path, filesystem=fs, compression=codec)
-        plan.swaps.append(commit.Swap(staged=staged, target=directory, hours=(files.hour,)))
+        if is_table:
+            tables.append(kind)
+        else:
+            plan.swaps.append(commit.Swap(staged=staged, target=directory, hours=(files.hour,)))
+    if tables:  # the tables' hours replaced by their staged versions, as the format commits
+        columns = read_schema_record(place.lake_root, place.source_dir)
+        swaps, steps = place.tables_format.plan(TablesToCommit(
+            src=place.src, run_id=run_id, staged_data_root=staged_data, hours=(files.hour,),
+            tables={t: tuple(tuple(c) for c in columns.get(t, ())) for t in tables}))
+        plan.swaps, plan.steps = swaps + plan.swaps, steps
     record.files += len(plan.archive)
     return plan
 
@@ -213,9 +231,10 @@ def _link(src: str, dst: str) -> None:
 
 def commit_hour(place: SourcePlace, plan: HourPlan) -> None:
     """Swap the staged partitions in (journal first: a kill is rolled forward)."""
-    if plan.swaps:
+    if plan.swaps or plan.steps:
         faults.checkpoint("forget_staged")
-        commit.commit(place.lake_root, place.source_dir, plan.run_id, plan.swaps)
+        commit.commit(place.lake_root, place.source_dir, plan.run_id, plan.swaps, plan.steps,
+                      place.tables_format.apply)
     storage.delete_dir(layout.staging_dir(place.lake_root, place.source_dir, plan.run_id))
     faults.checkpoint("forget_committed")
 
@@ -275,7 +294,7 @@ def _rewrite_file(location: str, matcher: Matcher) -> int:
 def prove_hour(place: SourcePlace, hour: str, matcher: Matcher, mids: set[str]) -> Counter[str]:
     """What remains of the person in the hour, re-read from storage: archive lines, table
     rows, quarantine records, index entries (all zero after an erasure)."""
-    files = hour_files(place, hour)
+    files = hour_files(place, hour, stored=True)
     left: Counter[str] = Counter()
     lines, _ = scan_archive(files, matcher)
     left["archive_lines"] += sum(lines.values())

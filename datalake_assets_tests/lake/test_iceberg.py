@@ -392,3 +392,139 @@ def test_dagster_materializes_iceberg_tables_and_runs_their_checks_alone(spark, 
     tbl.append(tbl.scan().to_arrow())
     again = alone()["duplicates"]
     assert not again.passed and again.metadata["repeated_message_ids"].value == 12
+
+
+# ------------------------------------------------------------------------------- erasure
+
+
+@pytest.mark.spark
+def test_forget_erases_through_iceberg_and_no_file_or_snapshot_keeps_the_person(
+        spark, tmp_path):
+    """The people's lake in Iceberg mode: ``forget`` replaces each hour of each table holding
+    the person in one Iceberg commit, then expires the older snapshots and deletes the files
+    only they referenced. The proof reads every Parquet file under the lake (old versions
+    included), not only the current snapshot."""
+    from datalake_assets.lake.identities import lake_key
+    from datalake_assets.privacy.forget import forget
+    from datalake_assets.privacy.request import ForgetRequest
+    from datalake_assets.spec.identity import identity, identity_hash
+    from datalake_assets_tests.privacy import people
+
+    root = str(tmp_path)
+    text = people.settings_text(root).replace("[catalog]", 'table_format = "iceberg"\n[catalog]', 1)
+    settings = people.load(root, text)
+    assert settings.table_format == "iceberg"
+    _build_people(spark, settings, people)
+    assert not os.path.exists(f"{root}/lake/data")
+    before = people.lake_snapshot(settings)
+    assert people.target_traces(before)
+    hashes = frozenset(identity_hash(lake_key(settings.lake_root), i) for i in (
+        identity("user_id", "u-target"), identity("anonymous_id", "anon-t"),
+        identity("anonymous_id", "anon-old"), identity("email", people.EMAIL)))
+
+    result = forget(settings, ForgetRequest("r-ice", (identity("user_id", "u-target"),),
+                                            follow_links=True))
+    assert result.status == "completed" and result.rows_remaining == 0, result
+    after = people.lake_snapshot(settings)  # every Parquet file under the lake
+    assert people.target_traces(after, hashes) == []
+    assert people.without_target(after, hashes) == people.without_target(before, hashes)
+    assert result.rows_removed["tracks"] == 6 and result.rows_removed["order_completed"] == 4
+    # every table readable, one snapshot left in each table the erasure touched
+    con = duckdb_with_iceberg()
+    for name, tbl in tables(sql_catalog(settings.lake_root), "web").items():
+        n = con.sql(f"SELECT count(*) FROM iceberg_scan('{tbl.metadata_location}')").fetchone()
+        assert n[0] == tbl.scan().to_arrow().num_rows
+    assert len(tables(sql_catalog(settings.lake_root), "web")["tracks"].snapshots()) == 1
+
+
+def _build_people(spark, settings, people) -> None:
+    from datalake_assets.transform.request import request_from_settings
+
+    for source, lines in (("web", people.web_lines()), ("app", people.app_lines())):
+        for hour, hour_lines in lines.items():
+            cleaned = [{k: v for k, v in ln.items() if v is not None}
+                       if isinstance(ln, dict) else ln for ln in hour_lines]
+            write_hour(settings.archive_root, source, hour, cleaned)
+        run_sync(spark, request_from_settings(settings, settings.source(source), people.HOURS,
+                                              replay=False))
+
+
+# ------------------------------------------------------------------- maintenance job, CLI
+
+
+def test_the_maintenance_job_and_command_expire_what_the_retention_allows(tmp_path, capsys):
+    from dagster import DagsterInstance
+
+    from datalake_assets.cli import main
+    from datalake_assets.orchestration.maintenance import (
+        MAINTENANCE_JOB,
+        build_maintenance_automation,
+    )
+    from datalake_assets_tests.support.settings_files import load_lake_toml
+
+    base = 'archive_root = "archive"\nlake_root = "lake"\n[catalog]\nbackend = "none"\n' \
+           '[[sources]]\nid = "ice"\nstart = "2026-11-01-00:00"\n'
+    (tmp_path / "seg").mkdir()
+    assert build_maintenance_automation(load_lake_toml(tmp_path / "seg", base)) == ([], [])
+    settings = load_lake_toml(tmp_path, 'table_format = "iceberg"\n' + base)
+    lake = {"archive_root": settings.archive_root, "lake_root": settings.lake_root}
+    generate_archive(lake["archive_root"], SRC, [ArchiveHour.parse(HOURS[0])],
+                     events_per_hour=100, files_per_hour=1, seed=4)
+    sync(lake, HOURS[:1])
+    sync(lake, HOURS[:1], replay=True)
+    [job], [schedule] = build_maintenance_automation(settings)
+    assert job.name == MAINTENANCE_JOB and schedule.job_name == MAINTENANCE_JOB
+    result = job.execute_in_process(instance=DagsterInstance.ephemeral())
+    assert result.success
+    [event] = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    done = event.event_specific_data.metadata["sources"].value[SRC]
+    # the default retention (168 h) keeps this hour's versions
+    assert done["pages"]["snapshots_expired"] == 0 and done["pages"]["orphan_files_removed"] == 0
+
+    settings_file = str(tmp_path / "lake.toml")
+    assert main(["--settings", settings_file, "maintain", "--retention-hours", "0"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^ice\.pages: 2 snapshots expired, [1-9]\d* files deleted", out, re.M), out
+    fmt = table_format(ICEBERG, lake["lake_root"])
+    assert len(fmt.load(SourceTables(SRC, SRC), "pages").snapshots()) == 1
+
+
+# ------------------------------------------------------------------------- Glue and S3
+
+
+def test_glue_catalog_and_s3_lake_hold_what_the_oracle_says(tmp_path, moto_bucket,
+                                                           moto_endpoint, monkeypatch):
+    """An S3 lake with its Iceberg tables in Glue (moto's server on loopback): the tables are
+    Glue tables of type ICEBERG pointing at their metadata (what Athena reads), and hold what
+    the oracle says; a replay replaces an hour there too."""
+    import boto3
+    from pyiceberg.catalog.glue import GlueCatalog
+
+    from datalake_assets_tests.support.lake_reader import S3Store
+
+    client, bucket = moto_bucket
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    archive = str(tmp_path / "archive")
+    generate_archive(archive, SRC, [ArchiveHour.parse(h) for h in HOURS[:2]],
+                     events_per_hour=150, files_per_hour=1, seed=8)
+    glue = FormatConfig(format="iceberg", catalog="glue", glue_region="us-east-1",
+                        glue_endpoint_url=moto_endpoint, s3_endpoint_url=moto_endpoint)
+    lake = {"archive_root": archive, "lake_root": f"s3://{bucket}/lake"}
+
+    def glue_sync(hours, **kw):
+        return run_sync(no_spark, SyncRequest(lake["lake_root"], archive, SRC, tuple(hours),
+                                              local_max_bytes=LOCAL, table_format=glue, **kw))
+
+    glue_sync(HOURS[:2])
+    glue_sync(HOURS[1:2], replay=True)
+    described = boto3.client("glue", region_name="us-east-1", endpoint_url=moto_endpoint
+                             ).get_table(DatabaseName=SRC, Name="tracks")["Table"]
+    assert described["Parameters"]["table_type"] == "ICEBERG"
+    assert described["Parameters"]["metadata_location"].startswith(
+        f"s3://{bucket}/lake/iceberg/{SRC}/tracks/metadata/")
+    reader = GlueCatalog("reader", **{"glue.region": "us-east-1", "glue.endpoint": moto_endpoint,
+                                      "s3.endpoint": moto_endpoint, "s3.region": "us-east-1"})
+    store = S3Store(moto_endpoint)
+    expected = Oracle(LocalStore(), archive, SRC).sync(HOURS[:2]).expected()
+    found = compare(expected, read_iceberg_lake(store, reader, lake["lake_root"], SRC, SRC))
+    assert found.ok, str(found)

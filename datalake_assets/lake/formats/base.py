@@ -24,6 +24,7 @@ import argparse
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 SEGMENT = "segment"
@@ -74,7 +75,7 @@ class FormatConfig:
                               f"{self.retention_hours!r}", "invalid_settings")
 
     @classmethod
-    def of_settings(cls, settings: Any) -> "FormatConfig":
+    def of_settings(cls, settings: Any) -> FormatConfig:
         """From loaded settings (``LakeSettings``: ``table_format``, ``[iceberg]``, and
         ``[catalog]``'s Glue keys where ``[iceberg]`` leaves them empty)."""
         ice, cat = settings.iceberg, settings.catalog
@@ -101,7 +102,7 @@ class FormatConfig:
         return out
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "FormatConfig":
+    def from_args(cls, args: argparse.Namespace) -> FormatConfig:
         return cls(**{f.name: getattr(args, f"format_{f.name}")
                       for f in dataclasses.fields(cls) if hasattr(args, f"format_{f.name}")})
 
@@ -146,6 +147,9 @@ class TableFormat(ABC):
     # whether the ``[catalog]`` registers the tables and their partitions after a commit
     # (the Segment layout's external tables); Iceberg's commit is its catalog's update
     registered_by_catalog: bool = True
+    # whether replaced versions stay stored until maintenance removes them (Iceberg's
+    # snapshots); the Segment layout deletes a replaced hour as it commits
+    keeps_versions: bool = False
 
     def __init__(self, config: FormatConfig, lake_root: str) -> None:
         self.config = config
@@ -173,6 +177,13 @@ class TableFormat(ABC):
         """``[(location, size)]``: the data files readers read for ``table``'s rows of
         ``hour`` (compact ``YYYYMMDDHH``)."""
 
-    def maintain(self, src: SourceTables, tables: list[str]) -> dict[str, dict]:
-        """Expire what no reader needs any more; per table, what was removed."""
+    def stored_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
+        """Every file stored for ``table``'s ``hour``, read by readers or not (an erasure's
+        proof reads them all): the live ones, unless the format keeps older versions."""
+        return self.live_files(src, table, hour)
+
+    def maintain(self, src: SourceTables, tables: list[str],
+                 retention: timedelta | None = None) -> dict[str, dict]:
+        """Expire what no reader needs any more (older than ``retention``, default the
+        settings'); per table, what was removed."""
         return {}

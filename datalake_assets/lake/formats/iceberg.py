@@ -76,7 +76,7 @@ def _uri(location: str) -> str:
 
 def _location(uri: str) -> str:
     """pyiceberg's file URI as the lake's storage module names it."""
-    return uri[len("file://"):] if uri.startswith("file://") else uri
+    return uri.removeprefix("file://")
 
 
 def arrow_schema(columns: tuple[tuple[str, str], ...] | list) -> pa.Schema:
@@ -97,6 +97,7 @@ def hours_filter(hours: list[str] | tuple[str, ...]):
 class IcebergFormat(TableFormat):
     name = ICEBERG
     registered_by_catalog = False
+    keeps_versions = True
 
     def __init__(self, config: FormatConfig, lake_root: str) -> None:
         super().__init__(config, lake_root)
@@ -225,6 +226,15 @@ class IcebergFormat(TableFormat):
         return sorted((_location(task.file.file_path), task.file.file_size_in_bytes)
                       for task in tbl.scan(row_filter=hours_filter([hour])).plan_files())
 
+    def stored_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
+        """Every file under the table's partition folder of the hour (pyiceberg writes
+        ``<location>/data/day=/hr=/``): live, replaced but still in an old snapshot, or left
+        by a writer that died."""
+        h = layout.ArchiveHour.parse(hour)
+        folder = layout.join(self.location(src, table), "data", f"day={h.day}", f"hr={h.hr}")
+        return [(loc, size) for loc, size in storage.list_files(folder)
+                if loc.endswith(".parquet")]
+
     # --------------------------------------------------------------------- maintenance
 
     def maintain(self, src: SourceTables, tables: list[str],
@@ -275,9 +285,14 @@ def _read_staged(staged_root: str, schema: pa.Schema) -> pa.Table:
         fs, path = storage.resolve(loc)
         t = pq.read_table(path, filesystem=fs)
         n = t.num_rows
-        t = t.append_column("day", pa.array([h.day] * n, pa.string()))
-        t = t.append_column("hr", pa.array([h.hr] * n, pa.string()))
-        parts.append(t.select(schema.names).cast(schema))
+        # an erasure stages a table's own files too: their day/hr, and columns added after
+        # them (absent: null), come from the hour and the schema
+        values = {"day": pa.array([h.day] * n, pa.string()),
+                  "hr": pa.array([h.hr] * n, pa.string())}
+        parts.append(pa.Table.from_arrays(
+            [values[f.name] if f.name in values else
+             t[f.name].cast(f.type) if f.name in t.column_names else pa.nulls(n, f.type)
+             for f in schema], schema=schema))
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 

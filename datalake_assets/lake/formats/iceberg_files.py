@@ -27,13 +27,15 @@ def referenced(tbl) -> set[str]:
         out.add(snap.manifest_list)
         for manifest in snap.manifests(io):
             out.add(manifest.manifest_path)
-            for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+            # a DELETED entry only records that its file left this snapshot: the file is
+            # referenced by the snapshots where it is ADDED or EXISTING, if any remain
+            for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
                 out.add(entry.data_file.file_path)
     return {_plain(u) for u in out}
 
 
 def _plain(uri: str) -> str:
-    return uri[len("file://"):] if uri.startswith("file://") else uri
+    return uri.removeprefix("file://")
 
 
 def unreferenced(tbl, cutoff: datetime) -> list[tuple[str, int]]:
