@@ -207,3 +207,27 @@ def test_the_sync_reads_as_named_phases():
                 if (n := node.end_lineno - node.lineno + 1) > MAX_PHASE_LINES:
                     long.append(f"{m}.{node.name}: {n} lines")
     assert not long, "\n".join(long)
+
+
+# The table format is one seam (lake/formats/base.py): the sync, erasure, checks, Dagster and
+# the CLI use the factory and the interface; only lake/formats/ knows an implementation (and
+# pyiceberg). The catalog's Segment-layout registration lists a partition folder's files
+# (segment.hour_files): the one outside use of an implementation, and it is that layout's.
+FORMAT_IMPLEMENTATIONS = {"datalake_assets.lake.formats.iceberg",
+                          "datalake_assets.lake.formats.iceberg_files",
+                          "datalake_assets.lake.formats.segment"}
+SEGMENT_LISTING_USERS = {"datalake_assets.catalog.in_step"}
+
+
+def test_the_table_format_is_one_seam():
+    wrong = []
+    for module, path in MODULES.items():
+        if module.startswith("datalake_assets.lake.formats"):
+            continue
+        for line, target in imports_of(module, path):
+            if target.split(".")[0] == "pyiceberg":
+                wrong.append(f"{module} line {line}: pyiceberg outside lake/formats/")
+            elif target in FORMAT_IMPLEMENTATIONS and not (
+                    target.endswith(".segment") and module in SEGMENT_LISTING_USERS):
+                wrong.append(f"{module} line {line}: {target} (use lake.formats' interface)")
+    assert not wrong, "\n".join(wrong)

@@ -67,6 +67,21 @@ class Swap:
     hours: tuple[str, ...]  # YYYYMMDDHH of the hours this swap replaces
 
 
+def swaps_of(by_dir: dict[tuple[str, str], set[str]]) -> list[Swap]:
+    """The swaps of ``(live folder, staged folder) -> hours``. A folder with nothing staged
+    is swapped (with an empty version) only where the live one holds files of those hours."""
+    swaps = []
+    for (target, staged), hs in sorted(by_dir.items()):
+        if not storage.exists(staged):
+            live = [loc for loc, _ in storage.list_files(target)]
+            if not any(layout.hour_of_data_file(loc) in hs for loc in live):
+                continue
+            if storage.renames_directories(staged):  # renamed in: must exist (empty)
+                storage.create_dir(staged)
+        swaps.append(Swap(staged=staged, target=target, hours=tuple(sorted(hs))))
+    return swaps
+
+
 def journal_location(lake_root: str, source_dir: str, run_id: str) -> str:
     return layout.join(layout.commit_journal_dir(lake_root, source_dir), f"{run_id}.json")
 

@@ -13,7 +13,6 @@ from datalake_assets.catalog.register import register_sync
 from datalake_assets.catalog.reports import register_reports, write_report_table
 from datalake_assets.lake import commit, faults, storage
 from datalake_assets.lake.formats import TablesToCommit
-from datalake_assets.lake.formats.segment import swaps_of
 from datalake_assets.lake.records import write_schema_record
 from datalake_assets.lake.report import (
     SourceReport,
@@ -114,7 +113,9 @@ def commit_sync(run: SyncRun, existing: dict[str, list[tuple[str, str]]],
     swaps = table_swaps + _plan_side_swaps(run, hours)
     faults.checkpoint("staged")
     run.held.check()  # an S3 lease lost during a long pause: fail here, before the lake changes
+    t = time.monotonic()
     commit.commit(req.lake_root, req.source_dir, req.run_id, swaps, steps, run.tables.apply)
+    run.timings["commit_s"] = time.monotonic() - t
     faults.checkpoint("committed")
     storage.delete_dir(run.staging)
     write_schema_record(req.lake_root, req.source_dir, tables_after)
@@ -148,7 +149,7 @@ def _plan_side_swaps(run: SyncRun, hours: list[str]) -> list[commit.Swap]:
                             layout.index_partition_path(hour)),
                 layout.join(layout.staged_identity_root(staging),
                             layout.index_partition_path(hour)))].add(h)
-    return swaps_of(by_dir)
+    return commit.swaps_of(by_dir)
 
 
 # ---------------------------------------------------------------------------------- register

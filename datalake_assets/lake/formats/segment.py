@@ -41,7 +41,7 @@ class SegmentLayout(TableFormat):
                 by_dir[(layout.join(layout.table_root(self.lake_root, src.source_dir, t), part),
                         layout.join(layout.segment_type_dir(batch.staged_data_root, t),
                                     part))].add(h)
-        return swaps_of(by_dir), []
+        return commit.swaps_of(by_dir), []
 
     def location(self, src: SourceTables, table: str) -> str:
         return layout.table_root(self.lake_root, src.source_dir, table)
@@ -52,17 +52,3 @@ class SegmentLayout(TableFormat):
     def live_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
         return hour_files(self.lake_root, src, table, layout.ArchiveHour.parse(hour))
 
-
-def swaps_of(by_dir: dict[tuple[str, str], set[str]]) -> list[commit.Swap]:
-    """The swaps of ``(live folder, staged folder) -> hours``. A folder with nothing staged
-    is swapped (with an empty version) only where the live one holds files of those hours."""
-    swaps = []
-    for (target, staged), hs in sorted(by_dir.items()):
-        if not storage.exists(staged):
-            live = [loc for loc, _ in storage.list_files(target)]
-            if not any(layout.hour_of_data_file(loc) in hs for loc in live):
-                continue
-            if storage.renames_directories(staged):  # renamed in: must exist (empty)
-                storage.create_dir(staged)
-        swaps.append(commit.Swap(staged=staged, target=target, hours=tuple(sorted(hs))))
-    return swaps
