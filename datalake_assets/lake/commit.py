@@ -49,6 +49,7 @@ import errno
 import os
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
 import orjson
@@ -86,6 +87,8 @@ def journal_location(lake_root: str, source_dir: str, run_id: str) -> str:
     return layout.join(layout.commit_journal_dir(lake_root, source_dir), f"{run_id}.json")
 
 
+STEP_THREADS = 4  # table commits applied at once
+
 # A table format's commit of one journaled step (``TableFormat.apply``), idempotent.
 ApplyStep = Callable[[dict, str], None]
 
@@ -111,10 +114,15 @@ def _apply(run_id: str, swaps: list[Swap], steps: list[dict],
     if steps and apply_step is None:
         raise RuntimeError(f"the commit of run {run_id} holds table commits: apply it with the "
                            "lake's table format ([table_format])")
-    for i, step in enumerate(steps):
-        apply_step(step, run_id)
-        if i == 0:
-            faults.checkpoint("mid_commit")
+    # Table commits are independent (one table each; the journal covers a cut): a few at a
+    # time, since each waits mostly on writes and the catalog. The fault point fires once the
+    # first is done, the others possibly under way.
+    with ThreadPoolExecutor(max_workers=STEP_THREADS) as pool:
+        for i, future in enumerate(as_completed([pool.submit(apply_step, step, run_id)
+                                                 for step in steps])):
+            future.result()
+            if i == 0:
+                faults.checkpoint("mid_commit")
     for i, swap in enumerate(swaps):
         apply_swap(swap, run_id)
         if i == 0 and not steps:

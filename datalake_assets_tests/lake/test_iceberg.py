@@ -243,7 +243,7 @@ def write_late(archive_root: str) -> None:
 
 
 @pytest.mark.reliability
-@pytest.mark.parametrize("point", ["staged", "mid_commit", "committed"])
+@pytest.mark.parametrize("point", ["staged", "mid_commit"])
 def test_killed_at_a_commit_point_readers_see_whole_hours_and_the_next_run_converges(
         tmp_path, converged, point):
     lake = roots(tmp_path)
@@ -260,15 +260,13 @@ def test_killed_at_a_commit_point_readers_see_whole_hours_and_the_next_run_conve
         assert during.get(key) in (v1.get(key), converged.get(key)), key
     if point == "staged":
         assert during == v1
-    if point == "committed":
-        assert during == converged
     if point == "mid_commit":
-        # cut between two tables' commits: the first table (aliases) has the killed run's
-        # snapshot, the last (video_played) not yet
+        # cut between tables' commits (a few run at once): some tables have the killed run's
+        # snapshot, the others not yet
         journal, = os.listdir(f"{lake['lake_root']}/_commits/{SRC}")
         killed = journal.removesuffix(".json")
-        ice = tables(sql_catalog(lake["lake_root"]), SRC)
-        assert applied(ice["aliases"], killed) and not applied(ice["video_played"], killed)
+        done = [applied(t, killed) for t in tables(sql_catalog(lake["lake_root"]), SRC).values()]
+        assert 0 < sum(done) < len(done)
         # the next sync of the source, of any hour, rolls the journal forward
         other = sync(lake, ["2026-11-21T15"])
         assert other.source.recovered_commits

@@ -103,6 +103,7 @@ class IcebergFormat(TableFormat):
         super().__init__(config, lake_root)
         self._catalog: Any = None
         self._lock = threading.Lock()
+        self._create_lock = threading.Lock()
 
     # ------------------------------------------------------------------------- catalog
 
@@ -149,7 +150,8 @@ class IcebergFormat(TableFormat):
         from pyiceberg.exceptions import TableAlreadyExistsError
 
         cat = self.catalog()
-        cat.create_namespace_if_not_exists(src.database)
+        with self._create_lock:  # tables commit in threads: one namespace creation at a time
+            cat.create_namespace_if_not_exists(src.database)
         try:
             tbl = cat.create_table(self.identifier(src, table), schema=arrow_schema(columns),
                                    location=_uri(self.location(src, table)),
