@@ -245,12 +245,17 @@ def write_late(archive_root: str) -> None:
 @pytest.mark.reliability
 @pytest.mark.parametrize("point", ["staged", "mid_commit"])
 def test_killed_at_a_commit_point_readers_see_whole_hours_and_the_next_run_converges(
-        tmp_path, converged, point):
+        tmp_path, converged, point, reliability):
     lake = roots(tmp_path)
     write_v1(lake["archive_root"])
     sync(lake, HOURS[:2])
     v1 = table_hours(lake["lake_root"])
     write_late(lake["archive_root"])
+    store = LocalStore()
+    reliability.expect(Oracle(store, lake["archive_root"], SRC).sync(HOURS[:2]).expected(),
+                       lambda: read_iceberg_lake(store, sql_catalog(lake["lake_root"]),
+                                                 lake["lake_root"], SRC, SRC))
+    reliability.fault()
 
     proc = spawn_sync(lake, HOURS[:2], point)
     _, err = proc.communicate(timeout=300)
@@ -274,6 +279,8 @@ def test_killed_at_a_commit_point_readers_see_whole_hours_and_the_next_run_conve
     sync(lake, HOURS[:2])
     assert table_hours(lake["lake_root"]) == converged
     assert not os.listdir(f"{lake['lake_root']}/_commits/{SRC}")
+    found = reliability.compare()  # the ledger: every line of the archive accounted for
+    assert found.ok, str(found)
 
 
 # ------------------------------------------------------------------------- maintenance
