@@ -117,12 +117,16 @@ def _apply(run_id: str, swaps: list[Swap], steps: list[dict],
     # Table commits are independent (one table each; the journal covers a cut): a few at a
     # time, since each waits mostly on writes and the catalog. The fault point fires once the
     # first is done, the others possibly under way.
-    with ThreadPoolExecutor(max_workers=STEP_THREADS) as pool:
+    # A failure cancels the commits not yet started (the journal keeps them for recovery).
+    pool = ThreadPoolExecutor(max_workers=STEP_THREADS)
+    try:
         for i, future in enumerate(as_completed([pool.submit(apply_step, step, run_id)
                                                  for step in steps])):
             future.result()
             if i == 0:
                 faults.checkpoint("mid_commit")
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     for i, swap in enumerate(swaps):
         apply_swap(swap, run_id)
         if i == 0 and not steps:

@@ -77,8 +77,9 @@ def glue_config(moto_with_proxy) -> CatalogConfig:
 
 
 def sync(moto_with_proxy, b: dict, database: str, **kw) -> tuple[int, dict]:
+    kw.setdefault("catalog", glue_config(moto_with_proxy))
     req = SyncRequest(b["lake"], b["archive"], SRC, HOURS, database=database,
-                      catalog=glue_config(moto_with_proxy), lock_wait_seconds=30, **kw)
+                      lock_wait_seconds=30, **kw)
     env = {**os.environ, **CREDS, "AWS_ENDPOINT_URL": moto_with_proxy["proxy"].url,
            "PYTHONPATH": REPO, "SPARK_LOCAL_IP": "127.0.0.1"}
     done = subprocess.run([sys.executable, "-m", "datalake_assets.transform.job", *req.to_args()],
@@ -240,3 +241,48 @@ def test_an_unavailable_catalog_commits_nothing_and_a_rerun_registers_everything
     assert_oracle_holds(reliability)
     assert s3_state(moto_with_proxy, bucket) == reference["state"]
     assert glue_partitions(moto_with_proxy, "down_db") == reference["partitions"]
+
+
+def test_an_iceberg_lake_through_an_s3_outage_mid_commit_fails_clearly_and_converges(
+        moto_with_proxy, bucket, reliability):
+    """``table_format = "iceberg"`` with its tables in Glue: every write of an Iceberg
+    metadata file fails, so the table commits break after the journal and the data files
+    are written. The sync
+    fails with the error, readers see no table change, and one re-run rolls the journaled
+    commit forward to exactly what the oracle says (read through Glue, from moto directly)."""
+    from pyiceberg.catalog.glue import GlueCatalog
+
+    from datalake_assets.lake.formats import FormatConfig
+    from datalake_assets_tests.support.iceberg_reader import read_iceberg_lake, tables
+
+    store = S3Store(moto_with_proxy["moto"])
+    proxy = moto_with_proxy["proxy"]
+    iceberg = FormatConfig(format="iceberg", catalog="glue", glue_region="us-east-1",
+                           glue_endpoint_url=proxy.url, s3_endpoint_url=proxy.url)
+    reader = GlueCatalog("reader", **{"glue.region": "us-east-1",
+                                      "glue.endpoint": moto_with_proxy["moto"],
+                                      "s3.endpoint": moto_with_proxy["moto"],
+                                      "s3.region": "us-east-1"})
+
+    def lake():
+        return read_iceberg_lake(store, reader, bucket["lake"], SRC, "ice_db")
+
+    reliability.expect(Oracle(store, bucket["archive"], SRC).sync(HOURS).expected(), lake)
+    # the tables' metadata files: each table commit fails once its data files are written
+    proxy.fail = lambda m, p, h, b: (500 if m == "PUT" and "/lake/iceberg/" in p
+                                     and ".metadata.json" in p else None)
+    before = proxy.failed
+    code, report = sync(moto_with_proxy, bucket, "ice_db", table_format=iceberg,
+                        catalog=CatalogConfig(backend="none"))
+    injected = proxy.failed - before
+    reliability.fault(injected)
+    proxy.fail = lambda m, p, h, b: None
+    assert code == 1 and report["status"] == "failed" and report["error"], report
+    assert injected >= 1
+    assert not any(t.current_snapshot() for t in tables(reader, "ice_db").values())
+
+    code, report = sync(moto_with_proxy, bucket, "ice_db", table_format=iceberg,
+                        catalog=CatalogConfig(backend="none"))
+    assert code == 0, report
+    assert report["recovered_commits"]  # the journaled table commits rolled forward
+    assert_oracle_holds(reliability)
