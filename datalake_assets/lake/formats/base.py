@@ -9,9 +9,14 @@ everything that reads or changes a table's files afterwards goes through it too:
   table). ``lake/commit.py`` journals them with the run's other swaps (indexes, quarantine),
   so a kill at any point is rolled forward by the next run of the source (``recover``).
 * ``apply``: one planned table commit, idempotent (recovery may apply it again).
-* ``live_files``: the data files a table's hours are read from now.
-* ``delete_rows``: erasure: remove rows matching ids from a table (``privacy/``).
+* ``live_files``: the data files a table's hours are read from now (the checks run alone,
+  erasure); ``stored_files``: every file stored for an hour, read or not (erasure's proof).
+* ``location`` and ``committed``: where a table is and which version a run committed.
 * ``maintain``: expire what readers can no longer see (old snapshots, orphan files).
+
+Erasure (``privacy/rewrite.py``) stages an hour's rows without the person's exactly as a sync
+stages an hour, and commits them with ``plan``/``apply``: a format has one way to replace
+an hour.
 
 Two implementations: ``segment.SegmentLayout`` (the default: Segment Data Lakes' own layout of
 hive-style folders, registered as external tables by the ``[catalog]``) and
