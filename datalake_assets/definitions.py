@@ -33,6 +33,7 @@ from datalake_assets.orchestration.batch_sync import (
 from datalake_assets.orchestration.import_sensors import build_import_automation
 from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
 from datalake_assets.orchestration.maintenance import build_maintenance_automation
+from datalake_assets.orchestration.models import build_model_assets
 from datalake_assets.orchestration.privacy_jobs import build_privacy_automation
 from datalake_assets.orchestration.reload import build_definitions_sensor, reload_job
 from datalake_assets.orchestration.resources import LocalSparkCompute, SparkCompute
@@ -69,6 +70,7 @@ def build_definitions(
         source_state = state.source(source)
         source_assets = build_source_assets(settings, source, source_state)
         assets.extend(source_assets)
+        assets.extend(build_model_assets(settings, source, list(source_state.tables)))
         job = build_sync_job(source, find_lake_sync(source, source_assets))
         jobs.append(job)
         if batched:

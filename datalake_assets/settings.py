@@ -55,6 +55,7 @@ from datalake_assets.orchestration.settings import (
     COMPUTE_BACKENDS, DEPLOY_MODES, SENSOR_STATUSES, AutomationSettings, ComputeSettings,
     check_compute_fits)
 from datalake_assets.privacy.settings import PrivacySettings
+from datalake_assets.models.settings import ModelsSettings
 from datalake_assets.lake.formats.settings import TABLE_FORMATS, IcebergSettings
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
@@ -200,7 +201,7 @@ class LakeSettings:
     _file_defaults = file_defaults(
         archive_root=DEFAULT_ARCHIVE_DIR, lake_root=DEFAULT_LAKE_DIR,
         sources=[{"id": DEFAULT_SOURCE_ID}], spark={}, sync={}, automation={}, catalog={},
-        compute={}, collector={}, privacy={}, iceberg={})
+        compute={}, collector={}, privacy={}, models={}, iceberg={})
 
     archive_root: Root  # absolute local path or URI (s3://, abfss://, az://), no trailing '/'
     lake_root: Root
@@ -213,6 +214,8 @@ class LakeSettings:
     compute: ComputeSettings = dataclasses.field(default_factory=ComputeSettings)
     collector: CollectorSettings = dataclasses.field(default_factory=CollectorSettings)
     privacy: PrivacySettings = dataclasses.field(default_factory=PrivacySettings)
+    # the dbt models on the lake (models/): sessions, users, identity graph, daily counts
+    models: ModelsSettings = dataclasses.field(default_factory=ModelsSettings)
     # how the tables hold their files (lake/formats/): Segment's hive-style folders, or Iceberg
     table_format: OneOf(TABLE_FORMATS, "table format") = "segment"
     iceberg: IcebergSettings = dataclasses.field(default_factory=IcebergSettings)

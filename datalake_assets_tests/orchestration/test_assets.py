@@ -41,10 +41,10 @@ def test_asset_graph_snapshot(settings):
     defs = build_definitions(settings)
     keys = sorted(k.to_user_string() for k in defs.resolve_all_asset_keys())
     assert keys == [
-        "web_prod/aliases", "web_prod/catalog", "web_prod/groups", "web_prod/identifies",
-        "web_prod/pages",
-        "web_prod/quarantine", "web_prod/raw_archive", "web_prod/screens", "web_prod/sync_reports",
-        "web_prod/tracks",
+        "web_prod/aliases", "web_prod/catalog", "web_prod/daily_event_counts", "web_prod/groups",
+        "web_prod/identifies", "web_prod/identity_graph", "web_prod/pages",
+        "web_prod/quarantine", "web_prod/raw_archive", "web_prod/screens", "web_prod/sessions",
+        "web_prod/sync_reports", "web_prod/tracks", "web_prod/users",
     ]
 
 

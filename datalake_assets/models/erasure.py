@@ -1,0 +1,135 @@
+"""A privacy request reaches the models: rebuild what the person was in, then prove it.
+
+The models are computed from the lake's tables, so once ``privacy.forget`` has erased a person
+from the tables, building the models again over the days it touched removes them from every
+model (and corrects the aggregates they counted in): ``dbt build`` with ``--vars {min_day,
+max_day}`` spanning the touched received days (daily models: those days, and sessions the day
+before them too, ``sessions.sql``); whole-table models are rebuilt entirely. The user's own
+models are in the same project and are rebuilt the same way (``docs/models.md`` says what a
+model must look like for that to remove a person).
+
+The proof reads every model's files in the lake (``<lake_root>/models/<slug>/``: the built-in
+models and the user's) and counts the rows whose identity columns (``ID_COLUMNS``) hash to
+one of the request's identities: ``models_rows_remaining``, which must be 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from dataclasses import dataclass, field
+
+from datalake_assets.lake import storage
+from datalake_assets.lake.identities import lake_key
+from datalake_assets.models.engine import dbt_env, subprocess_env
+from datalake_assets.models.workspace import (
+    DBT_QUIET_ENV,
+    SourceProject,
+    dbt_executable,
+    models_root,
+)
+from datalake_assets.privacy.state import load_state
+from datalake_assets.settings import LakeSettings
+from datalake_assets.spec.identity import ID, Identity, identity_hash
+
+log = logging.getLogger(__name__)
+# columns of a model that hold a person's id; sessions' visitor is "user:<user id>" when the
+# events had no anonymous id
+ID_COLUMNS = ("user_id", "anonymous_id", "previous_id", "visitor")
+_USER_PREFIX = "user:"
+
+
+@dataclass
+class ModelsErasure:
+    """What a request did to the models, per source slug."""
+
+    rebuilt_days: dict[str, tuple[str, str]] = field(default_factory=dict)  # slug -> range
+    models_checked: dict[str, list[str]] = field(default_factory=dict)
+    rows_remaining: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def touched_days(settings: LakeSettings, request_id: str) -> dict[str, tuple[str, str]]:
+    """Source slug -> (first, last) received day of the hours the request rewrote."""
+    state = load_state(settings.lake_root, request_id)
+    out: dict[str, tuple[str, str]] = {}
+    if state is None:
+        return out
+    for source_id, hours in state.hours.items():
+        days = sorted({_day(h) for h, record in hours.items() if record.files or record.rows})
+        if days:
+            out[settings.source(source_id).slug] = (days[0], days[-1])
+    return out
+
+
+def _day(hour: str) -> str:
+    """The day of an hour as the request's state spells it (``YYYYMMDDHH`` or ISO)."""
+    digits = hour.replace("-", "").replace("T", "")[:8]
+    return f"{digits[:4]}-{digits[4:6]}-{digits[6:8]}"
+
+
+def rebuild_and_prove(settings: LakeSettings, projects: dict[str, SourceProject],
+                      request_id: str, identity_hashes: list[str]) -> ModelsErasure:
+    """Rebuild the models of every source the request touched, then prove (module doc)."""
+    result = ModelsErasure()
+    days = touched_days(settings, request_id)
+    for slug, (first, last) in sorted(days.items()):
+        project = projects.get(slug)
+        if project is None:
+            continue
+        done = run_dbt(settings, project, ["build", "--vars",
+                                           f'{{"min_day": "{first}", "max_day": "{last}"}}'])
+        if done.returncode != 0:
+            result.errors.append(f"{slug}: dbt build failed: {done.stdout[-2000:]}")
+            continue
+        result.rebuilt_days[slug] = (first, last)
+    key = lake_key(settings.lake_root)
+    wanted = set(identity_hashes)
+    for slug in projects:
+        source = settings.source(slug)
+        checked, remaining = prove(models_root(settings, source), key, wanted)
+        result.models_checked[slug] = checked
+        result.rows_remaining += remaining
+    return result
+
+
+def run_dbt(settings: LakeSettings, project: SourceProject,
+            args: list[str]) -> subprocess.CompletedProcess:
+    """dbt outside Dagster (an erasure, the benchmark), on the same Spark as the assets."""
+    cmd = [dbt_executable(), *args, "--project-dir", project.project_dir, "--profiles-dir",
+           project.profiles_dir, "--target", project.target]
+    env = subprocess_env({**DBT_QUIET_ENV, **dbt_env(settings)})
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, env=env,
+                           cwd=project.project_dir)
+
+
+def prove(root: str, key: bytes, wanted: set[str]) -> tuple[list[str], int]:
+    """The models under ``root`` (a folder each) and how many of their rows name a wanted
+    identity in an ``ID_COLUMNS`` column."""
+    import pyarrow.dataset as ds
+    from pyarrow import fs as pafs
+
+    filesystem, path = storage.resolve(root)
+    infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    models = sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+    remaining, hashes = 0, {}
+
+    def named(column: str, value: str | None) -> bool:
+        if value is None:
+            return False
+        if column == "visitor" and value.startswith(_USER_PREFIX):
+            value = value[len(_USER_PREFIX):]
+        h = hashes.get(value)
+        if h is None:
+            h = hashes[value] = identity_hash(key, Identity(ID, value))
+        return h in wanted
+
+    for model in models:
+        data = ds.dataset(f"{path}/{model}", filesystem=filesystem, format="parquet",
+                          partitioning="hive", exclude_invalid_files=True)
+        columns = [c for c in data.schema.names if c in ID_COLUMNS]
+        if not columns:
+            continue
+        for row in data.to_table(columns=columns).to_pylist():
+            remaining += any(named(c, row[c]) for c in columns)
+    return models, remaining

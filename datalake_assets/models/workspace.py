@@ -1,0 +1,218 @@
+"""Each source's dbt project, assembled from the shipped models, the user's and the lake's tables.
+
+The shipped project (``models/project/``: staging and mart models, macros) is the same for every
+source; what differs per source is generated here into ``<build_dir>/<slug>/``:
+
+* ``dbt_project.yml``: the project's name, the ``vars`` of ``[models]`` (session gap, late
+  events), and ``+location_root``: the models' files live in the lake, at
+  ``<lake_root>/models/<slug>/<model>/``, beside the tables they are built from;
+* ``models/_lake__sources.yml``: source ``lake`` with one table per table of the source's
+  graph (``LakeState``), so a new event table is a dbt source at the next load, no YAML to edit;
+* ``models/user/``: a copy of ``[models] user_models_dir`` (``.sql``, ``.yml``);
+* ``profiles.yml`` (unless ``[models] profiles_dir`` names your own): dbt-spark's ``session``
+  method with the source's database as schema; which Spark it reaches is ``engine.py``'s.
+
+``dbt parse`` then writes ``target/manifest.json``, which Dagster needs before the code location
+loads. It runs only when something above changed (a fingerprint of every file), so a run worker
+rebuilding the definitions, or a reload that found nothing new, does not parse again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from importlib import resources
+
+from datalake_assets.models.settings import ModelsSettings, build_dir, user_models_dir
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.spec import layout
+
+PROFILE = "datalake"
+LOCAL_TARGET = "local"
+SOURCE_NAME = "lake"  # {{ source('lake', '<table>') }}
+USER_FOLDER = "user"
+_STAMP = ".datalake-fingerprint"
+# dbt must not phone home (usage statistics, version check): no network beyond loopback
+DBT_QUIET_ENV = {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DBT_VERSION_CHECK": "false",
+                 "DO_NOT_TRACK": "1"}
+
+
+class ModelsError(RuntimeError):
+    """The models' project could not be assembled or parsed (the message says why)."""
+
+
+@dataclass(frozen=True)
+class SourceProject:
+    """One source's assembled dbt project."""
+
+    slug: str
+    project_dir: str
+    profiles_dir: str
+    target: str
+
+    @property
+    def manifest_path(self) -> str:
+        return os.path.join(self.project_dir, "target", "manifest.json")
+
+
+def shipped_project_dir() -> str:
+    return str(resources.files("datalake_assets.models").joinpath("project"))
+
+
+def models_root(settings: LakeSettings, source: SourceSettings) -> str:
+    """Where the source's models keep their files (``<lake_root>/models/<slug>``)."""
+    return layout.join(settings.lake_root, "models", source.slug)
+
+
+def project_yaml(settings: LakeSettings, source: SourceSettings) -> dict:
+    m = settings.models
+    return {
+        "name": f"datalake_{source.slug}", "version": "1.0", "config-version": 2,
+        "profile": PROFILE, "model-paths": ["models"], "macro-paths": ["macros"],
+        "target-path": "target", "clean-targets": ["target"],
+        "flags": {"send_anonymous_usage_stats": False, "version_check": False,
+                  "partial_parse": True},
+        "vars": {"datalake_source": source.slug,
+                 "session_gap_minutes": m.session_gap_minutes,
+                 "late_event_hours": m.late_event_hours},
+        "models": {f"datalake_{source.slug}": {
+            "+location_root": models_root(settings, source),
+            "+file_format": "parquet"}},
+    }
+
+
+def sources_yaml(source: SourceSettings, tables: list[str]) -> dict:
+    prefix = source.effective_table_prefix
+    return {"version": 2, "sources": [{
+        "name": SOURCE_NAME, "schema": source.database,
+        "description": f"The lake's tables of source {source.id} (generated from the lake's "
+                       "state at each load of the code location)",
+        "tables": [{"name": t, "identifier": f"{prefix}_{t}" if prefix else t}
+                   for t in sorted(tables)],
+    }]}
+
+
+def profiles_yaml(source: SourceSettings) -> dict:
+    """The local profile: dbt-spark's ``session`` method. It sets no ``spark.master``: the
+    session is a Spark Connect one (``SPARK_REMOTE``, ``engine.py``) to the Spark that holds
+    the catalog, so the models land in the same metastore as the event tables."""
+    return {PROFILE: {"target": LOCAL_TARGET, "outputs": {LOCAL_TARGET: {
+        "type": "spark", "method": "session", "host": "NA", "schema": source.database,
+        # tests and independent models run side by side: each is a small query, mostly
+        # planning and catalog calls, so a few at once keep the local cores busy
+        "threads": 4,
+        "server_side_parameters": {
+            "spark.sql.session.timeZone": "UTC",
+            # a table model's files are in the lake (location_root): dbt drops the external
+            # table and creates it again at the same place, over the previous files
+            "spark.sql.legacy.allowNonEmptyLocationInCTAS": "true"},
+    }}}}
+
+
+def _shipped_files() -> dict[str, bytes]:
+    root = shipped_project_dir()
+    out = {}
+    for folder in ("models", "macros"):
+        for dirpath, _, names in os.walk(os.path.join(root, folder)):
+            for name in sorted(names):
+                if name.endswith((".sql", ".yml")):
+                    path = os.path.join(dirpath, name)
+                    with open(path, "rb") as f:
+                        out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
+def _user_files(settings: ModelsSettings) -> dict[str, bytes]:
+    root = user_models_dir(settings)
+    out: dict[str, bytes] = {}
+    if not os.path.isdir(root):
+        return out
+    for dirpath, _, names in os.walk(root):
+        for name in sorted(names):
+            if name.endswith((".sql", ".yml", ".yaml")) and not name.startswith("."):
+                path = os.path.join(dirpath, name)
+                with open(path, "rb") as f:
+                    out[os.path.join("models", USER_FOLDER, os.path.relpath(path, root))] = f.read()
+    return out
+
+
+def project_files(settings: LakeSettings, source: SourceSettings,
+                  tables: list[str]) -> dict[str, bytes]:
+    """Every file of the source's project, by path inside it."""
+    files = {**_shipped_files(), **_user_files(settings.models)}
+    dump = lambda d: json.dumps(d, indent=2, sort_keys=True).encode()
+    files["dbt_project.yml"] = dump(project_yaml(settings, source))
+    files[os.path.join("models", "_lake__sources.yml")] = dump(sources_yaml(source, tables))
+    if not settings.models.profiles_dir:
+        files["profiles.yml"] = dump(profiles_yaml(source))
+    return files
+
+
+def prepare_project(settings: LakeSettings, source: SourceSettings,
+                    tables: list[str]) -> SourceProject:
+    """Assemble the source's project in ``<build_dir>/<slug>`` and parse it if it changed;
+    returns where it is. Raises ``ModelsError`` when dbt cannot parse it (a user model's
+    error, say), with dbt's message."""
+    m = settings.models
+    project_dir = os.path.join(build_dir(m), source.slug)
+    files = project_files(settings, source, tables)
+    fingerprint = hashlib.sha256()
+    for path in sorted(files):
+        fingerprint.update(path.encode() + b"\0" + files[path] + b"\0")
+    profiles_dir = os.path.abspath(m.profiles_dir) if m.profiles_dir else project_dir
+    project = SourceProject(source.slug, project_dir, profiles_dir, m.target or LOCAL_TARGET)
+    stamp = os.path.join(project_dir, _STAMP)
+    digest = fingerprint.hexdigest()
+    if _read(stamp) == digest and os.path.exists(project.manifest_path):
+        return project
+    for folder in ("models", "macros"):  # a removed user model must disappear
+        shutil.rmtree(os.path.join(project_dir, folder), ignore_errors=True)
+    for path, body in files.items():
+        full = os.path.join(project_dir, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "wb") as f:
+            f.write(body)
+    parse(project)
+    with open(stamp, "w") as f:
+        f.write(digest)
+    return project
+
+
+def dbt_executable() -> str:
+    """The ``dbt`` installed with this Python (a venv's ``bin`` is not always on ``PATH``:
+    ``.venv/bin/datalake dev``), else ``dbt`` from ``PATH``."""
+    for folder in (os.path.dirname(sys.executable), os.path.join(sys.prefix, "bin")):
+        dbt = os.path.join(folder, "dbt")
+        if os.path.exists(dbt):
+            return dbt
+    return "dbt"
+
+
+def parse(project: SourceProject) -> None:
+    """``dbt parse``: writes ``target/manifest.json`` (no connection to Spark is made). In
+    this process (dbt's Python entry point): a subprocess would pay dbt's imports again, ~3 s
+    at each load of a code location whose project changed, against ~1 s."""
+    from dbt.cli.main import dbtRunner
+
+    for name, value in DBT_QUIET_ENV.items():
+        os.environ.setdefault(name, value)
+    args = ["parse", "--project-dir", project.project_dir, "--profiles-dir",
+            project.profiles_dir, "--target", project.target, "--quiet"]
+    try:
+        done = dbtRunner().invoke(args)
+    except BaseException as e:  # noqa: BLE001 - dbt raises its own (and SystemExit) here
+        raise ModelsError(f"dbt parse of {project.project_dir} failed: {e}") from None
+    if not done.success:
+        raise ModelsError(f"dbt parse of {project.project_dir} failed: {done.exception}")
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None

@@ -1,0 +1,191 @@
+"""The dbt models as Dagster assets, per source, downstream of its hourly tables.
+
+Each source's project (``models/workspace.py``) is loaded with ``dagster-dbt``'s
+``@dbt_assets`` twice, split by the model's tag:
+
+* ``daily`` models (``daily_event_counts``, ``sessions``, a user's model tagged ``daily``):
+  daily-partitioned (UTC, from the source's first day); each day depends on its 24 hourly
+  partitions of every table it reads (``TimeWindowPartitionMapping``). A range of days is ONE
+  dbt invocation (``BackfillPolicy.single_run``), its days passed as ``--vars {min_day,
+  max_day}`` (never string-built SQL), so a year's backfill is one ``dbt build``.
+* the others (``identity_graph``, ``users``): whole tables, rebuilt from every day.
+
+Asset keys are ``[<slug>, <model>]`` (the catalog's ``<database>.<model>``); sources map to the
+tables' keys ``[<slug>, <table>]``, which is the lineage. dbt's tests are asset checks on their
+models (dagster-dbt's default). Automation (``AutomationCondition``): a day builds by itself
+once all its hours are in, again when one of its hours is synced again (a late file, a replay
+within ``REPLAY_DAYS``); the whole tables after any sync.
+"""
+
+# no "from __future__ import annotations": Dagster reads the context annotation at runtime
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AutomationCondition,
+    BackfillPolicy,
+    DailyPartitionsDefinition,
+    TimeWindowPartitionMapping,
+)
+from dagster_dbt import (
+    DagsterDbtTranslator,
+    DagsterDbtTranslatorSettings,
+    DbtCliResource,
+    dbt_assets,
+)
+
+from datalake_assets.models.engine import can_run, dbt_env
+from datalake_assets.models.workspace import (
+    ModelsError,
+    SourceProject,
+    dbt_executable,
+    prepare_project,
+)
+from datalake_assets.settings import LakeSettings, SourceSettings
+
+log = logging.getLogger(__name__)
+DAILY_TAG = "daily"
+# a day is built again by itself when one of its hours is re-synced within this many days
+REPLAY_DAYS = 31
+
+
+def daily_partitions(source: SourceSettings) -> DailyPartitionsDefinition:
+    """Days (UTC) from the day of the source's first hour."""
+    first = datetime.strptime(source.start, "%Y-%m-%d-%H:%M")
+    return DailyPartitionsDefinition(start_date=first.strftime("%Y-%m-%d"), timezone="UTC")
+
+
+def _is_daily(props: Mapping[str, Any]) -> bool:
+    return DAILY_TAG in props.get("tags", []) or DAILY_TAG in props.get("config", {}).get(
+        "tags", [])
+
+
+def daily_condition() -> AutomationCondition:
+    """``eager()`` over the last ``REPLAY_DAYS`` days: a day runs once none of its 24 hours is
+    missing or in progress, and again when one of them is materialized again."""
+    return AutomationCondition.eager().replace(
+        "in_latest_time_window",
+        AutomationCondition.in_latest_time_window(lookback_delta=timedelta(days=REPLAY_DAYS)))
+
+
+def table_condition() -> AutomationCondition:
+    """After any sync of the source's tables (one request however many hours the sync had).
+    Unlike ``eager()`` it does not wait for "no parent partition missing": an hour without
+    archive files is never synced, and the whole table must not wait for it forever."""
+    return (
+        (AutomationCondition.newly_missing() | AutomationCondition.any_deps_updated())
+        .since_last_handled()
+        & ~AutomationCondition.any_deps_in_progress()
+        & ~AutomationCondition.in_progress()
+    ).with_label("after_sync")
+
+
+class LakeTranslator(DagsterDbtTranslator):
+    """dbt nodes -> the source's asset keys, groups, partition mappings and automation."""
+
+    def __init__(self, source: SourceSettings):
+        super().__init__(DagsterDbtTranslatorSettings(enable_asset_checks=True,
+                                                      enable_code_references=False))
+        self.source = source
+
+    def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> AssetKey:
+        # a source is the lake table of that name; a model is named as in the catalog
+        return AssetKey([self.source.slug, dbt_resource_props["name"]])
+
+    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
+        return f"{self.source.slug}_models"
+
+    def get_owners(self, dbt_resource_props: Mapping[str, Any]):
+        return list(self.source.owners) or None
+
+    def get_partition_mapping(self, dbt_resource_props, dbt_parent_resource_props):
+        if _is_daily(dbt_resource_props) and dbt_parent_resource_props.get(
+                "resource_type") == "source":
+            return TimeWindowPartitionMapping()  # the day's 24 hours
+        return None
+
+    def get_automation_condition(self, dbt_resource_props):
+        return daily_condition() if _is_daily(dbt_resource_props) else table_condition()
+
+    def get_metadata(self, dbt_resource_props: Mapping[str, Any]) -> Mapping[str, Any]:
+        meta = dict(super().get_metadata(dbt_resource_props))
+        if dbt_resource_props["resource_type"] == "model":
+            meta["dagster/table_name"] = f"{self.source.database}.{dbt_resource_props['name']}"
+        return meta
+
+
+@contextlib.contextmanager
+def _environ(extra: Mapping[str, str]) -> Iterator[None]:
+    """``extra`` in ``os.environ`` while dagster-dbt starts dbt (it copies the environment)."""
+    saved = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def day_vars(start: datetime, end: datetime) -> dict[str, str]:
+    """``--vars`` of a time window ``[start, end)`` of days."""
+    return {"min_day": start.strftime("%Y-%m-%d"),
+            "max_day": (end - timedelta(days=1)).strftime("%Y-%m-%d")}
+
+
+def build_model_assets(settings: LakeSettings, source: SourceSettings,
+                       tables: list[str]) -> list:
+    """The source's model assets (none with ``[models] enabled = false``)."""
+    if not settings.models.enabled:
+        return []
+    why_not = can_run(settings)
+    if why_not:
+        log.warning("no models for source %s: %s", source.id, why_not)
+        return []
+    try:
+        project = prepare_project(settings, source, tables)
+    except ModelsError as e:
+        # a model that does not parse (a user's .sql with an error) must not take the lake's
+        # sync down with it: the models are left out of this load, the log says why
+        log.error("%s; the models of source %s are left out of the graph until it parses",
+                  e, source.id)
+        return []
+    translator = LakeTranslator(source)
+    daily = daily_partitions(source)
+
+    @dbt_assets(manifest=project.manifest_path, select=f"tag:{DAILY_TAG}",
+                name=f"{source.slug}_daily_models", partitions_def=daily,
+                dagster_dbt_translator=translator, backfill_policy=BackfillPolicy.single_run(),
+                pool="spark_local")
+    def daily_models(context: AssetExecutionContext):
+        window = context.partition_time_window
+        args = ["build", "--vars", json.dumps(day_vars(window.start, window.end))]
+        yield from _run(context, settings, project, args)
+
+    @dbt_assets(manifest=project.manifest_path, exclude=f"tag:{DAILY_TAG}",
+                name=f"{source.slug}_models", dagster_dbt_translator=translator,
+                pool="spark_local")
+    def table_models(context: AssetExecutionContext):
+        yield from _run(context, settings, project, ["build"])
+
+    return [daily_models, table_models]
+
+
+def _run(context: AssetExecutionContext, settings: LakeSettings, project: SourceProject,
+         args: list[str]):
+    context.log.info(f"dbt {' '.join(args)} ({project.project_dir})")
+    with _environ(dbt_env(settings)):
+        invocation = DbtCliResource(
+            project_dir=project.project_dir, profiles_dir=project.profiles_dir,
+            target=project.target, dbt_executable=dbt_executable()).cli(args, context=context)
+    yield from invocation.stream()

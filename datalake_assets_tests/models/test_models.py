@@ -1,0 +1,185 @@
+"""The models on a synced lake of three days, built through Dagster (dagster-dbt, dbt-spark on
+the suite's Spark session, served to dbt over Spark Connect: ``models/engine.py``), compared
+row by row with the same models computed in pandas from the messages (``traffic.py``); then
+a privacy request reaches them."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from dagster import AssetKey, DagsterInstance, TimeWindowPartitionMapping, materialize
+
+from datalake_assets.catalog.hive import HiveCatalog
+from datalake_assets.definitions import build_definitions
+from datalake_assets.models.erasure import rebuild_and_prove
+from datalake_assets.models.workspace import prepare_project
+from datalake_assets.orchestration.lake_state import read_lake_state
+from datalake_assets.privacy.forget import forget
+from datalake_assets.privacy.request import ForgetRequest
+from datalake_assets.spec.identity import identity
+from datalake_assets.transform.request import request_from_settings
+from datalake_assets.transform.sync import run_sync
+from datalake_assets_tests.models import traffic as tr
+from datalake_assets_tests.support.archive_builders import write_hour
+from datalake_assets_tests.support.settings_files import load_lake_toml
+
+pytestmark = [pytest.mark.spark, pytest.mark.dagster]
+SLUG = "modelshop"  # its own database in the suite's shared metastore
+SIGNUPS = """{{ config(materialized='table') }}
+select user_id, min(`timestamp`) as signed_up_at
+from {{ source('lake', 'tracks') }}
+where event = 'Signed Up' and user_id is not null
+group by user_id
+"""
+
+
+@pytest.fixture(scope="module")
+def built(spark, hive_metastore_dir, tmp_path_factory):
+    """The three days synced in one batch, then the models built through Dagster: the days
+    D0..D2 in one dbt invocation (a backfill's single run), the whole tables in another. The
+    build of one day after the others is the erasure's (last test)."""
+    home = tmp_path_factory.mktemp("models")
+    (home / "my_models").mkdir()
+    (home / "my_models" / "signups.sql").write_text(SIGNUPS)
+    settings = load_lake_toml(home, (
+        'archive_root = "archive"\nlake_root = "lake"\n'
+        f'[catalog]\nmetastore_dir = "{hive_metastore_dir}"\n'
+        '[models]\nbuild_dir = "dbt"\nuser_models_dir = "my_models"\n'
+        f'[[sources]]\nid = "{SLUG}"\nstart = "{tr.D0}-00:00"\n'))
+    source = settings.sources[0]
+    t = tr.traffic()
+    hours = t.by_hour()
+    for hour, lines in hours.items():
+        write_hour(settings.archive_root, source.id, hour, lines)
+    report = run_sync(spark, request_from_settings(settings, source, sorted(hours), replay=True))
+    assert report.source.messages_written == len(t.messages), report.source
+    defs = build_definitions(settings)
+    daily = defs.resolve_assets_def(AssetKey([SLUG, "sessions"]))
+    tables = defs.resolve_assets_def(AssetKey([SLUG, "users"]))
+    instance = DagsterInstance.ephemeral()
+    results = [
+        materialize([daily], instance=instance, tags={
+            "dagster/asset_partition_range_start": tr.D0,
+            "dagster/asset_partition_range_end": tr.D2}),
+        materialize([tables], instance=instance),
+    ]
+    return {"settings": settings, "defs": defs, "traffic": t, "results": results,
+            "instance": instance}
+
+
+def model(spark, name: str) -> pd.DataFrame:
+    """A model as the catalog serves it: ``SELECT * FROM <database>.<model>`` (refreshed: this
+    session lists a table's files once, and a rebuild replaces them)."""
+    spark.catalog.refreshTable(f"{SLUG}.{name}")
+    return spark.sql(f"SELECT * FROM {SLUG}.{name}").toPandas()
+
+
+def same(actual: pd.DataFrame, expected: pd.DataFrame, keys: list[str]) -> None:
+    columns = list(expected.columns)
+    a, e = (f[columns].sort_values(keys).reset_index(drop=True) for f in (actual, expected))
+    a, e = (f.astype(object).where(f.notna(), None) for f in (a, e))  # None and NaN alike
+    pd.testing.assert_frame_equal(a, e, check_dtype=False)
+
+
+def test_the_runs_succeed_and_the_dbt_tests_are_passing_asset_checks(built):
+    for result in built["results"]:
+        assert result.success
+    checks = [e for r in built["results"] for e in r.get_asset_check_evaluations()]
+    names = {(c.asset_key.path[-1], c.check_name) for c in checks}
+    assert ("sessions", "unique_sessions_session_id") in names
+    assert ("users", "unique_users_user_id") in names
+    assert any(n.startswith("relationships_identity_graph_user_id") for _, n in names)
+    assert all(c.passed for c in checks), [c.check_name for c in checks if not c.passed]
+
+
+def test_daily_event_counts_row_by_row(spark, built):
+    expected = tr.daily_event_counts(tr.frame(built["traffic"].messages))
+    actual = model(spark, "daily_event_counts")
+    same(actual, expected, ["day", "type", "event_name"])
+
+
+def test_sessions_row_by_row_and_the_named_cases(spark, built):
+    expected = tr.sessions(tr.frame(built["traffic"].messages))
+    actual = model(spark, "sessions")
+    for c in ("started_at", "ended_at"):
+        actual[c] = pd.to_datetime(actual[c]).dt.tz_localize(None)
+    same(actual, expected, ["session_id"])
+    by = {v: g.sort_values("started_at") for v, g in actual.groupby("visitor")}
+    assert list(by["a1"].event_count) == [2, 1]  # exactly 30 min continues; 30:01 does not
+    assert list(by["a2"].session_day) == [tr.D0] and list(by["a2"].event_count) == [2]
+    assert list(by["a3"].session_day) == [tr.D1] and list(by["a3"].event_count) == [2]
+    assert list(by["a4"].event_count) == [2]  # late within the lookback joins
+    assert list(by["a5"].event_count) == [1, 1]  # beyond it: at its receipt
+    assert list(by["a6"].event_count) == [2] and list(by["a6"].session_day) == [tr.D1]
+    assert list(by["user:u4"].event_count) == [1, 1]
+
+
+def test_identity_graph_and_users_row_by_row(spark, built):
+    df = tr.frame(built["traffic"].messages)
+    graph = model(spark, "identity_graph")
+    for c in ("first_seen_at", "last_seen_at"):
+        graph[c] = pd.to_datetime(graph[c]).dt.tz_localize(None)
+    same(graph, tr.identity_graph(df), ["anonymous_id", "user_id"])
+    assert sorted(graph[graph.user_id == "u2"].anonymous_id) == ["b1", "b2", "b3"]
+    assert graph[graph.user_id == "u3"].seen_in.tolist() == ["alias_previous_id,track"]
+    users = model(spark, "users")
+    for c in ("first_seen_at", "last_seen_at"):
+        users[c] = pd.to_datetime(users[c]).dt.tz_localize(None)
+    same(users, tr.users(df), ["user_id"])
+    assert users.set_index("user_id").loc["u1", "traits_plan"] == "pro"
+    assert users.set_index("user_id").loc["u1", "traits_email"] == "u1@example.com"
+
+
+def test_models_are_assets_downstream_of_the_hourly_tables(built):
+    defs, graph = built["defs"], built["defs"].resolve_asset_graph()
+    sessions = graph.get(AssetKey([SLUG, "sessions"]))
+    assert {k.path[-1] for k in sessions.parent_keys} == {"pages", "screens", "tracks"}
+    assert sessions.partitions_def.get_partition_keys()[0] == tr.D0
+    mapping = sessions.assets_def.get_partition_mapping(AssetKey([SLUG, "pages"]))
+    assert isinstance(mapping, TimeWindowPartitionMapping)
+    users = graph.get(AssetKey([SLUG, "users"]))
+    assert users.partitions_def is None and AssetKey([SLUG, "identity_graph"]) in users.parent_keys
+    # the user's model, from the folder, with its lineage; sources include the event tables
+    signups = graph.get(AssetKey([SLUG, "signups"]))
+    assert signups.parent_keys == {AssetKey([SLUG, "tracks"])}
+    assert AssetKey([SLUG, "signed_up"]) in defs.resolve_all_asset_keys()
+
+
+def test_a_user_model_is_built_on_the_lake(spark, built):
+    assert model(spark, "signups").user_id.tolist() == ["u3"]
+
+
+def test_forget_reaches_every_model_and_one_day_rebuilds_alone(spark, built):
+    """The last test of the module: it erases a person from the lake it shares. The person is
+    only on D2, so the models are rebuilt for D2 alone: everyone else's rows must come out as
+    the three-day build made them, the sessions of D1 that D2 continues or completes (a3
+    across midnight, a6's late event) included."""
+    settings, t = built["settings"], built["traffic"]
+    before = {m: model(spark, m) for m in ("sessions", "identity_graph", "users")}
+    request = ForgetRequest("forget-u9", (identity("user_id", "u9"),), follow_links=True)
+    result = forget(settings, request, catalog=HiveCatalog(spark))
+    assert result.status == "completed" and result.rows_remaining == 0
+    source = settings.sources[0]
+    project = prepare_project(settings, source, list(read_lake_state(settings).source(
+        source).tables))
+    erased = rebuild_and_prove(settings, {SLUG: project}, request.request_id,
+                               result.identity_hashes)
+    assert erased.errors == [] and erased.rows_remaining == 0
+    assert erased.rebuilt_days[SLUG] == (tr.D2, tr.D2)
+    assert {"sessions", "users", "identity_graph", "daily_event_counts", "signups"} <= set(
+        erased.models_checked[SLUG])
+    person = {"u9", "e1", "e2"}
+    for m in ("sessions", "identity_graph", "users", "daily_event_counts"):
+        after = model(spark, m)
+        for c in {"user_id", "anonymous_id", "visitor"} & set(after.columns):
+            assert not set(after[c].dropna()) & person, (m, c)
+    for m, keys in (("sessions", ["session_id"]), ("identity_graph", ["link_id"]),
+                    ("users", ["user_id"])):
+        was = before[m]
+        assert was.user_id.isin(person).any()  # the person was there
+        ids = was.get("anonymous_id", was.user_id)
+        same(model(spark, m), was[~was.user_id.isin(person) & ~ids.isin(person)], keys)
+    rest = [m for m in t.messages
+            if m.get("userId") not in person and m.get("anonymousId") not in person]
+    same(model(spark, "daily_event_counts"), tr.daily_event_counts(tr.frame(rest)),
+         ["day", "type", "event_name"])
