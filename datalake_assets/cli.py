@@ -42,6 +42,7 @@ from datalake_assets.settings import (
     SourceSettings,
     load_settings,
 )
+from datalake_assets.settings_base import default_home
 from datalake_assets.spec import layout
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -108,6 +109,13 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     elif not instance_yaml.exists():
         shutil.copy(shipped, instance_yaml)  # a user's home: only filled in, never overwritten
     env = dict(os.environ, DAGSTER_HOME=str(home))
+    # The code location runs in the project's folder: its home (and so the default lake and
+    # archive) must be this command's, wherever the command was started
+    env["DATALAKE_HOME"] = os.path.abspath(default_home())
+    for name, root in (("DATALAKE_LAKE_ROOT", settings.lake_root),
+                       ("DATALAKE_ARCHIVE_ROOT", settings.archive_root)):
+        if env.get(name):  # resolved against this command's folder, not the project's
+            env[name] = root
     # The definitions sensor reloads the code location through this server when syncs create
     # event tables (datalake_assets/orchestration/reload.py).
     shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
