@@ -32,10 +32,18 @@ def cmd_forget(settings: LakeSettings, args: argparse.Namespace) -> int:
             results = [forget(settings, request, catalog=settings_catalog(settings, quiet=True))]
     except (ValueError, OSError) as e:  # IdentityError, RequestError: never hold a value
         raise UsageError(str(e)) from None
+    from datalake_assets.models.erasure import reach_models
+
+    models_ok = True
     for r in results:
         summary = {k: v for k, v in r.to_dict().items() if k != "identity_hashes"}
         summary["identities"] = len(r.identity_hashes)
+        # the models (sessions, users, ...) are rebuilt without the person and proved
+        models = reach_models(settings, r)
+        if models is not None:
+            summary.update(models)
+            models_ok &= not models["models_rows_remaining"] and not models["models_errors"]
         print(json.dumps(summary, indent=2))
     if args.resume and not results:
         print("no unfinished privacy request")
-    return 0 if all(r.status == "completed" for r in results) else 1
+    return 0 if models_ok and all(r.status == "completed" for r in results) else 1

@@ -18,15 +18,18 @@ from __future__ import annotations
 import logging
 import subprocess
 from dataclasses import dataclass, field
+from typing import Any
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.identities import lake_key
-from datalake_assets.models.engine import dbt_env, subprocess_env
+from datalake_assets.models.engine import can_run, dbt_env, subprocess_env
 from datalake_assets.models.workspace import (
     DBT_QUIET_ENV,
     SourceProject,
     dbt_executable,
     models_root,
+    prepare_project,
+    source_tables,
 )
 from datalake_assets.privacy.state import load_state
 from datalake_assets.settings import LakeSettings
@@ -47,6 +50,22 @@ class ModelsErasure:
     models_checked: dict[str, list[str]] = field(default_factory=dict)
     rows_remaining: int = 0
     errors: list[str] = field(default_factory=list)
+
+
+def reach_models(settings: LakeSettings, result: Any) -> dict[str, Any] | None:
+    """After ``privacy.forget`` (``result``: its ``ForgetResult``): rebuild the models the
+    request touched and prove them; the counts for the command's output and the run's
+    metadata. ``None`` when there is nothing to do: models off, no engine for them here, a
+    request that erased nothing or did not complete."""
+    if (not settings.models.enabled or can_run(settings) is not None
+            or result.status != "completed" or not result.hours_rewritten):
+        return None
+    projects = {s.slug: prepare_project(settings, s, source_tables(settings, s))
+                for s in settings.sources}
+    done = rebuild_and_prove(settings, projects, result.request_id, result.identity_hashes)
+    return {"models_rebuilt_days": {k: list(v) for k, v in done.rebuilt_days.items()},
+            "models_checked": done.models_checked,
+            "models_rows_remaining": done.rows_remaining, "models_errors": done.errors}
 
 
 def touched_days(settings: LakeSettings, request_id: str) -> dict[str, tuple[str, str]]:
@@ -75,8 +94,8 @@ def rebuild_and_prove(settings: LakeSettings, projects: dict[str, SourceProject]
     days = touched_days(settings, request_id)
     for slug, (first, last) in sorted(days.items()):
         project = projects.get(slug)
-        if project is None:
-            continue
+        if project is None or not built_models(models_root(settings, settings.source(slug))):
+            continue  # no model was ever built: none can hold the person
         done = run_dbt(settings, project, ["build", "--vars",
                                            f'{{"min_day": "{first}", "max_day": "{last}"}}'])
         if done.returncode != 0:
@@ -103,15 +122,22 @@ def run_dbt(settings: LakeSettings, project: SourceProject,
                            cwd=project.project_dir)
 
 
-def prove(root: str, key: bytes, wanted: set[str]) -> tuple[list[str], int]:
-    """The models under ``root`` (a folder each) and how many of their rows name a wanted
-    identity in an ``ID_COLUMNS`` column."""
-    import pyarrow.dataset as ds
+def built_models(root: str) -> list[str]:
+    """The models with files under ``root`` (a folder each)."""
     from pyarrow import fs as pafs
 
     filesystem, path = storage.resolve(root)
     infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    models = sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+    return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+
+
+def prove(root: str, key: bytes, wanted: set[str]) -> tuple[list[str], int]:
+    """The models under ``root`` (a folder each) and how many of their rows name a wanted
+    identity in an ``ID_COLUMNS`` column."""
+    import pyarrow.dataset as ds
+
+    filesystem, path = storage.resolve(root)
+    models = built_models(root)
     remaining, hashes = 0, {}
 
     def named(column: str, value: str | None) -> bool:

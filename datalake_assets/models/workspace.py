@@ -1,7 +1,7 @@
 """Each source's dbt project, assembled from the shipped models, the user's and the lake's tables.
 
 The shipped project (``models/project/``: staging and mart models, macros) is the same for every
-source; what differs per source is generated here into ``<build_dir>/<slug>/``:
+source; what differs per source is generated here into ``<build_dir>/<slug>/<fingerprint>/``:
 
 * ``dbt_project.yml``: the project's name, the ``vars`` of ``[models]`` (session gap, late
   events), and ``+location_root``: the models' files live in the lake, at
@@ -13,12 +13,14 @@ source; what differs per source is generated here into ``<build_dir>/<slug>/``:
   method with the source's database as schema; which Spark it reaches is ``engine.py``'s.
 
 ``dbt parse`` then writes ``target/manifest.json``, which Dagster needs before the code location
-loads. It runs only when something above changed (a fingerprint of every file), so a run worker
-rebuilding the definitions, or a reload that found nothing new, does not parse again.
+loads. It runs only when something above changed (the folder is named by a fingerprint of every
+file), so a run worker rebuilding the definitions, or a reload that found nothing new, does not
+parse again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -27,15 +29,16 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 
+from datalake_assets.lake.records import read_schema_record
 from datalake_assets.models.settings import ModelsSettings, build_dir, user_models_dir
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
+from datalake_assets.spec.naming import STANDARD_TABLES
 
 PROFILE = "datalake"
 LOCAL_TARGET = "local"
 SOURCE_NAME = "lake"  # {{ source('lake', '<table>') }}
 USER_FOLDER = "user"
-_STAMP = ".datalake-fingerprint"
 # dbt must not phone home (usage statistics, version check): no network beyond loopback
 DBT_QUIET_ENV = {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DBT_VERSION_CHECK": "false",
                  "DO_NOT_TRACK": "1"}
@@ -66,6 +69,13 @@ def shipped_project_dir() -> str:
 def models_root(settings: LakeSettings, source: SourceSettings) -> str:
     """Where the source's models keep their files (``<lake_root>/models/<slug>``)."""
     return layout.join(settings.lake_root, "models", source.slug)
+
+
+def source_tables(settings: LakeSettings, source: SourceSettings) -> list[str]:
+    """The source's tables as its code location sees them (``orchestration/lake_state.py``):
+    the standard ones and every table of the lake's schema record."""
+    return sorted(set(STANDARD_TABLES) | set(read_schema_record(settings.lake_root,
+                                                                source.lake_dir)))
 
 
 def project_yaml(settings: LakeSettings, source: SourceSettings) -> dict:
@@ -154,32 +164,52 @@ def project_files(settings: LakeSettings, source: SourceSettings,
 
 def prepare_project(settings: LakeSettings, source: SourceSettings,
                     tables: list[str]) -> SourceProject:
-    """Assemble the source's project in ``<build_dir>/<slug>`` and parse it if it changed;
+    """Assemble the source's project and parse it, unless that was done for the same files;
     returns where it is. Raises ``ModelsError`` when dbt cannot parse it (a user model's
-    error, say), with dbt's message."""
+    error, say), with dbt's message.
+
+    Several processes load the code location at once (the code server, run workers, a CLI), so
+    a project's folder is named by the fingerprint of its files
+    (``<build_dir>/<slug>/<fingerprint>``): it never changes once parsed, and a process that
+    finds its ``manifest.json`` uses it as it is. Assembling and parsing happen under a lock
+    of the source's folder; the newest ``KEEP_PROJECTS`` folders are kept."""
     m = settings.models
-    project_dir = os.path.join(build_dir(m), source.slug)
     files = project_files(settings, source, tables)
     fingerprint = hashlib.sha256()
     for path in sorted(files):
         fingerprint.update(path.encode() + b"\0" + files[path] + b"\0")
+    source_dir = os.path.join(build_dir(m), source.slug)
+    project_dir = os.path.join(source_dir, fingerprint.hexdigest()[:16])
     profiles_dir = os.path.abspath(m.profiles_dir) if m.profiles_dir else project_dir
     project = SourceProject(source.slug, project_dir, profiles_dir, m.target or LOCAL_TARGET)
-    stamp = os.path.join(project_dir, _STAMP)
-    digest = fingerprint.hexdigest()
-    if _read(stamp) == digest and os.path.exists(project.manifest_path):
+    if os.path.exists(project.manifest_path):
         return project
-    for folder in ("models", "macros"):  # a removed user model must disappear
-        shutil.rmtree(os.path.join(project_dir, folder), ignore_errors=True)
-    for path, body in files.items():
-        full = os.path.join(project_dir, path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full, "wb") as f:
-            f.write(body)
-    parse(project)
-    with open(stamp, "w") as f:
-        f.write(digest)
+    os.makedirs(source_dir, exist_ok=True)
+    with open(os.path.join(source_dir, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(project.manifest_path):
+            shutil.rmtree(project_dir, ignore_errors=True)  # an earlier attempt's
+            for path, body in files.items():
+                full = os.path.join(project_dir, path)
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                with open(full, "wb") as f:
+                    f.write(body)
+            parse(project)
+            _prune(source_dir, keep=project_dir)
     return project
+
+
+KEEP_PROJECTS = 5
+
+
+def _prune(source_dir: str, keep: str) -> None:
+    """Remove all but the newest ``KEEP_PROJECTS`` project folders of a source (a run worker
+    of an older load may still use one of those kept)."""
+    folders = sorted((e for e in os.scandir(source_dir) if e.is_dir()),
+                     key=lambda e: e.stat().st_mtime, reverse=True)
+    for e in folders[KEEP_PROJECTS:]:
+        if e.path != keep:
+            shutil.rmtree(e.path, ignore_errors=True)
 
 
 def dbt_executable() -> str:
@@ -208,11 +238,3 @@ def parse(project: SourceProject) -> None:
         raise ModelsError(f"dbt parse of {project.project_dir} failed: {e}") from None
     if not done.success:
         raise ModelsError(f"dbt parse of {project.project_dir} failed: {done.exception}")
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return None

@@ -42,6 +42,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from datalake_assets.models.erasure import reach_models
 from datalake_assets.orchestration.sensors import Clock, schedule_status, sensor_status, utc_now
 from datalake_assets.privacy import inbox, summary
 from datalake_assets.privacy.forget import forget
@@ -133,6 +134,14 @@ def build_forget_job(settings: LakeSettings):
                                     failed=True)
             raise
         counts = result_counts(result)
+        # the models (sessions, users, ...) rebuilt without the person, and their proof
+        models = reach_models(settings, result)
+        if models is not None:
+            counts.update(models)
+            counts["rows_remaining"] += models["models_rows_remaining"]
+            if models["models_errors"]:
+                raise Failure("the lake is erased but the models were not rebuilt: "
+                              + "; ".join(models["models_errors"])[:4000])
         context.log.info(
             f"request {counts['request_id']}: {counts['status']}; {counts['identities']} "
             f"identities, {counts['hours_rewritten']} hours and {counts['files_rewritten']} "
