@@ -533,3 +533,30 @@ def test_glue_catalog_and_s3_lake_hold_what_the_oracle_says(tmp_path, moto_bucke
     expected = Oracle(LocalStore(), archive, SRC).sync(HOURS[:2]).expected()
     found = compare(expected, read_iceberg_lake(store, reader, lake["lake_root"], SRC, SRC))
     assert found.ok, str(found)
+
+
+def test_datalake_sql_reads_the_iceberg_tables_and_the_lakes_own_records(tmp_path, capsys):
+    from datalake_assets.cli import main
+    from datalake_assets_tests.support.settings_files import load_lake_toml
+
+    settings = load_lake_toml(tmp_path, 'table_format = "iceberg"\narchive_root = "archive"\n'
+                                        'lake_root = "lake"\n[catalog]\nbackend = "none"\n'
+                                        '[[sources]]\nid = "ice"\nstart = "2026-11-01-00:00"\n')
+    lake = {"archive_root": settings.archive_root, "lake_root": settings.lake_root}
+    write_hour(lake["archive_root"], SRC, HOURS[0],
+               [msg(f"m{i}", hour=HOURS[0], type="page", name="Home") for i in range(9)]
+               + [b"{not json", msg("no-type", hour=HOURS[0], type=None)])
+    sync(lake, HOURS[:1])
+    file = str(tmp_path / "lake.toml")
+    capsys.readouterr()
+    assert main(["--settings", file, "sql", "SELECT hr, count(*) AS n FROM ice.pages "
+                 "WHERE day = '2026-11-21' GROUP BY hr"]) == 0
+    assert re.search(r"│ 10 +│ +9 │", capsys.readouterr().out)
+    assert main(["--settings", file, "sql",
+                 "SELECT count(*) AS n FROM ice.quarantine WHERE level = 'line'"]) == 0
+    assert re.search(r"│ +2 │", capsys.readouterr().out)
+    assert main(["--settings", file, "sql", "SELECT sum(row_count) AS r FROM "
+                 "segment_datalake_meta.sync_reports WHERE table_name = 'pages'"]) == 0
+    assert re.search(r"│ +9 │", capsys.readouterr().out)
+    assert main(["--settings", file, "sql", "SELECT * FROM ice.nope"]) == 2
+    assert "nope does not exist" in capsys.readouterr().err
