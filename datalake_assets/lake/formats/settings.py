@@ -1,12 +1,12 @@
 """Settings of the lake's table format: the top-level ``table_format`` key and ``[iceberg]``
 (``datalake_assets.lake.formats``)."""
 
+from datalake_assets.catalog.settings import ENDPOINT_RE as _ENDPOINT_RE
+from datalake_assets.catalog.settings import REGION_RE as _REGION_RE
 from datalake_assets.settings_base import Int, Match, OneOf, Str, settings_model
 
 TABLE_FORMATS = ("segment", "iceberg")  # = lake.formats.base.FORMATS
 ICEBERG_CATALOGS = ("sql", "glue")  # = lake.formats.base.ICEBERG_CATALOGS
-_ENDPOINT_RE = r"https?://[^\s'\"\\;`]+"
-_REGION_RE = r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}"
 
 
 @settings_model
