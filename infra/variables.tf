@@ -382,6 +382,9 @@ variable "bootstrap_python_packages" {
     "boto3>=1.34",
     "duckdb==1.5.5",
     "dagster-pipes>=1.13,<1.14",
+    # table_format = "iceberg": the commit runs in the driver's Python (no Iceberg jars)
+    "pyiceberg==0.12.0",
+    "sqlalchemy>=2,<3",
   ]
 
   validation {
@@ -393,7 +396,7 @@ variable "bootstrap_python_packages" {
 variable "bootstrap_check_imports" {
   description = "Python modules the bootstrap action imports after installing, so a node with a broken environment fails at boot rather than at the first sync."
   type        = list(string)
-  default     = ["pyarrow", "orjson", "numpy", "pandas", "pandera", "pydantic", "duckdb", "dagster_pipes"]
+  default     = ["pyarrow", "orjson", "numpy", "pandas", "pandera", "pydantic", "duckdb", "dagster_pipes", "pyiceberg"]
 
   validation {
     condition     = alltrue([for m in var.bootstrap_check_imports : can(regex("^[A-Za-z_][A-Za-z0-9_.]*$", m))])
