@@ -61,7 +61,8 @@ def _sql_on_iceberg(settings: LakeSettings, args: argparse.Namespace) -> int:
 
     tables = table_format(FormatConfig.of_settings(settings), settings.lake_root)
     con = duckdb_connection()
-    attach_tables(con, tables.catalog(), [s.database for s in settings.sources])
+    attach_tables(con, tables.catalog(), [s.database for s in settings.sources]
+                  + [settings.catalog.reports_database])
     attach_lake_files(con, settings.lake_root, [
         (s.database, catalog_table_name("quarantine", s.effective_table_prefix), s.lake_dir)
         for s in settings.sources], settings.catalog.reports_database)

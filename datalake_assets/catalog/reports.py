@@ -217,6 +217,15 @@ def report_rows(report: Sequence[dict]) -> list[dict]:
     return rows
 
 
+def report_table(source_id: str, report: Sequence[dict], day: str) -> pa.Table:
+    """The run's report as rows of the ``sync_reports`` table with its partition columns
+    (``source_id``, ``day``) inside: what a table format that holds the table appends."""
+    table = pa.Table.from_pylist(report_rows(report), schema=REPORT_SCHEMA)
+    n = table.num_rows
+    return (table.append_column("source_id", pa.array([source_id] * n, pa.string()))
+            .append_column("day", pa.array([day] * n, pa.string())))
+
+
 def write_report_table(
     lake_root: str, source_id: str, run_id: str, report: Sequence[dict], day: str
 ) -> str:

@@ -10,7 +10,13 @@ from datetime import UTC, datetime
 
 from datalake_assets.catalog.base import CatalogError
 from datalake_assets.catalog.register import register_sync
-from datalake_assets.catalog.reports import register_reports, write_report_table
+from datalake_assets.catalog.reports import (
+    REPORTS_PARTITION_KEYS,
+    REPORTS_TABLE,
+    register_reports,
+    report_table,
+    write_report_table,
+)
 from datalake_assets.lake import commit, faults, storage
 from datalake_assets.lake.formats import TablesToCommit
 from datalake_assets.lake.records import write_schema_record
@@ -292,10 +298,14 @@ def finish(run: SyncRun, tables: list[TableReport], source: SourceReport) -> Syn
     day = finished.strftime("%Y-%m-%d")  # = finish_time[:10]: see report_location
     write_report(req.lake_root, report, day)
     try:  # the reports table: a row per table and one per source, queryable by SQL
-        write_report_table(req.lake_root, req.source_id, req.run_id, report.rows(), day)
-        if run.catalog is not None:
-            register_reports(run.catalog, req.catalog.reports_database, req.lake_root,
-                             req.source_id, day)
-    except (CatalogError, OSError) as e:  # the sync itself is committed: say so, don't fail
+        # (an Iceberg table of the format's catalog, else Parquet files in the [catalog])
+        if not run.tables.append(req.catalog.reports_database, REPORTS_TABLE,
+                                 report_table(req.source_id, report.rows(), day),
+                                 REPORTS_PARTITION_KEYS):
+            write_report_table(req.lake_root, req.source_id, req.run_id, report.rows(), day)
+            if run.catalog is not None:
+                register_reports(run.catalog, req.catalog.reports_database, req.lake_root,
+                                 req.source_id, day)
+    except Exception as e:  # noqa: BLE001 - the sync itself is committed: say so, don't fail
         source.warning = f"sync report table not updated: {e}"
     return report

@@ -560,3 +560,35 @@ def test_datalake_sql_reads_the_iceberg_tables_and_the_lakes_own_records(tmp_pat
     assert re.search(r"│ +9 │", capsys.readouterr().out)
     assert main(["--settings", file, "sql", "SELECT * FROM ice.nope"]) == 2
     assert "nope does not exist" in capsys.readouterr().err
+    # the sync reports are an Iceberg table too (no Parquet folder of its own)
+    assert not os.path.exists(f"{settings.lake_root}/sync_reports")
+    reports = sql_catalog(settings.lake_root).load_table(("segment_datalake_meta",
+                                                          "sync_reports"))
+    assert [f.name for f in reports.spec().fields] == ["source_id", "day"]
+
+
+def test_appends_of_several_writers_to_the_reports_table_all_land(tmp_path):
+    """Every source's syncs append to the one sync_reports table: a commit that loses the race
+    is retried on the new version, none is lost."""
+    import threading
+
+    import pyarrow as pa
+
+    fmt = table_format(ICEBERG, str(tmp_path / "lake"))
+    rows = [pa.table({"run_id": [f"w{w}-{i}"], "source_id": [f"s{w}"], "day": ["2026-11-21"]})
+            for w in range(3) for i in range(6)]
+
+    def writer(w: int) -> None:
+        for r in rows[w * 6:(w + 1) * 6]:
+            assert table_format(ICEBERG, str(tmp_path / "lake")).append(
+                "meta", "sync_reports", r, ("source_id", "day"))
+
+    fmt.append("meta", "sync_reports", rows[0].slice(0, 0), ("source_id", "day"))
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = sql_catalog(str(tmp_path / "lake")).load_table(("meta", "sync_reports")).scan()
+    assert sorted(got.to_arrow()["run_id"].to_pylist()) == sorted(
+        r["run_id"][0].as_py() for r in rows)

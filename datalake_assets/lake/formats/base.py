@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import pyarrow as pa
+
 SEGMENT = "segment"
 ICEBERG = "iceberg"
 FORMATS = (SEGMENT, ICEBERG)
@@ -181,6 +183,13 @@ class TableFormat(ABC):
     def live_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
         """``[(location, size)]``: the data files readers read for ``table``'s rows of
         ``hour`` (compact ``YYYYMMDDHH``)."""
+
+    def append(self, database: str, table: str, rows: pa.Table,
+               partition_by: tuple[str, ...]) -> bool:
+        """Append ``rows`` to an append-only table of the lake's own (the sync reports), if
+        the format holds such tables; ``False``: it does not (the Segment layout's are files
+        registered by the ``[catalog]``)."""
+        return False
 
     def stored_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
         """Every file stored for ``table``'s ``hour``, read by readers or not (an erasure's

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from functools import reduce
 from typing import Any
@@ -51,6 +52,7 @@ from datalake_assets.spec.columnar import ARROW_TYPES, cast_array
 from datalake_assets.spec.naming import catalog_table_name
 
 RUN_PROPERTY = "datalake.run-id"
+_APPEND_ATTEMPTS = 10  # concurrent appends to a shared table (the sync reports)
 PARTITION_COLUMNS = ("day", "hr")
 _CATALOG_NAME = "datalake"
 
@@ -236,6 +238,42 @@ class IcebergFormat(TableFormat):
         folder = layout.join(self.location(src, table), "data", f"day={h.day}", f"hr={h.hr}")
         return [(loc, size) for loc, size in storage.list_files(folder)
                 if loc.endswith(".parquet")]
+
+    def append(self, database: str, table: str, rows: pa.Table,
+               partition_by: tuple[str, ...]) -> bool:
+        """One append (``<database>.<table>`` at ``<lake>/iceberg/_meta/<table>``, created on
+        first use). Every source's syncs append to the same table: a commit that lost the race
+        to another is retried on the table's new version."""
+        from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, \
+            TableAlreadyExistsError
+
+        cat = self.catalog()
+        ident = (database, table)
+        for attempt in range(_APPEND_ATTEMPTS):
+            try:
+                tbl = cat.load_table(ident)
+            except NoSuchTableError:
+                with self._create_lock:
+                    cat.create_namespace_if_not_exists(database)
+                try:
+                    tbl = cat.create_table(ident, schema=rows.schema, location=_uri(
+                        layout.join(self.lake_root, "iceberg", "_meta", table)))
+                    with tbl.update_spec() as spec:
+                        for c in partition_by:
+                            spec.add_identity(c)
+                    tbl = cat.load_table(ident)
+                except TableAlreadyExistsError:  # another source's sync created it first
+                    tbl = cat.load_table(ident)
+            try:
+                with tbl.transaction() as tx:
+                    tx.update_schema().union_by_name(rows.schema).commit()
+                    tx.append(rows)
+                return True
+            except CommitFailedException:
+                if attempt == _APPEND_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        return True
 
     # --------------------------------------------------------------------- maintenance
 
