@@ -47,13 +47,17 @@ from datalake_assets.lake.formats.base import (
     TableFormat,
     TablesToCommit,
 )
+from datalake_assets.lake.formats.iceberg_schema import (
+    PARTITION_COLUMNS,
+    add_columns,
+    arrow_schema,
+    commit_widening,
+)
 from datalake_assets.spec import layout
-from datalake_assets.spec.columnar import ARROW_TYPES, cast_array
 from datalake_assets.spec.naming import catalog_table_name
 
 RUN_PROPERTY = "datalake.run-id"
 _APPEND_ATTEMPTS = 10  # concurrent appends to a shared table (the sync reports)
-PARTITION_COLUMNS = ("day", "hr")
 _CATALOG_NAME = "datalake"
 
 
@@ -79,12 +83,6 @@ def _uri(location: str) -> str:
 def _location(uri: str) -> str:
     """pyiceberg's file URI as the lake's storage module names it."""
     return uri.removeprefix("file://")
-
-
-def arrow_schema(columns: tuple[tuple[str, str], ...] | list) -> pa.Schema:
-    """A table's Arrow schema: its columns (the lake's types) and the partition columns."""
-    fields = [pa.field(n, ARROW_TYPES[t]) for n, t in columns if n not in PARTITION_COLUMNS]
-    return pa.schema(fields + [pa.field(c, pa.string()) for c in PARTITION_COLUMNS])
 
 
 def hours_filter(hours: list[str] | tuple[str, ...]):
@@ -192,13 +190,13 @@ class IcebergFormat(TableFormat):
         widened = [c for c in step["widened"] if c in tbl.schema().column_names]
         rows_filter = hours_filter(step["hours"])
         if widened:
-            _commit_widening(tbl, columns, widened, staged, rows_filter, props)
+            commit_widening(tbl, columns, widened, staged, rows_filter, props)
             return
         has_rows = any(True for _ in tbl.scan(row_filter=rows_filter).plan_files())
         if staged.num_rows == 0 and not has_rows:
             return  # an untouched table: no snapshot
         with tbl.transaction() as tx:
-            _add_columns(tx, tbl, columns)
+            add_columns(tx, tbl, columns)
             if staged.num_rows and not has_rows:
                 tx.append(staged, snapshot_properties=props)
             elif staged.num_rows:
@@ -244,8 +242,11 @@ class IcebergFormat(TableFormat):
         """One append (``<database>.<table>`` at ``<lake>/iceberg/_meta/<table>``, created on
         first use). Every source's syncs append to the same table: a commit that lost the race
         to another is retried on the table's new version."""
-        from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, \
-            TableAlreadyExistsError
+        from pyiceberg.exceptions import (
+            CommitFailedException,
+            NoSuchTableError,
+            TableAlreadyExistsError,
+        )
 
         cat = self.catalog()
         ident = (database, table)
@@ -334,61 +335,3 @@ def _read_staged(staged_root: str, schema: pa.Schema) -> pa.Table:
              t[f.name].cast(f.type) if f.name in t.column_names else pa.nulls(n, f.type)
              for f in schema], schema=schema))
     return pa.concat_tables(parts) if parts else schema.empty_table()
-
-
-def _add_columns(tx, tbl, columns) -> None:
-    """Columns new in this run, appended in the run's order (never a type change here)."""
-    known = set(tbl.schema().column_names)
-    new = [(n, t) for n, t in columns if n not in known and n not in PARTITION_COLUMNS]
-    if new:
-        with tx.update_schema() as us:
-            us.union_by_name(pa.schema([pa.field(n, ARROW_TYPES[t]) for n, t in new]))
-
-
-def _commit_widening(tbl, columns, widened: list[str], staged: pa.Table, rows_filter,
-                     props: dict[str, str]) -> None:
-    """One transaction: the widened columns replaced (new field ids, same names and
-    positions), every kept row rewritten with its values cast by the lake's rules, the
-    synced hours' rows replaced by ``staged``."""
-    from pyiceberg.expressions import Not
-
-    types = dict(columns)
-    kept = tbl.scan(row_filter=Not(rows_filter)).to_arrow()
-    target = arrow_schema(columns)
-    arrays = []
-    for f in target:
-        if f.name not in kept.column_names:
-            arrays.append(pa.nulls(kept.num_rows, f.type))
-            continue
-        col = kept[f.name].combine_chunks() if kept.num_rows else pa.array([], f.type)
-        if f.name in widened:
-            col, misfits = cast_array(col, types[f.name])
-            if misfits:  # a widening always fits (types.CASTABLE); never drop a value silently
-                raise FormatError(f"widening {f.name} to {types[f.name]} would lose "
-                                  f"{len(misfits)} values; nothing committed", "internal")
-        arrays.append(col.cast(f.type))
-    rewritten = pa.Table.from_arrays(arrays, schema=target)
-    names = [n for n, _ in columns]
-    with tbl.transaction() as tx:
-        with tx.update_schema(allow_incompatible_changes=True) as us:
-            for c in widened:
-                us.delete_column(c)
-        with tx.update_schema() as us:
-            for c in widened:
-                us.add_column(c, _iceberg_type(types[c]))
-            for c in widened:  # back to its position
-                i = names.index(c)
-                if i == 0:
-                    us.move_first(c)
-                else:
-                    us.move_after(c, names[i - 1])
-        _add_columns(tx, tbl, columns)
-        tx.overwrite(pa.concat_tables([rewritten, staged]), snapshot_properties=props)
-
-
-def _iceberg_type(typ: str):
-    """The Iceberg type of a lake type (``ARROW_TYPES``'s Arrow types, as pyiceberg maps them)."""
-    from pyiceberg import types as it
-
-    return {"bigint": it.LongType(), "double": it.DoubleType(), "boolean": it.BooleanType(),
-            "string": it.StringType(), "timestamp": it.TimestamptzType()}[typ]
