@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from datalake_assets.models.settings import ModelsSettings
+from datalake_assets.settings_base import file_keys
 from datalake_assets.catalog.config import config_from_settings
 from datalake_assets import settings as st
 from datalake_assets.settings import (
@@ -56,7 +58,9 @@ def test_defaults_without_a_file(tmp_path):
     assert s.catalog == st.CatalogSettings("hive", "segment_datalake_meta", f"{home}/metastore")
     assert s == LakeSettings(f"{home}/archive", f"{home}/lake", (SourceSettings("demo"),),
                              catalog=st.CatalogSettings(metastore_dir=f"{home}/metastore"),
-                             collector=st.CollectorSettings(spool_dir=f"{home}/spool"))
+                             collector=st.CollectorSettings(spool_dir=f"{home}/spool"),
+                             models=ModelsSettings(user_models_dir=f"{home}/models",
+                                                   build_dir=f"{home}/dbt"))
 
 
 def test_default_home(tmp_path, monkeypatch):
@@ -104,15 +108,16 @@ def test_shipped_lake_toml_documents_every_key():
     text = SHIPPED.read_text(encoding="utf-8")
     keys = (list(st._TOP_KEYS) + list(st._SPARK_KEYS) + list(st._SYNC_KEYS) + list(st._SOURCE_KEYS)
             + list(st._AUTOMATION_KEYS) + list(st._CATALOG_KEYS) + list(st._COMPUTE_KEYS)
-            + list(st._COLLECTOR_KEYS) + list(st._PRIVACY_KEYS) + list(st._ICEBERG_KEYS))
+            + list(st._COLLECTOR_KEYS) + list(st._PRIVACY_KEYS) + list(st._ICEBERG_KEYS)
+            + list(file_keys(ModelsSettings)))
     for key in keys:
         if key in ("spark", "sync", "sources", "conf", "automation", "catalog", "compute",
-                   "collector", "privacy", "iceberg"):
+                   "collector", "privacy", "iceberg", "models"):
             continue
         assert re.search(rf"^(# )?{key} = ", text, re.M), key
     for section in ("[spark]", "[spark.conf]", "[sync]", "[automation]", "[catalog]",
                     "[compute]", "[compute.conf]", "[collector]", "[privacy]", "[iceberg]",
-                    "[[sources]]"):
+                    "[models]", "[[sources]]"):
         assert section in text
     for layout in DATE_LAYOUTS:
         assert f'"{layout}"' in text
@@ -229,7 +234,7 @@ INVALID = [
     # unknown keys, with the allowed ones listed
     ('archive_rot = "x"\n', "archive_rot", ["'archive_rot'", "did you mean 'archive_root'",
                                             "allowed keys: archive_root, automation,",
-                                            "lake_root, privacy, sources"]),
+                                            "lake_root, models, privacy, sources"]),
     ('[spark]\nshufle_partitions = 2\n', "spark.shufle_partitions",
      ["'shufle_partitions'", "[spark]", "'shuffle_partitions'", "conf, driver_memory"]),
     ('[sync]\nmax_bytes = 2\n', "sync.max_bytes", ["'max_bytes'", "max_depth, max_message_bytes"]),

@@ -1,0 +1,74 @@
+"""Each source's dbt project as the code location loads it: sources generated from the lake's
+tables, the user's models folder, a model that does not parse, the parse done once per set of
+files. dbt parses for real (no Spark: parsing connects to nothing)."""
+
+import json
+import logging
+import os
+
+import pytest
+from dagster import AssetKey, Definitions
+
+from datalake_assets.models.workspace import prepare_project
+from datalake_assets.orchestration.models import build_model_assets
+from datalake_assets_tests.support.settings_files import load_lake_toml
+
+TABLES = ["aliases", "groups", "identifies", "order_completed", "pages", "screens", "tracks"]
+
+
+@pytest.fixture()
+def settings(tmp_path):
+    (tmp_path / "mine").mkdir()
+    return load_lake_toml(tmp_path, '[models]\nuser_models_dir = "mine"\nbuild_dir = "dbt"\n'
+                                    '[[sources]]\nid = "web"\nstart = "2026-11-20-00:00"\n'
+                                    'table_prefix = "w"\n')
+
+
+def manifest(project) -> dict:
+    with open(project.manifest_path) as f:
+        return json.load(f)
+
+
+def test_sources_come_from_the_lake_and_user_models_from_the_folder(settings, tmp_path):
+    (tmp_path / "mine" / "orders_per_day.sql").write_text(
+        "{{ config(tags=['daily'], materialized='incremental', partition_by=['day'], "
+        "incremental_strategy='insert_overwrite') }}\n"
+        "select count(*) as orders, day from {{ source('lake', 'order_completed') }}\n"
+        "where day between {{ min_day() }} and {{ max_day() }} group by day\n")
+    source = settings.sources[0]
+    project = prepare_project(settings, source, TABLES)
+    m = manifest(project)
+    sources = {s["name"]: s for s in m["sources"].values()}
+    assert sorted(sources) == TABLES  # a new event table is a source, no YAML edited
+    assert sources["order_completed"]["identifier"] == "w_order_completed"
+    assert sources["order_completed"]["schema"] == "web"
+    assets = build_model_assets(settings, source, TABLES)
+    graph = Definitions(assets=assets).resolve_asset_graph()
+    mine = graph.get(AssetKey(["web", "orders_per_day"]))
+    assert mine.parent_keys == {AssetKey(["web", "order_completed"])}
+    assert mine.partitions_def is not None  # tagged daily
+    # the same files: the same folder, not parsed again
+    before = os.stat(project.manifest_path).st_mtime_ns
+    assert prepare_project(settings, source, TABLES) == project
+    assert os.stat(project.manifest_path).st_mtime_ns == before
+    # a new table: a new project, with the new source
+    again = prepare_project(settings, source, [*TABLES, "cart_viewed"])
+    assert again.project_dir != project.project_dir
+    assert "cart_viewed" in {s["name"] for s in manifest(again)["sources"].values()}
+
+
+def test_a_model_that_does_not_parse_leaves_the_models_out_and_says_why(settings, tmp_path,
+                                                                         caplog):
+    (tmp_path / "mine" / "broken.sql").write_text("select {{ ref('no_such_model') }}\n")
+    source = settings.sources[0]
+    with caplog.at_level(logging.ERROR):
+        assert build_model_assets(settings, source, TABLES) == []
+    assert "no_such_model" in caplog.text and "left out of the graph" in caplog.text
+
+
+def test_no_models_without_a_hive_catalog_or_a_profile(tmp_path, caplog):
+    settings = load_lake_toml(tmp_path, '[catalog]\nbackend = "none"\n'
+                                        '[[sources]]\nid = "web"\nstart = "2026-11-20-00:00"\n')
+    with caplog.at_level(logging.WARNING):
+        assert build_model_assets(settings, settings.sources[0], TABLES) == []
+    assert "profiles_dir" in caplog.text
