@@ -33,7 +33,7 @@ from datalake_assets.orchestration.batch_sync import (
 from datalake_assets.orchestration.import_sensors import build_import_automation
 from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
 from datalake_assets.orchestration.maintenance import build_maintenance_automation
-from datalake_assets.orchestration.models import build_model_assets
+from datalake_assets.orchestration.models import build_model_assets, build_models_sensor
 from datalake_assets.orchestration.privacy_jobs import build_privacy_automation
 from datalake_assets.orchestration.reload import build_definitions_sensor, reload_job
 from datalake_assets.orchestration.resources import LocalSparkCompute, SparkCompute
@@ -64,13 +64,16 @@ def build_definitions(
     state = state or read_lake_state(settings, clock)
     assets, jobs, sensors = [], [reload_job], [build_definitions_sensor(settings, state)]
     batched = sensor_runs_batched(settings.automation, settings.compute)
-    batch_sources = []
+    batch_sources, model_sources = [], []
     for source_settings in settings.sources:
         source = state.effective(source_settings)  # start resolved ("auto")
         source_state = state.source(source)
         source_assets = build_source_assets(settings, source, source_state)
         assets.extend(source_assets)
-        assets.extend(build_model_assets(settings, source, list(source_state.tables)))
+        model_assets = build_model_assets(settings, source, list(source_state.tables))
+        assets.extend(model_assets)
+        if model_assets:
+            model_sources.append(source)
         job = build_sync_job(source, find_lake_sync(source, source_assets))
         jobs.append(job)
         if batched:
@@ -89,6 +92,7 @@ def build_definitions(
         jobs.append(batch_job)
         sensors.append(build_batch_sensor(settings, batch_sources, batch_job, clock=clock,
                                           lister=lister))
+    sensors.extend(build_models_sensor(settings, model_sources))
     privacy_jobs, privacy_sensors, schedules = build_privacy_automation(settings, clock=clock)
     jobs.extend(privacy_jobs)
     sensors.extend(privacy_sensors)

@@ -30,7 +30,9 @@ from typing import Any
 from dagster import (
     AssetExecutionContext,
     AssetKey,
+    AssetSelection,
     AutomationCondition,
+    AutomationConditionSensorDefinition,
     BackfillPolicy,
     DailyPartitionsDefinition,
     TimeWindowPartitionMapping,
@@ -49,12 +51,32 @@ from datalake_assets.models.workspace import (
     dbt_executable,
     prepare_project,
 )
+from datalake_assets.orchestration.sensors import sensor_status
 from datalake_assets.settings import LakeSettings, SourceSettings
 
 log = logging.getLogger(__name__)
 DAILY_TAG = "daily"
 # a day is built again by itself when one of its hours is re-synced within this many days
 REPLAY_DAYS = 31
+
+
+MODELS_SENSOR = "datalake_models_automation"
+
+
+def models_group(source: SourceSettings) -> str:
+    return f"{source.slug}_models"
+
+
+def build_models_sensor(settings: LakeSettings, sources: list[SourceSettings]) -> list:
+    """The sensor that evaluates the models' automation conditions, running by default like
+    every sensor here (``[automation] sensors``): Dagster's own default one starts stopped."""
+    if not sources:
+        return []
+    return [AutomationConditionSensorDefinition(
+        MODELS_SENSOR, target=AssetSelection.groups(*[models_group(s) for s in sources]),
+        default_status=sensor_status(settings.automation), minimum_interval_seconds=30,
+        description="Builds a day of the models once its 24 hours are synced (again when one "
+                    "is re-synced), and the whole-table models after each sync (docs/models.md)")]
 
 
 def daily_partitions(source: SourceSettings) -> DailyPartitionsDefinition:
@@ -107,7 +129,7 @@ class LakeTranslator(DagsterDbtTranslator):
         return AssetKey([self.source.slug, dbt_resource_props["name"]])
 
     def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
-        return f"{self.source.slug}_models"
+        return models_group(self.source)
 
     def get_owners(self, dbt_resource_props: Mapping[str, Any]):
         return list(self.source.owners) or None

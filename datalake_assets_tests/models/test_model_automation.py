@@ -6,7 +6,13 @@ one of its hours is synced again; the whole tables after any sync. No Spark, no 
 from datetime import datetime, timedelta
 
 import pytest
-from dagster import AssetKey, AssetMaterialization, DagsterInstance, evaluate_automation_conditions
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    DagsterInstance,
+    DefaultSensorStatus,
+    evaluate_automation_conditions,
+)
 
 from datalake_assets.definitions import build_definitions
 from datalake_assets.orchestration.lake_state import LakeState, SourceState
@@ -22,6 +28,14 @@ def defs(tmp_path_factory):
     settings = load_lake_toml(home, '[[sources]]\nid = "web"\nstart = "2026-11-20-00:00"\n')
     state = LakeState({"web": SourceState(tuple(sorted(STANDARD_TABLES)), "2026-11-20-00:00")})
     return build_definitions(settings, state=state)
+
+
+def test_the_models_sensor_runs_by_default_and_targets_the_models(defs):
+    sensor = defs.resolve_sensor_def("datalake_models_automation")
+    assert sensor.default_status == DefaultSensorStatus.RUNNING
+    targets = sensor.asset_selection.resolve(defs.resolve_asset_graph())
+    assert {k.path[-1] for k in targets} == {"daily_event_counts", "sessions", "identity_graph",
+                                             "users"}
 
 
 def synced(instance: DagsterInstance, hour: int, day: str = DAY) -> None:
