@@ -52,20 +52,12 @@ def _sql_on_iceberg(settings: LakeSettings, args: argparse.Namespace) -> int:
     import duckdb
 
     from datalake_assets.lake.formats import FormatConfig, table_format
-    from datalake_assets.lake.formats.iceberg_read import (
-        attach_lake_files,
-        attach_tables,
-        duckdb_connection,
-    )
-    from datalake_assets.spec.naming import catalog_table_name
+    from datalake_assets.lake.formats.iceberg_read import attach_tables, duckdb_connection
 
     tables = table_format(FormatConfig.of_settings(settings), settings.lake_root)
     con = duckdb_connection()
     attach_tables(con, tables.catalog(), [s.database for s in settings.sources]
                   + [settings.catalog.reports_database])
-    attach_lake_files(con, settings.lake_root, [
-        (s.database, catalog_table_name("quarantine", s.effective_table_prefix), s.lake_dir)
-        for s in settings.sources], settings.catalog.reports_database)
     try:
         con.sql(args.query).show(max_rows=args.limit)
     except (duckdb.CatalogException, duckdb.ParserException, duckdb.BinderException) as e:

@@ -168,8 +168,7 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
             key=AssetKey([slug, QUARANTINE]), deps=[raw_key], partitions_def=partitions,
             group_name=slug, kinds={"parquet"}, owners=owners,
             description="Lines and values that could not be written as they are, with reasons.",
-            metadata={"dagster/uri": MetadataValue.path(
-                layout.quarantine_root(settings.lake_root, source.lake_dir))},
+            metadata={"dagster/uri": MetadataValue.path(table_uri(settings, source, QUARANTINE))},
         ),
         AssetSpec(
             key=AssetKey([slug, SYNC_REPORTS]), deps=[raw_key], partitions_def=partitions,

@@ -32,6 +32,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 
+from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
 from datalake_assets.lake.report import SourceReport, SyncReport, TableReport
 from datalake_assets.orchestration.catalog_asset import (
     catalog_key,
@@ -41,7 +42,6 @@ from datalake_assets.orchestration.catalog_asset import (
 )
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
-from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
 from datalake_assets.spec.naming import catalog_table_name
 
 QUARANTINE = "quarantine"
@@ -228,11 +228,16 @@ def targeted(evaluations: Iterable[AssetCheckEvaluation], instance: DagsterInsta
 # ---------------------------------------------------------------------------------- metadata
 
 
+def _format_of(settings: LakeSettings, source: SourceSettings):
+    """The lake's table format and the source's tables in it."""
+    return (table_format(FormatConfig.of_settings(settings), settings.lake_root), SourceTables(
+        source.lake_dir, source.database, source.effective_table_prefix, source.date_layout))
+
+
 def table_uri(settings: LakeSettings, source: SourceSettings, table: str) -> str:
-    """Where the table's files are, as the lake's table format keeps them."""
-    tables = table_format(FormatConfig.of_settings(settings), settings.lake_root)
-    return tables.location(SourceTables(source.lake_dir, source.database,
-                                        source.effective_table_prefix, source.date_layout), table)
+    """Where the table's files are (the quarantine's too), as the lake's format keeps them."""
+    tables, src = _format_of(settings, source)
+    return tables.location(src, table)
 
 
 def table_name(source: SourceSettings, table: str) -> str:
@@ -372,13 +377,13 @@ def sync_events(settings: LakeSettings, source: SourceSettings, tables: list[str
             # would leave a backfill waiting for it, then mark the backfill failed.
             yield from record(key, lambda k: dict(_EMPTY_TABLE_HOUR), batch,
                               "no event of this table in these hours")
-    quarantine_root = layout.quarantine_root(settings.lake_root, source.lake_dir)
+    fmt, fsrc = _format_of(settings, source)
     yield from record(AssetKey([slug, QUARANTINE]), lambda k: {
         "lines_quarantined": _source_hour(src, k, single)["lines_quarantined"],
         "values_quarantined": _source_hour(src, k, single)["values_quarantined"],
-        "path": MetadataValue.path(layout.quarantine_dir(settings.lake_root, source.lake_dir,
-                                                         layout.ArchiveHour.parse(k))),
-    }, {**batch, "root": MetadataValue.path(quarantine_root)} if batch else {})
+        "path": MetadataValue.path(fmt.hour_location(fsrc, QUARANTINE,
+                                                     layout.ArchiveHour.parse(k).compact)),
+    }, {**batch, "root": MetadataValue.path(fmt.location(fsrc, QUARANTINE))} if batch else {})
     yield from record(AssetKey([slug, SYNC_REPORTS]),
                       lambda k: _source_hour_metadata(src, _source_hour(src, k, single)),
                       _batch_totals(src, keys))

@@ -38,6 +38,7 @@ from datalake_assets.catalog.config import catalog_from_config, config_from_sett
 from datalake_assets.ingest.collector.spool_erase import erase_spool
 from datalake_assets.lake import commit, faults, storage
 from datalake_assets.lake.formats import FormatConfig
+from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.identities import lake_key, write_suppressed
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.privacy import audit
@@ -298,7 +299,8 @@ def _source(run: _Run, place: SourcePlace, matcher: Matcher) -> dict[str, int]:
             save_state(place.lake_root, state)
         if state.erase and hours:  # no older version of a table still holds the rows:
             # snapshots expired, unreferenced files deleted now (Iceberg; we hold the lock)
-            place.tables_format.maintain(place.src, table_names(place), retention=timedelta(0))
+            place.tables_format.maintain(place.src, [*table_names(place), QUARANTINE],
+                                         retention=timedelta(0))
         if state.erase:  # a compacted identity index (files covering many hours), if any
             entries, files = erase_many_hour_index(place, matcher)
             if entries:

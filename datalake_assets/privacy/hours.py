@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.formats import FormatConfig, SourceTables, TableFormat, table_format
+from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
@@ -135,7 +136,8 @@ def hour_files(place: SourcePlace, hour: str, tables: list[str] | None = None,
         if files:
             out.tables[t] = (d, files)
     q = layout.quarantine_dir(place.lake_root, place.source_dir, h)
-    out.quarantine = (q, _per_hour_files(q))
+    listed = (fmt.stored_files if stored else fmt.live_files)(place.src, QUARANTINE, h.compact)
+    out.quarantine = (q, [loc for loc, _ in listed if _visible(loc)])
     i = layout.join(layout.index_root(place.lake_root, place.source_dir),
                     layout.index_partition_path(h))
     out.index = (i, _per_hour_files(i))

@@ -160,6 +160,7 @@ def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
     h = ArchiveHour.parse(hour)
     seq = 0
     tables: list[str] = []
+    quarantine = ""  # the staged quarantine's root, once the hour's quarantine changed
     for kind, (directory, locations) in sorted(files.parts().items()):
         changed: dict[str, tuple[pa.Table, str] | None] = {}  # location -> rows kept
         for location in locations:
@@ -177,10 +178,16 @@ def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
                 record.rows[name] = record.rows.get(name, 0) + removed
         if not changed:
             continue
+        # tables and the quarantine: staged as a sync stages them, committed by the format
         is_table = not kind.startswith("#")
-        staged = (layout.join(layout.segment_type_dir(staged_data, kind),
-                              layout.date_partition_path(place.date_layout, h)) if is_table
-                  else layout.join(staging, directory[len(place.lake_root):]))
+        if is_table:
+            staged = layout.join(layout.segment_type_dir(staged_data, kind),
+                                 layout.date_partition_path(place.date_layout, h))
+        elif kind == "#quarantine":
+            staged = layout.join(layout.staged_quarantine_root(staging),
+                                 layout.hour_partition_path(h))
+        else:
+            staged = layout.join(staging, directory[len(place.lake_root):])
         _make_dir(staged)
         for location in locations:
             if location not in changed:
@@ -196,13 +203,16 @@ def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
             pq.write_table(kept, path, filesystem=fs, compression=codec)
         if is_table:
             tables.append(kind)
+        elif kind == "#quarantine":
+            quarantine = layout.staged_quarantine_root(staging)
         else:
             plan.swaps.append(commit.Swap(staged=staged, target=directory, hours=(files.hour,)))
-    if tables:  # the tables' hours replaced by their staged versions, as the format commits
+    if tables or quarantine:  # their hour replaced by its staged version, as the format commits
         columns = read_schema_record(place.lake_root, place.source_dir)
         swaps, steps = place.tables_format.plan(TablesToCommit(
             src=place.src, run_id=run_id, staged_data_root=staged_data, hours=(files.hour,),
-            tables={t: tuple(tuple(c) for c in columns.get(t, ())) for t in tables}))
+            tables={t: tuple(tuple(c) for c in columns.get(t, ())) for t in tables},
+            quarantine_staged=quarantine))
         plan.swaps, plan.steps = swaps + plan.swaps, steps
     record.files += len(plan.archive)
     return plan

@@ -134,19 +134,18 @@ def tables_to_commit(run: SyncRun, tables_after: dict[str, list[tuple[str, str]]
     return TablesToCommit(
         src=run.src, run_id=run.req.run_id,
         staged_data_root=layout.staged_data_root(run.staging), hours=tuple(sorted(hours)),
+        quarantine_staged=layout.staged_quarantine_root(run.staging),
         tables={t: tuple(tuple(c) for c in cols) for t, cols in sorted(tables_after.items())},
         widened={t: tuple(n for n, _, _ in c.widened) for t, c in changes.items() if c.widened})
 
 
 def _plan_side_swaps(run: SyncRun, hours: list[str]) -> list[commit.Swap]:
-    """Each hour's quarantine, id index and identity index: one folder swap each."""
+    """Each hour's id index and identity index (the lake's own records, in every table
+    format): one folder swap each."""
     req, staging = run.req, run.staging
     by_dir: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, staged) -> hours
     for h in hours:
         hour = layout.ArchiveHour.parse(h)
-        by_dir[(layout.quarantine_dir(req.lake_root, req.source_dir, hour),
-                layout.join(layout.staged_quarantine_root(staging),
-                            layout.hour_partition_path(hour)))].add(h)
         by_dir[(layout.join(layout.index_root(req.lake_root, req.source_dir),
                             layout.index_partition_path(hour)),
                 layout.join(layout.staged_index_root(staging),
@@ -167,8 +166,8 @@ def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally
     registration failed (the data stays committed: ``catalog_phase.CatalogBehind``)."""
     req = run.req
     t = time.monotonic()
-    # the Segment layout's tables are external tables of the [catalog]; an Iceberg table's
-    # commit was its catalog's update (only the quarantine is registered here)
+    # the Segment layout's tables and quarantine are external tables of the [catalog]; an
+    # Iceberg table's commit was its catalog's update
     tables = changes if run.tables.registered_by_catalog else {}
     try:
         registered = register_sync(
@@ -176,7 +175,8 @@ def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally
             lake_root=req.lake_root, source_dir=req.source_dir, date_layout=req.date_layout,
             tables={t: c.columns for t, c in tables.items()},
             partitions={t: tally.hours_written(t) for t in tables},
-            quarantine_hours=sorted(tally.quarantine_hours),
+            quarantine_hours=(sorted(tally.quarantine_hours)
+                              if run.tables.registered_by_catalog else []),
             count_partitions=True,  # Glue: one paginated listing per table written
         )
     except CatalogError as e:

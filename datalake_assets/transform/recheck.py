@@ -18,10 +18,11 @@ written, so the same figures are measured from what the lake holds now, and retu
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -30,6 +31,7 @@ import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.lake.report import SourceReport, SyncReport, TableChecks, TableReport
 from datalake_assets.spec import layout
@@ -53,7 +55,7 @@ class LakeSource:
     lookback_hours: int
     database: str = ""
     table_prefix: str = ""
-    table_format: FormatConfig = field(default_factory=FormatConfig)
+    table_format: FormatConfig = dataclasses.field(default_factory=FormatConfig)
 
 
 def _hour_files(src: LakeSource, table: str, hour: layout.ArchiveHour) -> list[tuple[str, int]]:
@@ -66,9 +68,7 @@ def _hour_files(src: LakeSource, table: str, hour: layout.ArchiveHour) -> list[t
 def _misfits(src: LakeSource, hour: layout.ArchiveHour) -> dict[str, Counter[str]]:
     """table -> column -> values of the hour quarantined for not fitting their column."""
     out: dict[str, Counter[str]] = {}
-    for loc, _ in storage.list_files(layout.quarantine_dir(src.lake_root, src.source_dir, hour)):
-        if not loc.endswith(".parquet"):
-            continue
+    for loc, _ in _hour_files(src, QUARANTINE, hour):
         fs, path = storage.resolve(loc)
         rows = pq.read_table(path, filesystem=fs,
                              columns=["level", "reason", "table_name", "column_name"])

@@ -1,10 +1,11 @@
 """An Iceberg lake read back as a reader would: through the Iceberg catalog (pyiceberg's own
 SQL or Glue catalog, never the sync's code), each table's current snapshot, or DuckDB's
-``iceberg_scan`` of its metadata file. The quarantine and the indexes stay files of the lake
-(``lake_reader.read_lake`` reads them)."""
+``iceberg_scan`` of its metadata file. The quarantine is a table too; the indexes stay files
+of the lake."""
 
 from __future__ import annotations
 
+import base64
 import glob
 import os
 from collections import Counter
@@ -35,12 +36,25 @@ def tables(catalog, database: str) -> dict[str, object]:
     return {ident[-1]: catalog.load_table(ident) for ident in names}
 
 
+QUARANTINE = "quarantine"
+_LINE_FIELDS = ("level", "reason", "archive_file", "line_number", "raw_line", "raw_line_base64",
+                "day", "hr")
+
+
 def read_iceberg_lake(store, catalog, lake_root: str, source_dir: str, database: str) -> Lake:
     """The oracle's view of an Iceberg lake: message id -> (table, hour) counts from every
-    table's current snapshot, and the quarantined lines from the quarantine's files."""
-    lake = read_lake(store, lake_root, source_dir)  # the quarantine (no data/ folder)
-    assert not lake.rows, "an Iceberg lake must not hold Segment-layout table files"
+    table's current snapshot, and the quarantined lines from the quarantine table's."""
+    lake = read_lake(store, lake_root, source_dir)
+    assert not lake.rows and not lake.lines_q, \
+        "an Iceberg lake must hold no Segment-layout table or quarantine file"
     for name, tbl in tables(catalog, database).items():
+        if name == QUARANTINE:
+            for r in tbl.scan(selected_fields=_LINE_FIELDS).to_arrow().to_pylist():
+                if r["level"] == "line":
+                    raw = (base64.b64decode(r["raw_line_base64"]) if r["raw_line_base64"]
+                           else (r["raw_line"] or "").encode("utf-8"))
+                    lake.lines_q.append({**r, "hour": f"{r['day']}T{r['hr']}", "raw": raw})
+            continue
         t = tbl.scan(selected_fields=("message_id", "day", "hr")).to_arrow()
         for mid, day, hr in zip(*(t[c].to_pylist() for c in ("message_id", "day", "hr"))):
             lake.rows.setdefault(mid, Counter())[(name, f"{day}T{hr}")] += 1

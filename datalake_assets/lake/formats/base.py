@@ -34,6 +34,9 @@ from typing import Any
 
 import pyarrow as pa
 
+# The quarantine is one more table of each source for a format: Segment's layout keeps it in
+# its own folders (``quarantine/<source>/day=/hr=``), Iceberg as a table like the others.
+QUARANTINE = "quarantine"
 SEGMENT = "segment"
 ICEBERG = "iceberg"
 FORMATS = (SEGMENT, ICEBERG)
@@ -135,6 +138,9 @@ class TablesToCommit:
     tables: dict[str, tuple[tuple[str, str], ...]]  # every table touched -> columns, types
     # table -> columns whose type widened in this run (Iceberg rewrites the table's old files)
     widened: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # the staged quarantine (``<staging>/quarantine``: day=/hr= folders): its ``hours`` are
+    # replaced too; "" leaves the quarantine as it is (an erasure that did not touch it)
+    quarantine_staged: str = ""
 
 
 @dataclass(frozen=True)
@@ -174,6 +180,10 @@ class TableFormat(ABC):
     @abstractmethod
     def location(self, src: SourceTables, table: str) -> str:
         """Where the table's files are (a folder of the lake): ``dagster/uri``."""
+
+    @abstractmethod
+    def hour_location(self, src: SourceTables, table: str, hour: str) -> str:
+        """The folder of the table's files of ``hour`` (compact): a materialization's path."""
 
     @abstractmethod
     def committed(self, batch: TablesToCommit) -> dict[str, CommittedTable]:

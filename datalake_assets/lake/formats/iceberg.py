@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 from datalake_assets.lake import storage
 from datalake_assets.lake.formats.base import (
     ICEBERG,
+    QUARANTINE,
     CommittedTable,
     FormatConfig,
     FormatError,
@@ -53,10 +54,14 @@ from datalake_assets.lake.formats.iceberg_schema import (
     arrow_schema,
     commit_widening,
 )
+from datalake_assets.lake.records import QUARANTINE_SCHEMA
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
 
 RUN_PROPERTY = "datalake.run-id"
+# the quarantine's columns (``records.QUARANTINE_SCHEMA``) as the lake's types
+QUARANTINE_COLUMNS = tuple((f.name, "bigint" if f.type == pa.int64() else "string")
+                           for f in QUARANTINE_SCHEMA)
 _APPEND_ATTEMPTS = 10  # concurrent appends to a shared table (the sync reports)
 _CATALOG_NAME = "datalake"
 
@@ -167,12 +172,16 @@ class IcebergFormat(TableFormat):
 
     def plan(self, batch: TablesToCommit) -> tuple[list, list[dict]]:
         src = batch.src
+        staged = {t: layout.segment_type_dir(batch.staged_data_root, t) for t in batch.tables}
+        tables = dict(batch.tables)
+        if batch.quarantine_staged:  # the quarantine: a table of the source like the others
+            staged[QUARANTINE] = batch.quarantine_staged
+            tables[QUARANTINE] = QUARANTINE_COLUMNS
         steps = [{"format": ICEBERG, "table": t, "source_dir": src.source_dir,
                   "database": src.database, "table_prefix": src.table_prefix,
-                  "staged": layout.segment_type_dir(batch.staged_data_root, t),
-                  "hours": list(batch.hours), "columns": [list(c) for c in cols],
-                  "widened": list(batch.widened.get(t, ()))}
-                 for t, cols in sorted(batch.tables.items())]
+                  "staged": staged[t], "hours": list(batch.hours),
+                  "columns": [list(c) for c in cols], "widened": list(batch.widened.get(t, ()))}
+                 for t, cols in sorted(tables.items())]
         return [], steps
 
     def apply(self, step: dict, run_id: str) -> None:
@@ -232,10 +241,13 @@ class IcebergFormat(TableFormat):
         """Every file under the table's partition folder of the hour (pyiceberg writes
         ``<location>/data/day=/hr=/``): live, replaced but still in an old snapshot, or left
         by a writer that died."""
+        return [(loc, size) for loc, size in storage.list_files(
+            self.hour_location(src, table, hour)) if loc.endswith(".parquet")]
+
+    def hour_location(self, src: SourceTables, table: str, hour: str) -> str:
+        """Where pyiceberg writes the hour's files: ``<location>/data/day=/hr=/``."""
         h = layout.ArchiveHour.parse(hour)
-        folder = layout.join(self.location(src, table), "data", f"day={h.day}", f"hr={h.hr}")
-        return [(loc, size) for loc, size in storage.list_files(folder)
-                if loc.endswith(".parquet")]
+        return layout.join(self.location(src, table), "data", f"day={h.day}", f"hr={h.hr}")
 
     def append(self, database: str, table: str, rows: pa.Table,
                partition_by: tuple[str, ...]) -> bool:

@@ -14,9 +14,7 @@ import os
 
 import duckdb
 
-from datalake_assets.lake import storage
 from datalake_assets.lake.formats.base import FormatError
-from datalake_assets.spec import layout
 
 
 def _extension(module: str, name: str) -> str:
@@ -60,27 +58,3 @@ def attach_tables(con: duckdb.DuckDBPyConnection, catalog, databases: list[str])
             names.append(f"{database}.{ident[-1]}")
     return names
 
-
-def attach_lake_files(con: duckdb.DuckDBPyConnection, lake_root: str,
-                      sources: list[tuple[str, str, str]], reports_database: str) -> list[str]:
-    """Views over the lake's own Parquet records, which stay files in every format: each
-    source's quarantine (``<database>.<prefix_>quarantine``; ``sources``: ``(database, table
-    name, lake folder)``) and the ``sync_reports`` table. Local lakes only (DuckDB reads S3
-    through its httpfs extension, not shipped here); a record with no file yet has no view."""
-    if storage.is_uri(lake_root):
-        return []
-    views = [(database, name, layout.join(layout.quarantine_root(lake_root, source_dir),
-                                          "*", "*", "*.parquet"))
-             for database, name, source_dir in sources]
-    views.append((reports_database, "sync_reports",
-                  layout.join(layout.reports_table_root(lake_root), "*", "*", "*.parquet")))
-    names = []
-    for database, name, pattern in views:
-        if not glob.glob(pattern):
-            continue
-        con.execute(f'CREATE SCHEMA IF NOT EXISTS "{database}"')
-        con.execute(f'CREATE OR REPLACE VIEW "{database}"."{name}" AS SELECT * FROM read_parquet('
-                    f"'{pattern.replace(chr(39), chr(39) * 2)}', hive_partitioning = true, "
-                    "union_by_name = true)")
-        names.append(f"{database}.{name}")
-    return names

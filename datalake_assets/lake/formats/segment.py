@@ -9,6 +9,7 @@ from collections import defaultdict
 
 from datalake_assets.lake import commit, storage
 from datalake_assets.lake.formats.base import (
+    QUARANTINE,
     SEGMENT,
     CommittedTable,
     SourceTables,
@@ -21,10 +22,17 @@ from datalake_assets.spec import layout
 def hour_files(lake_root: str, src: SourceTables, table: str,
                hour: layout.ArchiveHour) -> list[tuple[str, int]]:
     """``[(location, size)]`` of ``table``'s files of ``hour``: its partition folder's files
-    whose name carries the hour (a coarse layout's folder holds 24 hours)."""
-    folder = layout.table_partition_dir(lake_root, src.source_dir, table, src.date_layout, hour)
+    whose name carries the hour (a coarse layout's folder holds 24 hours; the quarantine's
+    folders are always hourly)."""
+    folder = _hour_folder(lake_root, src, table, hour)
     return [(loc, size) for loc, size in storage.list_files(folder)
-            if layout.hour_of_data_file(loc) == hour.compact]
+            if layout.hour_of_data_file(loc) == hour.compact and loc.endswith(".parquet")]
+
+
+def _hour_folder(lake_root: str, src: SourceTables, table: str, hour: layout.ArchiveHour) -> str:
+    if table == QUARANTINE:
+        return layout.quarantine_dir(lake_root, src.source_dir, hour)
+    return layout.table_partition_dir(lake_root, src.source_dir, table, src.date_layout, hour)
 
 
 class SegmentLayout(TableFormat):
@@ -36,15 +44,25 @@ class SegmentLayout(TableFormat):
         src = batch.src
         by_dir: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, staged) -> hours
         for h in batch.hours:
-            part = layout.date_partition_path(src.date_layout, layout.ArchiveHour.parse(h))
+            hour = layout.ArchiveHour.parse(h)
+            part = layout.date_partition_path(src.date_layout, hour)
             for t in batch.tables:
                 by_dir[(layout.join(layout.table_root(self.lake_root, src.source_dir, t), part),
                         layout.join(layout.segment_type_dir(batch.staged_data_root, t),
                                     part))].add(h)
+            if batch.quarantine_staged:
+                by_dir[(layout.quarantine_dir(self.lake_root, src.source_dir, hour),
+                        layout.join(batch.quarantine_staged,
+                                    layout.hour_partition_path(hour)))].add(h)
         return commit.swaps_of(by_dir), []
 
     def location(self, src: SourceTables, table: str) -> str:
+        if table == QUARANTINE:
+            return layout.quarantine_root(self.lake_root, src.source_dir)
         return layout.table_root(self.lake_root, src.source_dir, table)
+
+    def hour_location(self, src: SourceTables, table: str, hour: str) -> str:
+        return _hour_folder(self.lake_root, src, table, layout.ArchiveHour.parse(hour))
 
     def committed(self, batch: TablesToCommit) -> dict[str, CommittedTable]:
         return {t: CommittedTable(t, "", self.location(batch.src, t)) for t in batch.tables}
