@@ -41,7 +41,16 @@ def can_run(settings: LakeSettings) -> str | None:
     """Why the models cannot run here (``None``: they can): the local profile needs Spark
     with a Hive catalog; Glue or no catalog need a profile of your own."""
     backend = settings.catalog.backend
-    if settings.models.profiles_dir or backend == "hive":
+    if settings.models.profiles_dir:
+        return None
+    if settings.table_format != "segment":
+        # the local profile reads the event tables from Spark's Hive catalog: an Iceberg
+        # lake's tables are in the Iceberg catalog, and no Iceberg runtime for Spark installs
+        return (f"table_format is {settings.table_format!r}: the local models profile reads "
+                "the tables through Spark's Hive catalog, which cannot read Iceberg tables here; "
+                "set [models] profiles_dir to a profiles.yml for an engine that reads them "
+                "(Athena, Databricks, Spark with the Iceberg runtime: docs/models.md)")
+    if backend == "hive":
         return None
     return (f"[catalog] backend is {backend!r}: the local models profile runs on Spark with a "
             "Hive catalog; set [models] profiles_dir to a profiles.yml for your engine (EMR's "

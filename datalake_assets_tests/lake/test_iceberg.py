@@ -604,3 +604,16 @@ def test_appends_of_several_writers_to_the_reports_table_all_land(tmp_path):
     got = sql_catalog(str(tmp_path / "lake")).load_table(("meta", "sync_reports")).scan()
     assert sorted(got.to_arrow()["run_id"].to_pylist()) == sorted(
         r["run_id"][0].as_py() for r in rows)
+
+
+def test_models_are_left_out_of_an_iceberg_lake_without_a_profile_that_reads_it(tmp_path):
+    """The local models profile reads the tables through Spark's Hive catalog, which holds no
+    Iceberg table: the models stay out of the graph, with the reason, instead of failing."""
+    from datalake_assets.models.engine import can_run
+    from datalake_assets.orchestration.models import build_model_assets
+    from datalake_assets_tests.support.settings_files import load_lake_toml
+
+    settings = load_lake_toml(tmp_path, 'table_format = "iceberg"\n[[sources]]\nid = "ice"\n'
+                                        'start = "2026-11-01-00:00"\n')
+    assert "cannot read Iceberg tables" in can_run(settings)
+    assert build_model_assets(settings, settings.sources[0], ["pages", "tracks"]) == []
