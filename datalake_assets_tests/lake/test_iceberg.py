@@ -255,7 +255,7 @@ def write_late(archive_root: str) -> None:
 
 
 @pytest.mark.reliability
-@pytest.mark.parametrize("point", ["staged", "mid_commit"])
+@pytest.mark.parametrize("point", ["staged", "mid_commit", "committed"])
 def test_killed_at_a_commit_point_readers_see_whole_hours_and_the_next_run_converges(
         tmp_path, converged, point, reliability):
     lake = roots(tmp_path)
@@ -277,6 +277,8 @@ def test_killed_at_a_commit_point_readers_see_whole_hours_and_the_next_run_conve
         assert during.get(key) in (v1.get(key), converged.get(key)), key
     if point == "staged":
         assert during == v1
+    if point == "committed":
+        assert during == converged
     if point == "mid_commit":
         # cut between tables' commits (a few run at once): some tables have the killed run's
         # snapshot, the others not yet
