@@ -115,10 +115,12 @@ def wait_sensor_runs(ui: DagsterUI, hours: list[ArchiveHour]) -> None:
 
 
 def source_keys(ui: DagsterUI) -> list[str]:
-    """Every declared asset of the source but the raw archive: what the Materialize dialog
-    selects from one lake table (it adds the sync's siblings)."""
+    """Every declared asset of the source's group but the raw archive: what the Materialize
+    dialog selects from one lake table (it adds the sync's siblings; the source's dbt models
+    are a group of their own, daily-partitioned, built after the hours)."""
     return sorted(k for k, n in ui.asset_nodes().items()
-                  if k.startswith(f"{SOURCE}/") and k != f"{SOURCE}/raw_archive")
+                  if k.startswith(f"{SOURCE}/") and k != f"{SOURCE}/raw_archive"
+                  and n["groupName"] == SOURCE)
 
 
 def new_tables_declared(ui: DagsterUI) -> dict | None:

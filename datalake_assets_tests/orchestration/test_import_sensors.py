@@ -96,14 +96,15 @@ def test_definitions_of_a_source_with_a_segment_archive(tmp_path):
     names = {s.name for s in h.defs.sensors}
     assert names == {"web_prod_archive_sensor", "web_prod_segment_import_sensor",
                      "web_prod_segment_import_sync_sensor", "lake_definitions_sensor",
-                     "privacy_requests_sensor"}
+                     "privacy_requests_sensor", "datalake_models_automation"}
     job = h.defs.resolve_job_def("web_prod_segment_import_job")
     assert job.partitions_def.get_first_partition_key() == "2026-11-01"
     assert AssetKey(["web_prod", "segment_import"]) in h.defs.resolve_all_asset_keys()
     f = tmp_path / "plain.toml"
     f.write_text('[[sources]]\nid = "web"\n')
     plain = build_definitions(per_source_sensors(load_settings(str(f), env={})))
-    assert sorted(s.name for s in plain.sensors) == ["lake_definitions_sensor",
+    assert sorted(s.name for s in plain.sensors) == ["datalake_models_automation",
+                                                     "lake_definitions_sensor",
                                                      "privacy_requests_sensor",
                                                      "web_archive_sensor"]
     # the batched default: the import's sensors stay per source, the archive's is shared
@@ -111,7 +112,7 @@ def test_definitions_of_a_source_with_a_segment_archive(tmp_path):
     assert {s.name for s in batched.sensors} == {
         "datalake_archive_sensor", "web_prod_segment_import_sensor",
         "web_prod_segment_import_sync_sensor", "lake_definitions_sensor",
-        "privacy_requests_sensor"}
+        "privacy_requests_sensor", "datalake_models_automation"}
 
 
 def test_import_sensor_requests_new_and_changed_days(tmp_path):

@@ -305,13 +305,14 @@ def test_one_job_and_one_sensor_per_source(tmp_path):
                   '[automation]\nsensors = "stopped"\ninterval_seconds = 300\n'
                   'sensor_runs = "per_source"\n'))
     # one job and sensor per source, plus the code location's definitions sensor and its job,
-    # and the privacy jobs and request sensor (test_privacy_jobs.py)
+    # the privacy jobs and request sensor (test_privacy_jobs.py), the models' automation sensor
     assert sorted(j.name for j in defs.jobs) == [
         "compact_identity_summaries", "datalake_reload_definitions", "forget_person",
         "ios_sync_job", "web_sync_job"]
     by_name = {s.name: s for s in defs.sensors}
-    assert sorted(by_name) == ["ios_archive_sensor", "lake_definitions_sensor",
-                               "privacy_requests_sensor", "web_archive_sensor"]
+    assert sorted(by_name) == ["datalake_models_automation", "ios_archive_sensor",
+                               "lake_definitions_sensor", "privacy_requests_sensor",
+                               "web_archive_sensor"]
     ios = by_name["ios_archive_sensor"]
     assert ios.job_name == "ios_sync_job"
     assert ios.default_status == DefaultSensorStatus.STOPPED
