@@ -94,6 +94,9 @@ def local_spark_session(master: str = _DEFAULT_SPARK.master,
         java = conf["spark.driver.extraJavaOptions"]
         conf["spark.driver.extraJavaOptions"] = spark_logs.quiet_java_options(java)
         spark_logs.quiet_query_error_logs()
+        # no progress bar either: drawn by a JVM thread, it could land after the command's
+        # own last line on stderr (a failed query's error)
+        conf.setdefault("spark.ui.showConsoleProgress", "false")
     builder = SparkSession.builder
     for k, v in conf.items():
         builder = builder.config(k, v)
