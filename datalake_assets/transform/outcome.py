@@ -123,8 +123,23 @@ def commit_sync(run: SyncRun, existing: dict[str, list[tuple[str, str]]],
     commit.commit(req.lake_root, req.source_dir, req.run_id, swaps, steps, run.tables.apply)
     run.timings["commit_s"] = time.monotonic() - t
     faults.checkpoint("committed")
+    _files_readers_read(run, tally, hours)
     storage.delete_dir(run.staging)
     write_schema_record(req.lake_root, req.source_dir, tables_after)
+
+
+def _files_readers_read(run: SyncRun, tally: Tally, hours: list[str]) -> None:
+    """The report's and the UI's files and bytes of each table-hour are those readers read:
+    a format that writes its own files (Iceberg) replaces the staged ones' figures."""
+    for table in sorted({t for t, _ in tally.files}):
+        live = run.tables.committed_files(run.src, table, hours)
+        if live is None:
+            return
+        for h in hours:
+            if (table, h) in tally.files:
+                tally.files[(table, h)] = [ManifestEntry(FILE, table, h, bytes=size,
+                                                         location=loc)
+                                           for loc, size in live.get(h, [])]
 
 
 def tables_to_commit(run: SyncRun, tables_after: dict[str, list[tuple[str, str]]],

@@ -392,6 +392,10 @@ def test_dagster_materializes_iceberg_tables_and_runs_their_checks_alone(spark, 
     assert pages["iceberg_snapshot_id"].value == str(tbl.current_snapshot().snapshot_id)
     assert pages["dagster/table_name"].value == "web.pages"
     assert pages["rows"].value == 12
+    # files and bytes are those a reader of the table reads for the hour (not the staged ones)
+    read = [(f.file_path, f.file_size_in_bytes) for f in (
+        t.file for t in tbl.scan(row_filter="day = '2026-11-21' AND hr = '10'").plan_files())]
+    assert (pages["files"].value, pages["bytes"].value) == (len(read), sum(b for _, b in read))
 
     checks = [AssetCheckKey(AssetKey(["web", "pages"]), n)
               for n in ("duplicates", "type_drift", "schema_conformance")]

@@ -194,6 +194,13 @@ class TableFormat(ABC):
         """``[(location, size)]``: the data files readers read for ``table``'s rows of
         ``hour`` (compact ``YYYYMMDDHH``)."""
 
+    def committed_files(self, src: SourceTables, table: str,
+                        hours: list[str]) -> dict[str, list[tuple[str, int]]] | None:
+        """``{hour: [(location, size)]}``: the files readers read for ``hours`` (compact) after
+        a commit, when they are not the staged files themselves (``None``: they are, as
+        the Segment layout moves them in)."""
+        return None
+
     def append(self, database: str, table: str, rows: pa.Table,
                partition_by: tuple[str, ...]) -> bool:
         """Append ``rows`` to an append-only table of the lake's own (the sync reports), if

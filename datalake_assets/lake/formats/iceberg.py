@@ -244,6 +244,21 @@ class IcebergFormat(TableFormat):
         return [(loc, size) for loc, size in storage.list_files(
             self.hour_location(src, table, hour)) if loc.endswith(".parquet")]
 
+    def committed_files(self, src: SourceTables, table: str,
+                        hours: list[str]) -> dict[str, list[tuple[str, int]]] | None:
+        """pyiceberg wrote the table's files itself: one scan plan for all ``hours``, each file
+        under the hour of its partition."""
+        out: dict[str, list[tuple[str, int]]] = {}
+        tbl = self.load(src, table)
+        if tbl is None or tbl.current_snapshot() is None or not hours:
+            return out
+        for task in tbl.scan(row_filter=hours_filter(hours)).plan_files():
+            day, hr = task.file.partition[0], task.file.partition[1]
+            hour = f"{day.replace('-', '')}{hr}"
+            out.setdefault(hour, []).append((_location(task.file.file_path),
+                                             task.file.file_size_in_bytes))
+        return out
+
     def hour_location(self, src: SourceTables, table: str, hour: str) -> str:
         """Where pyiceberg writes the hour's files: ``<location>/data/day=/hr=/``."""
         h = layout.ArchiveHour.parse(hour)
