@@ -17,6 +17,7 @@ from datalake_assets.lake.formats import FormatConfig
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.identity import DEFAULT_IDENTITY_TRAITS
+from datalake_assets.transform.hour_files import DEFAULT_TARGET_FILE_BYTES
 from datalake_assets.transform.settings import DEFAULT_LOCAL_MAX_BYTES
 
 CATALOG_ONLY = ("register", "check")  # SyncRequest.catalog_only
@@ -53,6 +54,8 @@ class SyncRequest:
     # a batch of fewer archive bytes (compressed) runs in the driver, without Spark jobs
     # (transform/local_path.py); 0: always Spark
     local_max_bytes: int = DEFAULT_LOCAL_MAX_BYTES
+    # a table-hour's Parquet files are cut at this size ([sync] target_file_mb)
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     # "register": register the hours from the lake's files, then check the catalog;
     # "check": check only. No archive is read, no data written (transform/catalog_phase.py)
     catalog_only: str = ""
@@ -80,6 +83,7 @@ class SyncRequest:
             # trait names are [A-Za-z0-9_]: a comma list is unambiguous ("" for none)
             "--identity-traits", ",".join(self.identity_traits),
             "--local-max-bytes", str(self.local_max_bytes),
+            "--target-file-bytes", str(self.target_file_bytes),
             *self.catalog.to_args(), *self.table_format.to_args(),
         ]
         if self.table_prefix:
@@ -115,6 +119,8 @@ def parse_args(argv: list[str]) -> SyncRequest:
                    help="comma-separated trait names that identify a person ([privacy])")
     p.add_argument("--local-max-bytes", type=int, default=DEFAULT_LOCAL_MAX_BYTES,
                    help="archive bytes under which the sync runs without Spark jobs (0: never)")
+    p.add_argument("--target-file-bytes", type=int, default=DEFAULT_TARGET_FILE_BYTES,
+                   help="a table-hour's Parquet files are cut at this size")
     p.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
     CatalogConfig.add_arguments(p)
     FormatConfig.add_arguments(p)
@@ -128,6 +134,7 @@ def parse_args(argv: list[str]) -> SyncRequest:
         lock_wait_seconds=a.lock_wait_seconds,
         identity_traits=tuple(t for t in a.identity_traits.split(",") if t),
         local_max_bytes=a.local_max_bytes, catalog_only=a.catalog_only,
+        target_file_bytes=a.target_file_bytes,
         table_format=FormatConfig.from_args(a),
     )
 
@@ -153,6 +160,7 @@ def request_from_settings(settings: LakeSettings, source: SourceSettings, hours,
         dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
         identity_traits=settings.privacy.identity_traits,
         local_max_bytes=settings.sync.local_max_bytes,
+        target_file_bytes=settings.sync.target_file_mb * 1024 * 1024,
         catalog_only=catalog_only,
         table_format=FormatConfig.of_settings(settings),
     )

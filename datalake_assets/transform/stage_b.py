@@ -1,10 +1,10 @@
 """Stage B of a sync, in Spark's Python workers: one task per group of one table's work files.
 
 It drops the duplicates the driver found, casts every column to its decided type with Arrow
-kernels (values that do not fit go to quarantine with their reason), and writes one Parquet
-file per table and hour into the run's staging area, plus the values' quarantine and the
-hour's id index (``spec/id_index.py``: the ids and their hashes). It returns a manifest
-(``manifest.py``).
+kernels (values that do not fit go to quarantine with their reason), and writes each table-hour
+as Parquet files of at most the target size (``hour_files.py``) into the run's staging area,
+plus the values' quarantine and the hour's id index (``spec/id_index.py``: the ids and their
+hashes). It returns a manifest (``manifest.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from datalake_assets.spec.columnar import ARROW_TYPES, cast_array
 from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance
 from datalake_assets.spec.id_index import index_table
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
+from datalake_assets.transform.hour_files import DEFAULT_TARGET_FILE_BYTES, HourFiles
 from datalake_assets.transform.manifest import (
     CONFORMANCE,
     FILE,
@@ -46,6 +47,7 @@ class StageBConfig:
     date_layout: str
     tables: dict[str, tuple[tuple[str, str], ...]]  # table -> columns and types, in order
     index_staging_root: str = ""  # <staging>/_index: the kept message ids per hour
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES  # a table-hour's files roll over here
 
 
 def plan_stage_b_tasks(
@@ -56,7 +58,13 @@ def plan_stage_b_tasks(
     """Group work files into stage-B tasks: ``(task, table, items JSON)``. A task writes one
     table; big tables are split so no task gets much more than ``target_rows``. The ``tracks``
     table reads every track table's work files. ``drop`` holds the duplicate lines to skip, by
-    ``(table, file_idx)``."""
+    ``(table, file_idx)``.
+
+    Each task writes its own files of each hour it holds, so the split follows the hours: an
+    hour of up to ``target_rows`` stays whole in one task (small hours are packed together:
+    one file each), and a bigger hour is cut into ``ceil(rows / target_rows)`` tasks of about
+    equal rows, so no task writes a tail of a few rows of it (the split keeps the cores busy
+    on a large hour; its files are cut at the target size by the writer, ``hour_files.py``)."""
     by_table: dict[str, list[tuple[str, int, str, int, str]]] = {}
     for table, hour, file_idx, location, rows in work_files:
         entry = (hour, file_idx, location, rows, table)
@@ -65,11 +73,18 @@ def plan_stage_b_tasks(
             by_table.setdefault(TRACKS_TABLE, []).append(entry)
     groups: list[tuple[int, str, list]] = []
     for table in sorted(by_table):
+        by_hour: dict[str, list[tuple[str, int, str, int, str]]] = {}
+        for e in sorted(by_table[table]):
+            by_hour.setdefault(e[0], []).append(e)
         current: list[dict] = []
         size = 0
-        for hour, file_idx, location, rows, src in sorted(by_table[table]):
-            current.append({"hour": hour, "file_idx": file_idx, "location": location,
-                            "drop": drop.get((src, file_idx), [])})
+        for hour_files in by_hour.values():
+            rows = sum(e[3] for e in hour_files)
+            if rows > target_rows:
+                groups.extend((n, table, [_item(e, drop) for e in part])
+                              for n, part in _balanced(hour_files, target_rows))
+                continue
+            current.extend(_item(e, drop) for e in hour_files)
             size += rows
             if size >= target_rows:
                 groups.append((size, table, current))
@@ -78,6 +93,33 @@ def plan_stage_b_tasks(
             groups.append((size, table, current))
     groups.sort(key=lambda g: -g[0])  # biggest first: better packing on few cores
     return [(i, table, orjson.dumps(items).decode()) for i, (_, table, items) in enumerate(groups)]
+
+
+def _item(entry: tuple[str, int, str, int, str], drop: dict[tuple[str, int], list[int]]) -> dict:
+    hour, file_idx, location, _, src = entry
+    return {"hour": hour, "file_idx": file_idx, "location": location,
+            "drop": drop.get((src, file_idx), [])}
+
+
+def _balanced(files: list[tuple[str, int, str, int, str]], target_rows: int
+              ) -> list[tuple[int, list[tuple[str, int, str, int, str]]]]:
+    """One hour's work files in ``ceil(rows / target_rows)`` runs of about equal rows (cut at
+    the file nearest each share's boundary; a work file is never split)."""
+    total = sum(f[3] for f in files)
+    parts = -(-total // target_rows)
+    out: list[tuple[int, list]] = []
+    current: list = []
+    done = size = 0
+    for f in files:
+        boundary = total * (len(out) + 1) / parts
+        if current and len(out) < parts - 1 and done + f[3] / 2 > boundary:
+            out.append((size, current))
+            current, size = [], 0
+        current.append(f)
+        size += f[3]
+        done += f[3]
+    out.append((size, current))
+    return out
 
 
 def run_stage_b(batches: Iterator[pa.RecordBatch], cfg: StageBConfig) -> Iterator[pa.RecordBatch]:
@@ -95,7 +137,7 @@ class _StageBTask:
         self.table = table
         self.columns = cfg.tables[table]
         self.schema = pa.schema([(c, ARROW_TYPES[t]) for c, t in self.columns])
-        self.writers: dict[str, tuple[pq.ParquetWriter, str, list[int], pa.NativeFile]] = {}
+        self.writers: dict[str, HourFiles] = {}
         self.values_quarantined: dict[str, int] = {}
         self.misfits: dict[tuple[str, str], int] = {}  # (hour, column) -> values
         self.quarantine: dict[str, list[dict]] = {}
@@ -148,24 +190,18 @@ class _StageBTask:
                             detail = f"lost key path: {detail}"
                         self._value(hour, column, value, reason, detail, ids[row].as_py())
         written = pa.Table.from_arrays(arrays, schema=self.schema)
-        self._writer(hour).write_table(written)
-        self.writers[hour][2][0] += n
+        self._writer(hour).write(written)
         self.checked_data.setdefault(hour, []).append(written.select(self.checked))
 
-    def _writer(self, hour: str) -> pq.ParquetWriter:
-        entry = self.writers.get(hour)
-        if entry is None:
+    def _writer(self, hour: str) -> HourFiles:
+        files = self.writers.get(hour)
+        if files is None:
             h = layout.ArchiveHour.parse(hour)
             directory = layout.join(self.cfg.staging_root, f"segment_type={self.table}",
                                     layout.date_partition_path(self.cfg.date_layout, h))
-            location = layout.join(directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0))
-            fs, path = storage.resolve(location)
-            storage.create_dir(directory)
-            # our own stream: its position at the end is the file's size (no HEAD on S3)
-            sink = fs.open_output_stream(path)
-            w = pq.ParquetWriter(sink, self.schema, compression="snappy")
-            entry = self.writers[hour] = (w, location, [0], sink)
-        return entry[0]
+            files = self.writers[hour] = HourFiles(directory, h, self.cfg.run_id, self.task,
+                                                   self.schema, self.cfg.target_file_bytes)
+        return files
 
     def _value(self, hour: str, column: str, value: str, reason: str, detail: str,
                message_id: str | None) -> None:
@@ -179,14 +215,14 @@ class _StageBTask:
     def _close(self) -> pa.RecordBatch:
         t = self.table
         manifest: list[ManifestEntry] = []
-        for hour, (w, location, n, sink) in self.writers.items():
-            w.close()
-            size = sink.tell()
-            sink.close()
-            manifest.append(ManifestEntry(FILE, t, hour, location=location, rows=n[0],
-                                          bytes=size,
-                                          values_quarantined=self.values_quarantined.get(hour, 0),
-                                          columns=sorted(self.valued.get(hour, ()))))
+        for hour, files in self.writers.items():
+            for i, f in enumerate(files.close()):
+                # the hour's counts once, on its first file: the driver adds entries up
+                first = i == 0
+                manifest.append(ManifestEntry(
+                    FILE, t, hour, location=f.location, rows=f.rows, bytes=f.bytes,
+                    values_quarantined=self.values_quarantined.get(hour, 0) if first else 0,
+                    columns=sorted(self.valued.get(hour, ())) if first else []))
         for hour, n in self.values_quarantined.items():
             if hour not in self.writers:  # values quarantined from rows never written
                 manifest.append(ManifestEntry(FILE, t, hour, values_quarantined=n))

@@ -312,6 +312,7 @@ def write(run: SyncRun, stats: StageAStats, changes: dict[str, TableChange],
         date_layout=run.req.date_layout,
         tables={t: tuple(c.columns) for t, c in changes.items()},
         index_staging_root=layout.staged_index_root(staging),
+        target_file_bytes=run.req.target_file_bytes,
     )
     tasks = plan_stage_b_tasks(stats.work_files, duplicates.drop)
     manifest: list[ManifestEntry] = []
