@@ -91,12 +91,25 @@ def archive_is_empty(settings: LakeSettings, source_id: str) -> bool:
     return not storage.list_files(layout.join(settings.archive_root, source_id), recursive=True)
 
 
+DEV_EVENTS_PER_HOUR = 1000
+
+
+def demo_hours(now: datetime | None = None) -> int:
+    """The hours ``datalake dev`` generates: yesterday whole (UTC) and today's closed hours,
+    so the daily models have a complete day to build by themselves."""
+    now = now or datetime.now(UTC)
+    return 24 + now.hour
+
+
 def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     for source in settings.sources:
         if archive_is_empty(settings, source.id) and source.id == "demo":
-            print(f"archive of {source.id!r} is empty: generating 6 hours of demo traffic")
+            hours = demo_hours()
+            print(f"archive of {source.id!r} is empty: generating {hours} hours of demo traffic "
+                  f"(yesterday, UTC, and today's closed hours)")
             cmd_demo(settings, argparse.Namespace(
-                source=source.id, hours=6, end=None, events_per_hour=2000, files_per_hour=2, seed=7,
+                source=source.id, hours=hours, end=None, events_per_hour=DEV_EVENTS_PER_HOUR,
+                files_per_hour=2, seed=7,
             ))
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)

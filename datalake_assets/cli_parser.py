@@ -88,9 +88,9 @@ def build_parser() -> Parser:
                            parser_class=Parser)
 
     d = _command(sub, "dev", "demo data if needed, then `dagster dev`",
-                 "Start the platform locally: 6 hours of demo traffic for source demo if its "
-                 "archive is empty, the embedded metastore's server, and `dagster dev` (Ctrl-C "
-                 "stops it all).")
+                 "Start the platform locally: demo traffic for source demo if its archive is "
+                 "empty (yesterday, UTC, and today's closed hours), the embedded metastore's "
+                 "server, and `dagster dev` (Ctrl-C stops it all).")
     d.add_argument("--host", default="127.0.0.1",
                    help="address of Dagster's webserver (default 127.0.0.1)")
     d.add_argument("--port", type=whole_number(1, 65535), default=3000,

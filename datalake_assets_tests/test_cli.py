@@ -205,3 +205,21 @@ def test_help_of_each_command_shows_its_own_usage_and_description(tmp_path, path
     assert description.strip() and not description.startswith(("positional", "options")), (
         done.stdout)
     assert "``" not in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("now, first, n", [
+    ("2026-11-26T12:30", "2026-11-25T00", 36),
+    ("2026-11-26T00:05", "2026-11-25T00", 24),  # just after midnight: yesterday, complete
+    ("2026-11-26T23:59", "2026-11-25T00", 47),
+])
+def test_the_dev_demo_is_yesterday_whole_and_todays_closed_hours(now, first, n):
+    """``datalake dev``'s demo holds a complete day, so the daily models have one to build
+    by themselves (docs/models.md)."""
+    from datetime import UTC, datetime
+
+    from datalake_assets.cli import _last_closed_hours, demo_hours
+
+    at = datetime.fromisoformat(now).replace(tzinfo=UTC)
+    hours = _last_closed_hours(demo_hours(at), at)
+    assert (str(hours[0]), len(hours)) == (first, n)
+    assert hours[-1].start.hour == (at.hour - 1) % 24
