@@ -80,12 +80,12 @@ def build_models_sensor(settings: LakeSettings, sources: list[SourceSettings]) -
 
 
 def daily_partitions(source: SourceSettings) -> DailyPartitionsDefinition:
-    """Days (UTC) from the day of the source's first hour, today included (``end_offset=1``):
-    today can be built by hand from the hours synced so far (the demo's six hours); the
-    automation waits for all 24."""
+    """Closed days (UTC) from the day of the source's first hour: a day of a model holds
+    exactly its 24 hours, so today is not a partition yet. (With today included, a range
+    selected in the UI up to today failed Dagster's validation: its later hours are not
+    partitions of the tables yet.)"""
     first = datetime.strptime(source.start, "%Y-%m-%d-%H:%M")
-    return DailyPartitionsDefinition(start_date=first.strftime("%Y-%m-%d"), timezone="UTC",
-                                     end_offset=1)
+    return DailyPartitionsDefinition(start_date=first.strftime("%Y-%m-%d"), timezone="UTC")
 
 
 def _is_daily(props: Mapping[str, Any]) -> bool:
@@ -94,14 +94,11 @@ def _is_daily(props: Mapping[str, Any]) -> bool:
 
 
 def daily_condition() -> AutomationCondition:
-    """``eager()`` over the last ``REPLAY_DAYS`` days before today: a day runs once none of
-    its 24 hours is missing or in progress, and again when one of them is materialized
-    again."""
+    """``eager()`` over the last ``REPLAY_DAYS`` closed days: a day runs once none of its 24
+    hours is missing or in progress (the day closes at midnight; its last hour is synced a
+    few minutes later), and again when one of them is materialized again."""
     recent = AutomationCondition.in_latest_time_window(lookback_delta=timedelta(days=REPLAY_DAYS))
-    # today (the latest partition) is never built by itself: its later hours do not exist
-    # yet, so nothing would count as missing
-    return AutomationCondition.eager().replace(
-        "in_latest_time_window", recent & ~AutomationCondition.in_latest_time_window())
+    return AutomationCondition.eager().replace("in_latest_time_window", recent)
 
 
 TABLES_CRON = "0 2 * * *"  # after the day's last hour has had time to land and be synced
@@ -142,7 +139,9 @@ class LakeTranslator(DagsterDbtTranslator):
     def get_partition_mapping(self, dbt_resource_props, dbt_parent_resource_props):
         if _is_daily(dbt_resource_props) and dbt_parent_resource_props.get(
                 "resource_type") == "source":
-            return TimeWindowPartitionMapping()  # the day's 24 hours
+            # the day's 24 hours; a source's first day starts at its first hour (the hours
+            # before are no partitions), which must not make that day unselectable
+            return TimeWindowPartitionMapping(allow_nonexistent_upstream_partitions=True)
         return None
 
     def get_automation_condition(self, dbt_resource_props):

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-D0, D1, D2 = "2026-11-20", "2026-11-21", "2026-11-22"
+D0, D1, D2, D3 = "2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23"
 GAP = timedelta(minutes=30)
 LATE = timedelta(hours=3)
 
@@ -89,11 +89,14 @@ def traffic() -> Traffic:
     # a server-side user without anonymous id
     t.add("track", at(D2, "10:00:00"), user="u4", event="Invoice Paid")
     t.add("track", at(D2, "10:45:00"), user="u4", event="Invoice Paid")
-    # the person the erasure test forgets: only on D2, so the models are rebuilt for D2 alone
-    # (which rewrites D1's sessions too: a3's and a6's must come out as they were)
+    # the person the erasure test forgets: on D2 and D3 only, so the models are rebuilt for
+    # those days alone (which rewrites D1's sessions too: a3's and a6's must come out as they
+    # were); D3 is theirs alone, so its partitions must go, not keep the person's rows
     t.add("identify", at(D2, "12:00:00"), anon="e1", user="u9", traits={"email": "u9@example.com"})
     t.add("page", at(D2, "12:01:00"), anon="e1", user="u9", **page)
     t.add("track", at(D2, "12:02:00"), anon="e2", user="u9")
+    t.add("page", at(D3, "09:00:00"), anon="e1", user="u9", **page)
+    t.add("track", at(D3, "09:05:00"), anon="e1", user="u9", event="Order Completed")
     t.add("screen", at(D2, "11:00:00"), anon="d1", name="Settings")
     t.add("group", at(D2, "11:01:00"), anon="d1", user="u5", groupId="g1")
     return t

@@ -65,3 +65,31 @@
 {% macro seconds_between(a, b) -%}
   ((unix_micros({{ b }}) - unix_micros({{ a }})) / 1000000.0)
 {%- endmacro %}
+
+{# A pre-hook of the daily models (insert_overwrite): empties the partitions of the days
+   being rebuilt, [min_day - days_before, max_day], before the insert. Spark's dynamic
+   overwrite replaces only the partitions the new rows fall in, so without it a day that has
+   no rows any more (its only sessions were a forgotten person's) would keep its old ones.
+   Emptied with a static overwrite, not dropped: the models' tables have a location of their
+   own (external tables), whose files DROP PARTITION leaves behind. A build without --vars
+   replaces the whole table and needs none of this. #}
+{% macro clear_days(column, days_before=0) %}
+  {%- if execute and is_incremental() and var('min_day', none) is not none -%}
+    {%- set first = (modules.datetime.date.fromisoformat(var('min_day'))
+                     - modules.datetime.timedelta(days=days_before)).isoformat() -%}
+    {%- set last = var('max_day') -%}
+    {#- no rows, typed as the table (Spark refuses to overwrite a table read by the same
+        statement, so not "select ... from this where false") -#}
+    {%- set nothing = [] -%}
+    {%- for c in adapter.get_columns_in_relation(this) if c.column != column -%}
+      {%- do nothing.append('cast(null as ' ~ c.dtype ~ ') as `' ~ c.column ~ '`') -%}
+    {%- endfor -%}
+    {%- for row in run_query('show partitions ' ~ this).rows -%}
+      {%- set day = row[0].split('=', 1)[1] -%}
+      {%- if first <= day <= last -%}
+        {%- do run_query('insert overwrite table ' ~ this ~ ' partition (' ~ column ~ " = '"
+                         ~ day ~ "') select " ~ nothing | join(', ') ~ ' where false') -%}
+      {%- endif -%}
+    {%- endfor -%}
+  {%- endif -%}
+{% endmacro %}

@@ -2,7 +2,8 @@
     for the other calls), with the distinct users and anonymous ids that sent them. One
     partition per day: a build of days [min_day, max_day] replaces exactly those days. -#}
 {{ config(materialized='incremental', incremental_strategy='insert_overwrite',
-          partition_by=['day'], file_format='parquet', tags=['daily']) }}
+          partition_by=['day'], file_format='parquet', tags=['daily'],
+          pre_hook="{{ clear_days('day') }}") }}
 select
   concat_ws('|', day, type, event_name) as daily_event_count_id,
   type,

@@ -13,7 +13,8 @@
     session that began then is not cut.
 -#}
 {{ config(materialized='incremental', incremental_strategy='insert_overwrite',
-          partition_by=['session_day'], file_format='parquet', tags=['daily']) }}
+          partition_by=['session_day'], file_format='parquet', tags=['daily'],
+          pre_hook="{{ clear_days('session_day', 1) }}") }}
 {%- set gap_s = var('session_gap_minutes', 30) * 60 %}
 {%- set late_us = var('late_event_hours', 3) * 3600 * 1000000 %}
 with events as (
