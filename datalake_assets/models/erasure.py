@@ -10,7 +10,8 @@ model must look like for that to remove a person).
 
 The proof reads every model's files in the lake (``<lake_root>/models/<slug>/``: the built-in
 models and the user's) and counts the rows whose identity columns (``ID_COLUMNS``) hash to
-one of the request's identities: ``models_rows_remaining``, which must be 0.
+one of the request's identities: ``models_rows_remaining``, which must be 0. It joins the
+request's own proof in its ``privacy_requests`` row (``privacy/downstream.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from datalake_assets.models.workspace import (
     prepare_project,
     source_tables,
 )
+from datalake_assets.privacy.downstream import record_downstream_proof
 from datalake_assets.privacy.state import load_state
 from datalake_assets.settings import LakeSettings
 from datalake_assets.spec.identity import ID, Identity, identity_hash
@@ -63,6 +65,9 @@ def reach_models(settings: LakeSettings, result: Any) -> dict[str, Any] | None:
     projects = {s.slug: prepare_project(settings, s, source_tables(settings, s))
                 for s in settings.sources}
     done = rebuild_and_prove(settings, projects, result.request_id, result.identity_hashes)
+    # the request's audit row (privacy_requests) carries the models' proof with the lake's
+    record_downstream_proof(settings, result.request_id, "models", done.rows_remaining,
+                            "; ".join(done.errors)[:2000] or None)
     return {"models_rebuilt_days": {k: list(v) for k, v in done.rebuilt_days.items()},
             "models_checked": done.models_checked,
             "models_rows_remaining": done.rows_remaining, "models_errors": done.errors}

@@ -339,16 +339,21 @@ def _totals(state: RequestState) -> dict[str, object]:
             "files_rewritten": files, "index_entries_removed": index, "hours_rewritten": hours}
 
 
+def audit_row(state: RequestState) -> dict[str, object]:
+    """The request's row of ``privacy_requests`` (``audit.PRIVACY_SCHEMA``) from its state."""
+    return {**_totals(state), "request_id": state.request_id, "received_at": state.received_at,
+            "started_at": state.started_at, "completed_at": state.completed_at,
+            "identity_hashes": state.hashes or state.requested,
+            "follow_links": state.follow_links, "sources": state.sources, "erase": state.erase,
+            "suppress": state.suppress, "status": state.status,
+            "spool_lines_removed": state.spool_lines_removed,
+            "rows_remaining": state.rows_remaining, "proof_checked_at": state.proof_checked_at,
+            "error": state.error}
+
+
 def _audit(run: _Run) -> None:
     state, lake_root = run.state, run.settings.lake_root
-    row = {**_totals(state), "request_id": state.request_id, "received_at": state.received_at,
-           "started_at": state.started_at, "completed_at": state.completed_at,
-           "identity_hashes": state.hashes or state.requested,
-           "follow_links": state.follow_links, "sources": state.sources, "erase": state.erase,
-           "suppress": state.suppress, "status": state.status,
-           "spool_lines_removed": state.spool_lines_removed,
-           "rows_remaining": state.rows_remaining, "proof_checked_at": state.proof_checked_at,
-           "error": state.error}
+    row = audit_row(state)
     try:
         state.audit_location = audit.write_audit_row(lake_root, row, state.audit_location)
     except OSError as e:  # the request itself is done (or failed): say so, don't hide it

@@ -1,4 +1,4 @@
-"""The models on a synced lake of three days, built through Dagster (dagster-dbt, dbt-spark on
+"""The models on a synced lake of four days, built through Dagster (dagster-dbt, dbt-spark on
 the suite's Spark session, served to dbt over Spark Connect: ``models/engine.py``), compared
 row by row with the same models computed in pandas from the messages (``traffic.py``); then
 a privacy request reaches them."""
@@ -11,11 +11,11 @@ from dagster import AssetKey, DagsterInstance, TimeWindowPartitionMapping, mater
 
 from datalake_assets.catalog.hive import HiveCatalog
 from datalake_assets.definitions import build_definitions
-from datalake_assets.models.erasure import rebuild_and_prove
-from datalake_assets.models.workspace import prepare_project
-from datalake_assets.orchestration.lake_state import read_lake_state
+from datalake_assets.models.erasure import reach_models
+from datalake_assets.privacy.audit import read_audit_rows
 from datalake_assets.privacy.forget import forget
 from datalake_assets.privacy.request import ForgetRequest
+from datalake_assets.privacy.state import load_state
 from datalake_assets.spec.identity import identity
 from datalake_assets.transform.request import request_from_settings
 from datalake_assets.transform.sync import run_sync
@@ -35,8 +35,8 @@ group by user_id
 
 @pytest.fixture(scope="module")
 def built(spark, hive_metastore_dir, tmp_path_factory):
-    """The three days synced in one batch, then the models built through Dagster: the days
-    D0..D2 in one dbt invocation (a backfill's single run), the whole tables in another. The
+    """The four days synced in one batch, then the models built through Dagster: the days
+    D0..D3 in one dbt invocation (a backfill's single run), the whole tables in another. The
     build of one day after the others is the erasure's (last test)."""
     home = tmp_path_factory.mktemp("models")
     (home / "my_models").mkdir()
@@ -60,7 +60,7 @@ def built(spark, hive_metastore_dir, tmp_path_factory):
     results = [
         materialize([daily], instance=instance, tags={
             "dagster/asset_partition_range_start": tr.D0,
-            "dagster/asset_partition_range_end": tr.D2}),
+            "dagster/asset_partition_range_end": tr.D3}),
         materialize([tables], instance=instance),
     ]
     return {"settings": settings, "defs": defs, "traffic": t, "results": results,
@@ -151,23 +151,27 @@ def test_a_user_model_is_built_on_the_lake(spark, built):
 
 def test_forget_reaches_every_model_and_one_day_rebuilds_alone(spark, built):
     """The last test of the module: it erases a person from the lake it shares. The person is
-    only on D2, so the models are rebuilt for D2 alone: everyone else's rows must come out as
-    the three-day build made them, the sessions of D1 that D2 continues or completes (a3
-    across midnight, a6's late event) included."""
+    only on D2 and D3, so the models are rebuilt for those days alone: everyone else's rows
+    must come out as the four-day build made them, the sessions of D1 that D2 continues or
+    completes (a3 across midnight, a6's late event) included; D3, where only the person was
+    seen, has no rows left (a dynamic insert_overwrite alone would have kept them)."""
     settings, t = built["settings"], built["traffic"]
     before = {m: model(spark, m) for m in ("sessions", "identity_graph", "users")}
     request = ForgetRequest("forget-u9", (identity("user_id", "u9"),), follow_links=True)
     result = forget(settings, request, catalog=HiveCatalog(spark))
     assert result.status == "completed" and result.rows_remaining == 0
-    source = settings.sources[0]
-    project = prepare_project(settings, source, list(read_lake_state(settings).source(
-        source).tables))
-    erased = rebuild_and_prove(settings, {SLUG: project}, request.request_id,
-                               result.identity_hashes)
-    assert erased.errors == [] and erased.rows_remaining == 0
-    assert erased.rebuilt_days[SLUG] == (tr.D2, tr.D2)
+    erased = reach_models(settings, result)  # what datalake forget and the job do next
+    assert erased["models_errors"] == [] and erased["models_rows_remaining"] == 0
+    assert erased["models_rebuilt_days"][SLUG] == [tr.D2, tr.D3]
+    # the request's audit row carries the models' proof with the lake's
+    assert load_state(settings.lake_root, "forget-u9").remaining["models"] == 0
+    row, = [r for r in read_audit_rows(settings.lake_root) if r["request_id"] == "forget-u9"]
+    assert (row["status"], row["rows_remaining"]) == ("completed", 0), row
+    assert tr.D3 in set(before["sessions"].session_day)
+    assert tr.D3 not in set(model(spark, "sessions").session_day)
+    assert tr.D3 not in set(model(spark, "daily_event_counts").day)
     assert {"sessions", "users", "identity_graph", "daily_event_counts", "signups"} <= set(
-        erased.models_checked[SLUG])
+        erased["models_checked"][SLUG])
     person = {"u9", "e1", "e2"}
     for m in ("sessions", "identity_graph", "users", "daily_event_counts"):
         after = model(spark, m)
