@@ -27,6 +27,7 @@ from pathlib import Path
 
 from datalake_assets.cli_catalog import (
     cmd_catalog,
+    cmd_compact,
     cmd_maintain,
     cmd_sql,
     serve_metastore,
@@ -351,7 +352,8 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
 
 COMMANDS = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
             "import": cmd_import, "catalog": cmd_catalog, "forget": cmd_forget,
-            "collect": cmd_collect, "sql": cmd_sql, "maintain": cmd_maintain}
+            "collect": cmd_collect, "sql": cmd_sql, "maintain": cmd_maintain,
+            "compact": cmd_compact}
 
 
 def main(argv: list[str] | None = None) -> int:

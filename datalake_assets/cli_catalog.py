@@ -91,6 +91,31 @@ def cmd_maintain(settings: LakeSettings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compact(settings: LakeSettings, args: argparse.Namespace) -> int:
+    """Compaction of cold data (``lake/formats/compaction.py``): a line per table rewritten and
+    one per source; each source's report written beside the sync reports."""
+    from datalake_assets.lake.formats import FormatConfig, SourceTables
+    from datalake_assets.lake.formats.compaction import (
+        MB,
+        compact_source,
+        report_lines,
+        write_report,
+    )
+
+    config = FormatConfig.of_settings(settings)
+    sources = [settings.source(s) for s in args.source] or list(settings.sources)
+    target = None if args.target_mb is None else args.target_mb * MB
+    for s in sources:
+        src = SourceTables(s.lake_dir, s.database, s.effective_table_prefix, s.date_layout)
+        report = compact_source(settings.lake_root, config, src, "datalake-compact",
+                                settle_hours=args.after_hours, target_bytes=target)
+        for line in report_lines(s.id, report):
+            print(line)
+        if report.supported:
+            print(f"{s.id}: report {write_report(settings.lake_root, report)}")
+    return 0
+
+
 def first_line(e: Exception) -> str:
     """An exception's first line: Spark's messages go on with the JVM's stack trace."""
     text = str(e).strip()

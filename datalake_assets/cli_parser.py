@@ -177,6 +177,20 @@ def build_parser() -> Parser:
                    help="keep versions younger than N hours (default: [iceberg] "
                         "retention_hours; 0 keeps only the current one)")
 
+    c = _command(sub, "compact", "right-size cold data's files (docs/compaction.md)",
+                 "Rewrite the small files of each table's cold hours (ended more than [iceberg] "
+                 "compact_after_hours ago) into files of about target_file_mb, coarsening their "
+                 "partitions to a day or a month; one atomic commit a table, source by source "
+                 "under its lock: what the nightly table_maintenance job does first. Prints "
+                 "files and bytes before and after. The Segment layout: see docs/compaction.md.")
+    c.add_argument("--source", action="append", default=[], metavar="ID",
+                   help="a source id or slug (repeatable; default: every source)")
+    c.add_argument("--after-hours", type=whole_number(0), default=None, metavar="N",
+                   help="hours that ended more than N hours ago are cold (default: [iceberg] "
+                        "compact_after_hours)")
+    c.add_argument("--target-mb", type=whole_number(1), default=None, metavar="N",
+                   help="the files' target size in MB (default: [iceberg] target_file_mb)")
+
     f = _command(sub, "forget", "erase and suppress a person's data (docs/privacy.md)",
                  "Erase a person's rows from the lake and add their identities to the "
                  "suppression list (docs/privacy.md). Prints counts, never an identity; exit "

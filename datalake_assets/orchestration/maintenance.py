@@ -1,12 +1,16 @@
 """The table format's maintenance as a Dagster job on a schedule (``table_maintenance``):
-each source's tables, under the source's lock (``lake/formats/maintain.py``). Only a format
-that keeps replaced versions (Iceberg's snapshots) has one; its retention is
-``[iceberg] retention_hours``."""
+each source's tables, under the source's lock. Only a format that keeps replaced versions
+(Iceberg's snapshots) has one. First the compaction of cold data (``lake/formats/
+compaction.py``: ``[iceberg] compact_after_hours``, ``target_file_mb``), then the expiry
+(``lake/formats/maintain.py``: ``[iceberg] retention_hours``), which deletes the replaced
+files once older than the retention."""
 
 from typing import Any
 
 from dagster import (
+    In,
     MetadataValue,
+    Nothing,
     OpExecutionContext,
     ScheduleDefinition,
     in_process_executor,
@@ -15,6 +19,7 @@ from dagster import (
 )
 
 from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats.compaction import compact_source, report_lines, write_report
 from datalake_assets.lake.formats.maintain import maintain_source
 from datalake_assets.orchestration.sensors import schedule_status
 from datalake_assets.settings import LakeSettings
@@ -30,7 +35,24 @@ def build_maintenance_automation(settings: LakeSettings) -> tuple[list[Any], lis
     if not table_format(config, settings.lake_root).keeps_versions:
         return [], []
 
-    @op(name="maintain_tables",
+    @op(name="compact_tables",
+        description="Rewrites the small files of each table's cold hours (older than [iceberg] "
+                    "compact_after_hours) into files of about target_file_mb, one commit a "
+                    "table (docs/compaction.md).")
+    def compact_op(context: OpExecutionContext) -> None:
+        done: dict[str, Any] = {}
+        for s in settings.sources:
+            src = SourceTables(s.lake_dir, s.database, s.effective_table_prefix, s.date_layout)
+            report = compact_source(settings.lake_root, config, src, f"compact-{context.run_id}")
+            location = write_report(settings.lake_root, report)
+            for line in report_lines(s.id, report):
+                context.log.info(line)
+            done[s.id] = {**report.to_json(), "report": location}
+        totals = {k: sum(r["totals"][k] for r in done.values())
+                  for k in ("files_before", "files_after", "bytes_before", "bytes_after")}
+        context.add_output_metadata({"sources": MetadataValue.json(done), **totals})
+
+    @op(name="maintain_tables", ins={"compacted": In(Nothing)},
         description="Expires each table's snapshots older than [iceberg] retention_hours and "
                     "deletes the files no snapshot references (a killed sync's, replaced ones).")
     def maintain_op(context: OpExecutionContext) -> None:
@@ -48,9 +70,10 @@ def build_maintenance_automation(settings: LakeSettings) -> tuple[list[Any], lis
     @job(name=MAINTENANCE_JOB, executor_def=in_process_executor,
          tags={"datalake/kind": "maintenance"},
          description="Table format maintenance: old snapshots expired, unreferenced files "
-                     "deleted, so storage does not grow with every replay.")
+                     "deleted, so storage does not grow with every replay; cold data compacted "
+                     "first.")
     def table_maintenance() -> None:
-        maintain_op()
+        maintain_op(compacted=compact_op())
 
     schedule = ScheduleDefinition(
         name=MAINTENANCE_SCHEDULE, job=table_maintenance, cron_schedule=MAINTENANCE_CRON,

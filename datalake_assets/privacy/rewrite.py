@@ -78,36 +78,46 @@ def scan_archive(files: HourFiles, matcher: Matcher) -> tuple[Counter[str], set[
     return lines, mids
 
 
-def _read(location: str, matcher: Matcher | None = None
+def _read(location: str, matcher: Matcher | None = None, hour: str | None = None
           ) -> tuple[pa.Table | None, str, pa.Schema]:
     """A Parquet file (with ``matcher``: only its message id and identity columns, None when
-    it has none), its compression (kept when the file is rewritten) and its schema."""
+    it has none), its compression (kept when the file is rewritten) and its schema. ``hour``:
+    only the hour's rows of a file that holds several (an Iceberg file of compacted data,
+    with ``day`` and ``hr`` columns: ``lake/formats/iceberg_compact.py``)."""
     fs, path = storage.resolve(location)
     pf = pq.ParquetFile(fs.open_input_file(path))
     md = pf.metadata
     codec = (md.row_group(0).column(0).compression.lower()
              if md.num_row_groups and md.num_columns else "snappy")
     codec = "none" if codec == "uncompressed" else codec
-    if matcher is None:
-        return pf.read(), codec, pf.schema_arrow
-    cols = [c for c in pf.schema_arrow.names if c in matcher.columns or c == "message_id"]
-    return (pf.read(columns=cols) if cols else None), codec, pf.schema_arrow
+    names = pf.schema_arrow.names
+    cols = None if matcher is None else [c for c in names
+                                         if c in matcher.columns or c == "message_id"]
+    if cols == []:
+        return None, codec, pf.schema_arrow
+    by_hour = hour is not None and "day" in names and "hr" in names
+    table = pf.read(columns=None if cols is None else cols + ["day", "hr"] * by_hour)
+    if by_hour:
+        h = ArchiveHour.parse(hour)  # type: ignore[arg-type]
+        table = table.filter(pc.and_(pc.equal(table["day"], h.day), pc.equal(table["hr"], h.hr)))
+        table = table if cols is None else table.select(cols)
+    return table, codec, pf.schema_arrow
 
 
-def traces(kind: str, location: str, matcher: Matcher, mids: set[str]
-           ) -> tuple[int, pa.Table | None, str]:
+def traces(kind: str, location: str, matcher: Matcher, mids: set[str],
+           hour: str | None = None) -> tuple[int, pa.Table | None, str]:
     """``(rows of the person, the file's other rows or None when it is not to be rewritten,
     its compression)`` of one Parquet file of an hour's partition ``kind`` (a table, or
     ``#quarantine``, ``#index``, ``#identities``)."""
     is_table = not kind.startswith("#")
-    table, codec, _ = _read(location, matcher if is_table else None)
+    table, codec, _ = _read(location, matcher if is_table else None, hour if is_table else None)
     if table is None or not table.num_rows:
         return 0, None, codec
     removed = pc.sum(_mask_of(kind, table, matcher, mids)).as_py() or 0
     if not removed:
         return 0, None, codec
     if is_table:  # the projection found rows: now the whole file
-        table = _read(location)[0]
+        table = _read(location, hour=hour)[0]
     return removed, table.filter(pc.invert(_mask_of(kind, table, matcher, mids))), codec
 
 
@@ -137,7 +147,7 @@ def table_mids(files: HourFiles, matcher: Matcher) -> set[str]:
             cols = [c for c in names if c in matcher.columns or c == "message_id"]
             if "message_id" not in cols or len(cols) < 2:
                 continue
-            t = pq.read_table(path, columns=cols, filesystem=fs)
+            t = _read(location, matcher, files.hour)[0]
             hit = t.filter(matcher.row_mask(t, frozenset()))
             out |= {matcher.mid_hash(m) for m in hit.column("message_id").to_pylist() if m}
     return out
@@ -164,7 +174,7 @@ def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
     for kind, (directory, locations) in sorted(files.parts().items()):
         changed: dict[str, tuple[pa.Table, str] | None] = {}  # location -> rows kept
         for location in locations:
-            removed, kept, codec = traces(kind, location, matcher, mids)
+            removed, kept, codec = traces(kind, location, matcher, mids, files.hour)
             if not removed:
                 continue
             # an index file keeps existing, empty: its folder says the hour is indexed
@@ -312,7 +322,7 @@ def prove_hour(place: SourcePlace, hour: str, matcher: Matcher, mids: set[str]) 
         name = {"#quarantine": "quarantine", "#index": "index_entries",
                 "#identities": "index_entries"}.get(kind, "table_rows")
         for location in locations:
-            left[name] += traces(kind, location, matcher, mids)[0]
+            left[name] += traces(kind, location, matcher, mids, files.hour)[0]
     return left
 
 

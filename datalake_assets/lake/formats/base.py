@@ -13,6 +13,7 @@ everything that reads or changes a table's files afterwards goes through it too:
   erasure); ``stored_files``: every file stored for an hour, read or not (erasure's proof).
 * ``location`` and ``committed``: where a table is and which version a run committed.
 * ``maintain``: expire what readers can no longer see (old snapshots, orphan files).
+* ``compact``: rewrite the small files of cold data into right-sized ones (``compaction.py``).
 
 Erasure (``privacy/rewrite.py``) stages an hour's rows without the person's exactly as a sync
 stages an hour, and commits them with ``plan``/``apply``: a format has one way to replace
@@ -29,7 +30,7 @@ import argparse
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -42,6 +43,9 @@ ICEBERG = "iceberg"
 FORMATS = (SEGMENT, ICEBERG)
 ICEBERG_CATALOGS = ("sql", "glue")
 DEFAULT_RETENTION_HOURS = 168
+DEFAULT_COMPACT_AFTER_HOURS = 48  # the settle window: late syncs and replays of recent hours
+DEFAULT_TARGET_FILE_MB = 512  # Segment's guide: "files with sizes ranging from 256 MB to 1 GB"
+SEGMENT_COMPACTION = "not supported for the Segment layout: see docs/compaction.md"
 _ARG_PREFIX = "--table-format-"
 
 
@@ -71,6 +75,10 @@ class FormatConfig:
     # snapshots older than this are expired by maintenance, and unreferenced files older than
     # this are deleted (a killed run's files, replaced files)
     retention_hours: int = DEFAULT_RETENTION_HOURS
+    # compaction (``compaction.py``): hours older than this are cold, rewritten into files of
+    # about ``target_file_mb``
+    compact_after_hours: int = DEFAULT_COMPACT_AFTER_HOURS
+    target_file_mb: int = DEFAULT_TARGET_FILE_MB
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -83,6 +91,11 @@ class FormatConfig:
                 or self.retention_hours < 1:
             raise FormatError(f"retention_hours must be an integer >= 1, got "
                               f"{self.retention_hours!r}", "invalid_settings")
+        for name, low in (("compact_after_hours", 0), ("target_file_mb", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise FormatError(f"{name} must be an integer >= {low}, got {value!r}",
+                                  "invalid_settings")
 
     @classmethod
     def of_settings(cls, settings: Any) -> FormatConfig:
@@ -93,7 +106,9 @@ class FormatConfig:
                    glue_region=ice.glue_region or cat.glue_region,
                    glue_endpoint_url=ice.glue_endpoint_url or cat.glue_endpoint_url,
                    glue_catalog_id=ice.glue_catalog_id or cat.glue_catalog_id,
-                   s3_endpoint_url=ice.s3_endpoint_url, retention_hours=ice.retention_hours)
+                   s3_endpoint_url=ice.s3_endpoint_url, retention_hours=ice.retention_hours,
+                   compact_after_hours=ice.compact_after_hours,
+                   target_file_mb=ice.target_file_mb)
 
     # argv: a sync started elsewhere (spark-submit on EMR, Pipes) gets the same format
     @staticmethod
@@ -151,6 +166,29 @@ class CommittedTable:
     name: str  # database.table in the format's catalog ("" for the Segment layout)
     location: str
     snapshot_id: int | None = None  # Iceberg: the table's current snapshot
+
+
+@dataclass
+class TableCompaction:
+    """What ``TableFormat.compact`` did to one table (``compaction.py`` reports it)."""
+
+    table: str
+    files_before: int = 0  # the files rewritten ...
+    files_after: int = 0  # ... and the files written in their place
+    bytes_before: int = 0
+    bytes_after: int = 0
+    rows: int = 0
+    partitions: list[str] = field(default_factory=list)  # coarse partitions written (day, month)
+    seconds: float = 0.0
+    snapshot_id: int | None = None  # Iceberg: the snapshot of the compaction's commit
+    attempts: int = 0  # commits tried (another writer's commit in between: re-planned)
+
+
+class CompactionUnsupported(FormatError):
+    """The format cannot compact (the message says why and where it is documented)."""
+
+    def __init__(self, message: str = SEGMENT_COMPACTION) -> None:
+        super().__init__(message, "unsupported")
 
 
 class TableFormat(ABC):
@@ -218,3 +256,10 @@ class TableFormat(ABC):
         """Expire what no reader needs any more (older than ``retention``, default the
         settings'); per table, what was removed."""
         return {}
+
+    def compact(self, src: SourceTables, tables: list[str], cutoff: datetime,
+                target_bytes: int) -> list[TableCompaction]:
+        """Rewrite the small files of the tables' hours that ended before ``cutoff`` into files
+        of about ``target_bytes``, one atomic commit a table; ``CompactionUnsupported`` if the
+        format cannot (``compaction.py`` calls it under the source's lock)."""
+        raise CompactionUnsupported(f"compaction is not supported by the {self.name} format")

@@ -35,6 +35,7 @@ from functools import reduce
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
@@ -45,6 +46,7 @@ from datalake_assets.lake.formats.base import (
     FormatConfig,
     FormatError,
     SourceTables,
+    TableCompaction,
     TableFormat,
     TablesToCommit,
 )
@@ -241,22 +243,42 @@ class IcebergFormat(TableFormat):
         """Every file under the table's partition folder of the hour (pyiceberg writes
         ``<location>/data/day=/hr=/``): live, replaced but still in an old snapshot, or left
         by a writer that died."""
-        return [(loc, size) for loc, size in storage.list_files(
+        hourly = [(loc, size) for loc, size in storage.list_files(
             self.hour_location(src, table, hour)) if loc.endswith(".parquet")]
+        return hourly + self._coarse_files(src, table, hour)
+
+    def _coarse_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
+        """The files compaction wrote that may hold the hour's rows, with others'
+        (``iceberg_compact.py``): its day's (``data/day=/``) and the month files (``data/``,
+        unpartitioned; which month a file holds is in the metadata, not its name)."""
+        data = layout.join(self.location(src, table), "data")
+        day = layout.join(data, f"day={layout.ArchiveHour.parse(hour).day}")
+        return [(loc, size) for folder in (day, data) for loc, size in storage.list_files(folder)
+                if loc.endswith(".parquet")]
 
     def committed_files(self, src: SourceTables, table: str,
                         hours: list[str]) -> dict[str, list[tuple[str, int]]] | None:
-        """pyiceberg wrote the table's files itself: one scan plan for all ``hours``, each file
-        under the hour of its partition."""
+        """pyiceberg wrote the table's files itself: one scan plan for all ``hours``' days
+        (an ``In`` on ``day``: pyiceberg evaluates a filter of many hours' ``Or`` per file,
+        seconds for 72 hours), each hourly file under the hour of its partition (after a
+        commit, the synced hours are in hourly files: a compacted file that held one was
+        rewritten by the commit's overwrite)."""
+        from pyiceberg.expressions import In
+
         out: dict[str, list[tuple[str, int]]] = {}
         tbl = self.load(src, table)
         if tbl is None or tbl.current_snapshot() is None or not hours:
             return out
-        for task in tbl.scan(row_filter=hours_filter(hours)).plan_files():
-            day, hr = task.file.partition[0], task.file.partition[1]
-            hour = f"{day.replace('-', '')}{hr}"
-            out.setdefault(hour, []).append((_location(task.file.file_path),
-                                             task.file.file_size_in_bytes))
+        wanted = {layout.ArchiveHour.parse(h).compact for h in hours}
+        days = sorted({layout.ArchiveHour.parse(h).day for h in hours})
+        specs = tbl.metadata.specs()
+        for task in tbl.scan(row_filter=In("day", days)).plan_files():
+            f = task.file
+            if [x.name for x in specs[f.spec_id].fields] != ["day", "hr"]:
+                continue
+            hour = f"{f.partition[0].replace('-', '')}{f.partition[1]}"
+            if hour in wanted:
+                out.setdefault(hour, []).append((_location(f.file_path), f.file_size_in_bytes))
         return out
 
     def hour_location(self, src: SourceTables, table: str, hour: str) -> str:
@@ -334,6 +356,15 @@ class IcebergFormat(TableFormat):
                           "orphan_files_removed": removed, "orphan_bytes_removed": freed}
         return out
 
+    def compact(self, src: SourceTables, tables: list[str], cutoff: datetime,
+                target_bytes: int) -> list[TableCompaction]:
+        """Each table's cold small files rewritten under a coarse spec, one transaction a
+        table (``iceberg_compact.py`` says how and why)."""
+        from datalake_assets.lake.formats.iceberg_compact import compact_table
+
+        return [compact_table(lambda t=table: self.load(src, t), table, cutoff, target_bytes)
+                for table in tables]
+
 
 def applied(tbl, run_id: str) -> bool:
     """Whether a snapshot of the table carries the run's id (its commit is done)."""
@@ -352,6 +383,10 @@ def _read_staged(staged_root: str, schema: pa.Schema) -> pa.Table:
         h = layout.ArchiveHour.parse(hour)
         fs, path = storage.resolve(loc)
         t = pq.read_table(path, filesystem=fs)
+        if "day" in t.column_names and "hr" in t.column_names:
+            # a table's own file staged by an erasure may be a compacted one holding other
+            # hours too: only the hour's rows replace the hour (the rest stay in the table)
+            t = t.filter(pc.and_(pc.equal(t["day"], h.day), pc.equal(t["hr"], h.hr)))
         n = t.num_rows
         # an erasure stages a table's own files too: their day/hr, and columns added after
         # them (absent: null), come from the hour and the schema

@@ -6,13 +6,17 @@ place (``lake/commit.py``); a reader of a folder sees the old hour or the new on
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 
 from datalake_assets.lake import commit, storage
 from datalake_assets.lake.formats.base import (
     QUARANTINE,
     SEGMENT,
+    SEGMENT_COMPACTION,
     CommittedTable,
+    CompactionUnsupported,
     SourceTables,
+    TableCompaction,
     TableFormat,
     TablesToCommit,
 )
@@ -70,3 +74,8 @@ class SegmentLayout(TableFormat):
     def live_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
         return hour_files(self.lake_root, src, table, layout.ArchiveHour.parse(hour))
 
+    def compact(self, src: SourceTables, tables: list[str], cutoff: datetime,
+                target_bytes: int) -> list[TableCompaction]:
+        """A partition is a folder here: files can merge only inside one (docs/compaction.md,
+        "The Segment layout")."""
+        raise CompactionUnsupported(SEGMENT_COMPACTION)

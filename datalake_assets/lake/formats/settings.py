@@ -17,7 +17,9 @@ class IcebergSettings:
     ``<lake_root>/_iceberg/catalog.db``) or ``"glue"`` (AWS Glue: Athena, EMR, Trino read the
     tables; the ``glue_*`` keys "" fall back to ``[catalog]``'s). ``retention_hours``: snapshots
     older than this are expired and unreferenced files older than this deleted by the
-    maintenance job (``datalake maintain``)."""
+    maintenance job (``datalake maintain``). ``compact_after_hours`` and ``target_file_mb``:
+    compaction (``datalake compact``, docs/compaction.md) rewrites the hours older than the
+    former into files of about the latter."""
 
     catalog: OneOf(ICEBERG_CATALOGS, "Iceberg catalog") = "sql"
     # a SQLAlchemy URI of the SQL catalog's database; "" -> SQLite under a local lake
@@ -32,3 +34,7 @@ class IcebergSettings:
     s3_endpoint_url: Match(_ENDPOINT_RE, "s3 endpoint url", "an http:// or https:// URL",
                            empty=True) = ""
     retention_hours: Int(1, 24 * 365) = 168
+    # hours younger than this are left to late syncs and replays; 0: every finished hour
+    compact_after_hours: Int(0, 24 * 365) = 48
+    # the size compaction writes files at; Segment's guide targets 256 MB to 1 GB
+    target_file_mb: Int(256, 1024) = 512

@@ -1,0 +1,321 @@
+"""Compaction of cold data in Iceberg mode (``lake/formats/compaction.py``,
+``iceberg_compact.py``), read back as readers read it: pyiceberg's own catalog and DuckDB's
+``iceberg_scan``, row for row against the lake before compaction.
+
+One lake of many small hours (3 days x 24 hours, two event tables and the quarantine) is synced
+once on the driver-local path (no Spark) and compacted once for the module; the tests that
+change it (a replay, a concurrent sync, an erasure) each end with the lake's rows as the
+archive says, and run in the file's order."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pytest
+
+from datalake_assets.lake.faults import ENV as FAULT_ENV
+from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats.base import SEGMENT_COMPACTION
+from datalake_assets.lake.formats.compaction import compact_source
+from datalake_assets.lake.formats.iceberg_compact import FAULT_POINT, compact_table
+from datalake_assets.lake.formats.maintain import maintain_source
+from datalake_assets.transform.job import run_sync
+from datalake_assets.transform.request import request_from_settings
+from datalake_assets_tests.support.archive_builders import msg, write_hour
+from datalake_assets_tests.support.iceberg_reader import duckdb_with_iceberg, sql_catalog, tables
+from datalake_assets_tests.support.settings_files import load_lake_toml
+
+SRC = "ice"
+DAYS = ("2026-11-20", "2026-11-21", "2026-11-22")
+HOURS = tuple(f"{d}T{h:02d}" for d in DAYS for h in range(24))
+NOW = datetime(2026, 11, 24, 12, tzinfo=UTC)
+SETTLE = 48  # cold: the hours before 2026-11-22T12 (days 20 and 21, half of day 22)
+REPLAYED = "2026-11-21T05"
+SETTINGS = f"""
+    table_format = "iceberg"
+    archive_root = "archive"
+    lake_root = "lake"
+    [catalog]
+    backend = "none"
+    [[sources]]
+    id = "{SRC}"
+    start = "2026-11-01-00:00"
+    """
+
+
+PERSON = "gone"  # the erasure's person: an order and a page in each of PERSON_HOURS
+PERSON_HOURS = ("2026-11-20T02", "2026-11-21T05", "2026-11-22T03")
+
+
+def hour_lines(hour: str) -> list[dict]:
+    """20 orders and 10 pages an hour."""
+    def user(i: int, n: int) -> str:
+        return PERSON if hour in PERSON_HOURS and i == 0 else f"u{i % n}"
+
+    return ([msg(f"{hour}-o{i}", hour=hour, minute=i, userId=user(i, 7),
+                 properties={"total": i, "currency": "EUR"}) for i in range(20)]
+            + [msg(f"{hour}-p{i}", hour=hour, minute=i, type="page", name="Home",
+                   userId=user(i, 5), properties={"path": f"/p{i}"}) for i in range(10)])
+
+
+def no_spark():
+    raise AssertionError("the driver-local path started a Spark session")
+
+
+def sync(settings, hours, replay: bool = False):
+    return run_sync(no_spark, request_from_settings(settings, settings.source(SRC), hours,
+                                                    replay=replay))
+
+
+def contents(lake_root: str) -> dict[str, list[tuple]]:
+    """Every table's rows (all columns, by name), sorted: what readers read."""
+    out = {}
+    for name, tbl in tables(sql_catalog(lake_root), SRC).items():
+        t = tbl.scan().to_arrow()
+        t = t.select(sorted(t.column_names))
+        out[name] = sorted(tuple(map(str, r.values())) for r in t.to_pylist())
+    return out
+
+
+def files(lake_root: str) -> dict[str, int]:
+    return {n: len(list(t.scan().plan_files())) for n, t in
+            tables(sql_catalog(lake_root), SRC).items()}
+
+
+def day_bytes(tbl, day: str) -> int:
+    return sum(t.file.file_size_in_bytes for t in tbl.scan(row_filter=f"day = '{day}'")
+               .plan_files())
+
+
+TARGETS: dict[str, int] = {}  # table -> target bytes, from the hourly lake
+
+
+def compact_each(settings):
+    """Each table with a target of 3 full days of its hourly files: a full day fills a day
+    file (>= 1/4 of the target), a half day does not and goes to its month (module doc of
+    iceberg_compact.py): both coarse levels in one run."""
+    fmt = table_format(FormatConfig.of_settings(settings), settings.lake_root)
+    src = SourceTables(SRC, SRC)
+    reports = {}
+    for name in sorted(tables(sql_catalog(settings.lake_root), SRC)):
+        target = TARGETS.setdefault(name, int(3 * day_bytes(fmt.load(src, name), DAYS[0])))
+        reports[name] = compact_source(settings.lake_root, FormatConfig.of_settings(settings),
+                                       src, "test-compact", settle_hours=SETTLE, now=NOW,
+                                       target_bytes=target, tables=[name])
+    return reports
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    base = tmp_path_factory.mktemp("compaction")
+    settings = load_lake_toml(base, SETTINGS)
+    for hour in HOURS:
+        write_hour(settings.archive_root, SRC, hour, hour_lines(hour))
+    write_hour(settings.archive_root, SRC, HOURS[3], [b"{not json"], name="bad.jsonl")
+    sync(settings, HOURS)
+    before = {"rows": contents(settings.lake_root), "files": files(settings.lake_root)}
+    reports = compact_each(settings)
+    return {"settings": settings, "before": before, "reports": reports}
+
+
+def test_rows_are_identical_and_cold_hours_become_a_few_files(lake):
+    root = lake["settings"].lake_root
+    assert contents(root) == lake["before"]["rows"]
+    assert set(lake["before"]["rows"]) == {"order_completed", "pages", "tracks",
+                                              "quarantine"}
+    after = files(root)
+    for name in ("order_completed", "pages", "tracks"):
+        [t] = lake["reports"][name].tables
+        # 60 cold hourly files -> a file for each of days 20 and 21, and the cold half of day
+        # 22 in a month file; its 12 hot hours stay hourly
+        assert sorted(t.partitions) == ["day=2026-11-20", "day=2026-11-21", "month=2026-11"]
+        assert (t.files_before, t.files_after) == (60, 3)
+        assert lake["before"]["files"][name] == 72 and after[name] == 12 + 3
+        assert 0 < t.bytes_after < t.bytes_before
+        assert t.rows == 60 * (10 if name == "pages" else 20)
+    # the quarantine's one file is alone in its month: nothing to merge
+    assert lake["reports"]["quarantine"].tables == []
+    for tbl in tables(sql_catalog(root), SRC).values():  # syncs still write hourly files
+        assert [f.name for f in tbl.spec().fields] == ["day", "hr"]
+
+
+def test_queries_by_day_and_hour_return_the_same_and_prune(lake):
+    root = lake["settings"].lake_root
+    con = duckdb_with_iceberg()
+    tbl = tables(sql_catalog(root), SRC)["order_completed"]
+    scan = f"iceberg_scan('{tbl.metadata_location}')"
+    by_hour = con.sql(f"SELECT day, hr, count(*), sum(properties_total) FROM {scan} "
+                      "GROUP BY ALL ORDER BY ALL").fetchall()
+    assert len(by_hour) == 72 and all(r[2] == 20 for r in by_hour)
+    one = con.sql(f"SELECT message_id FROM {scan} WHERE day = '2026-11-21' AND hr = '07' "
+                  "ORDER BY 1").fetchall()
+    assert [r[0] for r in one] == sorted(f"2026-11-21T07-o{i}" for i in range(20))
+    # pyiceberg prunes: an hour of a compacted day reads its day's file only, an hour of the
+    # month file that one file, a hot hour its own hourly file
+    for hour, folder in (("2026-11-21T07", "/data/day=2026-11-21/"),
+                         ("2026-11-22T03", "/data/0"), ("2026-11-22T20", "/hr=20/")):
+        day, hr = hour.split("T")
+        planned = [t.file.file_path for t in
+                   tbl.scan(row_filter=f"day = '{day}' AND hr = '{hr}'").plan_files()]
+        assert len(planned) == 1 and folder in planned[0], planned
+        rows = tbl.scan(row_filter=f"day = '{day}' AND hr = '{hr}'").to_arrow()
+        assert rows.num_rows == 20 and set(rows["hr"].to_pylist()) == {hr}
+
+
+def converge(settings) -> int:
+    """Compaction until a run finds nothing; the runs that did something."""
+    for runs in range(4):
+        if all(r.tables == [] for r in compact_each(settings).values()):
+            return runs
+    raise AssertionError("compaction did not converge in 3 runs")
+
+
+def test_a_second_run_moves_days_far_below_the_target_to_their_month_then_nothing(lake):
+    """The first run judged a day by its hourly files' bytes (each small file's overhead
+    included); a day file much smaller than that, under a quarter of the target, is merged
+    into its month by the next run; then a run finds nothing to do."""
+    root = lake["settings"].lake_root
+    again = compact_each(lake["settings"])
+    for name in ("order_completed", "pages", "tracks"):
+        [t] = again[name].tables
+        assert t.partitions == ["month=2026-11"] and t.files_after == 1 < t.files_before
+    assert converge(lake["settings"]) == 0
+    lake["converged"] = files(root)
+    assert lake["converged"]["order_completed"] < 12 + 3
+    assert contents(root) == lake["before"]["rows"]
+
+
+def test_a_replay_of_a_compacted_hour_replaces_it_and_the_next_compaction_merges_again(lake):
+    settings = lake["settings"]
+    root = settings.lake_root
+    report = sync(settings, [REPLAYED], replay=True)
+    assert report.source.messages_written == 30
+    # the overwrite on day/hr rewrote the day's file: the hour replaced, the day's other
+    # hours kept (as hourly files), nothing twice
+    assert contents(root) == lake["before"]["rows"]
+    # the coarse file that held the hour was rewritten: its other hours are hourly files
+    assert files(root)["order_completed"] >= lake["converged"]["order_completed"] + 23
+    assert 1 <= converge(settings) <= 2
+    assert files(root) == lake["converged"]
+    assert contents(root) == lake["before"]["rows"]
+
+
+def test_a_sync_while_compaction_runs_waits_for_the_lock_and_nothing_is_lost(lake):
+    settings = lake["settings"]
+    root = settings.lake_root
+    sync(settings, [REPLAYED], replay=True)  # day 21 hourly again: something to compact
+    results: dict[str, object] = {}
+
+    def compaction():
+        results["compact"] = compact_each(settings)
+
+    def replay():
+        results["sync"] = sync(settings, ["2026-11-21T09", "2026-11-22T20"], replay=True)
+
+    threads = [threading.Thread(target=compaction), threading.Thread(target=replay)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert results["sync"].source.messages_written == 60
+    assert contents(root) == lake["before"]["rows"]  # whichever went first
+    converge(settings)
+    assert files(root) == lake["converged"]
+
+
+def test_a_commit_lost_to_another_writer_is_planned_again_on_the_new_version(lake, tmp_path):
+    """A writer outside the lock (another tool on the same catalog) commits between the
+    compaction's plan and its commit: Iceberg refuses the stale commit, the compaction
+    re-reads the table and compacts what is there now."""
+    settings = lake["settings"]
+    root = settings.lake_root
+    sync(settings, [REPLAYED], replay=True)
+    fmt = table_format(FormatConfig.of_settings(settings), root)
+    src = SourceTables(SRC, SRC)
+    extra = pa.Table.from_pylist([{"message_id": "outside-1", "day": "2026-11-21", "hr": "05"}])
+    calls = []
+
+    def load():
+        tbl = fmt.load(src, "pages")
+        if not calls:  # the other writer commits after this version was read
+            other = sql_catalog(root).load_table((SRC, "pages"))
+            full = pa.Table.from_pylist([{**{f.name: None for f in other.schema().fields},
+                                          **extra.to_pylist()[0]}],
+                                        schema=other.schema().as_arrow())
+            other.append(full)
+        calls.append(tbl)
+        return tbl
+
+    target = TARGETS["pages"]
+    cutoff = datetime(2026, 11, 22, 12, tzinfo=UTC)  # NOW - SETTLE
+    done = compact_table(load, "pages", cutoff, target)
+    assert done.attempts == 2 and done.files_after < done.files_before
+    rows = fmt.load(src, "pages").scan().to_arrow()
+    assert "outside-1" in rows["message_id"].to_pylist()  # the other writer's row kept
+    with fmt.load(src, "pages").transaction() as tx:  # and removed again for the next tests
+        tx.delete("message_id = 'outside-1'")
+    assert contents(root) == lake["before"]["rows"]
+
+
+def test_a_kill_between_writing_and_committing_leaves_the_table_and_maintain_removes_orphans(
+        lake):
+    settings = lake["settings"]
+    root = settings.lake_root
+    sync(settings, [REPLAYED], replay=True)
+    fmt = table_format(FormatConfig.of_settings(settings), root)
+    src = SourceTables(SRC, SRC)
+    snapshot = fmt.load(src, "pages").current_snapshot().snapshot_id
+    data = os.path.join(root, "iceberg", SRC, "pages", "data")
+    stored = {os.path.join(d, f) for d, _, fs in os.walk(data) for f in fs}
+    code = ("import sys; from datetime import datetime, UTC\n"
+            "from datalake_assets.lake.formats import FormatConfig, SourceTables\n"
+            "from datalake_assets.lake.formats.compaction import compact_source\n"
+            f"compact_source({root!r}, FormatConfig(format='iceberg'), SourceTables('{SRC}', "
+            f"'{SRC}'), 'killed', settle_hours={SETTLE}, target_bytes=1 << 30, "
+            "now=datetime(2026, 11, 24, 12, tzinfo=UTC), tables=['pages'])\n")
+    env = {**os.environ, FAULT_ENV: FAULT_POINT}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    assert fmt.load(src, "pages").current_snapshot().snapshot_id == snapshot
+    assert contents(root) == lake["before"]["rows"]
+    orphans = {os.path.join(d, f) for d, _, fs in os.walk(data) for f in fs} - stored
+    assert orphans  # the killed run's files, referenced by nothing
+    # the killed run's lock died with it (a local flock); maintain takes it
+    done = maintain_source(root, FormatConfig(format="iceberg"), src, "test-maintain",
+                           timedelta(0))
+    assert done["pages"]["orphan_files_removed"] >= len(orphans)
+    assert not any(os.path.exists(p) for p in orphans)
+    assert contents(root) == lake["before"]["rows"]
+
+
+def test_an_erasure_after_compaction_removes_the_person_from_the_coarse_files(lake):
+    from datalake_assets.privacy.forget import forget
+    from datalake_assets.privacy.request import ForgetRequest
+    from datalake_assets.spec.identity import identity
+
+    settings = lake["settings"]
+    root = settings.lake_root
+    converge(settings)  # the cold hours in coarse files again
+    tbl = tables(sql_catalog(root), SRC)["order_completed"]
+    coarse = [t.file.file_path for t in tbl.scan(row_filter="day = '2026-11-21'").plan_files()]
+    assert len(coarse) == 1 and "/hr=" not in coarse[0]
+    result = forget(settings, ForgetRequest("r-compacted", (identity("user_id", PERSON),)))
+    assert result.status == "completed" and result.rows_remaining == 0, result
+    # the hour's rows only: a coarse file's other hours are not counted, nor staged as its
+    assert {t: result.rows_removed.get(t) for t in ("order_completed", "pages", "tracks")} == {
+        "order_completed": 3, "pages": 3, "tracks": 3}
+    after = contents(root)
+    for name in ("order_completed", "pages", "tracks"):  # everyone else's rows, as they were
+        assert after[name] == [r for r in lake["before"]["rows"][name] if PERSON not in r]
+        assert len(after[name]) == len(lake["before"]["rows"][name]) - 3
+
+
+def test_the_segment_layout_says_it_does_not_compact(tmp_path):
+    report = compact_source(str(tmp_path), FormatConfig(), SourceTables(SRC, SRC), "t")
+    assert not report.supported and report.note == SEGMENT_COMPACTION and report.tables == []
