@@ -5,6 +5,8 @@ a privacy request reaches them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from dagster import AssetKey, DagsterInstance, TimeWindowPartitionMapping, materialize
@@ -33,6 +35,12 @@ group by user_id
 """
 
 
+def readme_model() -> str:
+    """The README's example of a user's own model, as it is printed there."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    return readme.split("-- my_models/daily_active_users.sql\n", 1)[1].split("```", 1)[0]
+
+
 @pytest.fixture(scope="module")
 def built(spark, hive_metastore_dir, tmp_path_factory):
     """The four days synced in one batch, then the models built through Dagster: the days
@@ -41,6 +49,7 @@ def built(spark, hive_metastore_dir, tmp_path_factory):
     home = tmp_path_factory.mktemp("models")
     (home / "my_models").mkdir()
     (home / "my_models" / "signups.sql").write_text(SIGNUPS)
+    (home / "my_models" / "daily_active_users.sql").write_text(readme_model())
     settings = load_lake_toml(home, (
         'archive_root = "archive"\nlake_root = "lake"\n'
         f'[catalog]\nmetastore_dir = "{hive_metastore_dir}"\n'
@@ -149,6 +158,15 @@ def test_a_user_model_is_built_on_the_lake(spark, built):
     assert model(spark, "signups").user_id.tolist() == ["u3"]
 
 
+def test_the_readmes_daily_user_model_is_daily_and_counts_the_sessions(spark, built):
+    dau = built["defs"].resolve_assets_def(AssetKey([SLUG, "daily_active_users"]))
+    assert dau.partitions_def is not None  # daily, like sessions, which it reads
+    sessions = model(spark, "sessions")
+    want = sessions.groupby("session_day").visitor.nunique()
+    got = model(spark, "daily_active_users").set_index("day").active_visitors
+    assert got.sort_index().to_dict() == want.sort_index().to_dict()
+
+
 def test_forget_reaches_every_model_and_one_day_rebuilds_alone(spark, built):
     """The last test of the module: it erases a person from the lake it shares. The person is
     only on D2 and D3, so the models are rebuilt for those days alone: everyone else's rows
@@ -170,6 +188,7 @@ def test_forget_reaches_every_model_and_one_day_rebuilds_alone(spark, built):
     assert tr.D3 in set(before["sessions"].session_day)
     assert tr.D3 not in set(model(spark, "sessions").session_day)
     assert tr.D3 not in set(model(spark, "daily_event_counts").day)
+    assert tr.D3 not in set(model(spark, "daily_active_users").day)  # the README's, emptied too
     assert {"sessions", "users", "identity_graph", "daily_event_counts", "signups"} <= set(
         erased["models_checked"][SLUG])
     person = {"u9", "e1", "e2"}
