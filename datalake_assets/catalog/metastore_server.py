@@ -31,9 +31,11 @@ from typing import Any
 
 SERVER_DIR = "spark-connect"
 DISCOVERY_FILE = "connect-local.json"
-# The server only runs catalog statements: one core, a small heap (its JVM is ~0.6 GB RSS).
-SERVER_MASTER = "local[1]"
-SERVER_MEMORY = "512m"
+# The server runs the syncs' catalog statements and, under `datalake dev`, the dbt models
+# (docs/models.md): two cores (one made the models' Spark the whole cost of a build,
+# bench/README.md) and a heap for a few days of the demo's sessions.
+SERVER_MASTER = "local[2]"
+SERVER_MEMORY = "1g"
 _TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 
 _decided: dict[str, str | None] = {}  # discovery file -> the server's URL (None: not served)
