@@ -4,8 +4,9 @@ Readers pay per file (an open, a footer read, on S3 several requests), so a sync
 of the right size in the first place (issue #33): rows arrive as one Arrow table per work file
 (a few thousand rows each), are buffered into row groups of about ``row_group_bytes`` of Arrow
 data, and a file is closed and the next one started once the bytes written reach the target
-(``[sync] target_file_mb``). A file therefore ends between the target and the target plus one
-row group (and its footer); only an hour's last file is smaller.
+(``[iceberg] target_file_mb``: compaction's size too, one setting of the lake, whatever its
+table format). A file therefore ends between the target and the target plus one row group (and
+its footer); only an hour's last file is smaller.
 """
 
 from __future__ import annotations

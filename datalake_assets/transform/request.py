@@ -54,7 +54,8 @@ class SyncRequest:
     # a batch of fewer archive bytes (compressed) runs in the driver, without Spark jobs
     # (transform/local_path.py); 0: always Spark
     local_max_bytes: int = DEFAULT_LOCAL_MAX_BYTES
-    # a table-hour's Parquet files are cut at this size ([sync] target_file_mb)
+    # a table-hour's Parquet files are cut at this size: [iceberg] target_file_mb, the one
+    # file size of the lake (compaction's too), whatever the table format
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     # "register": register the hours from the lake's files, then check the catalog;
     # "check": check only. No archive is read, no data written (transform/catalog_phase.py)
@@ -143,6 +144,7 @@ def request_from_settings(settings: LakeSettings, source: SourceSettings, hours,
                           replay: bool, run_id: str = "", catalog_only: str = ""
                           ) -> SyncRequest:
     """The sync of ``source``'s ``hours`` (any ``ArchiveHour`` spelling) as the settings say."""
+    fmt = FormatConfig.of_settings(settings)
     return SyncRequest(
         lake_root=settings.lake_root,
         archive_root=settings.archive_root,
@@ -160,7 +162,7 @@ def request_from_settings(settings: LakeSettings, source: SourceSettings, hours,
         dedup_lookback_hours=settings.sync.dedup_lookback_days * 24,
         identity_traits=settings.privacy.identity_traits,
         local_max_bytes=settings.sync.local_max_bytes,
-        target_file_bytes=settings.sync.target_file_mb * 1024 * 1024,
+        target_file_bytes=fmt.target_file_mb * 1024 * 1024,
         catalog_only=catalog_only,
-        table_format=FormatConfig.of_settings(settings),
+        table_format=fmt,
     )

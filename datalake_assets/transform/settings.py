@@ -59,5 +59,3 @@ class SyncSettings:
     dedup_lookback_days: Int(0, 90) = 7  # messageId unique across this many days of earlier hours
     # a batch of fewer archive bytes runs without Spark jobs; 0: always as Spark jobs
     local_max_bytes: Int(0) = DEFAULT_LOCAL_MAX_BYTES
-    # a table-hour's Parquet files are cut at this many MB (transform/hour_files.py, #33)
-    target_file_mb: Int(1, 16384) = 512

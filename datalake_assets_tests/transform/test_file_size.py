@@ -19,7 +19,7 @@ from datalake_assets.spec import layout
 from datalake_assets.spec import types as T
 from datalake_assets.spec.identity import identity
 from datalake_assets.transform.hour_files import row_group_bytes
-from datalake_assets.transform.request import request_from_settings
+from datalake_assets.transform.request import parse_args, request_from_settings
 from datalake_assets.transform.stage_b import StageBConfig, plan_stage_b_tasks, run_stage_b
 from datalake_assets.transform.sync import run_sync
 from datalake_assets_tests.support.archive_builders import msg, write_hour
@@ -125,6 +125,17 @@ local_max_bytes = 1099511627776
 id = "s"
 date_layout = "day"
 """
+
+
+def test_the_sync_cuts_files_at_the_lakes_one_file_size(tmp_path):
+    """``[iceberg] target_file_mb`` is the lake's file size: compaction's and, in either table
+    format, the sync's."""
+    text = SETTINGS.format(root=tmp_path) + "[iceberg]\ntarget_file_mb = 256\n"
+    settings = load_lake_toml(tmp_path, text)
+    assert settings.table_format == "segment"
+    req = request_from_settings(settings, settings.source("s"), [H10], replay=False)
+    assert req.target_file_bytes == 256 * 1024 * 1024
+    assert parse_args(req.to_args()).target_file_bytes == req.target_file_bytes
 
 
 def no_spark():
