@@ -70,12 +70,23 @@ def _misfits(src: LakeSource, hour: layout.ArchiveHour) -> dict[str, Counter[str
     out: dict[str, Counter[str]] = {}
     for loc, _ in _hour_files(src, QUARANTINE, hour):
         fs, path = storage.resolve(loc)
-        rows = pq.read_table(path, filesystem=fs,
-                             columns=["level", "reason", "table_name", "column_name"])
+        rows = _of_hour(pq.ParquetFile(path, filesystem=fs),
+                        ["level", "reason", "table_name", "column_name"], hour)
         for r in rows.to_pylist():
             if r["level"] == "value" and r["reason"] == "type_mismatch":
                 out.setdefault(r["table_name"], Counter())[r["column_name"]] += 1
     return out
+
+
+def _of_hour(f: pq.ParquetFile, columns: list[str], hour: layout.ArchiveHour) -> pa.Table:
+    """The file's rows of ``hour``: all of them, unless the file holds several hours (an
+    Iceberg file of compacted data has ``day`` and ``hr`` columns:
+    ``lake/formats/iceberg_compact.py``)."""
+    if not {"day", "hr"} <= set(f.schema_arrow.names):
+        return f.read(columns=columns)
+    t = f.read(columns=[*columns, "day", "hr"])
+    t = t.filter(pc.and_(pc.equal(t["day"], hour.day), pc.equal(t["hr"], hour.hr)))
+    return t.select(columns)
 
 
 def table_hour(src: LakeSource, table: str, hour: layout.ArchiveHour,
@@ -88,14 +99,15 @@ def table_hour(src: LakeSource, table: str, hour: layout.ArchiveHour,
     for loc, _ in files:
         fs, path = storage.resolve(loc)
         f = pq.ParquetFile(path, filesystem=fs)
-        rows += f.metadata.num_rows
         for field in f.schema_arrow:
             now = columns.get(field.name)
             was = _TYPE_NAMES.get(str(field.type))
             if now and was and was != now:
                 widened[field.name] = {"name": field.name, "from": was, "to": now}
         present = [c for c in CHECKED_COLUMNS if c in f.schema_arrow.names]
-        parts.append(f.read(columns=present))
+        part = _of_hour(f, present, hour)
+        rows += part.num_rows
+        parts.append(part)
     data = pa.concat_tables(parts, promote_options="default")
     ids = data.column("message_id")
     repeated = len(ids) - len(pc.unique(ids))
