@@ -200,18 +200,13 @@ def test_a_check_run_alone_measures_the_hour_not_its_coarse_file(lake):
     assert all(c["repeated_message_ids"] == 0 for c in lake["before"]["checks"])
 
 
-def test_a_second_run_moves_days_far_below_the_target_to_their_month_then_nothing(lake):
-    """The first run judged a day by its hourly files' bytes (each small file's overhead
-    included); a day file much smaller than that, under a quarter of the target, is merged
-    into its month by the next run; then a run finds nothing to do."""
+def test_a_second_run_finds_nothing_to_do(lake):
+    """Idempotent: a day file stays a day (its hourly files' bytes said it fills one, though
+    it is smaller than their sum), the month file is alone in its month."""
     root = lake["settings"].lake_root
-    again = compact_each(lake["settings"])
-    for name in ("order_completed", "pages", "tracks"):
-        [t] = again[name].tables
-        assert t.partitions == ["month=2026-11"] and t.files_after == 1 < t.files_before
     assert converge(lake["settings"]) == 0
     lake["converged"] = files(root)
-    assert lake["converged"]["order_completed"] < 12 + 3
+    assert lake["converged"]["order_completed"] == 12 + 3
     assert contents(root) == lake["before"]["rows"]
 
 
@@ -223,9 +218,11 @@ def test_a_replay_of_a_compacted_hour_replaces_it_and_the_next_compaction_merges
     # the overwrite on day/hr rewrote the day's file: the hour replaced, the day's other
     # hours kept (as hourly files), nothing twice
     assert contents(root) == lake["before"]["rows"]
-    # the coarse file that held the hour was rewritten: its other hours are hourly files
-    assert files(root)["order_completed"] >= lake["converged"]["order_completed"] + 23
-    assert 1 <= converge(settings) <= 2
+    # the day file that held the hour was rewritten: its other 23 hours are hourly files
+    assert files(root)["order_completed"] == 12 + 24 + 2
+    again = compact_each(settings)
+    assert [t.partitions for t in again["order_completed"].tables] == [["day=2026-11-21"]]
+    assert converge(settings) == 0
     assert files(root) == lake["converged"]
     assert contents(root) == lake["before"]["rows"]
 
@@ -279,7 +276,7 @@ def test_a_commit_lost_to_another_writer_is_planned_again_on_the_new_version(lak
     target = TARGETS["pages"]
     cutoff = datetime(2026, 11, 22, 12, tzinfo=UTC)  # NOW - SETTLE
     done = compact_table(load, "pages", cutoff, target)
-    assert done.attempts == 2 and done.files_after < done.files_before
+    assert done.attempts == 2 and done.partitions == ["day=2026-11-21"]
     rows = fmt.load(src, "pages").scan().to_arrow()
     assert "outside-1" in rows["message_id"].to_pylist()  # the other writer's row kept
     with fmt.load(src, "pages").transaction() as tx:  # and removed again for the next tests
@@ -328,8 +325,10 @@ def test_an_erasure_after_compaction_removes_the_person_from_the_coarse_files(la
     root = settings.lake_root
     converge(settings)  # the cold hours in coarse files again
     tbl = tables(sql_catalog(root), SRC)["order_completed"]
-    coarse = [t.file.file_path for t in tbl.scan(row_filter="day = '2026-11-21'").plan_files()]
-    assert len(coarse) == 1 and "/hr=" not in coarse[0]
+    for day, folder in (("2026-11-21", "/data/day=2026-11-21/"), ("2026-11-22", "/data/0")):
+        coarse = [t.file.file_path for t in tbl.scan(row_filter=f"day = '{day}' AND hr < '12'")
+                  .plan_files()]
+        assert len(coarse) == 1 and folder in coarse[0], coarse
     result = forget(settings, ForgetRequest("r-compacted", (identity("user_id", PERSON),)))
     assert result.status == "completed" and result.rows_remaining == 0, result
     # the hour's rows only: a coarse file's other hours are not counted, nor staged as its
@@ -348,8 +347,8 @@ def test_the_segment_layout_says_it_does_not_compact(tmp_path):
 
 
 def test_the_command_and_the_maintenance_job_compact_and_report(lake, capsys):
-    """``datalake compact`` with the settings' defaults (512 MB: every cold day goes to its
-    month), then the nightly job after another replay: its ``compact_tables`` op's metadata
+    """``datalake compact`` with the settings' defaults (512 MB: a cold day of hourly files
+    goes to its month), then the nightly job after another replay: its ``compact_tables`` op's metadata
     and the reports under ``reports/compaction/``."""
     import json
 
@@ -364,7 +363,7 @@ def test_the_command_and_the_maintenance_job_compact_and_report(lake, capsys):
     settings_file = os.path.join(os.path.dirname(root), "lake.toml")
     assert main(["--settings", settings_file, "compact", "--source", SRC]) == 0
     out = capsys.readouterr().out
-    assert "ice.order_completed: " in out and "1 partitions (month=2026-11)" in out, out
+    assert "ice.order_completed: 72 files" in out and "1 partitions (month=2026-11)" in out, out
     [location] = [ln.split("report ", 1)[1] for ln in out.splitlines()
                   if ln.startswith(f"{SRC}: report ")]
     written = json.loads(open(location).read())
@@ -380,11 +379,12 @@ def test_the_command_and_the_maintenance_job_compact_and_report(lake, capsys):
             if e.event_type_value == "STEP_OUTPUT"}
     done = meta["compact_tables"]["sources"].value[SRC]
     tables_done = {t["table"]: t for t in done["tables"]}
-    # the replay rewrote the month file that held its hour: the month is 72 hourly files
-    # again (every hour is cold by now), one file after the job
+    # the erasure's hours left hourly files in every cold day, so the command wrote every
+    # hour (all cold by now) to the month file; the replay rewrote that file into hourly
+    # files: 72 files, one after the job
     assert (tables_done["order_completed"]["files_before"],
             tables_done["order_completed"]["files_after"]) == (72, 1)
-    assert meta["compact_tables"]["files_before"].value >= 3 * 72
+    assert meta["compact_tables"]["files_before"].value == 3 * 72
     assert os.path.exists(done["report"])
     assert "maintain_tables" in meta  # the expiry ran after it
     assert contents(root) == lake["before"]["rows"]

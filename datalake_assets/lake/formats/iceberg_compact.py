@@ -15,7 +15,9 @@ target are grouped by the coarse partition they move to:
   bounds (its manifest entry's lower and upper bounds), which every engine evaluates.
 
 A group of one file is left alone (nothing to merge); so a compacted day is not rewritten
-again until a replay splits it back into hours. Files at or above half the target stay.
+again until a replay splits it back into hours. Files at or above half the target stay. A day
+is judged by its files' bytes, and a day that has a day file stays a day (``plan_groups``):
+the run is idempotent, a second run finds nothing.
 
 **Why a temporary spec in the transaction.** pyiceberg 0.12 has no ``rewrite_data_files``,
 and its snapshot producer writes the added files' manifest under the *default* spec
@@ -114,7 +116,12 @@ def plan_groups(tbl, cutoff: datetime, target_bytes: int) -> list[Group]:
             by_day[key].append(task)
     days = []
     for day, tasks in sorted(by_day.items()):
-        if sum(t.file.file_size_in_bytes for t in tasks) < target_bytes * MONTH_FRACTION:
+        # a day already written as a day file stays a day: its hourly files' bytes (each small
+        # file's overhead included) said it filled a day file; the day file alone, smaller,
+        # would send it to its month on the next run: a second rewrite for nothing
+        by_day_file = any(len(specs[t.file.spec_id].fields) == 1 for t in tasks)
+        if not by_day_file and \
+                sum(t.file.file_size_in_bytes for t in tasks) < target_bytes * MONTH_FRACTION:
             months.setdefault(day[:7], Group("month", day[:7])).tasks.extend(tasks)
         else:
             days.append(Group("day", day, tasks))
