@@ -221,6 +221,7 @@ def test_the_sync_reads_as_named_phases():
 # pyiceberg). The catalog's Segment-layout registration lists a partition folder's files
 # (segment.hour_files): the one outside use of an implementation, and it is that layout's.
 FORMAT_IMPLEMENTATIONS = {"datalake_assets.lake.formats.iceberg",
+                          "datalake_assets.lake.formats.iceberg_compact",
                           "datalake_assets.lake.formats.iceberg_files",
                           "datalake_assets.lake.formats.iceberg_schema",
                           "datalake_assets.lake.formats.segment"}
