@@ -161,6 +161,12 @@ def test_rows_are_identical_and_cold_hours_become_a_few_files(lake):
     assert lake["reports"]["quarantine"].tables == []
     for tbl in tables(sql_catalog(root), SRC).values():  # syncs still write hourly files
         assert [f.name for f in tbl.spec().fields] == ["day", "hr"]
+    # the current snapshot's manifests list the live files only, not the replaced ones as
+    # deleted entries (which every reader would read on every query)
+    tbl = tables(sql_catalog(root), SRC)["order_completed"]
+    entries = [e for m in tbl.current_snapshot().manifests(tbl.io)
+               for e in m.fetch_manifest_entry(tbl.io, discard_deleted=False)]
+    assert len(entries) == 12 + 3 and all(e.status.name != "DELETED" for e in entries)
 
 
 def test_queries_by_day_and_hour_return_the_same_and_prune(lake):

@@ -215,6 +215,13 @@ def compact_table(load, table: str, cutoff: datetime, target_bytes: int,
                             out.bytes_after += sum(f.file_size_in_bytes for f in written)
                             out.rows += rows.num_rows
                             out.partitions.append(f"{g.level}={g.key}")
+                # an empty append: its snapshot keeps the manifests that list live files and
+                # drops the one that only lists the replaced files as DELETED. Without it, the
+                # current snapshot's manifests still hold an entry per replaced file (8,760
+                # for a year of hours, 2.9 MB), which DuckDB's iceberg_scan reads on every
+                # query: 0.39 s against 0.01 s for a count by day over 30 days, measured
+                with tx.update_snapshot(snapshot_properties=props).fast_append():
+                    pass
                 use_spec(tx, "hour")
                 if tx.table_metadata.default_spec_id != hourly:  # never leave syncs a coarse spec
                     raise FormatError(f"{table}: the hourly partition spec did not come back "
