@@ -109,7 +109,12 @@ def connection(places: Places, where: str):
 
     con = duckdb_connection()
     if where == "s3":
-        con.execute(f"LOAD '{_extension('duckdb_extension_httpfs', 'httpfs')}'")
+        try:
+            httpfs = _extension("duckdb_extension_httpfs", "httpfs")
+        except ModuleNotFoundError:
+            raise SystemExit("DuckDB's httpfs extension is not installed: "
+                             "pip install -e '.[bench]'") from None
+        con.execute(f"LOAD '{httpfs}'")
         con.execute("CREATE SECRET bench (TYPE s3, KEY_ID 'testing', SECRET 'testing', "
                     f"REGION 'us-east-1', ENDPOINT '{places.proxy_url[len('http://'):]}', "
                     "URL_STYLE 'path', USE_SSL false)")
