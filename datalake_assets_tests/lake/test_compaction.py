@@ -245,12 +245,22 @@ def test_a_sync_while_compaction_runs_waits_for_the_lock_and_nothing_is_lost(lak
     def replay():
         results["sync"] = sync(settings, ["2026-11-21T09", "2026-11-22T20"], replay=True)
 
+    from datalake_assets.lake.lock import SourceLock
+
     threads = [threading.Thread(target=compaction), threading.Thread(target=replay)]
-    for t in threads:
-        t.start()
+    snapshot = tables(sql_catalog(root), SRC)["order_completed"].current_snapshot().snapshot_id
+    with SourceLock(root, SRC, "another-compaction"):  # e.g. the nightly job, one table in
+        for t in threads:
+            t.start()
+        threads[0].join(timeout=1.5)
+        # both wait for the lock: nothing committed meanwhile
+        assert all(t.is_alive() for t in threads) and not results
+        assert tables(sql_catalog(root), SRC)["order_completed"].current_snapshot() \
+            .snapshot_id == snapshot
     for t in threads:
         t.join(timeout=120)
     assert results["sync"].source.messages_written == 60
+    assert results["compact"]["order_completed"].tables  # it ran, before or after the sync
     assert contents(root) == lake["before"]["rows"]  # whichever went first
     converge(settings)
     assert files(root) == lake["converged"]
