@@ -42,6 +42,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -267,7 +268,9 @@ def main() -> None:
         proxy.stop()
         server.stop()
     check(results)
-    summary = {"args": vars(a), "machine": {"python": platform.python_version(),
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    summary = {"args": vars(a), "commit": head, "machine": {"python": platform.python_version(),
                                             "cpus": os.cpu_count(),
                                             "load": os.getloadavg()},
                "tables": {n: {k: v for k, v in t.items() if k != "catalogs"}
