@@ -269,7 +269,7 @@ def main() -> None:
         server.stop()
     check(results)
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
+                          check=False, text=True).stdout.strip()
     summary = {"args": vars(a), "commit": head, "machine": {"python": platform.python_version(),
                                             "cpus": os.cpu_count(),
                                             "load": os.getloadavg()},
