@@ -2,18 +2,19 @@
 ``iceberg_compact.py``), read back as readers read it: pyiceberg's own catalog and DuckDB's
 ``iceberg_scan``, row for row against the lake before compaction.
 
-One lake of many small hours (3 days x 24 hours, two event tables and the quarantine) is synced
-once on the driver-local path (no Spark) and compacted once for the module; the tests that
-change it (a replay, a concurrent sync, an erasure) each end with the lake's rows as the
-archive says, and run in the file's order."""
+One lake of many small hours (3 days x 24 hours, three event tables and the quarantine), synced
+once on the driver-local path (no Spark) and compacted once; the tests that change it (replays,
+a concurrent sync, an erasure) end with its rows as the archive says, in the file's order."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -24,6 +25,7 @@ from datalake_assets.lake.formats.base import SEGMENT_COMPACTION
 from datalake_assets.lake.formats.compaction import compact_source
 from datalake_assets.lake.formats.iceberg_compact import FAULT_POINT, compact_table
 from datalake_assets.lake.formats.maintain import maintain_source
+from datalake_assets.lake.lock import SourceLock
 from datalake_assets.transform.job import run_sync
 from datalake_assets.transform.request import request_from_settings
 from datalake_assets_tests.support.archive_builders import msg, write_hour
@@ -63,13 +65,10 @@ def hour_lines(hour: str) -> list[dict]:
                    userId=user(i, 5), properties={"path": f"/p{i}"}) for i in range(10)])
 
 
-def no_spark():
-    raise AssertionError("the driver-local path started a Spark session")
-
-
 def sync(settings, hours, replay: bool = False):
-    return run_sync(no_spark, request_from_settings(settings, settings.source(SRC), hours,
-                                                    replay=replay))
+    """The driver-local path: a Spark session is never asked for (``None``)."""
+    return run_sync(None, request_from_settings(settings, settings.source(SRC), hours,
+                                                replay=replay))
 
 
 def contents(lake_root: str) -> dict[str, list[tuple]]:
@@ -245,8 +244,6 @@ def test_a_sync_while_compaction_runs_waits_for_the_lock_and_nothing_is_lost(lak
     def replay():
         results["sync"] = sync(settings, ["2026-11-21T09", "2026-11-22T20"], replay=True)
 
-    from datalake_assets.lake.lock import SourceLock
-
     threads = [threading.Thread(target=compaction), threading.Thread(target=replay)]
     snapshot = tables(sql_catalog(root), SRC)["order_completed"].current_snapshot().snapshot_id
     with SourceLock(root, SRC, "another-compaction"):  # e.g. the nightly job, one table in
@@ -310,7 +307,7 @@ def test_a_kill_between_writing_and_committing_leaves_the_table_and_maintain_rem
     snapshot = fmt.load(src, "pages").current_snapshot().snapshot_id
     data = os.path.join(root, "iceberg", SRC, "pages", "data")
     stored = {os.path.join(d, f) for d, _, fs in os.walk(data) for f in fs}
-    code = ("import sys; from datetime import datetime, UTC\n"
+    code = ("from datetime import datetime, UTC\n"
             "from datalake_assets.lake.formats import FormatConfig, SourceTables\n"
             "from datalake_assets.lake.formats.compaction import compact_source\n"
             f"compact_source({root!r}, FormatConfig(format='iceberg'), SourceTables('{SRC}', "
@@ -318,15 +315,14 @@ def test_a_kill_between_writing_and_committing_leaves_the_table_and_maintain_rem
             "now=datetime(2026, 11, 24, 12, tzinfo=UTC), tables=['pages'])\n")
     env = {**os.environ, FAULT_ENV: FAULT_POINT}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
     assert proc.returncode == -9, proc.stderr
     assert fmt.load(src, "pages").current_snapshot().snapshot_id == snapshot
     assert contents(root) == lake["before"]["rows"]
     orphans = {os.path.join(d, f) for d, _, fs in os.walk(data) for f in fs} - stored
     assert orphans  # the killed run's files, referenced by nothing
     # the killed run's lock died with it (a local flock); maintain takes it
-    done = maintain_source(root, FormatConfig(format="iceberg"), src, "test-maintain",
-                           timedelta(0))
+    done = maintain_source(root, fmt.config, src, "test-maintain", timedelta(0))
     assert done["pages"]["orphan_files_removed"] >= len(orphans)
     assert not any(os.path.exists(p) for p in orphans)
     assert contents(root) == lake["before"]["rows"]
@@ -366,8 +362,6 @@ def test_the_command_and_the_maintenance_job_compact_and_report(lake, capsys):
     """``datalake compact`` with the settings' defaults (512 MB: a cold day of hourly files
     goes to its month), then the nightly job after another replay: its ``compact_tables`` op's metadata
     and the reports under ``reports/compaction/``."""
-    import json
-
     from dagster import DagsterInstance
 
     from datalake_assets.cli import main
@@ -382,7 +376,7 @@ def test_the_command_and_the_maintenance_job_compact_and_report(lake, capsys):
     assert "ice.order_completed: 72 files" in out and "1 partitions (month=2026-11)" in out, out
     [location] = [ln.split("report ", 1)[1] for ln in out.splitlines()
                   if ln.startswith(f"{SRC}: report ")]
-    written = json.loads(open(location).read())
+    written = json.loads(Path(location).read_text())
     assert written["target_bytes"] == 512 << 20 and written["settle_hours"] == 48
     assert written["totals"]["files_before"] > written["totals"]["files_after"] > 0
     assert contents(root) == lake["before"]["rows"]
