@@ -138,6 +138,7 @@ class _StageBTask:
         self.columns = cfg.tables[table]
         self.schema = pa.schema([(c, ARROW_TYPES[t]) for c, t in self.columns])
         self.writers: dict[str, HourFiles] = {}
+        self.open_hour: str | None = None  # the hour whose rows are being buffered
         self.values_quarantined: dict[str, int] = {}
         self.misfits: dict[tuple[str, str], int] = {}  # (hour, column) -> values
         self.quarantine: dict[str, list[dict]] = {}
@@ -190,6 +191,11 @@ class _StageBTask:
                             detail = f"lost key path: {detail}"
                         self._value(hour, column, value, reason, detail, ids[row].as_py())
         written = pa.Table.from_arrays(arrays, schema=self.schema)
+        if self.open_hour not in (None, hour):
+            # the plan gives a task its items hour by hour: the last hour's rows are all
+            # there, so its buffered row group is written now rather than held to the end
+            self.writers[self.open_hour].close()
+        self.open_hour = hour
         self._writer(hour).write(written)
         self.checked_data.setdefault(hour, []).append(written.select(self.checked))
 

@@ -20,6 +20,7 @@ from datalake_assets.spec import types as T
 from datalake_assets.spec.identity import identity
 from datalake_assets.transform.hour_files import row_group_bytes
 from datalake_assets.transform.request import parse_args, request_from_settings
+from datalake_assets.transform.stage_a import STATS, StageAConfig, merge_stats, run_stage_a
 from datalake_assets.transform.stage_b import StageBConfig, plan_stage_b_tasks, run_stage_b
 from datalake_assets.transform.sync import run_sync
 from datalake_assets_tests.support.archive_builders import msg, write_hour
@@ -178,3 +179,31 @@ def test_a_sync_replay_and_erasure_take_several_files_per_table_hour(tmp_path):
     assert done.rows_removed["order_completed"] == 60 + 1  # every 50th message, both hours
     left = pq.read_table(day)
     assert left.num_rows == 3020 - 61 and "u7" not in left.column("user_id").to_pylist()
+
+
+def test_a_task_of_several_hours_writes_each_hour_whole(tmp_path):
+    """Small hours packed in one task: one file each (an hour's rows written once the task
+    moves on to the next one), all rows there."""
+    files = [write_hour(str(tmp_path), "s", f"2026-11-21T{h:02d}",
+                        blob_messages(30 + h, f"2026-11-21T{h:02d}", f"h{h}-"), name=f"{h}.jsonl")
+             for h in (10, 11, 12)]
+    batch = pa.RecordBatch.from_pydict({"file_idx": [0, 1, 2], "location": files,
+                                        "hour": ["2026112110", "2026112111", "2026112112"]})
+    config = StageAConfig(32768, 16, "s", "run1", str(tmp_path / "work"),
+                          str(tmp_path / "quarantine"), tuple(files))
+    out = pa.Table.from_batches(list(run_stage_a(iter([batch]), config))).to_pydict()
+    stats = merge_stats([p for k, p in zip(out["kind"], out["payload"]) if k == STATS])
+    columns = (("message_id", T.STRING), ("event", T.STRING))
+    cfg = StageBConfig("s", "run1", str(tmp_path / "data"), str(tmp_path / "q"), "day",
+                       {"order_completed": columns, "tracks": columns},
+                       target_file_bytes=TARGET)
+    tasks = plan_stage_b_tasks(stats.work_files, {})
+    assert len(tasks) == 2  # one per table, three hours each
+    rows = pa.RecordBatch.from_pylist([{"task": t, "table": tb, "items": it} for t, tb, it in tasks])
+    manifest = pa.Table.from_batches(list(run_stage_b(iter([rows]), cfg))).to_pylist()
+    files_of = written_files(manifest, "order_completed")
+    assert sorted((f["hour"], f["rows"]) for f in files_of) == [
+        ("2026112110", 40), ("2026112111", 41), ("2026112112", 42)]
+    for f in files_of:
+        assert layout.hour_of_data_file(f["location"]) == f["hour"]
+        assert pq.read_table(f["location"]).num_rows == f["rows"]
