@@ -8,6 +8,8 @@ files once older than the retention."""
 from typing import Any
 
 from dagster import (
+    AssetKey,
+    AssetObservation,
     In,
     MetadataValue,
     Nothing,
@@ -47,6 +49,16 @@ def build_maintenance_automation(settings: LakeSettings) -> tuple[list[Any], lis
             location = write_report(settings.lake_root, report)
             for line in report_lines(s.id, report):
                 context.log.info(line)
+            # on each table's own asset page (Events), not only in this run's output
+            for t in report.tables:
+                context.log_event(AssetObservation(AssetKey([s.slug, t.table]), metadata={
+                    "compaction/files_before": t.files_before,
+                    "compaction/files_after": t.files_after,
+                    "compaction/bytes_before": t.bytes_before,
+                    "compaction/bytes_after": t.bytes_after,
+                    "compaction/partitions": MetadataValue.json(t.partitions),
+                    "compaction/seconds": round(t.seconds, 2),
+                    "compaction/report": location}))
             done[s.id] = {**report.to_json(), "report": location}
         totals = {k: sum(r["totals"][k] for r in done.values())
                   for k in ("files_before", "files_after", "bytes_before", "bytes_after")}

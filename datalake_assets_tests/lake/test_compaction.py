@@ -395,6 +395,12 @@ def test_the_command_and_the_maintenance_job_compact_and_report(lake, capsys):
     assert (tables_done["order_completed"]["files_before"],
             tables_done["order_completed"]["files_after"]) == (72, 1)
     assert meta["compact_tables"]["files_before"].value == 3 * 72
+    # each compacted table's asset page shows it (an observation of the table's asset)
+    seen = {tuple(e.asset_key.path): e.event_specific_data.asset_observation.metadata
+            for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"}
+    observed = seen[(settings.sources[0].slug, "order_completed")]
+    assert (observed["compaction/files_before"].value,
+            observed["compaction/files_after"].value) == (72, 1)
     assert os.path.exists(done["report"])
     assert "maintain_tables" in meta  # the expiry ran after it
     assert contents(root) == lake["before"]["rows"]
