@@ -197,7 +197,7 @@ class NativeParser:
             groups, names = self._groups()
             self.con.unregister("chunk")
             self.con.register("chunk", pa.table({"line": texts, "grp": pa.array(groups)}))
-            raw_keys = _key_counts(texts)
+            raw_keys = _key_counts(chunk)
             return [(table, *self._table(table, code, np.flatnonzero(groups == code), texts,
                                          raw_keys))
                     for code, table in enumerate(names)]
@@ -330,22 +330,14 @@ def _texts(chunk: Chunk) -> pa.Array:
     return pa.array(fixed, pa.string())
 
 
-def _key_counts(texts: pa.Array) -> np.ndarray:
+def _key_counts(chunk: Chunk) -> np.ndarray:
     """``KEY_COUNT_RE``'s count in each line, for minified lines (``_ROUTE_RE`` routes away
-    a line with space around a key's colon): ``":`` not followed by ``n`` (null) or ``{}``,
-    found with byte tests over the chunk's buffer."""
-    _, offsets, data = texts.buffers()
-    n = len(texts)
-    if data is None or len(data) < 2:
-        return np.zeros(n, np.int64)
-    b = np.frombuffer(data, np.uint8)
-    starts = np.frombuffer(offsets, np.int32, count=texts.offset + n + 1)[texts.offset:]
-    colons = np.flatnonzero(b == ord(":"))
-    colons = colons[b[np.maximum(colons - 1, 0)] == ord('"')]
-    last = len(b) - 1
-    after = b[np.minimum(colons + 1, last)]
-    then = b[np.minimum(colons + 2, last)]
-    keys = colons[(after != ord("n")) & ~((after == ord("{")) & (then == ord("}")))]
-    line = np.searchsorted(starts, keys, side="right") - 1
-    line = line[(line >= 0) & (line < n)]
-    return np.bincount(line, minlength=n)
+    a line with space around a key's colon): ``":`` not followed by ``n`` (null) or ``{}``.
+    ``bytes.count`` over each line's range of the chunk's buffer: a C search, twice as fast as
+    numpy byte tests over the buffer (which build arrays the size of the text, then search
+    each key's line)."""
+    data, ends = chunk.data, chunk.ends
+    count = data.count
+    return np.fromiter(
+        (count(b'":', a, b) - count(b'":n', a, b) - count(b'":{}', a, b)
+         for a, b in zip(ends, ends[1:])), np.int64, len(chunk))
