@@ -98,11 +98,30 @@ def parse_timestamps(texts: pa.Array) -> pa.Array:
     n = len(texts)
     if n == 0:
         return pa.array([], TS_TYPE)
-    if texts.null_count < n and pc.all(pc.match_substring_regex(texts, _TS_FAST_RE)).as_py():
-        try:  # every text is of the common form: one Arrow cast (a bad date falls through)
-            return pc.cast(texts, TS_TYPE)
+    if texts.null_count == n:
+        return pa.nulls(n, TS_TYPE)
+    fast = pc.fill_null(pc.match_substring_regex(texts, _TS_FAST_RE), False)
+    n_fast = pc.sum(fast).as_py() or 0
+    if n_fast:
+        try:  # the common form: one Arrow cast (a bad date falls through to the rules)
+            if n_fast == n - texts.null_count:
+                return pc.cast(texts, TS_TYPE)
+            # Some texts of other forms (a column where a few messages send times without a
+            # zone): only those take the rules below, not the whole column (a profile of
+            # stage B: 30 % of its time in this function, for 4 % of such values).
+            out = _scatter(fast, pc.cast(texts.filter(fast), TS_TYPE), None)
+            other = pc.and_(pc.invert(fast), pc.is_valid(texts))
+            return pc.if_else(other, _scatter(other, _parse_rules(texts.filter(other)), None),
+                              out)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
+    return _parse_rules(texts)
+
+
+def _parse_rules(texts: pa.Array) -> pa.Array:
+    """``parse_timestamps`` by the patterns: the strict forms normalized for one Arrow cast,
+    the rest (the loose pattern) one by one in Python."""
+    n = len(texts)
     strict = pc.fill_null(pc.match_substring_regex(texts, _TS_STRICT_RE), False)
     loose = pc.fill_null(pc.match_substring_regex(texts, _TS_RE), False)
     other = pc.and_(loose, pc.invert(strict))

@@ -207,6 +207,10 @@ def test_columnize_defers_deep_nesting_to_the_per_row_rules():
     ["2026-11-21T10:00:00Z", "2026-11-21 10:00:00.5+02:00", "2026-11-21T10:00:00.123456-0530",
      "2020-02-29T23:59:59Z", "2026-11-21T10:00-03", None],
     ["2026-11-21T10:00:00Z", "2026-02-30T10:00:00Z", "2021-02-29T00:00:00+01:00"],  # bad dates
+    # the common form with a few of other forms: those alone take the rules
+    ["2026-11-21T10:00:00Z", "2026-11-21 10:00:01", None, "2026-11-21T10:00:02.123Z",
+     "2026-11-21t10:00:03z", "2026-11-21T10:00:04.1234567Z", "soon", "2026-11-21T10:00:05+01"],
+    ["2026-11-21T10:00:00Z", "2026-11-21 10:00:01", "2026-02-30T10:00:00Z"],  # and a bad date
 ])
 def test_parse_timestamps_fast_path_matches_parse_timestamp(texts):
     got = C.parse_timestamps(pa.array(texts, pa.string())).cast(pa.int64()).to_pylist()
