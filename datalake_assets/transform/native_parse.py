@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import orjson
@@ -340,4 +341,4 @@ def _key_counts(chunk: Chunk) -> np.ndarray:
     count = data.count
     return np.fromiter(
         (count(b'":', a, b) - count(b'":n', a, b) - count(b'":{}', a, b)
-         for a, b in zip(ends, ends[1:])), np.int64, len(chunk))
+         for a, b in pairwise(ends)), np.int64, len(chunk))
