@@ -1,7 +1,12 @@
 """What the UI shows of assets and checks, read through the UI's GraphQL: a partition's latest
-materialization, the partition bar's statuses, each check's statuses by partition."""
+materialization, the partition bar's statuses (hourly and daily), each check's statuses by
+partition; and ``Steps``, the failure collector of the tests that drive ``datalake dev``."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets_tests.orchestration.dagster_ui import DagsterUI, key_input
@@ -29,9 +34,24 @@ def latest_metadata(ui: DagsterUI, key: str, partition: str) -> dict:
 
 def partition_status(ui: DagsterUI, key: str) -> dict[str, str]:
     """Partition key -> MATERIALIZED / FAILED / ... as the partition bar shows it."""
+    return _expand(_status_ranges(ui, key))
+
+
+def day_status(ui: DagsterUI, key: str) -> dict[str, str]:
+    """Day -> MATERIALIZED / FAILED / ... as the partition bar of a daily asset shows it."""
+    out = {}
+    for r in _status_ranges(ui, key):
+        day = datetime.strptime(r["startKey"], "%Y-%m-%d")
+        while day.strftime("%Y-%m-%d") <= r["endKey"]:
+            out[day.strftime("%Y-%m-%d")] = r["status"]
+            day += timedelta(days=1)
+    return out
+
+
+def _status_ranges(ui: DagsterUI, key: str) -> list[dict]:
     node = ui.gql(ASSET_PARTITION_STATUSES_QUERY, {"assetKeys": [key_input(key)]})["assetNodes"]
     assert node, f"{key} is not a declared asset"
-    return _expand(node[0]["assetPartitionStatuses"].get("ranges") or [])
+    return node[0]["assetPartitionStatuses"].get("ranges") or []
 
 
 def _expand(ranges: list[dict]) -> dict[str, str]:
@@ -52,3 +72,24 @@ def check_statuses(ui: DagsterUI, key: str) -> tuple[dict, dict[str, dict[str, s
     checks = node[0]["assetChecksOrError"].get("checks") or []
     return node[0], {c["name"]: _expand((c["partitionStatuses"] or {}).get("ranges") or [])
                      for c in checks}
+
+
+class Steps:
+    """Named checks of one ``datalake dev`` session, run in order: a failure (an assertion, an
+    OS error) is collected and the next check still runs, so one run tells everything that is
+    wrong; ``assert_all_passed`` at the end reports them together."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0  # time.monotonic() at the test's start, for the progress lines
+        self.failures: list[str] = []
+
+    def __call__(self, name: str, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except (AssertionError, OSError) as e:
+            self.failures.append(f"({name}) {e}")
+        print(f"({name}) done at {time.monotonic() - self.t0:.0f} s")
+
+    def assert_all_passed(self) -> None:
+        print(f"test wall time {time.monotonic() - self.t0:.0f} s")
+        assert not self.failures, "\n\n".join(self.failures)

@@ -9,6 +9,12 @@ UI's own GraphQL calls (datalake_assets_tests/orchestration/dagster_ui.py):
 (b) a materialization of one event table for one hour succeeds;
 (e) every run registered its tables through the embedded metastore's server that
     ``datalake dev`` starts: they read, through it, as many rows as the lake's files hold;
+(f) the catalog asset of each hour is materialized and its check in step;
+(g) the models (issue #28) of a second source, ``demo``, whose archive of demo traffic the
+    sensor syncs in phase 1 (two days, the first complete): the daemon builds the complete day
+    by itself and not the other, a range of both days materializes in one run, and the models
+    read through the served metastore hold the lake's messages per day
+    (``dagster_ui_models.py``; in this session to spare a ``datalake dev`` start);
 
 and the lake then equals a clean sync of the same archive (``datalake sync`` into a fresh
 lake); then
@@ -16,8 +22,8 @@ lake); then
 (d) the job ``forget_person`` launched from the launchpad with a user's config erases that
     person (and nobody else) and records the request in ``privacy_requests``.
 
-Failures of (c), (a), (b), the comparison and (d) are collected and reported together, so one
-run tells everything that is wrong.
+Failures of (c), (a), (b), (e), (f), (g), the comparison and (d) are collected and reported
+together (``Steps``), so one run tells everything that is wrong.
 """
 
 from __future__ import annotations
@@ -33,8 +39,10 @@ import pytest
 
 from datalake_assets.orchestration.batch_sync import SOURCE_HOURS_TAG
 from datalake_assets.spec.layout import ArchiveHour
-from datalake_assets_tests.support.archive_builders import msg, write_hour
+from datalake_assets_tests.orchestration import dagster_ui_models as models
 from datalake_assets_tests.orchestration.dagster_ui import DagsterUI, datalake_dev, poll
+from datalake_assets_tests.orchestration.dagster_ui_status import Steps
+from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.settings_files import write_lake_toml
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
@@ -75,17 +83,17 @@ def archive_lines(hour: ArchiveHour, new_events: bool) -> list:
 
 
 def write_settings(folder: Path, start: ArchiveHour, archive_root: str = "archive",
-                   catalog: str = "hive") -> Path:
+                   catalog: str = "hive", extra: str = "") -> Path:
     """``datalake dev``'s settings: the default catalog, the embedded metastore that
-    ``datalake dev`` serves (every run registers through its server); the clean sync to
-    compare with registers nothing (``catalog = "none"``)."""
+    ``datalake dev`` serves (every run registers through its server), and the models' source
+    (``extra``); the clean sync to compare with registers nothing (``catalog = "none"``)."""
     return write_lake_toml(
         folder,
         f'archive_root = "{archive_root}"\nlake_root = "lake"\n'
         '[spark]\nmaster = "local[2]"\ndriver_memory = "1g"\nshuffle_partitions = 2\n'
         '[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n'
         f'[catalog]\nbackend = "{catalog}"\n'
-        f'[[sources]]\nid = "{SOURCE}"\nstart = "{start.partition_key}"\n'
+        f'[[sources]]\nid = "{SOURCE}"\nstart = "{start.partition_key}"\n{extra}'
     )
 
 
@@ -144,11 +152,12 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
     hours = [ArchiveHour.of(last.start - timedelta(hours=1)), last]
     home = tmp_path / "home"
     home.mkdir()
-    settings = write_settings(home, hours[0])
+    settings = write_settings(home, hours[0], extra=models.SETTINGS)
     archive = home / "archive"
     for h in hours[:1]:
         write_hour(str(archive), SOURCE, str(h), archive_lines(h, new_events=False))
-    failures: list[str] = []
+    days = models.write_demo_archive(archive)  # (g): the models' source, synced in phase 1
+    step = Steps(t0)
 
     with datalake_dev(home, settings) as dev:
         ui = dev.ui
@@ -170,18 +179,17 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
         wait_sensor_runs(ui, hours[1:])
         print(f"phase 2 done at {time.monotonic() - t0:.0f} s")
 
-        # (c) new tables become declared assets by themselves (no reload mutation here).
-        try:
-            poll(f"{NEW_TABLES} to become declared, materializable assets of group "
-                 f"{SOURCE!r} downstream of {SOURCE}/raw_archive, without a manual reload "
-                 f"(catalog now: {describe_new_tables(ui)})",
-                 lambda: new_tables_declared(ui), RELOAD_TIMEOUT, 5.0)
-        except AssertionError as e:
-            failures.append(f"(c) {e}; catalog at the end: {describe_new_tables(ui)}")
-        print(f"(c) done at {time.monotonic() - t0:.0f} s")
+        def new_tables_by_themselves():  # (c): no reload mutation here
+            try:
+                poll(f"{NEW_TABLES} to become declared, materializable assets of group "
+                     f"{SOURCE!r} downstream of {SOURCE}/raw_archive, without a manual reload "
+                     f"(catalog now: {describe_new_tables(ui)})",
+                     lambda: new_tables_declared(ui), RELOAD_TIMEOUT, 5.0)
+            except AssertionError as e:
+                raise AssertionError(f"{e}; catalog at the end: {describe_new_tables(ui)}"
+                                     ) from None
 
-        # (a) backfill both hours with the selection held since phase 1.
-        try:
+        def backfill_with_the_held_selection():  # (a): both hours
             bid = ui.launch_backfill(held, [h.partition_key for h in hours])
             b = ui.wait_backfill(bid, RUN_TIMEOUT)
             failed = "".join(f"\nrun {r['id']} {r['status']}:\n{ui.run_errors(r['id'])}"
@@ -189,47 +197,34 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
             ok = b["status"] in ("COMPLETED", "COMPLETED_SUCCESS")
             assert ok and b["runs"] and not failed, (
                 f"backfill {bid} ended {b['status']} with {len(b['runs'])} runs:{failed}")
-        except (AssertionError, OSError) as e:
-            failures.append(f"(a) {e}")
-        print(f"(a) done at {time.monotonic() - t0:.0f} s")
 
-        # (b) one event table, one hour, as the asset page's Materialize does.
-        try:
+        def one_table_one_hour():  # (b): as the asset page's Materialize does
             one = ui.load_for_launch([f"{SOURCE}/order_completed"])
             run_id = ui.launch_partition_run(one, hours[1].partition_key)
             ui.wait_run(run_id, RUN_TIMEOUT)
             got = ui.materialized_partitions(run_id).get(f"{SOURCE}/order_completed")
             assert got == {hours[1].partition_key}, f"run {run_id} materialized {got}"
-        except (AssertionError, OSError) as e:
-            failures.append(f"(b) {e}")
-        print(f"(b) done at {time.monotonic() - t0:.0f} s")
 
+        step("c", new_tables_by_themselves)
+        step("a", backfill_with_the_held_selection)
+        step("b", one_table_one_hour)
         # (e) every run registered its tables through the metastore's server: query them
         # through it (the lake's files are the truth; a run that opened Derby itself fails).
-        try:
-            check_served_tables(dev, settings, home / "lake")
-        except (AssertionError, OSError) as e:
-            failures.append(f"(e) {e}")
+        step("e", lambda: check_served_tables(dev, settings, home / "lake"))
         # (f) the catalog asset: each synced hour materialized, its in_step check passed
-        try:
-            check_catalog_asset(ui, hours)
-        except (AssertionError, OSError) as e:
-            failures.append(f"(f) {e}")
-
-        try:
-            compare_lakes(home / "lake", finish_clean_sync(clean), SOURCE)
-        except AssertionError as e:
-            failures.append(f"lake vs clean sync: {e}")
-
+        step("f", lambda: check_catalog_asset(ui, hours))
+        # (g) the demo source's daily models (dagster_ui_models.py)
+        daily = models.ModelsChecks(ui, days, settings, home / "lake")
+        step("g1 models: automation", daily.built_by_the_daemon)
+        step("g2 models: range", daily.a_range_in_one_run)
+        step("g3 models: contents", daily.the_models_hold_the_lake)
+        step("g4 models: B still waits", daily.b_not_automated)
+        step("lake vs clean sync",
+             lambda: compare_lakes(home / "lake", finish_clean_sync(clean), SOURCE))
         # (d) forget a person from the launchpad: the job forget_person with the config a
         # user types; afterwards none of their rows remain and nobody else's went.
-        try:
-            forget_from_launchpad(ui, home / "lake")
-        except (AssertionError, OSError) as e:
-            failures.append(f"(d) {e}")
-        print(f"(d) done at {time.monotonic() - t0:.0f} s")
-    print(f"test wall time {time.monotonic() - t0:.0f} s")
-    assert not failures, "\n\n".join(failures)
+        step("d", lambda: forget_from_launchpad(ui, home / "lake"))
+    step.assert_all_passed()
 
 
 def forget_from_launchpad(ui: DagsterUI, lake: Path) -> None:
