@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 import orjson
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
 from datalake_assets.spec import layout
@@ -57,3 +58,16 @@ def write_schema_record(
         layout.schema_record_path(lake_root, source_dir),
         orjson.dumps(body, option=orjson.OPT_INDENT_2),
     )
+
+
+def write_quarantine(root: str, hour: str, name_task: int, seq: int, run_id: str,
+                      records: list[dict]) -> tuple[str, int]:
+    """Write quarantine records of an hour (compact) under ``root``'s ``day=/hr=``."""
+    h = layout.ArchiveHour.parse(hour)
+    directory = layout.join(root, layout.hour_partition_path(h))
+    location = layout.join(directory, layout.data_file_name(h, run_id, name_task, seq))
+    fs, path = storage.resolve(location)
+    storage.create_dir(directory)
+    pq.write_table(pa.Table.from_pylist(records, schema=QUARANTINE_SCHEMA), path, filesystem=fs,
+                   compression="snappy")
+    return location, fs.get_file_info(path).size

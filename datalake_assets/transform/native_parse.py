@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -63,6 +64,14 @@ _NATIVE_ERRORS = (duckdb.Error, pa.ArrowException, ValueError, TypeError, Recurs
                   OverflowError) if duckdb is not None else ()
 
 
+def _connect():
+    # One thread (Spark runs a task per core); the allocator flushed after every query, not
+    # at 128 MB: a chunk's transforms follow each other, and their caches would add up.
+    return duckdb.connect(config={
+        "threads": 1, "preserve_insertion_order": True,
+        "allocator_flush_threshold": "0MB", "allocator_bulk_deallocation_flush_threshold": "0MB"})
+
+
 _LOCAL = threading.local()
 _KEPT_PARSERS = 4  # parsers (and their shapes) a worker thread keeps, one per source
 
@@ -95,6 +104,16 @@ class TableRows:
     received: pa.Array
 
 
+@dataclass
+class TableResult:
+    """One table's part of a chunk: its rows (None: none left to write) and the indices of
+    the lines handled natively (written, or dropped as a suppressed identity's)."""
+
+    table: str
+    rows: TableRows | None
+    handled: np.ndarray
+
+
 class _Shape:
     """The objects one table's messages have shown so far (``tree``: key -> subtree for an
     object, ``None`` for anything else) and its ``json_transform`` structure."""
@@ -111,11 +130,18 @@ class NativeParser:
     def __init__(self, max_message_bytes: int, max_depth: int) -> None:
         self.max_bytes = max_message_bytes
         self.max_depth = max_depth
-        self.con = duckdb.connect(config={"threads": 1, "preserve_insertion_order": True})
+        self.con = _connect()
         self.shapes: dict[str, _Shape] = {}
 
     def close(self) -> None:
         self.con.close()
+
+    def release(self) -> None:
+        """Give back what DuckDB keeps between queries (its allocator's caches: a worker that
+        parsed two 100k-line files holds ~200 MB more with the connection open), at the end
+        of a stage-A task. The shapes stay; a new connection costs ~10 ms."""
+        self.con.close()
+        self.con = _connect()
 
     # ---------------------------------------------------------------------------- shape
     def _grow(self, shape: _Shape, lines: pa.Array) -> bool:
@@ -164,28 +190,34 @@ class NativeParser:
 
     # ---------------------------------------------------------------------------- parse
     def parse(self, chunk: Chunk, tally: IdentityTally | None, hour: str
-              ) -> tuple[dict[str, TableRows], np.ndarray]:
-        """The chunk's rows per table (``TableRows``; ``lines`` are indices into ``chunk``)
-        and the indices of the lines for the Python path, in order. Whatever the native
-        reader refuses or fails on takes the Python path: a whole chunk, if need be."""
+              ) -> Iterator[TableResult]:
+        """The chunk's rows, one table at a time (``TableResult``; ``lines`` are indices into
+        ``chunk``): a table's struct and columns are gone before the next table's are built
+        (a 100k-line chunk: one table's at a time, not all 18). The lines no result lists as
+        handled take the Python path: whatever the native reader refuses or fails on, a
+        table's lines, or the whole chunk if need be."""
         if len(chunk) < MIN_NATIVE_LINES:
-            return {}, np.arange(len(chunk))
+            return
         try:
-            batches = self._read(chunk)
+            texts, groups, names = self._route(chunk)
+            raw_keys = _key_counts(chunk)
         except _NATIVE_ERRORS:  # never a crash: the reference rules read the chunk
-            return {}, np.arange(len(chunk))
-        out: dict[str, TableRows] = {}
-        native = np.zeros(len(chunk), bool)
-        for table, msgs, rows, columns in batches:  # the only side effect: the tally
-            got, handled = _finish(table, msgs, rows, columns, tally, hour)
-            native[handled] = True
-            if got is not None:
-                out[table] = got
-        return out, np.flatnonzero(~native)
+            self._unregister()
+            return
+        try:
+            for code, table in enumerate(names):
+                try:
+                    msgs, rows, columns = self._table(table, code, np.flatnonzero(groups == code),
+                                                      texts, raw_keys)
+                except _NATIVE_ERRORS:
+                    continue  # this table's lines: the reference rules
+                yield _finish(table, msgs, rows, columns, tally, hour)  # the tally: its only side effect
+        finally:
+            self._unregister()
 
-    def _read(self, chunk: Chunk) -> list[tuple[str, pa.StructArray, np.ndarray, dict]]:
-        """Routing, parse, checks and columns of a chunk, per table (no side effect but the
-        shapes): ``(table, messages, their line indices, columns)``."""
+    def _route(self, chunk: Chunk) -> tuple[pa.Array, np.ndarray, list[str]]:
+        """The chunk's texts, each line's table code (``_groups``) and the tables by code;
+        the chunk is left registered for the tables' transforms, with each line's code."""
         texts = _texts(chunk)
         route = ~pc.fill_null(pc.and_(
             pc.and_(pc.starts_with(texts, "{"), pc.ends_with(texts, "}")),
@@ -194,16 +226,16 @@ class NativeParser:
         route |= pc.fill_null(pc.match_substring_regex(texts, _ROUTE_RE), True).to_numpy(
             zero_copy_only=False)
         self.con.register("chunk", pa.table({"line": texts, "skip": pa.array(route)}))
+        groups, names = self._groups()
+        self.con.unregister("chunk")
+        self.con.register("chunk", pa.table({"line": texts, "grp": pa.array(groups)}))
+        return texts, groups, names
+
+    def _unregister(self) -> None:
         try:
-            groups, names = self._groups()
             self.con.unregister("chunk")
-            self.con.register("chunk", pa.table({"line": texts, "grp": pa.array(groups)}))
-            raw_keys = _key_counts(chunk)
-            return [(table, *self._table(table, code, np.flatnonzero(groups == code), texts,
-                                         raw_keys))
-                    for code, table in enumerate(names)]
-        finally:
-            self.con.unregister("chunk")
+        except duckdb.Error:  # pragma: no cover - not registered
+            pass
 
     def _groups(self) -> tuple[np.ndarray, list[str]]:
         """Each line's table code, as its ``type`` and ``event`` name it (-1: none, or a
@@ -266,9 +298,9 @@ def _without(msgs: pa.StructArray, rows: np.ndarray, columns: dict, drop: np.nda
 
 
 def _finish(table: str, msgs: pa.StructArray, rows: np.ndarray, columns: dict,
-            tally: IdentityTally | None, hour: str) -> tuple[TableRows | None, np.ndarray]:
-    """Count a table's identities (``native_identities``): its ``TableRows`` (None: all
-    dropped) and the line indices handled here (written, or dropped as suppressed)."""
+            tally: IdentityTally | None, hour: str) -> TableResult:
+    """Count a table's identities (``native_identities``): its rows (None: all dropped) and
+    the line indices handled here (written, or dropped as suppressed)."""
     handled = rows
     if tally is not None and tally.key and len(rows):
         suppressed, unresolved = tally_batch(tally, msgs, np.ones(len(rows), bool), table,
@@ -276,9 +308,10 @@ def _finish(table: str, msgs: pa.StructArray, rows: np.ndarray, columns: dict,
         handled = rows[~unresolved]
         msgs, rows, columns = _without(msgs, rows, columns, suppressed | unresolved)
     if not len(rows):
-        return None, handled
-    return TableRows(columns, pa.array(rows, pa.int64()),
-                     unquoted(field(msgs, "messageId")), received(msgs)), handled
+        return TableResult(table, None, handled)
+    return TableResult(table, TableRows(columns, pa.array(rows, pa.int64()),
+                                        unquoted(field(msgs, "messageId")), received(msgs)),
+                       handled)
 
 
 def _leaves(tree: dict) -> int:

@@ -22,13 +22,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.records import QUARANTINE_SCHEMA
+from datalake_assets.lake.records import write_quarantine
 from datalake_assets.spec import layout
 from datalake_assets.spec.columnar import (
     NeedsRowPath,
@@ -62,19 +62,6 @@ NATIVE_CHUNK_BYTES = 128 << 20  # a chunk of lines for the native parser: at mos
 
 # Columns of a work file that are not message columns (message columns are [a-z0-9_]).
 W_LINE, W_MESSAGE_ID, W_PROBLEMS = "#line", "#message_id", "#problems"
-
-
-def write_quarantine(root: str, hour: str, name_task: int, seq: int, run_id: str,
-                      records: list[dict]) -> tuple[str, int]:
-    """Write quarantine records of an hour (compact) under ``root``'s ``day=/hr=``."""
-    h = layout.ArchiveHour.parse(hour)
-    directory = layout.join(root, layout.hour_partition_path(h))
-    location = layout.join(directory, layout.data_file_name(h, run_id, name_task, seq))
-    fs, path = storage.resolve(location)
-    storage.create_dir(directory)
-    pq.write_table(pa.Table.from_pylist(records, schema=QUARANTINE_SCHEMA), path, filesystem=fs,
-                   compression="snappy")
-    return location, fs.get_file_info(path).size
 
 
 @dataclass(frozen=True)
@@ -174,21 +161,26 @@ class _StageA:
 
     def _native_chunk(self, f: _File, chunk: native_parse.Chunk, first: int
                       ) -> Iterator[pa.RecordBatch]:
-        """A chunk of lines through the native parser: its tables' rows written as work
-        files; the lines it leaves through ``_python_line``."""
-        tables, left = self.native.parse(chunk, self.identities, f.hour)
-        self.lines_in += len(chunk) - len(left)
+        """A chunk of lines through the native parser, a table at a time: its rows written as
+        work files; the lines it leaves through ``_python_line``."""
+        handled = np.zeros(len(chunk), bool)
         step = self.cfg.flush_rows
-        for table, rows in tables.items():
-            buf = f.buffers.setdefault(table, _TableBuffer())
+        for result in self.native.parse(chunk, self.identities, f.hour):
+            handled[result.handled] = True
+            rows = result.rows
+            if rows is None:
+                continue
+            buf = f.buffers.setdefault(result.table, _TableBuffer())
             lines = pc.add(rows.lines, first)
             for a in range(0, len(lines), step):
                 n = min(step, len(lines) - a)
                 columns = {c: v.slice(a, n) for c, v in rows.columns.items()}
-                yield self._write(table, buf, f.file_idx, f.hour,  # no all-null columns
+                yield self._write(result.table, buf, f.file_idx, f.hour,  # no all-null columns
                                   {c: v for c, v in columns.items() if v.null_count < n},
                                   lines.slice(a, n), rows.ids.slice(a, n),
                                   pa.nulls(n, pa.binary()), rows.received.slice(a, n))
+        left = np.flatnonzero(~handled)
+        self.lines_in += len(chunk) - len(left)
         for i in left.tolist():
             yield from self._python_line(f, chunk.line(i), first + i)
 
@@ -342,6 +334,11 @@ def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterato
     finally:
         if enabled:
             gc.enable()
+        # An idle worker between tasks (and in stage B) holds what it gives back here: the
+        # parser's DuckDB caches and the Arrow pool's freed pages (mimalloc keeps them).
+        if task.native is not None:
+            task.native.release()
+        pa.default_memory_pool().release_unused()
     yield from task.identities.batches(_OUT_NAMES)
     yield task.stats()
 

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
+from datalake_assets.lake.records import write_quarantine
 from datalake_assets.spec import layout
 from datalake_assets.spec.columnar import ARROW_TYPES, cast_array
 from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance
@@ -33,7 +34,7 @@ from datalake_assets.transform.manifest import (
     ManifestEntry,
     manifest_batch,
 )
-from datalake_assets.transform.stage_a import W_LINE, W_MESSAGE_ID, W_PROBLEMS, write_quarantine
+from datalake_assets.transform.stage_a import W_LINE, W_MESSAGE_ID, W_PROBLEMS
 
 STAGE_B_TASK_SCHEMA = "task int, table string, items string"
 

@@ -41,10 +41,12 @@ def run_stage_a_on(root: str, files: list[str], native: bool, monkeypatch=None,
         p = real(*a)
         parse = p.parse
 
-        def counted(raws, tally, hour):
-            out, rest = parse(raws, tally, hour)
-            left[0] += len(rest)
-            return out, rest
+        def counted(chunk, tally, hour):
+            handled = 0
+            for result in parse(chunk, tally, hour):
+                handled += len(result.handled)
+                yield result
+            left[0] += len(chunk) - handled
         p.parse = counted  # type: ignore[method-assign]
         return p
 

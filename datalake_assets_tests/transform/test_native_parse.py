@@ -89,6 +89,28 @@ def test_small_chunks_and_a_shape_that_grows(tmp_path, monkeypatch):
     assert not differences(py, nat), differences(py, nat)
 
 
+def test_a_table_the_native_reader_fails_on_takes_the_python_path_alone(tmp_path, monkeypatch):
+    """The chunk is parsed a table at a time: when one table's transform fails, its lines
+    take the Python path and the other tables stay native; nothing is lost or doubled."""
+    files = demo_files(str(tmp_path / "archive"), 6000, files=1)
+    real = native_parse.NativeParser._transform
+
+    def failing(self, shape, code):
+        if self.failing_code is None:
+            self.failing_code = code  # the first table of each chunk
+        if code == self.failing_code:
+            raise native_parse.duckdb.InvalidInputException("simulated")
+        return real(self, shape, code)
+
+    py, _ = run_stage_a_on(str(tmp_path / "py"), files, False, monkeypatch, **IDENTITY)
+    _, all_native = run_stage_a_on(str(tmp_path / "n0"), files, True, monkeypatch, **IDENTITY)
+    monkeypatch.setattr(native_parse.NativeParser, "failing_code", None, raising=False)
+    monkeypatch.setattr(native_parse.NativeParser, "_transform", failing)
+    nat, left = run_stage_a_on(str(tmp_path / "nat"), files, True, monkeypatch, **IDENTITY)
+    assert not differences(py, nat), differences(py, nat)
+    assert all_native < left < 6000 / 2  # one table's lines more, not the chunk's
+
+
 @pytest.mark.parametrize("max_bytes", [32 * 1024, MAX_MESSAGE_BYTES])
 def test_the_hostile_corpus_is_written_the_same(tmp_path, monkeypatch, max_bytes):
     """Every line of the hostile corpus (``reliability/hostile_corpus.py``), big lines (up to
@@ -114,8 +136,10 @@ def test_small_chunks_take_the_python_path(tmp_path, monkeypatch):
     from datalake_assets.lake import storage
     for raw in storage.iter_lines(files[0]):
         chunk.add(raw)
-    tables, left = p.parse(chunk, None, "2026112110")
-    assert not tables and len(left) == len(chunk) > 0
+    assert len(chunk) > 0 and list(p.parse(chunk, None, "2026112110")) == []
+    monkeypatch.setattr(native_parse, "MIN_NATIVE_LINES", 100)  # the same chunk, natively
+    results = list(p.parse(chunk, None, "2026112110"))
+    assert sum(len(r.handled) for r in results) > len(chunk) // 2
     p.close()
 
 
