@@ -65,11 +65,9 @@ _NATIVE_ERRORS = (duckdb.Error, pa.ArrowException, ValueError, TypeError, Recurs
 
 
 def _connect():
-    # One thread (Spark runs a task per core); the allocator flushed after every query, not
-    # at 128 MB: a chunk's transforms follow each other, and their caches would add up.
-    return duckdb.connect(config={
-        "threads": 1, "preserve_insertion_order": True,
-        "allocator_flush_threshold": "0MB", "allocator_bulk_deallocation_flush_threshold": "0MB"})
+    # One thread: Spark runs a task per core. (Flushing DuckDB's allocator after every query,
+    # ``allocator_flush_threshold = 0``, saved ~35 MB of a worker's peak for ~10 % more CPU.)
+    return duckdb.connect(config={"threads": 1, "preserve_insertion_order": True})
 
 
 _LOCAL = threading.local()
