@@ -129,6 +129,7 @@ class NativeParser:
         self.max_bytes = max_message_bytes
         self.max_depth = max_depth
         self.con = _connect()
+        self.used = False  # whether a chunk reached DuckDB since the connection was opened
         self.shapes: dict[str, _Shape] = {}
 
     def close(self) -> None:
@@ -137,9 +138,12 @@ class NativeParser:
     def release(self) -> None:
         """Give back what DuckDB keeps between queries (its allocator's caches: a worker that
         parsed two 100k-line files holds ~200 MB more with the connection open), at the end
-        of a stage-A task. The shapes stay; a new connection costs ~10 ms."""
-        self.con.close()
-        self.con = _connect()
+        of a stage-A task. The shapes stay; a new connection costs ~10 ms (not paid by a task
+        of small files, which never reached DuckDB)."""
+        if self.used:
+            self.con.close()
+            self.con = _connect()
+            self.used = False
 
     # ---------------------------------------------------------------------------- shape
     def _grow(self, shape: _Shape, lines: pa.Array) -> bool:
@@ -196,6 +200,7 @@ class NativeParser:
         table's lines, or the whole chunk if need be."""
         if len(chunk) < MIN_NATIVE_LINES:
             return
+        self.used = True
         try:
             texts, groups, names = self._route(chunk)
             raw_keys = _key_counts(chunk)
