@@ -186,7 +186,7 @@ for _c in b"-0123456789tTfF":
 
 def _looks_typed(texts: pa.Array) -> pa.Array:
     """``^[-0-9tTfF]`` on each text, from the first byte of the string data (no regex)."""
-    if texts.offset or len(texts) == 0:
+    if len(texts) == 0:
         return pc.fill_null(pc.match_substring_regex(texts, _LOOKS_TYPED_RE), False)
     lengths, (first,) = _bytes_at(texts, (0,))
     looks = _TYPED_FIRST[first] & (lengths > 0)
@@ -194,9 +194,11 @@ def _looks_typed(texts: pa.Array) -> pa.Array:
 
 
 def _bytes_at(texts: pa.Array, positions: tuple[int, ...]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """``(lengths, [byte at each position])`` of an offset-0 string array (0 past the end)."""
+    """``(lengths, [byte at each position])`` of a string array (0 past the end). A slice
+    (``offset``; stage A writes a table's rows in slices) reads its own part of the buffers."""
     _, offsets, data = texts.buffers()
-    starts = np.frombuffer(offsets, dtype=np.int32, count=len(texts) + 1)
+    starts = np.frombuffer(offsets, dtype=np.int32, count=texts.offset + len(texts) + 1
+                           )[texts.offset:]
     lengths = starts[1:] - starts[:-1]
     body = np.frombuffer(data, dtype=np.uint8) if data is not None and len(data) else np.zeros(1, np.uint8)
     out = []

@@ -35,6 +35,16 @@ def test_string_kinds_match_kind_of_text():
     assert [(t, g) for t, g in zip(TEXTS, got)] == [(t, w) for t, w in zip(TEXTS, want)]
 
 
+def test_string_kinds_of_a_slice_read_the_slice():
+    """Stage A counts kinds over slices of a table's columns (a work file per 32k rows)."""
+    texts = TEXTS + [None]
+    arr = pa.array(texts * 2)
+    for start in range(len(texts)):
+        part = texts[start:] + texts[:start]
+        want = [None if t is None else T.kind_of_text(t) for t in part]
+        assert C.string_kinds(arr.slice(start, len(texts))).to_pylist() == want
+
+
 def test_parse_timestamps_match_parse_timestamp():
     arr = C.parse_timestamps(pa.array(TEXTS)).cast(pa.int64()).to_pylist()
     assert [(t, a) for t, a in zip(TEXTS, arr)] == [(t, T.parse_timestamp(t)) for t in TEXTS]
