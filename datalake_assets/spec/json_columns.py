@@ -100,7 +100,8 @@ def _count(struct: pa.StructArray, out: np.ndarray) -> np.ndarray:
 class _Columns:
     """The columns of one batch being built, and the rows the per-row rules must decide."""
 
-    def __init__(self, n: int, max_depth: int, child_name) -> None:
+    def __init__(self, n: int, max_depth: int, child_name, escapes: bool) -> None:
+        self.escapes = escapes
         self.out: dict[str, pa.Array] = {}
         self.bad = np.zeros(n, bool)
         self.max_depth = max_depth
@@ -140,7 +141,7 @@ class _Columns:
         valid = _valid(texts)
         f = first[valid]
         if (f == _QUOTE).all():
-            if not pc.any(pc.match_substring(texts, "\\")).as_py():
+            if not self.escapes or not pc.any(pc.match_substring(texts, "\\")).as_py():
                 self.put(name, pc.utf8_slice_codeunits(texts, 1, -1))
                 return
         elif _NUMBER_FIRST[f].all():
@@ -232,9 +233,12 @@ def _values(arr: pa.Array) -> list:
     return out
 
 
-def flatten_texts(struct: pa.StructArray, max_depth: int, child_name) -> tuple[dict[str, pa.Array], np.ndarray]:
+def flatten_texts(struct: pa.StructArray, max_depth: int, child_name, escapes: bool = True
+                  ) -> tuple[dict[str, pa.Array], np.ndarray]:
     """``(columns, rows for the per-row rules)`` of a batch of messages (module docstring).
-    The columns still hold the flagged rows' values: the caller filters them out."""
-    cols = _Columns(len(struct), max_depth, child_name)
+    The columns still hold the flagged rows' values: the caller filters them out.
+    ``escapes=False``: the caller knows no message holds a backslash (no string value is
+    searched for one)."""
+    cols = _Columns(len(struct), max_depth, child_name, escapes)
     cols.walk(struct, "", 1)
     return cols.out, cols.bad

@@ -77,6 +77,22 @@ def test_generated_hostile_traffic_is_written_the_same(tmp_path, monkeypatch, se
     assert left < len(files) * 3000 * 0.9  # hostile by design, yet a good share goes native
 
 
+def test_escaped_strings_in_one_table_plain_strings_in_another(tmp_path, monkeypatch):
+    """String columns are searched for escapes only in a table whose lines hold a
+    backslash (``_escaped``): both tables are written as the Python path writes them."""
+    plain = [b'{"type":"page","name":"Home","messageId":"p%d","anonymousId":"a%d",'
+             b'"receivedAt":"2026-11-21T10:00:00Z","properties":{"path":"/x/%d"}}' % (i, i, i)
+             for i in range(400)]
+    escaped = [b'{"type":"track","event":"Note","messageId":"t%d","anonymousId":"a%d",'
+               b'"receivedAt":"2026-11-21T10:00:00Z","properties":{"text":"a\\nb\\\\c%d",'
+               b'"plain":"x"}}' % (i, i, i) for i in range(400)]
+    files = [write(str(tmp_path / "a.jsonl.gz"), [x for pair in zip(plain, escaped) for x in pair])]
+    monkeypatch.setattr(native_parse, "MIN_NATIVE_LINES", 100)
+    py, nat, left = both(tmp_path, files, monkeypatch, **IDENTITY)
+    assert not differences(py, nat), differences(py, nat)
+    assert left == 0 and py["lines_in"] == 800
+
+
 def test_small_chunks_and_a_shape_that_grows(tmp_path, monkeypatch):
     """A table's keys arrive late in the file (the shape grows from the lines that did not
     fit it) and chunks are small (``buffered_rows``)."""
