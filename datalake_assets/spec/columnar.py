@@ -30,6 +30,7 @@ from datalake_assets.spec.column_build import (
 )
 from datalake_assets.spec.column_kinds import (
     kind_counts,
+    kind_counts_of,
     parse_timestamps,
     string_kinds,
     timestamp_like,
@@ -55,8 +56,8 @@ from datalake_assets.spec.types import (
 # The column kernels' API (the sync's stages use these names from here).
 __all__ = [
     "ARROW_TYPES", "FITS", "MIXED", "TS_TYPE", "NeedsRowPath", "cast_array", "column_array",
-    "columnize", "is_mixed", "kind_counts", "mixed_array", "parse_timestamps", "string_kinds",
-    "timestamp_like", "value_kinds",
+    "columnize", "is_mixed", "kind_counts", "kind_counts_of", "mixed_array", "parse_timestamps",
+    "string_kinds", "timestamp_like", "value_kinds",
 ]
 
 # kinds that fit each type (the inverse of types.CASTABLE)

@@ -34,7 +34,7 @@ from datalake_assets.spec.columnar import (
     NeedsRowPath,
     column_array,
     columnize,
-    kind_counts,
+    kind_counts_of,
     parse_timestamps,
 )
 from datalake_assets.spec.messages import (
@@ -274,17 +274,16 @@ class _StageA:
         counts = self.counts.setdefault(table, {})
         names_out = [W_LINE, W_MESSAGE_ID, W_PROBLEMS]
         arrays = [lines, ids, problems]
-        for column in sorted(columns):
-            arr = columns[column]
-            names_out.append(column)
-            arrays.append(arr)
-            c = kind_counts(arr)
+        for column, c in kind_counts_of(columns).items():
             total = counts.get(column)
             if total is None:
                 counts[column] = c
             else:
                 for k in range(N_KINDS):
                     total[k] += c[k]
+        for column in sorted(columns):
+            names_out.append(column)
+            arrays.append(columns[column])
         self.messages[table] = self.messages.get(table, 0) + n
         location = layout.join(self.cfg.work_root, table, f"{hour}-{file_idx:05d}-{buf.seq:04d}.arrow")
         fs, path = storage.resolve(location)

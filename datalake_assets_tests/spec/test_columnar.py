@@ -45,6 +45,20 @@ def test_string_kinds_of_a_slice_read_the_slice():
         assert C.string_kinds(arr.slice(start, len(texts))).to_pylist() == want
 
 
+def test_kind_counts_of_a_batch_match_each_columns_kind_counts():
+    """Stage A counts a batch's string columns as one array (``kind_counts_of``)."""
+    texts = TEXTS + [None]
+    columns = {
+        "a": pa.array(texts), "b": pa.array(texts[::-1]).slice(3, 10),
+        "c": pa.array([None] * 4, pa.string()), "d": pa.array([1, None, 3]),
+        "e": C.column_array([1, "x", 2.5, None]), "f": pa.array([True, None]),
+        "g": pa.array(["2026-11-21T10:00:00Z", "7"]),
+    }
+    got = C.kind_counts_of(columns)
+    assert got == {name: C.kind_counts(arr) for name, arr in columns.items()}
+    assert C.kind_counts_of({"a": columns["a"]}) == {"a": C.kind_counts(columns["a"])}
+
+
 def test_parse_timestamps_match_parse_timestamp():
     arr = C.parse_timestamps(pa.array(TEXTS)).cast(pa.int64()).to_pylist()
     assert [(t, a) for t, a in zip(TEXTS, arr)] == [(t, T.parse_timestamp(t)) for t in TEXTS]
