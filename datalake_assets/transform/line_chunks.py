@@ -24,7 +24,7 @@ class Chunk:
 
     __slots__ = ("data", "ends")
 
-    def __init__(self, data: bytes | bytearray, ends: np.ndarray) -> None:
+    def __init__(self, data: bytes, ends: np.ndarray) -> None:
         self.data = data
         self.ends = ends
 
@@ -33,7 +33,7 @@ class Chunk:
 
     def line(self, i: int) -> bytes:
         """Line ``i`` without its ``\\n``."""
-        return bytes(self.data[self.ends[i]:self.ends[i + 1] - 1])
+        return self.data[self.ends[i]:self.ends[i + 1] - 1]
 
 
 class ChunkReader:
@@ -43,10 +43,9 @@ class ChunkReader:
     def __init__(self, max_lines: int, max_bytes: int) -> None:
         self.max_lines = max_lines
         self.max_bytes = max_bytes
-        # The text held, grown in place: a list of blocks joined at the cut held the chunk's
-        # text twice for a moment (~128 MB more a worker at its peak).
-        self.buf = bytearray()
-        self.newlines: list[np.ndarray] = []  # per block: its newlines' offsets in ``buf``
+        self.parts: list[bytes] = []
+        self.newlines: list[np.ndarray] = []  # per part: its newlines' offsets in the held text
+        self.size = 0
         self.count = 0  # newlines held
 
     def feed(self, block: bytes) -> Iterator[Chunk]:
@@ -54,35 +53,38 @@ class ChunkReader:
             return
         nl = np.flatnonzero(np.frombuffer(block, np.uint8) == _NEWLINE)
         if len(nl):
-            self.newlines.append(nl + len(self.buf))
+            self.newlines.append(nl + self.size)
             self.count += len(nl)
-        self.buf += block
-        while self.count >= self.max_lines or (self.count and len(self.buf) >= self.max_bytes):
+        self.parts.append(block)
+        self.size += len(block)
+        while self.count >= self.max_lines or (self.count and self.size >= self.max_bytes):
             yield self._cut(min(self.count, self.max_lines))
 
     def rest(self, complete: bool) -> Chunk | None:
         """The lines held at the end of the file; with ``complete`` False (the read failed)
         only whole lines: a last line without ``\\n`` may be cut short."""
-        if complete and self.buf and not self.buf.endswith(b"\n"):
+        if complete and self.parts and not self.parts[-1].endswith(b"\n"):
             self.feed_end()
         return self._cut(self.count) if self.count else None
 
     def feed_end(self) -> None:
         """A last line without ``\\n``: it is given one."""
-        self.newlines.append(np.array([len(self.buf)], np.int64))
-        self.buf += b"\n"
+        self.newlines.append(np.array([self.size], np.int64))
+        self.parts.append(b"\n")
+        self.size += 1
         self.count += 1
 
     def _cut(self, k: int) -> Chunk:
-        """A chunk of the first ``k`` lines held (the buffer itself, handed over); the rest
-        stays held, in a new buffer."""
-        data = self.buf
+        """A chunk of the first ``k`` lines held; the rest stays held."""
+        data = self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
         nl = self.newlines[0] if len(self.newlines) == 1 else np.concatenate(self.newlines)
         ends = np.empty(k + 1, np.int64)
         ends[0] = 0
         ends[1:] = nl[:k] + 1
         end = int(ends[-1])
-        self.buf = data[end:]
+        left = data[end:]
+        self.parts = [left] if left else []
         self.newlines = [nl[k:] - end] if k < len(nl) else []
+        self.size = len(left)
         self.count = len(nl) - k
         return Chunk(data, ends)
