@@ -204,39 +204,13 @@ def iter_lines(location: str, expected_size: int | None = None,
                buffer_size: int | None = None) -> Iterator[bytes]:
     """The lines of a (possibly gzipped, possibly multi-member) file, without line ends.
 
-    Streams (``iter_decoded``), so memory stays bounded whatever the file size. A final line
-    without ``\\n`` is still a line. With ``expected_size`` (the size the file was listed
-    with), a read that ends at another size raises ``ShortRead`` after the last line instead of
-    passing for a complete file.
-    """
-    carry = b""
-    blocks = iter_decoded(location, expected_size, buffer_size)
-    try:
-        for chunk in blocks:
-            if carry:
-                chunk = carry + chunk
-            lines = chunk.split(b"\n")
-            carry = lines.pop()
-            yield from lines
-    except ShortRead:
-        if carry:
-            yield carry
-        raise
-    if carry:
-        yield carry
-
-
-def iter_decoded(location: str, expected_size: int | None = None,
-                 buffer_size: int | None = None) -> Iterator[bytes]:
-    """The decoded bytes of a (possibly gzipped, possibly multi-member) file, in blocks of a
-    few hundred KiB (``iter_lines`` splits them into lines; stage A's native parse splits them
-    itself, without a Python object per line).
-
-    Reads 64 KiB at a time. Compression is recognised by content, not by name. With
-    ``expected_size``, a read that ends at another size raises ``ShortRead`` after the last
-    block. ``buffer_size``: read ahead this many bytes at a time (on S3 each read of the
-    underlying stream is one ranged GET: 64 KiB reads of a 500 MB object are ~7,600
-    requests); URIs default to 8 MiB.
+    Streams in 64 KiB chunks, so memory stays bounded whatever the file size. A final line
+    without ``\\n`` is still a line. Compression is recognised by content, not by name.
+    With ``expected_size`` (the size the file was listed with), a read that ends at another
+    size raises ``ShortRead`` after the last line instead of passing for a complete file.
+    ``buffer_size``: read ahead this many bytes at a time (on S3 each read of the underlying
+    stream is one ranged GET: 64 KiB reads of a 500 MB object are ~7,600 requests); URIs
+    default to 8 MiB.
     """
     fs, path = resolve(location)
     if buffer_size is None and is_uri(location):
@@ -281,7 +255,15 @@ def iter_decoded(location: str, expected_size: int | None = None,
                 raise EOFError("the gzip stream ends before its end (truncated)")
             yield from pending
 
-        yield from chunks()
+        carry = b""
+        for chunk in chunks():
+            if carry:
+                chunk = carry + chunk
+            lines = chunk.split(b"\n")
+            carry = lines.pop()
+            yield from lines
+        if carry:
+            yield carry
         if expected_size is not None and got[0] != expected_size:
             raise ShortRead(
                 f"read {got[0]} bytes of {location}, listed with {expected_size}: the file was "

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import threading
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
@@ -43,7 +44,6 @@ from datalake_assets.spec.json_columns import counted_keys, flatten_texts
 from datalake_assets.spec.messages import child_name
 from datalake_assets.spec.naming import TRACKS_TABLE, TYPE_TABLES, event_table_name
 from datalake_assets.transform.identity_tally import IdentityTally
-from datalake_assets.transform.line_chunks import Chunk
 from datalake_assets.transform.native_identities import tally_batch
 
 try:  # the workers' native parser; without it every line takes the Python path
@@ -225,8 +225,8 @@ class NativeParser:
         the chunk is left registered for the tables' transforms, with each line's code."""
         texts = _texts(chunk)
         route = ~pc.fill_null(pc.and_(
-            pc.and_(pc.starts_with(texts, "{"), pc.ends_with(texts, "}\n")),
-            pc.less_equal(pc.binary_length(texts), self.max_bytes + 1)), False
+            pc.and_(pc.starts_with(texts, "{"), pc.ends_with(texts, "}")),
+            pc.less_equal(pc.binary_length(texts), self.max_bytes)), False
         ).to_numpy(zero_copy_only=False)
         route |= pc.fill_null(pc.match_substring_regex(texts, _ROUTE_RE), True).to_numpy(
             zero_copy_only=False)
@@ -329,13 +329,33 @@ def _shape(tree: dict) -> dict | str:
     return {k: "JSON" if v is None else _shape(v) for k, v in tree.items()} or "JSON"
 
 
+class Chunk:
+    """Lines gathered for the native parser, their bytes in one buffer (no object per line)."""
+
+    __slots__ = ("data", "ends")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.ends = [0]
+
+    def add(self, raw: bytes) -> None:
+        self.data += raw
+        self.ends.append(len(self.data))
+
+    def __len__(self) -> int:
+        return len(self.ends) - 1
+
+    def line(self, i: int) -> bytes:
+        return bytes(self.data[self.ends[i]:self.ends[i + 1]])
+
+
 def _texts(chunk: Chunk) -> pa.Array:
-    """The lines (each with its ``\\n``) as one string array over the chunk's buffer; a line
-    that is not UTF-8 as ``""`` (routed to the Python path)."""
+    """The lines as one string array over the chunk's buffer; a line that is not UTF-8 as
+    ``""`` (routed to the Python path)."""
     n = len(chunk)
-    if chunk.ends[-1] >= 2**31:
+    if len(chunk.data) >= 2**31:
         raise ValueError("a chunk of 2 GiB or more: the Python path reads it")
-    offsets = pa.py_buffer(chunk.ends.astype(np.int32))
+    offsets = pa.py_buffer(np.array(chunk.ends, np.int32))
     texts = pa.StringArray.from_buffers(n, offsets, pa.py_buffer(chunk.data))
     try:
         texts.validate(full=True)
@@ -345,7 +365,7 @@ def _texts(chunk: Chunk) -> pa.Array:
     fixed = []
     for i in range(n):
         try:
-            fixed.append(chunk.line(i).decode("utf-8") + "\n")
+            fixed.append(chunk.line(i).decode("utf-8"))
         except UnicodeDecodeError:
             fixed.append("")
     return pa.array(fixed, pa.string())
@@ -361,7 +381,7 @@ def _key_counts(chunk: Chunk) -> np.ndarray:
     count = data.count
     return np.fromiter(
         (count(b'":', a, b) - count(b'":n', a, b) - count(b'":{}', a, b)
-         for a, b in pairwise(ends.tolist())), np.int64, len(chunk))
+         for a, b in pairwise(ends)), np.int64, len(chunk))
 
 
 def _escaped(chunk: Chunk) -> np.ndarray:
@@ -370,10 +390,10 @@ def _escaped(chunk: Chunk) -> np.ndarray:
     per line that holds one (a byte test over the whole text would hold an array its size)."""
     data, ends = chunk.data, chunk.ends
     out = np.zeros(len(chunk), bool)
-    end = int(ends[-1])
+    end = ends[-1]
     at = data.find(b"\\", 0, end)
     while at >= 0:
-        line = int(np.searchsorted(ends, at, side="right")) - 1
+        line = bisect_right(ends, at) - 1
         out[line] = True
-        at = data.find(b"\\", int(ends[line + 1]), end)
+        at = data.find(b"\\", ends[line + 1], end)
     return out

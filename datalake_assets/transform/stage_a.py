@@ -48,7 +48,7 @@ from datalake_assets.spec.messages import (
 )
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.types import N_KINDS, parse_timestamp
-from datalake_assets.transform import keys, line_chunks, native_parse
+from datalake_assets.transform import keys, native_parse
 from datalake_assets.transform.identity_tally import IdentityTally
 from datalake_assets.transform.keys import KEY_SCHEMA, KEYS
 
@@ -125,25 +125,25 @@ class _StageA:
         task has one, the lines it leaves (and every line without it) one by one."""
         cfg = self.cfg
         f = _File(file_idx, hour)
+        chunk = native_parse.Chunk()
         error = None
-        expected = cfg.archive_sizes[file_idx] if file_idx < len(cfg.archive_sizes) else None
-        reader = line_chunks.ChunkReader(cfg.buffered_rows, NATIVE_CHUNK_BYTES)
         try:
-            if self.native is None:
-                for raw in storage.iter_lines(location, expected_size=expected):
-                    f.line_no += 1
+            expected = cfg.archive_sizes[file_idx] if file_idx < len(cfg.archive_sizes) else None
+            for raw in storage.iter_lines(location, expected_size=expected):
+                f.line_no += 1
+                if self.native is None:
                     yield from self._python_line(f, raw, f.line_no)
-            else:
-                for block in storage.iter_decoded(location, expected_size=expected):
-                    for chunk in reader.feed(block):
-                        yield from self._native_chunk(f, chunk)
+                    continue
+                chunk.add(raw)
+                if len(chunk) >= cfg.buffered_rows or len(chunk.data) >= NATIVE_CHUNK_BYTES:
+                    yield from self._native_chunk(f, chunk, f.line_no - len(chunk) + 1)
+                    chunk = native_parse.Chunk()
         except storage.ShortRead:
             raise  # a transient short read fails the sync (re-run); never a partial file
         except (OSError, zlib.error, EOFError) as e:
             error = e
-        chunk = reader.rest(complete=error is None)
-        if chunk is not None:
-            yield from self._native_chunk(f, chunk)
+        if len(chunk):
+            yield from self._native_chunk(f, chunk, f.line_no - len(chunk) + 1)
         if error is not None:
             # A corrupt or unreadable file: what was read stays; the rest is quarantined as
             # one entry that names the file, so a replay can pick it up once fixed.
@@ -159,11 +159,10 @@ class _StageA:
             self.quarantine_files.append((hour, location_q, len(f.rejected), size))
             self.lines_quarantined[hour] = self.lines_quarantined.get(hour, 0) + len(f.rejected)
 
-    def _native_chunk(self, f: _File, chunk: line_chunks.Chunk) -> Iterator[pa.RecordBatch]:
+    def _native_chunk(self, f: _File, chunk: native_parse.Chunk, first: int
+                      ) -> Iterator[pa.RecordBatch]:
         """A chunk of lines through the native parser, a table at a time: its rows written as
         work files; the lines it leaves through ``_python_line``."""
-        first = f.line_no + 1
-        f.line_no += len(chunk)
         handled = np.zeros(len(chunk), bool)
         step = self.cfg.flush_rows
         for result in self.native.parse(chunk, self.identities, f.hour):

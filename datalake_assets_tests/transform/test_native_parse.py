@@ -18,7 +18,6 @@ from datalake_assets.spec.identity import Identity, identity_hash
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform import native_parse
 from datalake_assets.transform.job import SyncRequest, run_sync
-from datalake_assets.transform.line_chunks import ChunkReader
 from datalake_assets_tests.reliability.hostile_corpus import CASES, MAX_MESSAGE_BYTES
 from datalake_assets_tests.support.native_equivalence import (
     differences,
@@ -149,10 +148,10 @@ def test_small_chunks_take_the_python_path(tmp_path, monkeypatch):
     files = demo_files(str(tmp_path / "archive"), 400)
     monkeypatch.setattr(native_parse, "MIN_NATIVE_LINES", 10_000)
     p = native_parse.NativeParser(32 * 1024, 16)
+    chunk = native_parse.Chunk()
     from datalake_assets.lake import storage
-    reader = ChunkReader(1 << 20, 1 << 30)
-    assert not [c for b in storage.iter_decoded(files[0]) for c in reader.feed(b)]
-    chunk = reader.rest(complete=True)
+    for raw in storage.iter_lines(files[0]):
+        chunk.add(raw)
     assert len(chunk) > 0 and list(p.parse(chunk, None, "2026112110")) == []
     monkeypatch.setattr(native_parse, "MIN_NATIVE_LINES", 100)  # the same chunk, natively
     results = list(p.parse(chunk, None, "2026112110"))
