@@ -287,7 +287,7 @@ class NativeParser:
                 break
         ok &= plainly_valid(msgs) & in_table(msgs, table)
         # Filtered even when every row passed: the copy lives in Arrow's pool and DuckDB's
-        # result is freed now; kept to the end of the table, a worker held ~100 MB more.
+        # result is freed now; kept to the end of the table, a worker held 60-90 MB more.
         msgs, rows = msgs.filter(pa.array(ok)), rows[ok]
         columns, bad = flatten_texts(msgs, self.max_depth, child_name, escaped[rows].any())
         return _without(msgs, rows, columns, bad)
