@@ -67,8 +67,14 @@ def demo_messages(n: int, work: Path) -> list[dict]:
     from datalake_assets.spec.messages import Rejected, validate
 
     root = work / "demo-archive"
-    generate_archive(str(root), "demo", [ArchiveHour.parse("2026-11-21T10")],
-                     events_per_hour=int(n * 1.1) + 100, files_per_hour=1, seed=11)
+    generate_archive(
+        str(root),
+        "demo",
+        [ArchiveHour.parse("2026-11-21T10")],
+        events_per_hour=int(n * 1.1) + 100,
+        files_per_hour=1,
+        seed=11,
+    )
     out: list[dict] = []
     for path in sorted(root.rglob("*.gz")):
         for line in gzip.decompress(path.read_bytes()).splitlines():
@@ -105,8 +111,17 @@ def batch_templates(messages: list[dict], batch: int, count: int) -> list[bytes]
 # ----------------------------------------------------------------------------------- clients
 
 
-def client_main(cid: int, host: str, port: int, templates: list[bytes], start_at: float,
-                seconds: float, max_requests: int, batch: int, results: mp.Queue) -> None:
+def client_main(
+    cid: int,
+    host: str,
+    port: int,
+    templates: list[bytes],
+    start_at: float,
+    seconds: float,
+    max_requests: int,
+    batch: int,
+    results: mp.Queue,
+) -> None:
     import base64
     import http.client
 
@@ -145,14 +160,29 @@ def client_main(cid: int, host: str, port: int, templates: list[bytes], start_at
         n += 1
     elapsed = time.perf_counter() - t0
     conn.close()
-    results.put({"client": cid, "requests": n, "accepted_events": accepted_events,
-                 "cpu_s": time.process_time() - cpu0,
-                 "statuses": statuses, "errors": errors, "elapsed": elapsed,
-                 "latencies": latencies})
+    results.put(
+        {
+            "client": cid,
+            "requests": n,
+            "accepted_events": accepted_events,
+            "cpu_s": time.process_time() - cpu0,
+            "statuses": statuses,
+            "errors": errors,
+            "elapsed": elapsed,
+            "latencies": latencies,
+        }
+    )
 
 
-def web_client_main(host: str, port: int, connections: int, start_at: float, seconds: float,
-                    max_requests: int, results: mp.Queue) -> None:
+def web_client_main(
+    host: str,
+    port: int,
+    connections: int,
+    start_at: float,
+    seconds: float,
+    max_requests: int,
+    results: mp.Queue,
+) -> None:
     results.put(web_run(host, port, WRITE_KEY, connections, start_at, seconds, max_requests))
 
 
@@ -199,13 +229,29 @@ class CollectorProcess:
         (work / "lake.toml").write_text(
             'archive_root = "archive"\nlake_root = "lake"\n'
             f'[collector]\nport = 0\nspool_dir = "spool"\nworkers = {workers}\n'
-            f'segment_max_bytes = {segment_max_bytes}\n'
-            f'[[sources]]\nid = "{SOURCE}"\n', encoding="utf-8")
-        env = {**os.environ, "PYTHONPATH": str(REPO),
-               "DATALAKE_WRITE_KEYS": f"{WRITE_KEY}={SOURCE}"}
+            f"segment_max_bytes = {segment_max_bytes}\n"
+            f'[[sources]]\nid = "{SOURCE}"\n',
+            encoding="utf-8",
+        )
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "DATALAKE_WRITE_KEYS": f"{WRITE_KEY}={SOURCE}",
+        }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "datalake_assets.cli", "--settings", str(work / "lake.toml"),
-             "collect"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            [
+                sys.executable,
+                "-m",
+                "datalake_assets.cli",
+                "--settings",
+                str(work / "lake.toml"),
+                "collect",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
         self.lines: list[str] = []
         self.url = ""
         ready = threading.Event()
@@ -266,8 +312,9 @@ def percentile(values: list[float], p: float) -> float:
     return values[k]
 
 
-def run_config(clients: int, workers: int, args: argparse.Namespace, templates: list[bytes],
-               out: Path) -> dict:
+def run_config(
+    clients: int, workers: int, args: argparse.Namespace, templates: list[bytes], out: Path
+) -> dict:
     work = out / f"workers-{workers}-clients-{clients}"
     shutil.rmtree(work, ignore_errors=True)
     quiet = wait_for_quiet(args.wait_quiet) if args.wait_quiet > 0 else None
@@ -276,13 +323,38 @@ def run_config(clients: int, workers: int, args: argparse.Namespace, templates: 
     results: mp.Queue = ctx.Queue()
     start_at = time.time() + 1.0
     if args.web:  # one load process drives every connection
-        procs = [ctx.Process(target=web_client_main, args=(
-            collector.host, collector.port, clients, start_at, args.seconds,
-            args.max_requests * clients, results))]
+        procs = [
+            ctx.Process(
+                target=web_client_main,
+                args=(
+                    collector.host,
+                    collector.port,
+                    clients,
+                    start_at,
+                    args.seconds,
+                    args.max_requests * clients,
+                    results,
+                ),
+            )
+        ]
     else:
-        procs = [ctx.Process(target=client_main, args=(
-            c, collector.host, collector.port, templates[c::clients] or templates, start_at,
-            args.seconds, args.max_requests, args.batch, results)) for c in range(clients)]
+        procs = [
+            ctx.Process(
+                target=client_main,
+                args=(
+                    c,
+                    collector.host,
+                    collector.port,
+                    templates[c::clients] or templates,
+                    start_at,
+                    args.seconds,
+                    args.max_requests,
+                    args.batch,
+                    results,
+                ),
+            )
+            for c in range(clients)
+        ]
     for p in procs:
         p.start()
     samples: list[float] = []
@@ -319,34 +391,49 @@ def run_config(clients: int, workers: int, args: argparse.Namespace, templates: 
             statuses[str(s)] = statuses.get(str(s), 0) + n
     eps = accepted / load_s if load_s else 0.0
     result = {
-        "clients": clients, "workers": workers, "batch": 1 if args.web else args.batch,
+        "clients": clients,
+        "workers": workers,
+        "batch": 1 if args.web else args.batch,
         "mode": "web" if args.web else "batch",
         "seconds": round(load_s, 2),
-        "requests": sum(r["requests"] for r in per_client), "statuses": statuses,
+        "requests": sum(r["requests"] for r in per_client),
+        "statuses": statuses,
         "client_errors": sum(r["errors"] for r in per_client),
-        "accepted_events": accepted, "events_per_s": round(eps),
+        "accepted_events": accepted,
+        "events_per_s": round(eps),
         "requests_per_s": round(len(latencies) / load_s) if load_s else 0,
-        "latency_ms": {"p50": round(percentile(latencies, 50) * 1000, 2),
-                       "p99": round(percentile(latencies, 99) * 1000, 2),
-                       "max": round(max(latencies, default=0) * 1000, 2)},
+        "latency_ms": {
+            "p50": round(percentile(latencies, 50) * 1000, 2),
+            "p99": round(percentile(latencies, 99) * 1000, 2),
+            "max": round(max(latencies, default=0) * 1000, 2),
+        },
         "collector_peak_rss_mb": round(after["VmHWM"], 1),
         "collector_rss_sampled_max_mb": round(max(samples, default=after["VmRSS"]), 1),
         "collector_cpu_s": round(after["cpu_s"] - before["cpu_s"], 2),
         "collector_cpu_us_per_event": round((after["cpu_s"] - before["cpu_s"]) / accepted * 1e6, 1)
-        if accepted else None,
+        if accepted
+        else None,
         "clients_cpu_s": round(sum(r["cpu_s"] for r in per_client), 2),
         # CPU of everything else on the machine during the load (0 on a quiet machine)
-        "others_cpu_s": round((busy1 - busy0) - (after["cpu_s"] - before["cpu_s"])
-                              - sum(r["cpu_s"] for r in per_client), 1),
+        "others_cpu_s": round(
+            (busy1 - busy0)
+            - (after["cpu_s"] - before["cpu_s"])
+            - sum(r["cpu_s"] for r in per_client),
+            1,
+        ),
         "load_wall_s": round(wall1 - wall0, 1),
         "quiet_check": quiet,
         "fsync_rounds": health.get("fsync_rounds") if workers == 1 else None,
         "events_per_fsync": round(accepted / health["fsync_rounds"], 1)
-        if workers == 1 and health.get("fsync_rounds") else None,
-        "stop_exit_code": code, "graceful_stop_s": round(stop_s, 2),
-        "collector_said": next((ln.strip() for ln in collector.lines
-                                if ln.startswith("stopped:")), None),
-        "archive_lines": lines, "archive_distinct_ids": distinct,
+        if workers == 1 and health.get("fsync_rounds")
+        else None,
+        "stop_exit_code": code,
+        "graceful_stop_s": round(stop_s, 2),
+        "collector_said": next(
+            (ln.strip() for ln in collector.lines if ln.startswith("stopped:")), None
+        ),
+        "archive_lines": lines,
+        "archive_distinct_ids": distinct,
         "archive_complete": lines == distinct == accepted,
         "vs_sync": round(eps / args.sync_events_per_s, 2),
     }
@@ -358,21 +445,30 @@ def run_config(clients: int, workers: int, args: argparse.Namespace, templates: 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clients", default="4", help="comma-separated client counts (default 4)")
-    p.add_argument("--workers", default="1", help="comma-separated collector worker process "
-                                                  "counts (default 1)")
+    p.add_argument(
+        "--workers", default="1", help="comma-separated collector worker process counts (default 1)"
+    )
     p.add_argument("--batch", type=int, default=100, help="messages per request (default 100)")
-    p.add_argument("--web", action="store_true",
-                   help="web-source traffic: one small event per request on /v1/t|p|i, "
-                        "--clients connections from one load process")
+    p.add_argument(
+        "--web",
+        action="store_true",
+        help="web-source traffic: one small event per request on /v1/t|p|i, "
+        "--clients connections from one load process",
+    )
     p.add_argument("--seconds", type=float, default=20.0, help="load time per run (default 20)")
     p.add_argument("--max-requests", type=int, default=100_000, help="per client (bound)")
     p.add_argument("--segment-max-bytes", type=int, default=64 * 1024 * 1024)
     p.add_argument("--sync-events-per-s", type=float, default=SYNC_EVENTS_PER_S)
     p.add_argument("--out", default=str(REPO / "bench" / "out" / "collector"))
     p.add_argument("--keep", action="store_true", help="keep each run's spool and archive")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
-                   help="before each run, wait up to this long for the rest of the machine to "
-                        "use < 0.3 CPUs (a shared machine)")
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="before each run, wait up to this long for the rest of the machine to "
+        "use < 0.3 CPUs (a shared machine)",
+    )
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -380,8 +476,14 @@ def main() -> int:
     worker_counts = [int(w) for w in args.workers.split(",")]
     if args.web:
         templates = []
-        body_kb = sum(len(t) for t in __import__("web_load").request_templates(
-            "127.0.0.1", 8088, WRITE_KEY)) / 3 / 1024
+        body_kb = (
+            sum(
+                len(t)
+                for t in __import__("web_load").request_templates("127.0.0.1", 8088, WRITE_KEY)
+            )
+            / 3
+            / 1024
+        )
     else:
         messages = demo_messages(2000, out)
         templates = batch_templates(messages, args.batch, 64)
@@ -390,33 +492,45 @@ def main() -> int:
     for w, c in [(w, c) for w in worker_counts for c in counts]:
         r = run_config(c, w, args, templates, out)
         runs.append(r)
-        print(f"workers={w} clients={c}: {r['events_per_s']:,} events/s, "
-              f"p50 {r['latency_ms']['p50']} ms, "
-              f"p99 {r['latency_ms']['p99']} ms, peak RSS {r['collector_peak_rss_mb']} MB",
-              file=sys.stderr)
+        print(
+            f"workers={w} clients={c}: {r['events_per_s']:,} events/s, "
+            f"p50 {r['latency_ms']['p50']} ms, "
+            f"p99 {r['latency_ms']['p99']} ms, peak RSS {r['collector_peak_rss_mb']} MB",
+            file=sys.stderr,
+        )
     results = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_avg_at_end": os.getloadavg()},
-        "request_body_kib": round(body_kb, 1), "runs": runs,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_at_end": os.getloadavg(),
+        },
+        "request_body_kib": round(body_kb, 1),
+        "runs": runs,
         "sync_events_per_s": args.sync_events_per_s,
     }
     (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
     what = "1 event" if args.web else f"batch of {args.batch} messages"
-    print(f"\n{what} per request ({body_kb:.1f} KiB), "
-          f"{args.seconds:g} s per run; sync: {args.sync_events_per_s:,.0f} events/s\n")
-    print("| workers | clients | accepted events/s | vs sync | requests/s | p50 ms | p99 ms "
-          "| max ms | peak RSS MB | collector CPU µs/event | events/fsync | graceful stop s "
-          "| archive ok | load generator CPU s | others' CPU s |")
+    print(
+        f"\n{what} per request ({body_kb:.1f} KiB), "
+        f"{args.seconds:g} s per run; sync: {args.sync_events_per_s:,.0f} events/s\n"
+    )
+    print(
+        "| workers | clients | accepted events/s | vs sync | requests/s | p50 ms | p99 ms "
+        "| max ms | peak RSS MB | collector CPU µs/event | events/fsync | graceful stop s "
+        "| archive ok | load generator CPU s | others' CPU s |"
+    )
     print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|")
     for r in runs:
         lat = r["latency_ms"]
-        print(f"| {r['workers']} | {r['clients']} | {r['events_per_s']:,} | {r['vs_sync']:.1f}x | "
-              f"{r['requests_per_s']:,} | {lat['p50']} | {lat['p99']} | {lat['max']} | "
-              f"{r['collector_peak_rss_mb']} | {r['collector_cpu_us_per_event']} | "
-              f"{r['events_per_fsync']} | {r['graceful_stop_s']} | "
-              f"{'yes' if r['archive_complete'] else 'NO'} | {r['clients_cpu_s']} | "
-              f"{r['others_cpu_s']} |")
+        print(
+            f"| {r['workers']} | {r['clients']} | {r['events_per_s']:,} | {r['vs_sync']:.1f}x | "
+            f"{r['requests_per_s']:,} | {lat['p50']} | {lat['p99']} | {lat['max']} | "
+            f"{r['collector_peak_rss_mb']} | {r['collector_cpu_us_per_event']} | "
+            f"{r['events_per_fsync']} | {r['graceful_stop_s']} | "
+            f"{'yes' if r['archive_complete'] else 'NO'} | {r['clients_cpu_s']} | "
+            f"{r['others_cpu_s']} |"
+        )
     bad = [r for r in runs if not r["archive_complete"] or r["stop_exit_code"] != 0]
     return 1 if bad else 0
 

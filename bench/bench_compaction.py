@@ -113,12 +113,15 @@ def connection(places: Places, where: str):
         try:
             httpfs = _extension("duckdb_extension_httpfs", "httpfs")
         except ModuleNotFoundError:
-            raise SystemExit("DuckDB's httpfs extension is not installed: "
-                             "pip install -e '.[bench]'") from None
+            raise SystemExit(
+                "DuckDB's httpfs extension is not installed: pip install -e '.[bench]'"
+            ) from None
         con.execute(f"LOAD '{httpfs}'")
-        con.execute("CREATE SECRET bench (TYPE s3, KEY_ID 'testing', SECRET 'testing', "
-                    f"REGION 'us-east-1', ENDPOINT '{places.proxy_url[len('http://'):]}', "
-                    "URL_STYLE 'path', USE_SSL false)")
+        con.execute(
+            "CREATE SECRET bench (TYPE s3, KEY_ID 'testing', SECRET 'testing', "
+            f"REGION 'us-east-1', ENDPOINT '{places.proxy_url[len('http://') :]}', "
+            "URL_STYLE 'path', USE_SSL false)"
+        )
     return con
 
 
@@ -129,16 +132,21 @@ def sources(places: Places, where: str, cat, ident) -> dict[str, str]:
         out["iceberg"] = f"iceberg_scan('{cat.load_table(ident).metadata_location}')"
     return out | {
         layout_: f"read_parquet('{root}/segment/{layout_}/{glob}', hive_partitioning = true, "
-                 "hive_types_autocast = false)"
-        for layout_, glob in (("day_hour", "*/*/*.parquet"), ("day", "*/*.parquet"))}
+        "hive_types_autocast = false)"
+        for layout_, glob in (("day_hour", "*/*/*.parquet"), ("day", "*/*.parquet"))
+    }
 
 
 def query_sql(query: str, source: str, days: list[str]) -> str:
     if query == "count_by_day":
-        return (f"SELECT day, count(*) AS n FROM {source} WHERE day BETWEEN '{days[0]}' "
-                f"AND '{days[-1]}' GROUP BY day ORDER BY day")
-    return (f"SELECT message_id, day, properties_revenue FROM {source} "
-            f"WHERE user_id = '{THE_USER}' ORDER BY message_id")
+        return (
+            f"SELECT day, count(*) AS n FROM {source} WHERE day BETWEEN '{days[0]}' "
+            f"AND '{days[-1]}' GROUP BY day ORDER BY day"
+        )
+    return (
+        f"SELECT message_id, day, properties_revenue FROM {source} "
+        f"WHERE user_id = '{THE_USER}' ORDER BY message_id"
+    )
 
 
 def proc_io() -> dict[str, int]:
@@ -159,22 +167,39 @@ def run_query(places: Places, where: str, sql: str, requests: Requests, repeat: 
         con.close()
         if r == 0:
             result = rows
-            io = {"read_bytes": after["rchar"] - before["rchar"],
-                  "read_calls": after["syscr"] - before["syscr"]}
+            io = {
+                "read_bytes": after["rchar"] - before["rchar"],
+                "read_calls": after["syscr"] - before["syscr"],
+            }
             if where == "s3":
-                io = {"requests": sum(requests.methods.values()),
-                      "by_method": dict(requests.methods), "bytes": requests.bytes,
-                      "objects": len(requests.objects),
-                      "data_files": sum(o.endswith(".parquet") for o in requests.objects)}
-    return {"seconds": statistics.median(times), "times": times, "rows": len(result or []),
-            "result": result, **io}
+                io = {
+                    "requests": sum(requests.methods.values()),
+                    "by_method": dict(requests.methods),
+                    "bytes": requests.bytes,
+                    "objects": len(requests.objects),
+                    "data_files": sum(o.endswith(".parquet") for o in requests.objects),
+                }
+    return {
+        "seconds": statistics.median(times),
+        "times": times,
+        "rows": len(result or []),
+        "result": result,
+        **io,
+    }
 
 
 # ---------------------------------------------------------------------------------- main
 
 
-def measure(places: Places, requests: Requests, state: str, tables: dict, repeat: int,
-            latency_s: float, proxy) -> list[dict]:
+def measure(
+    places: Places,
+    requests: Requests,
+    state: str,
+    tables: dict,
+    repeat: int,
+    latency_s: float,
+    proxy,
+) -> list[dict]:
     """Both queries on every table and layout, locally (median of ``repeat`` runs) and on S3
     (one run: the hourly files' runs take minutes there)."""
     requests.refresh_sizes()
@@ -191,21 +216,33 @@ def measure(places: Places, requests: Requests, state: str, tables: dict, repeat
             for layout_, src in srcs.items():
                 for query in ("count_by_day", "one_user"):
                     sql = query_sql(query, src, t["days"])
-                    r = run_query(places, where, sql, requests,
-                                  repeat if where == "local" else 1)
+                    r = run_query(places, where, sql, requests, repeat if where == "local" else 1)
                     label = layout_ if layout_ == "iceberg" else f"segment {layout_}"
-                    out.append({"table": name, "layout": label, "state": state, "where": where,
-                                "query": query, **r})
-                    print(f"  {state:6s} {where:5s} {name:6s} {label:18s} {query:12s} "
-                          f"{r['seconds']:7.3f} s  {r.get('requests', '-')} requests",
-                          flush=True)
+                    out.append(
+                        {
+                            "table": name,
+                            "layout": label,
+                            "state": state,
+                            "where": where,
+                            "query": query,
+                            **r,
+                        }
+                    )
+                    print(
+                        f"  {state:6s} {where:5s} {name:6s} {label:18s} {query:12s} "
+                        f"{r['seconds']:7.3f} s  {r.get('requests', '-')} requests",
+                        flush=True,
+                    )
     return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true",
-                   help="60 days of the small table, 3 days of the medium one, 1 run each")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="60 days of the small table, 3 days of the medium one, 1 run each",
+    )
     p.add_argument("--small-hours", type=int, default=8760)
     p.add_argument("--medium-hours", type=int, default=720)
     p.add_argument("--medium-rows", type=int, default=5000)
@@ -238,12 +275,14 @@ def main() -> None:
     try:
         places = Places(out, f"http://{host}:{port}", proxy.url, f"bench-{uuid.uuid4().hex[:8]}")
         boto3.client("s3", endpoint_url=places.moto, region_name="us-east-1").create_bucket(
-            Bucket=places.bucket)
+            Bucket=places.bucket
+        )
         requests = Requests(places)
         proxy.fail = requests
-        specs = {"small": (a.small_hours, (250, 350), True),
-                 "medium": (a.medium_hours, (a.medium_rows * 9 // 10, a.medium_rows * 11 // 10),
-                            False)}
+        specs = {
+            "small": (a.small_hours, (250, 350), True),
+            "medium": (a.medium_hours, (a.medium_rows * 9 // 10, a.medium_rows * 11 // 10), False),
+        }
         tables: dict[str, dict] = {}
         for seed, (name, (hours, rows, segment)) in enumerate(specs.items()):
             t0 = time.monotonic()
@@ -252,62 +291,86 @@ def main() -> None:
             ndays = -(-hours // 24)
             first = FIRST_HOUR + timedelta(days=max(0, ndays - 30))  # its last 30 days
             days = [f"{first + timedelta(days=d):%Y-%m-%d}" for d in range(min(30, ndays))]
-            tables[name] = {"catalogs": cats, "segment": segment, "hours": hours, "days": days,
-                            "rows": built["rows"], "bytes": built["bytes"],
-                            "build_s": round(time.monotonic() - t0, 1)}
-            print(f"built {name}: {hours} hours, {built['rows']:,} rows, "
-                  f"{built['bytes'] / MB:.1f} MB, {tables[name]['build_s']} s", flush=True)
+            tables[name] = {
+                "catalogs": cats,
+                "segment": segment,
+                "hours": hours,
+                "days": days,
+                "rows": built["rows"],
+                "bytes": built["bytes"],
+                "build_s": round(time.monotonic() - t0, 1),
+            }
+            print(
+                f"built {name}: {hours} hours, {built['rows']:,} rows, "
+                f"{built['bytes'] / MB:.1f} MB, {tables[name]['build_s']} s",
+                flush=True,
+            )
         latency = a.latency_ms / 1000
         results = measure(places, requests, "before", tables, a.repeat, latency, proxy)
         for name, t in tables.items():
-            t["compaction"] = {w: compact(*t["catalogs"][w], a.target_mb * MB)
-                               for w in ("local", "s3")}
+            t["compaction"] = {
+                w: compact(*t["catalogs"][w], a.target_mb * MB) for w in ("local", "s3")
+            }
             print(f"compacted {name}: {t['compaction']['local']}", flush=True)
         results += measure(places, requests, "after", tables, a.repeat, latency, proxy)
     finally:
         proxy.stop()
         server.stop()
     check(results)
-    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                          check=False, text=True).stdout.strip()
-    summary = {"args": vars(a), "commit": head, "machine": {"python": platform.python_version(),
-                                            "cpus": os.cpu_count(),
-                                            "load": os.getloadavg()},
-               "tables": {n: {k: v for k, v in t.items() if k != "catalogs"}
-                          for n, t in tables.items()},
-               "user": THE_USER,
-               "results": [{k: v for k, v in r.items() if k != "result"} for r in results]}
+    head = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, check=False, text=True
+    ).stdout.strip()
+    summary = {
+        "args": vars(a),
+        "commit": head,
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load": os.getloadavg(),
+        },
+        "tables": {n: {k: v for k, v in t.items() if k != "catalogs"} for n, t in tables.items()},
+        "user": THE_USER,
+        "results": [{k: v for k, v in r.items() if k != "result"} for r in results],
+    }
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
     print_table(results)
 
 
 def check(results: list[dict]) -> None:
     """Every layout and state answers every query as the hourly Iceberg table did."""
-    truth = {(r["table"], r["where"], r["query"]): r["result"] for r in results
-             if r["layout"] == "iceberg" and r["state"] == "before"}
+    truth = {
+        (r["table"], r["where"], r["query"]): r["result"]
+        for r in results
+        if r["layout"] == "iceberg" and r["state"] == "before"
+    }
     for r in results:
         want = truth[(r["table"], r["where"], r["query"])]
         got = r["result"]
         if r["query"] == "one_user":  # day is a string in both
             got, want = sorted(got), sorted(want)
         if got != want:
-            raise SystemExit(f"wrong result: {r['table']} {r['layout']} {r['state']} "
-                             f"{r['where']} {r['query']}")
+            raise SystemExit(
+                f"wrong result: {r['table']} {r['layout']} {r['state']} {r['where']} {r['query']}"
+            )
 
 
 def print_table(results: list[dict]) -> None:
-    print("\n| table | layout | query | local s | local MB read | S3 requests | S3 objects "
-          "(data files) | S3 MB | S3 s |")
+    print(
+        "\n| table | layout | query | local s | local MB read | S3 requests | S3 objects "
+        "(data files) | S3 MB | S3 s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     by = {(r["table"], r["layout"], r["state"], r["query"], r["where"]): r for r in results}
     for (table, lay, state, query, where), r in by.items():
         if where != "local":
             continue
         s3 = by[(table, lay, state, query, "s3")]
-        print(f"| {table} | {lay}{' compacted' if state == 'after' else ''} | {query} | "
-              f"{r['seconds']:.3f} | {r['read_bytes'] / MB:.1f} | {s3['requests']:,} | "
-              f"{s3['objects']:,} ({s3['data_files']:,}) | {s3['bytes'] / MB:.1f} | "
-              f"{s3['seconds']:.2f} |")
+        print(
+            f"| {table} | {lay}{' compacted' if state == 'after' else ''} | {query} | "
+            f"{r['seconds']:.3f} | {r['read_bytes'] / MB:.1f} | {s3['requests']:,} | "
+            f"{s3['objects']:,} ({s3['data_files']:,}) | {s3['bytes'] / MB:.1f} | "
+            f"{s3['seconds']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

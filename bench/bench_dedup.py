@@ -33,8 +33,9 @@ HOUR = "2026-11-21T10"
 SOURCE = "bench"
 
 
-def build_index(lake: Path, hours: int, ids_per_hour: int, planted: list[str],
-                old: bool = False) -> int:
+def build_index(
+    lake: Path, hours: int, ids_per_hour: int, planted: list[str], old: bool = False
+) -> int:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -55,6 +56,7 @@ def build_index(lake: Path, hours: int, ids_per_hour: int, planted: list[str],
         table = pa.table({"message_id": ids})
         if not old:  # what stage B writes now
             from datalake_assets.spec.id_index import index_table
+
             table = index_table(ids)
         pq.write_table(table, d / layout.data_file_name(h, "seed", 0, 0), compression="zstd")
         total += len(ids)
@@ -68,11 +70,19 @@ def main() -> int:
     p.add_argument("--ids-per-hour", type=int, default=200_000)
     p.add_argument("--planted", type=int, default=1000)
     p.add_argument("--out", default=str(REPO / "bench" / "out" / "dedup"))
-    p.add_argument("--old-index", action="store_true",
-                   help="seed the index without the id_hash column (a lake of an earlier version)")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
-                   help="before each sync, wait up to SECONDS for the rest of the machine to "
-                        "use < 0.3 CPUs (for shared machines)")
+    p.add_argument(
+        "--old-index",
+        action="store_true",
+        help="seed the index without the id_hash column (a lake of an earlier version)",
+    )
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="before each sync, wait up to SECONDS for the rest of the machine to "
+        "use < 0.3 CPUs (for shared machines)",
+    )
     a = p.parse_args()
 
     import gzip
@@ -87,8 +97,14 @@ def main() -> int:
     shutil.rmtree(out, ignore_errors=True)
     archive = out / "archive"
     t = time.monotonic()
-    generate_archive(str(archive), SOURCE, [ArchiveHour.parse(HOUR)], events_per_hour=a.events,
-                     files_per_hour=a.files, seed=7)
+    generate_archive(
+        str(archive),
+        SOURCE,
+        [ArchiveHour.parse(HOUR)],
+        events_per_hour=a.events,
+        files_per_hour=a.files,
+        seed=7,
+    )
     planted = []
     for f in sorted((archive / SOURCE).rglob("*.gz")):
         for line in gzip.open(f):
@@ -103,8 +119,10 @@ def main() -> int:
         break
     seed_lake = out / "seed-lake"
     ids = build_index(seed_lake, 7 * 24, a.ids_per_hour, planted, a.old_index)
-    print(f"input: {a.events:,} events; index: {7 * 24} earlier hours, {ids:,} ids; "
-          f"{len(set(planted))} ids planted 5 h earlier; setup {time.monotonic() - t:.0f} s")
+    print(
+        f"input: {a.events:,} events; index: {7 * 24} earlier hours, {ids:,} ids; "
+        f"{len(set(planted))} ids planted 5 h earlier; setup {time.monotonic() - t:.0f} s"
+    )
 
     spark = local_spark_session("local[2]", "6g", {"spark.sql.shuffle.partitions": "4"})
     spark.sparkContext.setLogLevel("ERROR")
@@ -113,28 +131,43 @@ def main() -> int:
         lake = out / f"lake-{lookback}"
         shutil.rmtree(lake, ignore_errors=True)
         shutil.copytree(seed_lake, lake)
-        req = SyncRequest(lake_root=str(lake), archive_root=str(archive), source_id=SOURCE,
-                          hours=(HOUR,), dedup_lookback_hours=lookback)
+        req = SyncRequest(
+            lake_root=str(lake),
+            archive_root=str(archive),
+            source_id=SOURCE,
+            hours=(HOUR,),
+            dedup_lookback_hours=lookback,
+        )
         quiet = wait_for_quiet(a.wait_quiet) if a.wait_quiet > 0 else None
         load = os.getloadavg()[0]
         t = time.monotonic()
         r = run_sync(spark, req)
         wall = time.monotonic() - t
         s = r.source
-        rows.append({"lookback_hours": lookback, "wall_s": round(wall, 1),
-                     "cross_hour_duplicates": s.cross_hour_duplicates,
-                     "messages_written": s.messages_written, "timings": s.timings or {},
-                     "load_before": round(load, 2), "quiet": quiet})
+        rows.append(
+            {
+                "lookback_hours": lookback,
+                "wall_s": round(wall, 1),
+                "cross_hour_duplicates": s.cross_hour_duplicates,
+                "messages_written": s.messages_written,
+                "timings": s.timings or {},
+                "load_before": round(load, 2),
+                "quiet": quiet,
+            }
+        )
         print(json.dumps(rows[-1]))
     spark.stop()
     base = min(r["wall_s"] for r in rows if r["lookback_hours"] == 0)
-    print("\n| lookback | wall s | vs lookback 0 | cross-hour duplicates | dedup phase s "
-          "| checks s |")
+    print(
+        "\n| lookback | wall s | vs lookback 0 | cross-hour duplicates | dedup phase s | checks s |"
+    )
     print("|---|--:|--:|--:|--:|--:|")
     for r in rows:
-        print(f"| {r['lookback_hours'] // 24} days | {r['wall_s']} | {r['wall_s'] / base:.2f} | "
-              f"{r['cross_hour_duplicates']:,} | {r['timings'].get('dedup_s', 0):.1f} "
-              f"| {r['timings'].get('check_s', 0):.1f} |")
+        print(
+            f"| {r['lookback_hours'] // 24} days | {r['wall_s']} | {r['wall_s'] / base:.2f} | "
+            f"{r['cross_hour_duplicates']:,} | {r['timings'].get('dedup_s', 0):.1f} "
+            f"| {r['timings'].get('check_s', 0):.1f} |"
+        )
     (out / "results.json").write_text(json.dumps(rows, indent=2))
     return 0
 

@@ -60,17 +60,34 @@ RUN_ID = "seed0001"
 TRACK_TABLES = ("product_viewed", "order_completed")
 TABLES = ("pages", "identifies", *TRACK_TABLES, "tracks")
 SHARES = {"pages": 0.45, "identifies": 0.10, "product_viewed": 0.35, "order_completed": 0.10}
-TRACK_COLUMNS = ["message_id", "type", "user_id", "anonymous_id", "received_at", "timestamp",
-                 "channel", "context_ip", "context_library_name", "context_page_url",
-                 "context_user_agent", "context_traits_email", "event"]
+TRACK_COLUMNS = [
+    "message_id",
+    "type",
+    "user_id",
+    "anonymous_id",
+    "received_at",
+    "timestamp",
+    "channel",
+    "context_ip",
+    "context_library_name",
+    "context_page_url",
+    "context_user_agent",
+    "context_traits_email",
+    "event",
+]
 # The columns a query without the index must read to find a person (email: a trait).
 IDENTITY_COLUMNS = ("user_id", "anonymous_id", "context_traits_email")
-PERSON = {"user_id": "u-person-0000000000000042", "anonymous_id": "a-7f3c2e1d-person",
-          "email": "the.person@example.org"}
+PERSON = {
+    "user_id": "u-person-0000000000000042",
+    "anonymous_id": "a-7f3c2e1d-person",
+    "email": "the.person@example.org",
+}
 URLS = [f"https://shop.example.com/{p}" for p in ("", "cart", "checkout", "p/1", "p/2", "help")]
-AGENTS = ["Mozilla/5.0 (Macintosh; Intel Mac OS X 14_1) AppleWebKit/605.1.15 Safari/605.1.15",
-          "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/120.0.0.0 Safari/537.36",
-          "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) Mobile/15E148"]
+AGENTS = [
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_1) AppleWebKit/605.1.15 Safari/605.1.15",
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/120.0.0.0 Safari/537.36",
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) Mobile/15E148",
+]
 
 
 class People:
@@ -89,17 +106,27 @@ class People:
         self.user, self.anon, self.email = (pa.array(v, pa.string()) for v in (user, anon, email))
         self.user_h = pa.array([identity_hash(key, Identity(ID, v)) for v in user])
         self.anon_h = pa.array([identity_hash(key, Identity(ID, v)) for v in anon])
-        self.email_h = pa.array([identity_hash(key, Identity(trait_kind("email"), v))
-                                 for v in email])
+        self.email_h = pa.array(
+            [identity_hash(key, Identity(trait_kind("email"), v)) for v in email]
+        )
 
     def hashes(self) -> dict[str, str]:
-        return {"user_id": self.user_h[self.person].as_py(),
-                "anonymous_id": self.anon_h[self.person].as_py(),
-                "email": self.email_h[self.person].as_py()}
+        return {
+            "user_id": self.user_h[self.person].as_py(),
+            "anonymous_id": self.anon_h[self.person].as_py(),
+            "email": self.email_h[self.person].as_py(),
+        }
 
 
-def table_of(name: str, who: np.ndarray, logged_in: np.ndarray, hour: datetime,
-             people: People, rng: np.random.Generator, seq: int) -> pa.Table:
+def table_of(
+    name: str,
+    who: np.ndarray,
+    logged_in: np.ndarray,
+    hour: datetime,
+    people: People,
+    rng: np.random.Generator,
+    seq: int,
+) -> pa.Table:
     n = len(who)
     take = pa.array(who)
     mask = pa.array(~logged_in)
@@ -107,8 +134,9 @@ def table_of(name: str, who: np.ndarray, logged_in: np.ndarray, hour: datetime,
     received = np.sort(rng.integers(at, at + 3_600_000_000, n))
     cols: dict[str, pa.Array] = {
         "message_id": pa.array([f"{hour:%Y%m%d%H}-{seq}-{i:04d}" for i in range(n)]),
-        "type": pa.array(["page" if name == "pages" else "identify" if name == "identifies"
-                          else "track"] * n),
+        "type": pa.array(
+            ["page" if name == "pages" else "identify" if name == "identifies" else "track"] * n
+        ),
         "user_id": pc.if_else(mask, pa.scalar(None, pa.string()), people.user.take(take)),
         "anonymous_id": people.anon.take(take),
         "received_at": pa.array(received, pa.timestamp("us", "UTC")),
@@ -118,8 +146,9 @@ def table_of(name: str, who: np.ndarray, logged_in: np.ndarray, hour: datetime,
         "context_library_name": pa.array(["analytics.js"] * n),
         "context_page_url": pa.array(URLS).take(pa.array(rng.integers(0, len(URLS), n))),
         "context_user_agent": pa.array(AGENTS).take(pa.array(rng.integers(0, len(AGENTS), n))),
-        "context_traits_email": pc.if_else(mask, pa.scalar(None, pa.string()),
-                                           people.email.take(take)),
+        "context_traits_email": pc.if_else(
+            mask, pa.scalar(None, pa.string()), people.email.take(take)
+        ),
     }
     if name == "pages":
         cols["name"] = pa.array(["Product"] * n)
@@ -153,8 +182,9 @@ def index_rows(name: str, who: np.ndarray, logged_in: np.ndarray, people: People
             counts[x] = counts.get(x, 0) + 1
         if name == "identifies" and li:
             links |= {tuple(sorted(p)) for p in ((a, u), (a, e), (u, e))}
-    return ([(x, name, c, None) for x, c in counts.items()]
-            + [(a, LINK, 1, b) for a, b in sorted(links)])
+    return [(x, name, c, None) for x, c in counts.items()] + [
+        (a, LINK, 1, b) for a, b in sorted(links)
+    ]
 
 
 def write_parquet(path: str, table: pa.Table) -> int:
@@ -193,24 +223,37 @@ def build_lake(lake: str, hours: int, person_hours: int, seed: int) -> dict:
             if name in TRACK_TABLES:
                 tracks.append((tbl.select(TRACK_COLUMNS), who[sel], logged_in[sel]))
             if name == TRACK_TABLES[-1] and tracks:  # tracks: every track event of the hour
-                parts.append(("tracks", pa.concat_tables([x[0] for x in tracks]),
-                              np.concatenate([x[1] for x in tracks]),
-                              np.concatenate([x[2] for x in tracks])))
+                parts.append(
+                    (
+                        "tracks",
+                        pa.concat_tables([x[0] for x in tracks]),
+                        np.concatenate([x[1] for x in tracks]),
+                        np.concatenate([x[2] for x in tracks]),
+                    )
+                )
             for target, rows_of, w, li in parts:
-                path = layout.join(layout.table_partition_dir(lake, SOURCE, target, "day_hour",
-                                                              ah),
-                                   layout.data_file_name(ah, RUN_ID, 0, 0))
+                path = layout.join(
+                    layout.table_partition_dir(lake, SOURCE, target, "day_hour", ah),
+                    layout.data_file_name(ah, RUN_ID, 0, 0),
+                )
                 sizes["tables"] += write_parquet(path, rows_of)
                 files["tables"] += 1
                 rows += rows_of.num_rows
                 index += index_rows(target, w, li, people)
-        path = layout.join(hour_dir(lake, SOURCE, ah.compact), layout.data_file_name(ah, RUN_ID,
-                                                                                     0, 0))
+        path = layout.join(
+            hour_dir(lake, SOURCE, ah.compact), layout.data_file_name(ah, RUN_ID, 0, 0)
+        )
         sizes["index"] += write_parquet(path, index_table(index))
         files["index"] += 1
     person = sorted(layout.ArchiveHour(FIRST_HOUR + timedelta(hours=i)).compact for i in chosen)
-    return {"hours": hours, "person_hours": person, "rows": rows, "files": files,
-            "bytes": sizes, "hashes": people.hashes()}
+    return {
+        "hours": hours,
+        "person_hours": person,
+        "rows": rows,
+        "files": files,
+        "bytes": sizes,
+        "hashes": people.hashes(),
+    }
 
 
 # ---------------------------------------------------------------------------- measurements
@@ -234,7 +277,8 @@ def per_hour_index_lookup(lake: str, hashes: set[str]) -> tuple[set[str], int, i
     for hour, files in hours.items():
         for name, _, _ in files:
             t = open_parquet(layout.join(hour_dir(lake, SOURCE, hour), name), reads).read(
-                columns=["identity"])
+                columns=["identity"]
+            )
             if pc.any(pc.is_in(t["identity"], wanted)).as_py():
                 found.add(hour)
     return found, reads.bytes, reads.files
@@ -257,22 +301,39 @@ class CountingHandler(pafs.FileSystemHandler):
                 handler.bytes += len(data)
                 return data
 
-            def seek(s, *a): return raw.seek(*a)
-            def tell(s): return raw.tell()
-            def close(s): raw.close()
+            def seek(s, *a):
+                return raw.seek(*a)
+
+            def tell(s):
+                return raw.tell()
+
+            def close(s):
+                raw.close()
 
         self.files += 1
         return pa.PythonFile(Counted(), mode="r")
 
-    def get_type_name(self): return "counting"
-    def normalize_path(self, path): return path
-    def get_file_info(self, paths): return self.fs.get_file_info(paths)
-    def get_file_info_selector(self, selector): return self.fs.get_file_info(selector)
-    def open_input_file(self, path): return self._counted(self.fs.open_input_file(path))
-    def open_input_stream(self, path): return self._counted(self.fs.open_input_file(path))
+    def get_type_name(self):
+        return "counting"
+
+    def normalize_path(self, path):
+        return path
+
+    def get_file_info(self, paths):
+        return self.fs.get_file_info(paths)
+
+    def get_file_info_selector(self, selector):
+        return self.fs.get_file_info(selector)
+
+    def open_input_file(self, path):
+        return self._counted(self.fs.open_input_file(path))
+
+    def open_input_stream(self, path):
+        return self._counted(self.fs.open_input_file(path))
 
     def _no(self, *a):
         raise NotImplementedError("read-only")
+
     create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _no
     delete_file = move = copy_file = open_output_stream = open_append_stream = _no
 
@@ -303,8 +364,11 @@ def scan_minimum(lake: str) -> tuple[int, int]:
             total += md.serialized_size + 8
             for g in range(md.num_row_groups):
                 rg = md.row_group(g)
-                total += sum(rg.column(c).total_compressed_size for c in range(rg.num_columns)
-                             if rg.column(c).path_in_schema in IDENTITY_COLUMNS)
+                total += sum(
+                    rg.column(c).total_compressed_size
+                    for c in range(rg.num_columns)
+                    if rg.column(c).path_in_schema in IDENTITY_COLUMNS
+                )
             files += 1
     return total, files
 
@@ -316,12 +380,15 @@ def duckdb_scan(lake: str, values: list[str]) -> set[str]:
     found = set()
     for name in TABLES:
         glob = f"{layout.table_root(lake, SOURCE, name)}/*/*/*.parquet"
-        names = [d[0] for d in con.execute(
-            f"SELECT * FROM read_parquet('{glob}') LIMIT 0").description]
+        names = [
+            d[0] for d in con.execute(f"SELECT * FROM read_parquet('{glob}') LIMIT 0").description
+        ]
         cols = [c for c in IDENTITY_COLUMNS if c in names]
         where = " OR ".join(f"{c} IN (SELECT unnest(?))" for c in cols)
-        rows = con.execute(f"SELECT DISTINCT filename FROM read_parquet('{glob}', "
-                           f"filename=true) WHERE {where}", [values] * len(cols)).fetchall()
+        rows = con.execute(
+            f"SELECT DISTINCT filename FROM read_parquet('{glob}', filename=true) WHERE {where}",
+            [values] * len(cols),
+        ).fetchall()
         found |= {layout.hour_of_data_file(r[0]) for r in rows}
     return found
 
@@ -335,8 +402,9 @@ def resync_a_day(lake: str, hours: int) -> list[str]:
         d = hour_dir(lake, SOURCE, ah.compact)
         run = uuid.uuid4().hex[:8]
         for seq, name in enumerate(sorted(os.listdir(d))):
-            os.replace(os.path.join(d, name),
-                       os.path.join(d, layout.data_file_name(ah, run, 0, seq)))
+            os.replace(
+                os.path.join(d, name), os.path.join(d, layout.data_file_name(ah, run, 0, seq))
+            )
         changed.append(ah.compact)
     return changed
 
@@ -350,29 +418,50 @@ def erase(lake: str, hashes: dict) -> dict:
     except ImportError as e:
         return {"skipped": f"privacy.forget not importable ({e.name})"}
     toml = Path(lake).parent / "lake.toml"
-    toml.write_text(f'lake_root = "{lake}"\narchive_root = "{Path(lake).parent / "archive"}"\n'
-                    f'[[sources]]\nid = "{SOURCE}"\nstart = "2025-01-01-00:00"\n')
+    toml.write_text(
+        f'lake_root = "{lake}"\narchive_root = "{Path(lake).parent / "archive"}"\n'
+        f'[[sources]]\nid = "{SOURCE}"\nstart = "2025-01-01-00:00"\n'
+    )
     try:
         settings = load_settings(str(toml), env={})
-        request = request_from_dict({"request_id": "bench-forget",
-                                     "identities": [f"user_id={PERSON['user_id']}"],
-                                     "follow_links": True})
+        request = request_from_dict(
+            {
+                "request_id": "bench-forget",
+                "identities": [f"user_id={PERSON['user_id']}"],
+                "follow_links": True,
+            }
+        )
         result, (seconds,) = timed(lambda: forget(settings, request))
     except Exception as e:  # noqa: BLE001 - a bench reports what failed and goes on
         return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
     after = summary_lookup.find_hours_compacted(lake, SOURCE, set(hashes.values()))
-    return {"seconds": round(seconds, 2), "status": result.status,
-            "hours_rewritten": result.hours_rewritten, "files_rewritten": result.files_rewritten,
-            "rows_removed": result.rows_removed, "rows_remaining": result.rows_remaining,
-            "hours_found_after": len(after.hours), "stale_hours_after": after.stale_hours}
+    return {
+        "seconds": round(seconds, 2),
+        "status": result.status,
+        "hours_rewritten": result.hours_rewritten,
+        "files_rewritten": result.files_rewritten,
+        "rows_removed": result.rows_removed,
+        "rows_remaining": result.rows_remaining,
+        "hours_found_after": len(after.hours),
+        "stale_hours_after": after.stale_hours,
+    }
 
 
-def lookup_row(name: str, r: summary_lookup.SummaryLookup, times: list[float], expected: set[str]) -> dict:
-    return {"lookup": name, "hours_found": len(r.hours), "exact": set(r.hours) == expected,
-            "bytes_read": r.bytes_read, "files_read": r.files_read,
-            "row_groups_read": r.row_groups_read, "stale_hours": r.stale_hours,
-            "files_listed": r.files_listed, "first_s": round(times[0], 3),
-            "median_s": round(statistics.median(times), 3)}
+def lookup_row(
+    name: str, r: summary_lookup.SummaryLookup, times: list[float], expected: set[str]
+) -> dict:
+    return {
+        "lookup": name,
+        "hours_found": len(r.hours),
+        "exact": set(r.hours) == expected,
+        "bytes_read": r.bytes_read,
+        "files_read": r.files_read,
+        "row_groups_read": r.row_groups_read,
+        "stale_hours": r.stale_hours,
+        "files_listed": r.files_listed,
+        "first_s": round(times[0], 3),
+        "median_s": round(statistics.median(times), 3),
+    }
 
 
 def main() -> int:
@@ -399,61 +488,118 @@ def main() -> int:
         marker.write_text(json.dumps(built))
     b = built["build"]
     expected = set(b["person_hours"])
-    print(f"lake: {b['hours']:,} hours, {b['rows']:,} rows in {b['files']['tables']:,} table "
-          f"files ({b['bytes']['tables'] / 2**20:,.0f} MiB), {b['files']['index']:,} index "
-          f"files ({b['bytes']['index'] / 2**20:,.1f} MiB); person in {len(expected)} hours; "
-          f"built in {built['build_s']} s", flush=True)
+    print(
+        f"lake: {b['hours']:,} hours, {b['rows']:,} rows in {b['files']['tables']:,} table "
+        f"files ({b['bytes']['tables'] / 2**20:,.0f} MiB), {b['files']['index']:,} index "
+        f"files ({b['bytes']['index'] / 2**20:,.1f} MiB); person in {len(expected)} hours; "
+        f"built in {built['build_s']} s",
+        flush=True,
+    )
     h = b["hashes"]
     shutil.rmtree(summary.summary_root(lake, SOURCE), ignore_errors=True)  # compacted below
-    results: dict = {"build": built, "machine": {"python": platform.python_version(),
-                                                 "pyarrow": pa.__version__,
-                                                 "cpus": os.cpu_count()}}
+    results: dict = {
+        "build": built,
+        "machine": {
+            "python": platform.python_version(),
+            "pyarrow": pa.__version__,
+            "cpus": os.cpu_count(),
+        },
+    }
     stats, (seconds,) = timed(lambda: summary.compact(lake, SOURCE))
     results["compaction"] = stats.to_dict()
-    print(f"compaction: {stats.months_written} months, {stats.hours_read:,} hours read "
-          f"({stats.bytes_read / 2**20:.1f} MiB), {stats.bytes_written / 2**20:.1f} MiB "
-          f"written, {seconds:.1f} s", flush=True)
+    print(
+        f"compaction: {stats.months_written} months, {stats.hours_read:,} hours read "
+        f"({stats.bytes_read / 2**20:.1f} MiB), {stats.bytes_written / 2**20:.1f} MiB "
+        f"written, {seconds:.1f} s",
+        flush=True,
+    )
 
     lookups = []
-    for name, hashes in (("summary, user id", {h["user_id"]}),
-                         ("summary, 3 identities", set(h.values()))):
-        r, times = timed(lambda: summary_lookup.find_hours_compacted(lake, SOURCE, hashes), a.repeat)
+    for name, hashes in (
+        ("summary, user id", {h["user_id"]}),
+        ("summary, 3 identities", set(h.values())),
+    ):
+        r, times = timed(
+            lambda: summary_lookup.find_hours_compacted(lake, SOURCE, hashes), a.repeat
+        )
         lookups.append(lookup_row(name, r, times, expected))
     changed = resync_a_day(lake, a.hours)
-    r, times = timed(lambda: summary_lookup.find_hours_compacted(lake, SOURCE, {h["user_id"]}), a.repeat)
+    r, times = timed(
+        lambda: summary_lookup.find_hours_compacted(lake, SOURCE, {h["user_id"]}), a.repeat
+    )
     lookups.append(lookup_row(f"summary + {len(changed)} stale hours", r, times, expected))
     nightly, (seconds,) = timed(lambda: summary.compact(lake, SOURCE))
     results["nightly_compaction"] = nightly.to_dict()
-    print(f"compaction after a day: {nightly.months_written} month, {nightly.hours_read} hours "
-          f"read, {nightly.bytes_read / 2**20:.1f} MiB read, {seconds:.2f} s", flush=True)
-    (hours_listed, entries), times = timed(lambda: summary.list_index_hours(lake, SOURCE),
-                                           a.repeat)
-    lookups.append({"lookup": "(listing the per-hour index alone)", "files_listed": entries,
-                    "first_s": round(times[0], 3), "median_s": round(statistics.median(times), 3)})
+    print(
+        f"compaction after a day: {nightly.months_written} month, {nightly.hours_read} hours "
+        f"read, {nightly.bytes_read / 2**20:.1f} MiB read, {seconds:.2f} s",
+        flush=True,
+    )
+    (hours_listed, entries), times = timed(lambda: summary.list_index_hours(lake, SOURCE), a.repeat)
+    lookups.append(
+        {
+            "lookup": "(listing the per-hour index alone)",
+            "files_listed": entries,
+            "first_s": round(times[0], 3),
+            "median_s": round(statistics.median(times), 3),
+        }
+    )
     (found, nbytes, nfiles), times = timed(lambda: per_hour_index_lookup(lake, {h["user_id"]}))
-    lookups.append({"lookup": "every per-hour index file", "hours_found": len(found),
-                    "exact": found == expected, "bytes_read": nbytes, "files_read": nfiles,
-                    "first_s": round(times[0], 3), "median_s": round(times[0], 3)})
+    lookups.append(
+        {
+            "lookup": "every per-hour index file",
+            "hours_found": len(found),
+            "exact": found == expected,
+            "bytes_read": nbytes,
+            "files_read": nfiles,
+            "first_s": round(times[0], 3),
+            "median_s": round(times[0], 3),
+        }
+    )
 
     values = [PERSON["user_id"], PERSON["anonymous_id"], PERSON["email"]]
     counting = CountingHandler()
     found, times = timed(lambda: full_scan(lake, values, pafs.PyFileSystem(counting)))
-    lookups.append({"lookup": "full scan, pyarrow (counted)", "hours_found": len(found),
-                    "exact": found == expected, "bytes_read": counting.bytes,
-                    "files_read": counting.files, "first_s": round(times[0], 3),
-                    "median_s": round(times[0], 3)})
+    lookups.append(
+        {
+            "lookup": "full scan, pyarrow (counted)",
+            "hours_found": len(found),
+            "exact": found == expected,
+            "bytes_read": counting.bytes,
+            "files_read": counting.files,
+            "first_s": round(times[0], 3),
+            "median_s": round(times[0], 3),
+        }
+    )
     found, times = timed(lambda: full_scan(lake, values))
-    lookups.append({"lookup": "full scan, pyarrow (native fs)", "hours_found": len(found),
-                    "exact": found == expected, "first_s": round(times[0], 3),
-                    "median_s": round(times[0], 3)})
+    lookups.append(
+        {
+            "lookup": "full scan, pyarrow (native fs)",
+            "hours_found": len(found),
+            "exact": found == expected,
+            "first_s": round(times[0], 3),
+            "median_s": round(times[0], 3),
+        }
+    )
     minimum, files = scan_minimum(lake)
-    lookups.append({"lookup": "full scan, minimum (footers + identity chunks)",
-                    "bytes_read": minimum, "files_read": files})
+    lookups.append(
+        {
+            "lookup": "full scan, minimum (footers + identity chunks)",
+            "bytes_read": minimum,
+            "files_read": files,
+        }
+    )
     if not a.no_duckdb:
         found, times = timed(lambda: duckdb_scan(lake, values))
-        lookups.append({"lookup": "full scan, DuckDB", "hours_found": len(found),
-                        "exact": found == expected, "first_s": round(times[0], 3),
-                        "median_s": round(times[0], 3)})
+        lookups.append(
+            {
+                "lookup": "full scan, DuckDB",
+                "hours_found": len(found),
+                "exact": found == expected,
+                "first_s": round(times[0], 3),
+                "median_s": round(times[0], 3),
+            }
+        )
     results["lookups"] = lookups
     ours = lookups[0]["bytes_read"]
     results["ratio_vs_scan_minimum"] = round(minimum / ours, 1)
@@ -463,17 +609,25 @@ def main() -> int:
         if "skipped" not in results["forget"]:
             marker.unlink()  # the lake was changed: no --reuse of it
 
-    print("\n| lookup | hours found | exact | bytes read | files read | row groups | stale "
-          "hours | first s | median s |")
+    print(
+        "\n| lookup | hours found | exact | bytes read | files read | row groups | stale "
+        "hours | first s | median s |"
+    )
     print("|---|--:|---|--:|--:|--:|--:|--:|--:|")
     for r in lookups:
+
         def f(k, fmt="{:,}"):
             return fmt.format(r[k]) if r.get(k) is not None else ""
-        print(f"| {r['lookup']} | {f('hours_found')} | {f('exact', '{}')} | {f('bytes_read')} | "
-              f"{f('files_read')} | {f('row_groups_read')} | {f('stale_hours')} | "
-              f"{f('first_s', '{:.3f}')} | {f('median_s', '{:.3f}')} |")
-    print(f"\nbytes: full-scan minimum / ours = {results['ratio_vs_scan_minimum']}x; "
-          f"pyarrow scan / ours = {results['ratio_vs_pyarrow_scan']}x (target: 50x)")
+
+        print(
+            f"| {r['lookup']} | {f('hours_found')} | {f('exact', '{}')} | {f('bytes_read')} | "
+            f"{f('files_read')} | {f('row_groups_read')} | {f('stale_hours')} | "
+            f"{f('first_s', '{:.3f}')} | {f('median_s', '{:.3f}')} |"
+        )
+    print(
+        f"\nbytes: full-scan minimum / ours = {results['ratio_vs_scan_minimum']}x; "
+        f"pyarrow scan / ours = {results['ratio_vs_pyarrow_scan']}x (target: 50x)"
+    )
     if "forget" in results:
         print(f"forget: {json.dumps(results['forget'])}")
     (out / "results.json").write_text(json.dumps(results, indent=2))

@@ -37,8 +37,12 @@ HOUR = "2026-11-21T10"
 
 
 def files_under(root: str) -> set[str]:
-    return {os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs
-            if "/_staging/" not in os.path.join(d, f)}
+    return {
+        os.path.join(d, f)
+        for d, _, fs in os.walk(root)
+        for f in fs
+        if "/_staging/" not in os.path.join(d, f)
+    }
 
 
 def main() -> int:
@@ -60,14 +64,21 @@ def main() -> int:
     out = Path(a.out)
     shutil.rmtree(out, ignore_errors=True)
     archive = str(out / "archive")
-    generate_archive(archive, SOURCE, [ArchiveHour.parse(HOUR)], events_per_hour=a.events,
-                     files_per_hour=a.files, seed=7)
+    generate_archive(
+        archive,
+        SOURCE,
+        [ArchiveHour.parse(HOUR)],
+        events_per_hour=a.events,
+        files_per_hour=a.files,
+        seed=7,
+    )
     session = None
     if a.spark:
         from datalake_assets.transform.job import local_spark_session
 
-        session = local_spark_session("local[2]", a.spark_memory,
-                                      {"spark.local.dir": str(out / "spark-local")})
+        session = local_spark_session(
+            "local[2]", a.spark_memory, {"spark.local.dir": str(out / "spark-local")}
+        )
 
     def no_spark():
         raise AssertionError("the driver-local path started Spark")
@@ -77,33 +88,54 @@ def main() -> int:
         for fmt in ("segment", "iceberg") if i % 2 == 0 else ("iceberg", "segment"):
             lake = str(out / fmt)
             before = files_under(lake)
-            req = SyncRequest(lake, archive, SOURCE, (HOUR,), replay=i > 0,
-                              local_max_bytes=0 if a.spark else 1 << 40,
-                              table_format=FormatConfig(format=fmt))
+            req = SyncRequest(
+                lake,
+                archive,
+                SOURCE,
+                (HOUR,),
+                replay=i > 0,
+                local_max_bytes=0 if a.spark else 1 << 40,
+                table_format=FormatConfig(format=fmt),
+            )
             t = time.monotonic()
             report = run_sync(session or no_spark, req)
             wall = time.monotonic() - t
             after = files_under(lake)
-            rows.append({"format": fmt, "sync": "first" if i == 0 else f"replay {i}",
-                         "wall_s": round(wall, 2),
-                         "commit_s": round(report.source.timings.get("commit_s", 0.0), 2),
-                         "files_added": len(after - before), "files_now": len(after),
-                         "tables": len(report.tables), "rows": report.source.messages_written})
-    print(f"\n{a.events} events, {a.files} files, {'Spark' if a.spark else 'driver-local'} "
-          f"path, load {os.getloadavg()[0]:.1f}\n")
+            rows.append(
+                {
+                    "format": fmt,
+                    "sync": "first" if i == 0 else f"replay {i}",
+                    "wall_s": round(wall, 2),
+                    "commit_s": round(report.source.timings.get("commit_s", 0.0), 2),
+                    "files_added": len(after - before),
+                    "files_now": len(after),
+                    "tables": len(report.tables),
+                    "rows": report.source.messages_written,
+                }
+            )
+    print(
+        f"\n{a.events} events, {a.files} files, {'Spark' if a.spark else 'driver-local'} "
+        f"path, load {os.getloadavg()[0]:.1f}\n"
+    )
     print("| format | sync | wall s | commit s | files added | files in lake | tables |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['format']} | {r['sync']} | {r['wall_s']} | {r['commit_s']} | "
-              f"{r['files_added']} | {r['files_now']} | {r['tables']} |")
-    replays = {f: [r for r in rows if r["format"] == f and r["sync"] != "first"]
-               for f in ("segment", "iceberg")}
+        print(
+            f"| {r['format']} | {r['sync']} | {r['wall_s']} | {r['commit_s']} | "
+            f"{r['files_added']} | {r['files_now']} | {r['tables']} |"
+        )
+    replays = {
+        f: [r for r in rows if r["format"] == f and r["sync"] != "first"]
+        for f in ("segment", "iceberg")
+    }
     if all(replays.values()):
         med = {f: statistics.median(r["wall_s"] for r in rs) for f, rs in replays.items()}
         com = {f: statistics.median(r["commit_s"] for r in rs) for f, rs in replays.items()}
-        print(f"\nreplays, median: iceberg/segment wall {med['iceberg'] / med['segment']:.2f}x "
-              f"({med['iceberg']:.2f} s / {med['segment']:.2f} s); commit {com['iceberg']:.2f} s "
-              f"against {com['segment']:.2f} s")
+        print(
+            f"\nreplays, median: iceberg/segment wall {med['iceberg'] / med['segment']:.2f}x "
+            f"({med['iceberg']:.2f} s / {med['segment']:.2f} s); commit {com['iceberg']:.2f} s "
+            f"against {com['segment']:.2f} s"
+        )
     (out / "results.json").write_text(json.dumps(rows, indent=2))
     if session is not None:
         session.stop()

@@ -106,9 +106,11 @@ def main() -> None:
 
     from datalake_assets.transform.session import local_spark_session
 
-    spark = local_spark_session("local[2]", args.spark_memory,
-                                {"spark.local.dir": str(out / "tmp"),
-                                 "spark.ui.showConsoleProgress": "false"})
+    spark = local_spark_session(
+        "local[2]",
+        args.spark_memory,
+        {"spark.local.dir": str(out / "tmp"), "spark.ui.showConsoleProgress": "false"},
+    )
     spark.sparkContext.setLogLevel("ERROR")
     from pyspark.sql import functions as F
 
@@ -117,29 +119,45 @@ def main() -> None:
     def step(name: str, fn) -> object:
         c, t = tree_cpu_s(), time.monotonic()
         r = fn()
-        row = {"step": name, "wall_s": round(time.monotonic() - t, 1),
-               "cpu_s": round(tree_cpu_s() - c, 1)}
+        row = {
+            "step": name,
+            "wall_s": round(time.monotonic() - t, 1),
+            "cpu_s": round(tree_cpu_s() - c, 1),
+        }
         results.append(row)
         print(json.dumps(row), flush=True)
         return r
 
     text = spark.read.text([str(h) for h in hours])
     parsed = text.select(F.try_parse_json("value").alias("v"))
-    event = F.coalesce(F.try_variant_get("v", "$.event", "string"),
-                       F.try_variant_get("v", "$.type", "string")).alias("e")
+    event = F.coalesce(
+        F.try_variant_get("v", "$.event", "string"), F.try_variant_get("v", "$.type", "string")
+    ).alias("e")
     if "text" in steps:
         step("text: read, gunzip, split, count", text.count)
     if "parse" in steps:
-        step("parse: try_parse_json, count by type", lambda: parsed.groupBy(
-            F.try_variant_get("v", "$.type", "string")).count().collect())
+        step(
+            "parse: try_parse_json, count by type",
+            lambda: parsed.groupBy(F.try_variant_get("v", "$.type", "string")).count().collect(),
+        )
     if "schema" in steps or "variant" in steps:
-        per_event = step("schema: schema_of_variant_agg per event", lambda: parsed.select(
-            event, "v").groupBy("e").agg(F.expr("schema_of_variant_agg(v)").alias("s")).collect())
+        per_event = step(
+            "schema: schema_of_variant_agg per event",
+            lambda: (
+                parsed.select(event, "v")
+                .groupBy("e")
+                .agg(F.expr("schema_of_variant_agg(v)").alias("s"))
+                .collect()
+            ),
+        )
     if "fromjson" in steps:
         is_object = "try_variant_get(v, '$.type', 'string') is not null"
-        whole = step("fromjson 1/2: schema_of_variant_agg of every object line", lambda: parsed
-                     .select(F.expr(f"schema_of_variant_agg(v) filter (where {is_object})"))
-                     .collect()[0][0])
+        whole = step(
+            "fromjson 1/2: schema_of_variant_agg of every object line",
+            lambda: parsed.select(
+                F.expr(f"schema_of_variant_agg(v) filter (where {is_object})")
+            ).collect()[0][0],
+        )
         schema = variant_schema_to_struct(whole)
         j = text.select(F.from_json("value", schema).alias("j"))
         cols, seen = [], set()
@@ -148,9 +166,15 @@ def main() -> None:
             if name not in seen:
                 seen.add(name)
                 cols.append(F.col("j." + ".".join(f"`{x}`" for x in path)).alias(name))
-        step(f"fromjson 2/2: from_json, {len(cols)} columns, write by event", lambda: j.select(
-            F.coalesce(F.col("j.event"), F.col("j.type")).alias("e"), *cols)
-            .write.mode("overwrite").partitionBy("e").parquet(str(out / "fromjson")))
+        step(
+            f"fromjson 2/2: from_json, {len(cols)} columns, write by event",
+            lambda: (
+                j.select(F.coalesce(F.col("j.event"), F.col("j.type")).alias("e"), *cols)
+                .write.mode("overwrite")
+                .partitionBy("e")
+                .parquet(str(out / "fromjson"))
+            ),
+        )
     if "variant" in steps:
         cols, seen = [], set()
         for r in per_event:
@@ -160,12 +184,22 @@ def main() -> None:
                     continue
                 seen.add(name)
                 typ = dt.simpleString()
-                cols.append(F.try_variant_get("v", "$" + "".join(f'["{x}"]' for x in path),
-                                              typ if typ in ("bigint", "double", "boolean")
-                                              else "string").alias(name))
-        step(f"variant: try_variant_get, {len(cols)} columns, write by event", lambda: parsed
-             .select(event, *cols).write.mode("overwrite").partitionBy("e")
-             .parquet(str(out / "variant")))
+                cols.append(
+                    F.try_variant_get(
+                        "v",
+                        "$" + "".join(f'["{x}"]' for x in path),
+                        typ if typ in ("bigint", "double", "boolean") else "string",
+                    ).alias(name)
+                )
+        step(
+            f"variant: try_variant_get, {len(cols)} columns, write by event",
+            lambda: (
+                parsed.select(event, *cols)
+                .write.mode("overwrite")
+                .partitionBy("e")
+                .parquet(str(out / "variant"))
+            ),
+        )
     spark.stop()
     print(json.dumps({"archive": args.archive, "steps": results}, indent=1))
 

@@ -49,8 +49,10 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     last = datetime(2026, 10, 31, 23, tzinfo=UTC)
     first = last - timedelta(hours=24 * a.days - 1)
-    common = (f'archive_root = "archive"\nlake_root = "lake"\n[[sources]]\nid = "demo"\n'
-              f'start = "{first:%Y-%m-%d-%H}:00"\n')
+    common = (
+        f'archive_root = "archive"\nlake_root = "lake"\n[[sources]]\nid = "demo"\n'
+        f'start = "{first:%Y-%m-%d-%H}:00"\n'
+    )
     (work / "lake.toml").write_text(f'{common}[catalog]\nmetastore_dir = "metastore"\n')
     (work / "sync.toml").write_text(f'{common}[catalog]\nbackend = "none"\n')
     os.environ["DATALAKE_SETTINGS"] = str(work / "lake.toml")
@@ -74,8 +76,14 @@ def main() -> None:
     hours = layout.hour_range(layout.ArchiveHour.of(first), layout.ArchiveHour.of(last))
     t = time.monotonic()
     if not any((work / "archive").rglob("*.gz")):
-        generate_archive(settings.archive_root, source.id, hours,
-                         events_per_hour=a.events_per_hour, files_per_hour=1, seed=7)
+        generate_archive(
+            settings.archive_root,
+            source.id,
+            hours,
+            events_per_hour=a.events_per_hour,
+            files_per_hour=1,
+            seed=7,
+        )
     print(f"archive: {len(hours)} hours x {a.events_per_hour} lines ({time.monotonic() - t:.0f} s)")
 
     cfg = config_from_settings(settings.catalog)
@@ -88,38 +96,55 @@ def main() -> None:
         if not (work / "lake" / "models").exists():
             spark = settings_spark_session(files_only, quiet=True)  # no Hive: the server has it
             for i in range(0, len(hours), 24 * 5):
-                run_sync(spark, request_from_settings(files_only, source, hours[i:i + 24 * 5],
-                                                      replay=True))
+                run_sync(
+                    spark,
+                    request_from_settings(files_only, source, hours[i : i + 24 * 5], replay=True),
+                )
             print(f"sync (files only): {time.monotonic() - t:.0f} s")
             t = time.monotonic()
             served = cfg.served_session()
             for statement in print_table_ddl(settings, source).split(";\n"):
-                body = "\n".join(line for line in statement.splitlines()
-                                 if not line.startswith("--")).strip()
+                body = "\n".join(
+                    line for line in statement.splitlines() if not line.startswith("--")
+                ).strip()
                 if body:
                     served.sql(body).collect()
             print(f"registered in the served metastore: {time.monotonic() - t:.0f} s")
         project = prepare_project(settings, source, source_tables(settings, source))
         days = sorted({h.day for h in hours})
-        for label, lo, hi in (("all days, one invocation", days[0], days[-1]),
-                              ("one day (the daily run)", days[-1], days[-1])):
+        for label, lo, hi in (
+            ("all days, one invocation", days[0], days[-1]),
+            ("one day (the daily run)", days[-1], days[-1]),
+        ):
             for selection in (["--select", "tag:daily"], ["--exclude", "tag:daily"]):
                 cpu0, jvm0, t0 = children_cpu_s(), jvm_cpu_s(server_pid), time.monotonic()
-                done = run_dbt(settings, project, ["build", *selection, "--vars", json.dumps(
-                    {"min_day": lo, "max_day": hi})])
+                done = run_dbt(
+                    settings,
+                    project,
+                    ["build", *selection, "--vars", json.dumps({"min_day": lo, "max_day": hi})],
+                )
                 wall = time.monotonic() - t0
                 if done.returncode:
                     raise SystemExit(done.stdout[-3000:])
-                results = json.loads((Path(project.project_dir) / "target" /
-                                      "run_results.json").read_text())
-                timing = {r["unique_id"].split(".")[-1]: round(r["execution_time"], 1)
-                          for r in results["results"] if r["unique_id"].startswith("model.")}
-                tests = sum(r["execution_time"] for r in results["results"]
-                            if r["unique_id"].startswith("test."))
-                print(f"{label} {' '.join(selection)}: {lo}..{hi}: wall {wall:.1f} s, dbt process CPU "
-                      f"{children_cpu_s() - cpu0:.1f} s, server JVM CPU "
-                      f"{jvm_cpu_s(server_pid) - jvm0:.1f} s; models {timing}; "
-                      f"{len(results['results']) - len(timing)} tests {tests:.1f} s")
+                results = json.loads(
+                    (Path(project.project_dir) / "target" / "run_results.json").read_text()
+                )
+                timing = {
+                    r["unique_id"].split(".")[-1]: round(r["execution_time"], 1)
+                    for r in results["results"]
+                    if r["unique_id"].startswith("model.")
+                }
+                tests = sum(
+                    r["execution_time"]
+                    for r in results["results"]
+                    if r["unique_id"].startswith("test.")
+                )
+                print(
+                    f"{label} {' '.join(selection)}: {lo}..{hi}: wall {wall:.1f} s, dbt process CPU "
+                    f"{children_cpu_s() - cpu0:.1f} s, server JVM CPU "
+                    f"{jvm_cpu_s(server_pid) - jvm0:.1f} s; models {timing}; "
+                    f"{len(results['results']) - len(timing)} tests {tests:.1f} s"
+                )
         _duckdb_counts(models_root(settings, source), settings, source)
     finally:
         metastore_server.stop(cfg.metastore_dir)
@@ -130,6 +155,7 @@ def _server_pid(metastore_dir: str) -> int | None:
         from pyspark.sql.connect import local_server as ls
 
         from datalake_assets.catalog import metastore_server as ms
+
         with ls.Discovery(ms.discovery_path(metastore_dir)) as d:
             return ls.LocalConnectServer(d).pid
     except Exception:  # noqa: BLE001 - the figure is then missing, not the benchmark
@@ -149,11 +175,14 @@ def _duckdb_counts(root: str, settings, source) -> None:
         f" '{data}/segment_type=screens/*/*/*.parquet', "
         f"'{data}/segment_type=identifies/*/*/*.parquet', "
         f"'{data}/segment_type=groups/*/*/*.parquet', '{data}/segment_type=aliases/*/*/*.parquet'],"
-        " hive_partitioning = true, union_by_name = true) GROUP BY ALL)").fetchone()[0]
-    print(f"duckdb daily_event_counts over the same Parquet: {n} rows in "
-          f"{time.monotonic() - t:.1f} s")
-    m = con.sql(f"SELECT count(*) FROM read_parquet('{root}/daily_event_counts/*/*.parquet')"
-                ).fetchone()[0]
+        " hive_partitioning = true, union_by_name = true) GROUP BY ALL)"
+    ).fetchone()[0]
+    print(
+        f"duckdb daily_event_counts over the same Parquet: {n} rows in {time.monotonic() - t:.1f} s"
+    )
+    m = con.sql(
+        f"SELECT count(*) FROM read_parquet('{root}/daily_event_counts/*/*.parquet')"
+    ).fetchone()[0]
     print(f"the model's daily_event_counts: {m} rows")
 
 

@@ -37,8 +37,11 @@ def kind(method: str, path: str, headers: dict) -> tuple[str, str]:
     if target:
         return "GLUE", target.split(".")[-1]
     path, _, query = path.partition("?")
-    short = re.sub(r"=[^/]*", "=*", "/".join(re.sub(r"^lake-[0-9a-f]+$", "<bucket>", p)
-                                           for p in path.split("/")[:5]))
+    short = re.sub(
+        r"=[^/]*",
+        "=*",
+        "/".join(re.sub(r"^lake-[0-9a-f]+$", "<bucket>", p) for p in path.split("/")[:5]),
+    )
     return method, short + ("?" + re.sub(r"=[^&]*", "", query) if query else "")
 
 
@@ -47,8 +50,12 @@ def main() -> None:
     p.add_argument("--events", type=int, default=300)
     p.add_argument("--files", type=int, default=2)
     p.add_argument("--top", type=int, default=25)
-    p.add_argument("--latency-ms", type=float, default=0.0,
-                   help="added to every request, as a round trip to AWS would be")
+    p.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="added to every request, as a round trip to AWS would be",
+    )
     a = p.parse_args()
 
     import logging
@@ -79,25 +86,50 @@ def main() -> None:
         bucket = f"lake-{uuid.uuid4().hex[:12]}"
         boto3.client("s3", endpoint_url=moto, region_name="us-east-1").create_bucket(Bucket=bucket)
         os.environ["AWS_ENDPOINT_URL"] = moto  # the archive is written straight to moto
-        generate_archive(f"s3://{bucket}/archive", SOURCE, [ArchiveHour.parse(HOUR)],
-                         events_per_hour=a.events, files_per_hour=a.files, seed=13)
+        generate_archive(
+            f"s3://{bucket}/archive",
+            SOURCE,
+            [ArchiveHour.parse(HOUR)],
+            events_per_hour=a.events,
+            files_per_hour=a.files,
+            seed=13,
+        )
         proxy.fail = count
         proxy.delay_s = a.latency_ms / 1000
-        req = SyncRequest(f"s3://{bucket}/lake", f"s3://{bucket}/archive", SOURCE, (HOUR,),
-                          database="bench", lock_wait_seconds=30,
-                          catalog=CatalogConfig(backend="glue", glue_region="us-east-1",
-                                                glue_endpoint_url=proxy.url))
-        env = {**os.environ, "AWS_ENDPOINT_URL": proxy.url, "PYTHONPATH": str(REPO),
-               "SPARK_LOCAL_IP": "127.0.0.1"}
+        req = SyncRequest(
+            f"s3://{bucket}/lake",
+            f"s3://{bucket}/archive",
+            SOURCE,
+            (HOUR,),
+            database="bench",
+            lock_wait_seconds=30,
+            catalog=CatalogConfig(
+                backend="glue", glue_region="us-east-1", glue_endpoint_url=proxy.url
+            ),
+        )
+        env = {
+            **os.environ,
+            "AWS_ENDPOINT_URL": proxy.url,
+            "PYTHONPATH": str(REPO),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
         t = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "datalake_assets.transform.job",
-                               *req.to_args()], env=env, capture_output=True, timeout=900)
+        done = subprocess.run(
+            [sys.executable, "-m", "datalake_assets.transform.job", *req.to_args()],
+            env=env,
+            capture_output=True,
+            timeout=900,
+        )
         wall = time.monotonic() - t
         report = json.loads(done.stdout.decode().strip().splitlines()[-1])
-        print(f"sync: exit {done.returncode}, {report.get('status')}, {report.get('lines_in')} "
-              f"lines, {wall:.1f} s; requests: {sum(tally.values())}")
-        print(f"report: {report.get('duration_mins', 0) * 60:.1f} s in the sync, phases "
-              f"{report.get('timings')}")
+        print(
+            f"sync: exit {done.returncode}, {report.get('status')}, {report.get('lines_in')} "
+            f"lines, {wall:.1f} s; requests: {sum(tally.values())}"
+        )
+        print(
+            f"report: {report.get('duration_mins', 0) * 60:.1f} s in the sync, phases "
+            f"{report.get('timings')}"
+        )
         for (method, what), n in tally.most_common(a.top):
             print(f"{n:6d}  {method:6s} {what}")
     finally:

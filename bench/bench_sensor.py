@@ -36,8 +36,8 @@ from datetime import timedelta
 
 from dagster import DagsterInstance, SensorResult, build_sensor_context
 
-from datalake_assets.orchestration import sensors as sn
 from datalake_assets.definitions import build_definitions
+from datalake_assets.orchestration import sensors as sn
 from datalake_assets.settings import load_settings
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
 
@@ -110,15 +110,23 @@ def measure(label, archive_root, tmp, hours, repeat, make_lister, rows):
     with DagsterInstance.ephemeral() as instance:
         for max_queued in (24, 10_000):
             lister = CountingLister(make_lister())
-            defs = build_definitions(settings_for(tmp, archive_root, max_queued),
-                                     clock=lambda: now, lister=lister)
+            defs = build_definitions(
+                settings_for(tmp, archive_root, max_queued), clock=lambda: now, lister=lister
+            )
             times, result = [], None
             for _ in range(repeat):
                 ms, result = tick(defs, instance, None)
                 times.append(ms)
-            rows.append((label, f"first tick, queue {'24' if max_queued == 24 else 'unbounded'}",
-                         statistics.median(times), lister.last, len(result.run_requests),
-                         len(result.cursor)))
+            rows.append(
+                (
+                    label,
+                    f"first tick, queue {'24' if max_queued == 24 else 'unbounded'}",
+                    statistics.median(times),
+                    lister.last,
+                    len(result.run_requests),
+                    len(result.cursor),
+                )
+            )
             if max_queued == 10_000:
                 cursor = result.cursor
                 times = []
@@ -126,8 +134,16 @@ def measure(label, archive_root, tmp, hours, repeat, make_lister, rows):
                     ms, steady = tick(defs, instance, cursor)
                     times.append(ms)
                 assert not steady.run_requests
-                rows.append((label, "steady tick (nothing new)", statistics.median(times),
-                             lister.last, 0, len(steady.cursor)))
+                rows.append(
+                    (
+                        label,
+                        "steady tick (nothing new)",
+                        statistics.median(times),
+                        lister.last,
+                        0,
+                        len(steady.cursor),
+                    )
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,35 +164,51 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         if not os.path.isdir(os.path.join(root, SOURCE)):
             build_local(root, hours, args.files)
-        print(f"local archive: {args.hours} hours x {args.files} files under {root} "
-              f"({time.perf_counter() - t:.1f} s to build)", file=sys.stderr)
+        print(
+            f"local archive: {args.hours} hours x {args.files} files under {root} "
+            f"({time.perf_counter() - t:.1f} s to build)",
+            file=sys.stderr,
+        )
         measure("local", root, tmp, hours, args.repeat, sn.LocalArchiveLister, rows)
 
         if not args.no_s3:
             import boto3
             from moto import mock_aws
 
-            for k, v in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-                         "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            for k, v in {
+                "AWS_ACCESS_KEY_ID": "bench",
+                "AWS_SECRET_ACCESS_KEY": "bench",
+                "AWS_DEFAULT_REGION": "us-east-1",
+            }.items():
                 os.environ.setdefault(k, v)
             with mock_aws():
                 client = boto3.client("s3", region_name="us-east-1")
                 client.create_bucket(Bucket="bench-archive")
                 seed_s3(hours, args.files)
-                measure("S3 (moto)", "s3://bench-archive/raw", tmp, hours, args.repeat,
-                        lambda: sn.S3ArchiveLister(client=client), rows)
+                measure(
+                    "S3 (moto)",
+                    "s3://bench-archive/raw",
+                    tmp,
+                    hours,
+                    args.repeat,
+                    lambda: sn.S3ArchiveLister(client=client),
+                    rows,
+                )
     finally:
         if not args.out:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"\n{args.hours} hours x {args.files} files, median of {args.repeat}, "
-          f"{os.cpu_count()} CPUs\n")
-    print("| archive | tick | ms | listings | entries | run requests | cursor bytes "
-          "| of 60 s |")
+    print(
+        f"\n{args.hours} hours x {args.files} files, median of {args.repeat}, "
+        f"{os.cpu_count()} CPUs\n"
+    )
+    print("| archive | tick | ms | listings | entries | run requests | cursor bytes | of 60 s |")
     print("|---|---|--:|--:|--:|--:|--:|--:|")
     for label, what, ms, listing, n_req, cursor_len in rows:
-        print(f"| {label} | {what} | {ms:,.0f} | {listing.calls:,} | {listing.entries:,} "
-              f"| {n_req:,} | {cursor_len:,} | {ms / 1000 / TIMEOUT_S:.2%} |")
+        print(
+            f"| {label} | {what} | {ms:,.0f} | {listing.calls:,} | {listing.entries:,} "
+            f"| {n_req:,} | {cursor_len:,} | {ms / 1000 / TIMEOUT_S:.2%} |"
+        )
     return 0
 
 

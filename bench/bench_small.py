@@ -64,15 +64,26 @@ def generate(out: Path, events: int, files: int) -> dict:
 
     archive = out / "archive"
     shutil.rmtree(archive, ignore_errors=True)
-    s = generate_archive(str(archive), SOURCE, [ArchiveHour.parse(HOUR)],
-                         events_per_hour=events, files_per_hour=files, seed=7)
+    s = generate_archive(
+        str(archive),
+        SOURCE,
+        [ArchiveHour.parse(HOUR)],
+        events_per_hour=events,
+        files_per_hour=files,
+        seed=7,
+    )
     size = sum(os.path.getsize(f) for f in s.files)
-    return {"lines": s.lines, "files": len(s.files), "bytes_gz": size,
-            "bytes_uncompressed": s.bytes_uncompressed}
+    return {
+        "lines": s.lines,
+        "files": len(s.files),
+        "bytes_gz": size,
+        "bytes_uncompressed": s.bytes_uncompressed,
+    }
 
 
-def write_settings(folder: Path, archive: Path, catalog: str, path: str, *,
-                   dagster: bool = False) -> Path:
+def write_settings(
+    folder: Path, archive: Path, catalog: str, path: str, *, dagster: bool = False
+) -> Path:
     from datalake_assets.spec.layout import ArchiveHour
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -130,28 +141,49 @@ def cli_sync(settings: Path) -> dict:
     quiet = wait_quiet(QUIET_S) if QUIET_S else None
     b0, c0 = _cpu()
     t = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "datalake_assets.cli", "--settings",
-                           str(settings), "sync", "--hours", HOUR],
-                          env=env(), capture_output=True, timeout=900, cwd=settings.parent)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "datalake_assets.cli",
+            "--settings",
+            str(settings),
+            "sync",
+            "--hours",
+            HOUR,
+        ],
+        env=env(),
+        capture_output=True,
+        timeout=900,
+        cwd=settings.parent,
+    )
     wall = time.monotonic() - t
     b1, c1 = _cpu()
     if done.returncode:
-        raise SystemExit(f"datalake sync failed:\n{done.stderr.decode()[-3000:]}"
-                         f"\n{done.stdout.decode()[-2000:]}")
+        raise SystemExit(
+            f"datalake sync failed:\n{done.stderr.decode()[-3000:]}\n{done.stdout.decode()[-2000:]}"
+        )
     report = json.loads(done.stdout)
     timings = report["timings"]
-    return {"wall_s": round(wall, 2), "in_sync_s": round(report["duration_mins"] * 60, 2),
-            "phases_s": round(sum(timings.get(k, 0) for k in
-                                  ("parse_s", "dedup_s", "write_s", "check_s")), 2),
-            "timings": timings, "rows": report["messages_written"],
-            # the machine's busy cores before (after --wait-quiet) and during the sync
-            "busy_before": quiet,
-            "busy_during": round((b1 - b0) / max(c1 - c0, 1) * os.cpu_count(), 2),
-            "duplicates": report["duplicates"], "tables": report["tables"]}
+    return {
+        "wall_s": round(wall, 2),
+        "in_sync_s": round(report["duration_mins"] * 60, 2),
+        "phases_s": round(
+            sum(timings.get(k, 0) for k in ("parse_s", "dedup_s", "write_s", "check_s")), 2
+        ),
+        "timings": timings,
+        "rows": report["messages_written"],
+        # the machine's busy cores before (after --wait-quiet) and during the sync
+        "busy_before": quiet,
+        "busy_during": round((b1 - b0) / max(c1 - c0, 1) * os.cpu_count(), 2),
+        "duplicates": report["duplicates"],
+        "tables": report["tables"],
+    }
 
 
-def run_cli(out: Path, archive: Path, catalogs: list[str], paths: list[str],
-            repeat: int) -> list[dict]:
+def run_cli(
+    out: Path, archive: Path, catalogs: list[str], paths: list[str], repeat: int
+) -> list[dict]:
     rows = []
     for catalog in catalogs:
         for path in paths:
@@ -161,13 +193,18 @@ def run_cli(out: Path, archive: Path, catalogs: list[str], paths: list[str],
             served = _serve(settings) if catalog == "hive-served" else None
             try:
                 for i in range(repeat + 1):
-                    r = {"catalog": catalog, "path": path,
-                         "sync": "first" if i == 0 else f"again {i}", **cli_sync(settings)}
+                    r = {
+                        "catalog": catalog,
+                        "path": path,
+                        "sync": "first" if i == 0 else f"again {i}",
+                        **cli_sync(settings),
+                    }
                     print(json.dumps(r), file=sys.stderr, flush=True)
                     rows.append(r)
             finally:
                 if served is not None:
                     from datalake_assets.catalog import metastore_server
+
                     metastore_server.stop(served.metastore_dir)
     return rows
 
@@ -182,8 +219,11 @@ def _serve(settings: Path):
     cfg = config_from_settings(load_settings(settings, env={}).catalog)
     t = time.monotonic()
     address = metastore_server.start(cfg.metastore_dir, cfg.spark_conf())
-    print(f"metastore server {address} started in {time.monotonic() - t:.1f} s",
-          file=sys.stderr, flush=True)
+    print(
+        f"metastore server {address} started in {time.monotonic() - t:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return cfg
 
 
@@ -198,8 +238,13 @@ def run_crossover(out: Path, sizes: list[int], files: int) -> list[dict]:
         for path in ("local", "spark"):
             settings = write_settings(sub / path, sub / "archive", "none", path)
             cli_sync(settings)
-            r = {"events": events, "files": files, "mb_gz": round(info["bytes_gz"] / 2**20, 2),
-                 "path": path, **cli_sync(settings)}
+            r = {
+                "events": events,
+                "files": files,
+                "mb_gz": round(info["bytes_gz"] / 2**20, 2),
+                "path": path,
+                **cli_sync(settings),
+            }
             print(json.dumps(r), file=sys.stderr, flush=True)
             rows.append(r)
         shutil.rmtree(sub, ignore_errors=True)
@@ -215,10 +260,15 @@ query RunTimes($runId: ID!) {
     ... on EventConnection { events { __typename ... on MessageEvent { timestamp message } } }
   }
 }"""
-MILESTONES = {"RunEnqueuedEvent": "enqueued", "RunDequeuedEvent": "dequeued",
-              "RunStartingEvent": "starting", "RunStartEvent": "worker_started",
-              "ExecutionStepStartEvent": "step_start", "ExecutionStepSuccessEvent": "step_end",
-              "RunSuccessEvent": "success"}
+MILESTONES = {
+    "RunEnqueuedEvent": "enqueued",
+    "RunDequeuedEvent": "dequeued",
+    "RunStartingEvent": "starting",
+    "RunStartEvent": "worker_started",
+    "ExecutionStepStartEvent": "step_start",
+    "ExecutionStepSuccessEvent": "step_end",
+    "RunSuccessEvent": "success",
+}
 
 
 def dagster_run(dev, partition: str, lake: Path) -> dict:
@@ -243,18 +293,26 @@ def dagster_run(dev, partition: str, lake: Path) -> dict:
         name = MILESTONES.get(e["__typename"])
         if name and name not in marks:
             marks[name] = round(int(e["timestamp"]) / 1000 - t, 2)
-    reports = sorted(glob.glob(str(lake / "reports" / "**" / "report.json"), recursive=True),
-                     key=os.path.getmtime)
+    reports = sorted(
+        glob.glob(str(lake / "reports" / "**" / "report.json"), recursive=True),
+        key=os.path.getmtime,
+    )
     with open(reports[-1]) as f:
         source = json.loads([x for x in f if x.strip()][-1])  # tables, then the source's
-    return {"run_id": run_id, "launch_to_success_s": round(total, 2), **marks,
-            "busy_before": quiet,
-            "busy_during": round((b1 - b0) / max(c1 - c0, 1) * os.cpu_count(), 2),
-            "in_sync_s": round(source["duration_mins"] * 60, 2), "timings": source["timings"]}
+    return {
+        "run_id": run_id,
+        "launch_to_success_s": round(total, 2),
+        **marks,
+        "busy_before": quiet,
+        "busy_during": round((b1 - b0) / max(c1 - c0, 1) * os.cpu_count(), 2),
+        "in_sync_s": round(source["duration_mins"] * 60, 2),
+        "timings": source["timings"],
+    }
 
 
-def run_dagster(out: Path, archive: Path, catalogs: list[str], paths: list[str],
-                repeat: int) -> list[dict]:
+def run_dagster(
+    out: Path, archive: Path, catalogs: list[str], paths: list[str], repeat: int
+) -> list[dict]:
     sys.path.insert(0, str(REPO))
     from datalake_assets.spec.layout import ArchiveHour
     from datalake_assets_tests.orchestration.dagster_ui import datalake_dev
@@ -272,9 +330,13 @@ def run_dagster(out: Path, archive: Path, catalogs: list[str], paths: list[str],
             with datalake_dev(home, settings) as dev:
                 started = round(time.monotonic() - t, 1)
                 for i in range(repeat + 1):
-                    r = {"catalog": catalog, "path": path, "dev_start_s": started,
-                         "run": "first" if i == 0 else f"again {i}",
-                         **dagster_run(dev, partition, home / "lake")}
+                    r = {
+                        "catalog": catalog,
+                        "path": path,
+                        "dev_start_s": started,
+                        "run": "first" if i == 0 else f"again {i}",
+                        **dagster_run(dev, partition, home / "lake"),
+                    }
                     print(json.dumps(r), file=sys.stderr, flush=True)
                     rows.append(r)
                     if i == 0:  # new tables reload the code location: let it settle
@@ -302,15 +364,24 @@ def main() -> int:
     p.add_argument("--catalogs", default="none,hive")
     p.add_argument("--paths", default="local,spark")
     p.add_argument("--no-cli", action="store_true")
-    p.add_argument("--repo", default=str(REPO),
-                   help="the checkout whose code runs (e.g. one before the change, with "
-                        "--paths default)")
+    p.add_argument(
+        "--repo",
+        default=str(REPO),
+        help="the checkout whose code runs (e.g. one before the change, with --paths default)",
+    )
     p.add_argument("--no-dagster", action="store_true")
-    p.add_argument("--wait-quiet", type=float, default=0.0,
-                   help="before each timed sync or run, wait up to this many seconds until the "
-                        "rest of the machine uses < 0.3 cores (busy_before/busy_during report it)")
-    p.add_argument("--crossover", default="",
-                   help="comma-separated event counts: time both paths on each (catalog none)")
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        help="before each timed sync or run, wait up to this many seconds until the "
+        "rest of the machine uses < 0.3 cores (busy_before/busy_during report it)",
+    )
+    p.add_argument(
+        "--crossover",
+        default="",
+        help="comma-separated event counts: time both paths on each (catalog none)",
+    )
     a = p.parse_args()
     REPO = Path(a.repo).resolve()
     QUIET_S = a.wait_quiet
@@ -325,22 +396,66 @@ def main() -> int:
         for r in results["cli"]:
             r.update({k: r["timings"].get(k) for k in ("parse_s", "dedup_s", "write_s")})
         print("\n`datalake sync`\n")
-        print(table(results["cli"], ["catalog", "path", "sync", "wall_s", "in_sync_s",
-                                     "phases_s", "parse_s", "dedup_s", "write_s", "tables",
-                                     "busy_before", "busy_during"]))
+        print(
+            table(
+                results["cli"],
+                [
+                    "catalog",
+                    "path",
+                    "sync",
+                    "wall_s",
+                    "in_sync_s",
+                    "phases_s",
+                    "parse_s",
+                    "dedup_s",
+                    "write_s",
+                    "tables",
+                    "busy_before",
+                    "busy_during",
+                ],
+            )
+        )
     if not a.no_dagster:
         results["dagster"] = run_dagster(out, archive, catalogs, paths, a.repeat)
         print("\nDagster run (seconds from the launch)\n")
-        print(table(results["dagster"], ["catalog", "path", "run", "launch_to_success_s",
-                                         "enqueued", "dequeued", "worker_started",
-                                         "step_start", "step_end", "success", "in_sync_s",
-                                         "busy_before", "busy_during"]))
+        print(
+            table(
+                results["dagster"],
+                [
+                    "catalog",
+                    "path",
+                    "run",
+                    "launch_to_success_s",
+                    "enqueued",
+                    "dequeued",
+                    "worker_started",
+                    "step_start",
+                    "step_end",
+                    "success",
+                    "in_sync_s",
+                    "busy_before",
+                    "busy_during",
+                ],
+            )
+        )
     if a.crossover:
-        results["crossover"] = run_crossover(out, [int(x) for x in a.crossover.split(",")],
-                                             a.files)
+        results["crossover"] = run_crossover(out, [int(x) for x in a.crossover.split(",")], a.files)
         print("\nCrossover (catalog none, a re-sync)\n")
-        print(table(results["crossover"], ["events", "files", "mb_gz", "path", "wall_s",
-                                           "in_sync_s", "phases_s", "busy_during"]))
+        print(
+            table(
+                results["crossover"],
+                [
+                    "events",
+                    "files",
+                    "mb_gz",
+                    "path",
+                    "wall_s",
+                    "in_sync_s",
+                    "phases_s",
+                    "busy_during",
+                ],
+            )
+        )
     results["load_after"] = os.getloadavg()
     (out / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nload average before {results['load_before']}, after {results['load_after']}")

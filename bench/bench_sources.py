@@ -46,17 +46,29 @@ def write_lake(folder: Path, sources: int, events: int, catalog: str, sensor_run
     from datalake_assets.ingest.demo import generate_archive
     from datalake_assets.spec.layout import ArchiveHour
 
-    hour = ArchiveHour.of(datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-                          - timedelta(hours=1))
-    lines = ['archive_root = "archive"', 'lake_root = "lake"',
-             "[automation]", "interval_seconds = 10", "settle_minutes = 0",
-             f'sensor_runs = "{sensor_runs}"']
+    hour = ArchiveHour.of(
+        datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    )
+    lines = [
+        'archive_root = "archive"',
+        'lake_root = "lake"',
+        "[automation]",
+        "interval_seconds = 10",
+        "settle_minutes = 0",
+        f'sensor_runs = "{sensor_runs}"',
+    ]
     if catalog != "hive":
         lines += ["[catalog]", f'backend = "{catalog}"']
     for i in range(1, sources + 1):
         source = f"site{i:02d}"
-        generate_archive(str(folder / "archive"), source, [hour], events_per_hour=events,
-                         files_per_hour=1, seed=i)
+        generate_archive(
+            str(folder / "archive"),
+            source,
+            [hour],
+            events_per_hour=events,
+            files_per_hour=1,
+            seed=i,
+        )
         lines += ["[[sources]]", f'id = "{source}"', f'start = "{hour.partition_key}"']
     (folder / "lake.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -75,8 +87,12 @@ def main() -> int:
     p.add_argument("--sources", type=int, default=20)
     p.add_argument("--events", type=int, default=1000)
     p.add_argument("--catalog", default="hive", choices=["hive", "none"])
-    p.add_argument("--sensor-runs", default="auto", choices=["auto", "batched", "per_source"],
-                   help="[automation] sensor_runs (auto: batched, the local default)")
+    p.add_argument(
+        "--sensor-runs",
+        default="auto",
+        choices=["auto", "batched", "per_source"],
+        help="[automation] sensor_runs (auto: batched, the local default)",
+    )
     p.add_argument("--timeout", type=float, default=1800.0)
     p.add_argument("--out", default="", help="a folder to keep (default: a temporary one)")
     a = p.parse_args()
@@ -91,13 +107,17 @@ def main() -> int:
         t0 = time.time()
         deadline = time.monotonic() + a.timeout
         while True:
-            out = server.ui.gql(RUNS_WITH_TIMES, {"filter": {"tags": [
-                {"key": "datalake/trigger", "value": "sensor"}]}})["runsOrError"]["results"]
+            out = server.ui.gql(
+                RUNS_WITH_TIMES,
+                {"filter": {"tags": [{"key": "datalake/trigger", "value": "sensor"}]}},
+            )["runsOrError"]["results"]
             done = [r for r in out if r["status"] == "SUCCESS"]
             failed = [r for r in out if r["status"] in ("FAILURE", "CANCELED")]
             if failed:
-                print(f"{len(failed)} runs failed, e.g. {failed[0]['id']}:\n"
-                      f"{server.ui.run_errors(failed[0]['id'])}")
+                print(
+                    f"{len(failed)} runs failed, e.g. {failed[0]['id']}:\n"
+                    f"{server.ui.run_errors(failed[0]['id'])}"
+                )
                 return 1
             synced = set().union(*(source_hours(r) for r in done))
             if len(synced) >= a.sources:
@@ -111,21 +131,28 @@ def main() -> int:
     ran = [r["endTime"] - r["startTime"] for r in done]
     first_request = min(r["creationTime"] for r in done)
     result = {
-        "sources": a.sources, "events_per_hour": a.events, "catalog": a.catalog,
-        "sensor_runs": a.sensor_runs, "runs": len(done),
+        "sources": a.sources,
+        "events_per_hour": a.events,
+        "catalog": a.catalog,
+        "sensor_runs": a.sensor_runs,
+        "runs": len(done),
         "loaded_to_last_success_s": round(last - t0, 1),
         "first_request_after_load_s": round(first_request - t0, 1),
-        "run_s": {"median": round(statistics.median(ran), 1), "max": round(max(ran), 1),
-                  "min": round(min(ran), 1)},
-        "queued_s": {"median": round(statistics.median(queued), 1),
-                     "max": round(max(queued), 1)},
+        "run_s": {
+            "median": round(statistics.median(ran), 1),
+            "max": round(max(ran), 1),
+            "min": round(min(ran), 1),
+        },
+        "queued_s": {"median": round(statistics.median(queued), 1), "max": round(max(queued), 1)},
     }
     print(json.dumps(result, indent=2))
-    print(f"\n| sources x events | catalog | sensor runs | runs | loaded -> all synced | "
-          f"run (median / max) |\n|---|---|---|--:|--:|--:|\n| {a.sources} x {a.events:,} | "
-          f"{a.catalog} | {a.sensor_runs} | {len(done)} | "
-          f"{result['loaded_to_last_success_s']} s | {result['run_s']['median']} / "
-          f"{result['run_s']['max']} s |")
+    print(
+        f"\n| sources x events | catalog | sensor runs | runs | loaded -> all synced | "
+        f"run (median / max) |\n|---|---|---|--:|--:|--:|\n| {a.sources} x {a.events:,} | "
+        f"{a.catalog} | {a.sensor_runs} | {len(done)} | "
+        f"{result['loaded_to_last_success_s']} s | {result['run_s']['median']} / "
+        f"{result['run_s']['max']} s |"
+    )
     return 0
 
 

@@ -67,7 +67,7 @@ def _proc_table() -> dict[int, tuple[int, int]]:
         except OSError:
             continue
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses
-        rest = stat[stat.rfind(b")") + 2:].split()
+        rest = stat[stat.rfind(b")") + 2 :].split()
         out[int(name)] = (int(rest[1]), int(rest[11]) + int(rest[12]))
     return out
 
@@ -104,7 +104,7 @@ def _cpu_ticks(pid: int) -> int | None:
             stat = f.read()
     except OSError:
         return None
-    rest = stat[stat.rfind(b")") + 2:].split()
+    rest = stat[stat.rfind(b")") + 2 :].split()
     return int(rest[11]) + int(rest[12])
 
 
@@ -182,11 +182,13 @@ def wait_for_quiet(max_wait: float, cores: float = 0.3, window: float = 3.0) -> 
         waited = time.monotonic() - t0
         if load < cores or waited >= max_wait:
             if load >= cores:
-                print(f"!! the machine is still busy ({load:.2f} CPUs in use by others) after "
-                      f"waiting {waited:.0f} s; running anyway", flush=True)
+                print(
+                    f"!! the machine is still busy ({load:.2f} CPUs in use by others) after "
+                    f"waiting {waited:.0f} s; running anyway",
+                    flush=True,
+                )
             return {"background_cpus": round(load, 2), "waited_s": round(waited, 1)}
-        print(f"   waiting for a quiet machine ({load:.2f} CPUs in use by others) ...",
-              flush=True)
+        print(f"   waiting for a quiet machine ({load:.2f} CPUs in use by others) ...", flush=True)
         time.sleep(10)
 
 
@@ -219,8 +221,9 @@ def reap_orphans(timeout: float = 60.0) -> list:
         if pid:
             out.append(ru)
         elif time.monotonic() > deadline:
-            print("!! descendants still running after the contender exited; killing them",
-                  flush=True)
+            print(
+                "!! descendants still running after the contender exited; killing them", flush=True
+            )
             for p in _tree(os.getpid())[1:]:
                 try:
                     os.kill(p, 9)
@@ -272,16 +275,26 @@ def child_main(a: argparse.Namespace) -> int:
         if a.child == "ours":
             from datalake_assets.transform.job import SyncRequest, run_sync
 
-            result = run_sync(spark, SyncRequest(
-                lake_root=a.target, archive_root=a.archive_root, source_id=SOURCE_ID,
-                hours=(HOUR,),
-            ))
+            result = run_sync(
+                spark,
+                SyncRequest(
+                    lake_root=a.target,
+                    archive_root=a.archive_root,
+                    source_id=SOURCE_ID,
+                    hours=(HOUR,),
+                ),
+            )
             res["job_s"] = time.monotonic() - t
             res["source_report"] = result.source.to_dict()
-            res["tables"] = {n: {"row_count": r.row_count, "duplicates": r.duplicates,
-                                 "values_quarantined": r.values_quarantined,
-                                 "columns": len(r.columns)}
-                             for n, r in result.tables.items()}
+            res["tables"] = {
+                n: {
+                    "row_count": r.row_count,
+                    "duplicates": r.duplicates,
+                    "values_quarantined": r.values_quarantined,
+                    "columns": len(r.columns),
+                }
+                for n, r in result.tables.items()
+            }
         else:
             df = spark.read.json(hour_dir)  # full pass for the schema, a second one to write
             df.write.mode("overwrite").partitionBy("type", "event").parquet(a.target)
@@ -305,8 +318,10 @@ def child_main(a: argparse.Namespace) -> int:
             # The one-liner of the issue. On this input it cannot work: the JSON array lines
             # (batches posted as-is) make the sniffer choose records=false, so the result is a
             # single ``json`` column and PARTITION_BY finds no ``type``/``event``.
-            sql = (f"COPY (SELECT * FROM read_json_auto('{src}', ignore_errors = true)) "
-                   f"TO '{a.target}' (FORMAT PARQUET, PARTITION_BY (type, event))")
+            sql = (
+                f"COPY (SELECT * FROM read_json_auto('{src}', ignore_errors = true)) "
+                f"TO '{a.target}' (FORMAT PARQUET, PARTITION_BY (type, event))"
+            )
             res["sql"] = [sql]
             con.execute(sql)
         else:
@@ -316,15 +331,21 @@ def child_main(a: argparse.Namespace) -> int:
             # in memory (OOM at 8 GB), so it runs over one object of each distinct
             # json_structure instead, which gives the same merged structure. Pass 2 transforms
             # each object to it and writes.
-            objects = (f"read_ndjson_objects('{src}', ignore_errors = true) "
-                       "WHERE json_type(json) = 'OBJECT'")
-            q1 = ("SELECT json_group_structure(j) FROM (SELECT any_value(json) AS j "
-                  f"FROM {objects} GROUP BY json_structure(json))")
+            objects = (
+                f"read_ndjson_objects('{src}', ignore_errors = true) "
+                "WHERE json_type(json) = 'OBJECT'"
+            )
+            q1 = (
+                "SELECT json_group_structure(j) FROM (SELECT any_value(json) AS j "
+                f"FROM {objects} GROUP BY json_structure(json))"
+            )
             structure = con.execute(q1).fetchone()[0]
             res["infer_s"] = time.monotonic() - t
-            q2 = (f"COPY (SELECT unnest(json_transform(json, '{structure.replace(chr(39), chr(39) * 2)}'))"
-                  f" FROM {objects}) TO '{a.target}' "
-                  "(FORMAT PARQUET, PARTITION_BY (type, event))")
+            q2 = (
+                f"COPY (SELECT unnest(json_transform(json, '{structure.replace(chr(39), chr(39) * 2)}'))"
+                f" FROM {objects}) TO '{a.target}' "
+                "(FORMAT PARQUET, PARTITION_BY (type, event))"
+            )
             res["sql"] = [q1, q2[:200] + " ..."]
             con.execute(q2)
         res["job_s"] = time.monotonic() - t
@@ -371,13 +392,20 @@ def dir_bytes(root: str) -> int:
 
 def generate(a: argparse.Namespace, archive_root: Path) -> dict:
     meta_path = archive_root / "summary.json"
-    want = {"events": a.events, "files": a.files, "seed": SEED, "hour": HOUR,
-            "source_id": SOURCE_ID}
+    want = {
+        "events": a.events,
+        "files": a.files,
+        "seed": SEED,
+        "hour": HOUR,
+        "source_id": SOURCE_ID,
+    }
     if a.reuse and meta_path.exists():
         meta = json.loads(meta_path.read_text())
         if {k: meta.get(k) for k in want} == want:
-            print(f"reusing the archive in {archive_root} (generated in "
-                  f"{meta['generate_s']:.1f} s)", flush=True)
+            print(
+                f"reusing the archive in {archive_root} (generated in {meta['generate_s']:.1f} s)",
+                flush=True,
+            )
             meta["reused"] = True
             return meta
         print("--reuse: the existing archive has another size; generating again", flush=True)
@@ -388,21 +416,35 @@ def generate(a: argparse.Namespace, archive_root: Path) -> dict:
     archive_root.mkdir(parents=True)
     print(f"generating {a.events:,} events in {a.files} files ...", flush=True)
     t = time.monotonic()
-    s = generate_archive(str(archive_root), SOURCE_ID, [ArchiveHour.parse(HOUR)],
-                         events_per_hour=a.events, files_per_hour=a.files, seed=SEED)
+    s = generate_archive(
+        str(archive_root),
+        SOURCE_ID,
+        [ArchiveHour.parse(HOUR)],
+        events_per_hour=a.events,
+        files_per_hour=a.files,
+        seed=SEED,
+    )
     took = time.monotonic() - t
-    meta = {**want, "generate_s": took, "lines": s.lines, "valid_messages": s.valid_messages,
-            "duplicate_lines": s.duplicate_lines, "malformed_lines": s.malformed_lines,
-            "bytes_uncompressed": s.bytes_uncompressed,
-            "bytes_compressed": sum(os.path.getsize(f) for f in s.files),
-            "by_type": s.by_type, "malformed_by_reason": s.malformed_by_reason}
+    meta = {
+        **want,
+        "generate_s": took,
+        "lines": s.lines,
+        "valid_messages": s.valid_messages,
+        "duplicate_lines": s.duplicate_lines,
+        "malformed_lines": s.malformed_lines,
+        "bytes_uncompressed": s.bytes_uncompressed,
+        "bytes_compressed": sum(os.path.getsize(f) for f in s.files),
+        "by_type": s.by_type,
+        "malformed_by_reason": s.malformed_by_reason,
+    }
     meta_path.write_text(json.dumps(meta, indent=2))
     meta["reused"] = False
     return meta
 
 
-def run_contender(a: argparse.Namespace, name: str, out: Path, archive_root: Path,
-                  quiet: bool = False) -> dict:
+def run_contender(
+    a: argparse.Namespace, name: str, out: Path, archive_root: Path, quiet: bool = False
+) -> dict:
     target = out / f"output-{name}"
     local_dir = out / "tmp" / name
     result_path = out / "logs" / f"{name}.result.json"
@@ -411,13 +453,32 @@ def run_contender(a: argparse.Namespace, name: str, out: Path, archive_root: Pat
         shutil.rmtree(p, ignore_errors=True)
     local_dir.mkdir(parents=True)
     result_path.unlink(missing_ok=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name,
-           "--archive-root", str(archive_root), "--target", str(target),
-           "--local-dir", str(local_dir), "--result", str(result_path),
-           "--spark-memory", a.spark_memory, "--duckdb-memory", a.duckdb_memory or a.spark_memory,
-           "--duckdb-threads", str(a.duckdb_threads)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        name,
+        "--archive-root",
+        str(archive_root),
+        "--target",
+        str(target),
+        "--local-dir",
+        str(local_dir),
+        "--result",
+        str(result_path),
+        "--spark-memory",
+        a.spark_memory,
+        "--duckdb-memory",
+        a.duckdb_memory or a.spark_memory,
+        "--duckdb-threads",
+        str(a.duckdb_threads),
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+    }
     env["PYSPARK_PYTHON"] = sys.executable
     if not quiet:
         print(f"\n== {name}: running (log: {log_path})", flush=True)
@@ -441,25 +502,37 @@ def run_contender(a: argparse.Namespace, name: str, out: Path, archive_root: Pat
     cpu_wait4 = ru.ru_utime + ru.ru_stime + sum(o.ru_utime + o.ru_stime for o in orphans)
     cpu_s = max(cpu_wait4, sampler.cpu_s)
     busy = cpu_after["busy_s"] - cpu_before["busy_s"]
-    r: dict = {"contender": name, "wall_s": wall, "exit_code": proc.returncode,
-               "peak_rss_tree_mb": sampler.peak_rss / MB,
-               "max_procs": sampler.max_procs, "samples": sampler.samples,
-               "sampler_cpu_s": sampler.cpu_self_s,
-               "maxrss_single_process_mb": max([ru.ru_maxrss] + [o.ru_maxrss for o in orphans]) / 1024,
-               "orphans_reaped": len(orphans), "tree_exit_s": tree_exit_s,
-               "cpu_s": cpu_s, "cpu_wait4_s": cpu_wait4, "cpu_sampled_s": sampler.cpu_s,
-               "machine_busy_s": busy,
-               # CPU used by anything else on the machine meanwhile (0 on a quiet machine)
-               "foreign_cpu_s": max(0.0, busy - cpu_s),
-               "steal_s": cpu_after["steal_s"] - cpu_before["steal_s"],
-               "loadavg_before": load_before, "loadavg_after": loadavg(),
-               "quiet_check": quiet_seen}
+    r: dict = {
+        "contender": name,
+        "wall_s": wall,
+        "exit_code": proc.returncode,
+        "peak_rss_tree_mb": sampler.peak_rss / MB,
+        "max_procs": sampler.max_procs,
+        "samples": sampler.samples,
+        "sampler_cpu_s": sampler.cpu_self_s,
+        "maxrss_single_process_mb": max([ru.ru_maxrss] + [o.ru_maxrss for o in orphans]) / 1024,
+        "orphans_reaped": len(orphans),
+        "tree_exit_s": tree_exit_s,
+        "cpu_s": cpu_s,
+        "cpu_wait4_s": cpu_wait4,
+        "cpu_sampled_s": sampler.cpu_s,
+        "machine_busy_s": busy,
+        # CPU used by anything else on the machine meanwhile (0 on a quiet machine)
+        "foreign_cpu_s": max(0.0, busy - cpu_s),
+        "steal_s": cpu_after["steal_s"] - cpu_before["steal_s"],
+        "loadavg_before": load_before,
+        "loadavg_after": loadavg(),
+        "quiet_check": quiet_seen,
+    }
     if proc.returncode != 0 or not result_path.exists():
         tail = log_path.read_text(errors="replace").splitlines()[-40:]
         r["status"] = "failed"
         r["error_tail"] = "\n".join(tail)
-        print(f"!! {name} FAILED (exit {proc.returncode}) after {wall:.1f} s; log tail:\n"
-              + r["error_tail"], flush=True)
+        print(
+            f"!! {name} FAILED (exit {proc.returncode}) after {wall:.1f} s; log tail:\n"
+            + r["error_tail"],
+            flush=True,
+        )
     else:
         r.update(json.loads(result_path.read_text()))
         r["status"] = "ok"
@@ -485,10 +558,13 @@ def run_contender(a: argparse.Namespace, name: str, out: Path, archive_root: Pat
     else:
         r["rows_out"] = 0
         r["output_files"] = 0
-    print(f"== {name}: {r['status']}, wall {wall:.1f} s, job {r.get('job_s', float('nan')):.1f} s,"
-          f" CPU {cpu_s:.1f} s (other processes meanwhile: {r['foreign_cpu_s']:.1f} CPU s),"
-          f" rows written {r['rows_out']:,} in {r['output_files']} Parquet files"
-          + (f" (by table: {r.get('rows_by_table') or r.get('rows_by_type')})"), flush=True)
+    print(
+        f"== {name}: {r['status']}, wall {wall:.1f} s, job {r.get('job_s', float('nan')):.1f} s,"
+        f" CPU {cpu_s:.1f} s (other processes meanwhile: {r['foreign_cpu_s']:.1f} CPU s),"
+        f" rows written {r['rows_out']:,} in {r['output_files']} Parquet files"
+        + (f" (by table: {r.get('rows_by_table') or r.get('rows_by_type')})"),
+        flush=True,
+    )
     if r["rows_out"] == 0:
         print(f"!! {name} wrote NO rows", flush=True)
     if not a.keep_output:
@@ -555,8 +631,10 @@ def summarise(results: list[dict], gen: dict) -> str:
         ]
         if ours.get("ratio_vs_naive_wall") is not None:
             verdict = "MET" if ours["ratio_vs_naive_wall"] >= 1.0 else "NOT met"
-            lines.append(f"target (ours at least as fast as naive Spark, wall): {verdict} "
-                         f"({ours['ratio_vs_naive_wall']:.2f}x)")
+            lines.append(
+                f"target (ours at least as fast as naive Spark, wall): {verdict} "
+                f"({ours['ratio_vs_naive_wall']:.2f}x)"
+            )
     return "\n".join(lines)
 
 
@@ -565,19 +643,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", type=int, default=2_000_000)
     p.add_argument("--files", type=int, default=20)
     p.add_argument("--out", default=str(REPO / "bench" / "out"))
-    p.add_argument("--reuse", action="store_true",
-                   help="reuse <out>/archive if it was generated with the same --events/--files")
-    p.add_argument("--only", default=",".join(CONTENDERS),
-                   help="comma-separated, from: " + ",".join(CONTENDERS + EXTRA_CONTENDERS))
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="reuse <out>/archive if it was generated with the same --events/--files",
+    )
+    p.add_argument(
+        "--only",
+        default=",".join(CONTENDERS),
+        help="comma-separated, from: " + ",".join(CONTENDERS + EXTRA_CONTENDERS),
+    )
     p.add_argument("--spark-memory", default="8g", help="spark.driver.memory of both Spark jobs")
-    p.add_argument("--duckdb-memory", default="",
-                   help="DuckDB memory_limit (default: the same as --spark-memory)")
+    p.add_argument(
+        "--duckdb-memory",
+        default="",
+        help="DuckDB memory_limit (default: the same as --spark-memory)",
+    )
     p.add_argument("--duckdb-threads", type=int, default=2)
-    p.add_argument("--no-warmup", dest="warmup", action="store_false",
-                   help="skip the untimed Spark start-up that brings the jars into the page cache")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
-                   help="before each contender, wait up to SECONDS for the rest of the machine "
-                        "to use < 0.3 CPUs (for shared machines)")
+    p.add_argument(
+        "--no-warmup",
+        dest="warmup",
+        action="store_false",
+        help="skip the untimed Spark start-up that brings the jars into the page cache",
+    )
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="before each contender, wait up to SECONDS for the rest of the machine "
+        "to use < 0.3 CPUs (for shared machines)",
+    )
     p.add_argument("--keep-output", action="store_true", help="keep each contender's output")
     # internal: one contender inside its own subprocess
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -601,9 +697,11 @@ def main(argv: list[str] | None = None) -> int:
     archive_root = out / "archive"
     started = datetime.now(UTC)
     gen = generate(a, archive_root)
-    print(f"archive: {gen['lines']:,} lines, {gen['bytes_uncompressed'] / MB:,.0f} MB uncompressed,"
-          f" {gen['bytes_compressed'] / MB:,.0f} MB gzipped, generated in {gen['generate_s']:.1f} s",
-          flush=True)
+    print(
+        f"archive: {gen['lines']:,} lines, {gen['bytes_uncompressed'] / MB:,.0f} MB uncompressed,"
+        f" {gen['bytes_compressed'] / MB:,.0f} MB gzipped, generated in {gen['generate_s']:.1f} s",
+        flush=True,
+    )
 
     if a.warmup and any(c in ("ours", "naive") for c in only):
         w = run_contender(a, "warmup", out, archive_root, quiet=True)
@@ -612,18 +710,29 @@ def main(argv: list[str] | None = None) -> int:
     table = summarise(results, gen)
     print("\n" + table, flush=True)
     doc = {
-        "started": started.isoformat(), "finished": datetime.now(UTC).isoformat(),
+        "started": started.isoformat(),
+        "finished": datetime.now(UTC).isoformat(),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "machine": {"cpus": os.cpu_count(),
-                    "mem_gib": round(os.sysconf("SC_PHYS_PAGES") * PAGE / 2**30, 1),
-                    "platform": platform.platform(), "python": platform.python_version()},
-        "settings": {"spark_master": "local[2]", "spark_memory": a.spark_memory,
-                     "duckdb_threads": a.duckdb_threads, "duckdb_memory": a.duckdb_memory,
-                     "warmup": a.warmup, "subreaper": subreaper,
-                     "memory": "peak over 0.2 s samples of the sum of RSS (/proc/<pid>/statm)"
-                               " of the contender's process tree; maxrss_single_process_mb is "
-                               "wait4's ru_maxrss (largest single process)"},
-        "input": gen, "results": results, "table": table,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "mem_gib": round(os.sysconf("SC_PHYS_PAGES") * PAGE / 2**30, 1),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "settings": {
+            "spark_master": "local[2]",
+            "spark_memory": a.spark_memory,
+            "duckdb_threads": a.duckdb_threads,
+            "duckdb_memory": a.duckdb_memory,
+            "warmup": a.warmup,
+            "subreaper": subreaper,
+            "memory": "peak over 0.2 s samples of the sum of RSS (/proc/<pid>/statm)"
+            " of the contender's process tree; maxrss_single_process_mb is "
+            "wait4's ru_maxrss (largest single process)",
+        },
+        "input": gen,
+        "results": results,
+        "table": table,
     }
     (out / "results.json").write_text(json.dumps(doc, indent=2, default=str))
     print(f"\nwritten: {out / 'results.json'}", flush=True)

@@ -36,90 +36,180 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
-        "drop one row per stage-B batch on s3:// lakes", "datalake_assets/transform/stage_b.py",
-        (("        self._writer(hour).write_table(written)\n",
-          ("        self._writer(hour).write_table(\n"
-           "            written.slice(1) if storage.is_uri(self.cfg.staging_root) else written)\n")),),
-        (T + "reliability/test_storage_faults.py", "-k", "throttled")),
+        "drop one row per stage-B batch on s3:// lakes",
+        "datalake_assets/transform/stage_b.py",
+        (
+            (
+                "        self._writer(hour).write_table(written)\n",
+                (
+                    "        self._writer(hour).write_table(\n"
+                    "            written.slice(1) if storage.is_uri(self.cfg.staging_root) else written)\n"
+                ),
+            ),
+        ),
+        (T + "reliability/test_storage_faults.py", "-k", "throttled"),
+    ),
     Mutation(
-        "the reader drops the last buffer of a file", "datalake_assets/lake/storage.py",
-        (("                if d.eof:\n                    yield from pending\n",
-          "                if d.eof:\n"),),
-        (T + "reliability/test_hostile_input.py", "-k", "oracle")),
+        "the reader drops the last buffer of a file",
+        "datalake_assets/lake/storage.py",
+        (
+            (
+                "                if d.eof:\n                    yield from pending\n",
+                "                if d.eof:\n",
+            ),
+        ),
+        (T + "reliability/test_hostile_input.py", "-k", "oracle"),
+    ),
     Mutation(
-        "skip the cross-hour dedup (id index)", "datalake_assets/transform/dedup.py",
-        (("    prior_files = index_files(lake_root, source_dir, lookback_hours, batch_hours)\n",
-          "    prior_files = []\n"),),
-        (T + "transform/test_job.py", "-k", "kept_once_across_syncs")),
+        "skip the cross-hour dedup (id index)",
+        "datalake_assets/transform/dedup.py",
+        (
+            (
+                "    prior_files = index_files(lake_root, source_dir, lookback_hours, batch_hours)\n",
+                "    prior_files = []\n",
+            ),
+        ),
+        (T + "transform/test_job.py", "-k", "kept_once_across_syncs"),
+    ),
     Mutation(
-        "treat one valid line as quarantined", "datalake_assets/transform/stage_a.py",
-        (("                    _, table, message_id = validate(obj)\n",
-          ("                    _, table, message_id = validate(obj)\n"
-           "                    if line_no == 1:\n"
-           "                        raise Rejected(\"invalid_json\", \"mutation\")\n")),),
-        (T + "reliability/test_hostile_input.py", "-k", "oracle")),
+        "treat one valid line as quarantined",
+        "datalake_assets/transform/stage_a.py",
+        (
+            (
+                "                    _, table, message_id = validate(obj)\n",
+                (
+                    "                    _, table, message_id = validate(obj)\n"
+                    "                    if line_no == 1:\n"
+                    '                        raise Rejected("invalid_json", "mutation")\n'
+                ),
+            ),
+        ),
+        (T + "reliability/test_hostile_input.py", "-k", "oracle"),
+    ),
     Mutation(
-        "write a partition's rows twice", "datalake_assets/transform/stage_b.py",
-        (("        self._writer(hour).write_table(written)\n",
-          ("        self._writer(hour).write_table(written)\n"
-           "        self._writer(hour).write_table(written)\n")),),
-        (T + "reliability/test_hostile_input.py", "-k", "oracle")),
+        "write a partition's rows twice",
+        "datalake_assets/transform/stage_b.py",
+        (
+            (
+                "        self._writer(hour).write_table(written)\n",
+                (
+                    "        self._writer(hour).write_table(written)\n"
+                    "        self._writer(hour).write_table(written)\n"
+                ),
+            ),
+        ),
+        (T + "reliability/test_hostile_input.py", "-k", "oracle"),
+    ),
     Mutation(
-        "commit without the journal", "datalake_assets/lake/commit.py",
-        (("    journal = write_journal(lake_root, source_dir, run_id, swaps)\n",
-          "    journal = None\n"),
-         ("        if i == 0:\n            faults.checkpoint(\"mid_commit\")\n    _delete_file(journal)\n",
-          "        if i == 0:\n            faults.checkpoint(\"mid_commit\")\n")),
-        (T + "reliability/test_faults.py", "-k", "mid_commit")),
+        "commit without the journal",
+        "datalake_assets/lake/commit.py",
+        (
+            (
+                "    journal = write_journal(lake_root, source_dir, run_id, swaps)\n",
+                "    journal = None\n",
+            ),
+            (
+                '        if i == 0:\n            faults.checkpoint("mid_commit")\n    _delete_file(journal)\n',
+                '        if i == 0:\n            faults.checkpoint("mid_commit")\n',
+            ),
+        ),
+        (T + "reliability/test_faults.py", "-k", "mid_commit"),
+    ),
     Mutation(
-        "the collector replies before the fsync", "datalake_assets/ingest/collector/spool.py",
-        (("        r.done.wait()\n        error = r.failed.get(seg)\n",
-          "        error = r.failed.get(seg)\n"),),
-        (T + "ingest/collector/test_spool.py", T + "ingest/collector/test_crash_restart.py",
-         "-k", "returns_only_after_its_fsync or kill_9")),
+        "the collector replies before the fsync",
+        "datalake_assets/ingest/collector/spool.py",
+        (
+            (
+                "        r.done.wait()\n        error = r.failed.get(seg)\n",
+                "        error = r.failed.get(seg)\n",
+            ),
+        ),
+        (
+            T + "ingest/collector/test_spool.py",
+            T + "ingest/collector/test_crash_restart.py",
+            "-k",
+            "returns_only_after_its_fsync or kill_9",
+        ),
+    ),
     Mutation(
-        "the importer skips a file", "datalake_assets/ingest/segment_import.py",
+        "the importer skips a file",
+        "datalake_assets/ingest/segment_import.py",
         (("        for obj in sorted(files):\n", "        for obj in sorted(files)[1:]:\n"),),
-        (T + "ingest/test_segment_import.py", "-k", "import_then_sync_finds_every_message_once")),
+        (T + "ingest/test_segment_import.py", "-k", "import_then_sync_finds_every_message_once"),
+    ),
     # Order-dependent logic (issue #32): caught by the generated histories of
     # reliability/test_any_order.py, which sync hours in any order and batching.
     Mutation(
         "the lookback window only looks back (an older hour synced after a newer one)",
         "datalake_assets/transform/dedup.py",
-        (("    hi = layout.ArchiveHour.of(last + span).compact\n",
-          "    hi = layout.ArchiveHour.of(last).compact\n"),),
-        (ANY_ORDER, "-k", "generated_histories")),  # local path first, then the Spark path
+        (
+            (
+                "    hi = layout.ArchiveHour.of(last + span).compact\n",
+                "    hi = layout.ArchiveHour.of(last).compact\n",
+            ),
+        ),
+        (ANY_ORDER, "-k", "generated_histories"),
+    ),  # local path first, then the Spark path
     Mutation(
-        "the lookback window leaves out its edges", "datalake_assets/transform/dedup.py",
-        (("        if hour and lo <= hour <= hi and hour not in own:\n",
-          "        if hour and lo < hour < hi and hour not in own:\n"),),
-        (ANY_ORDER, "-k", "generated_histories_on_the_local_path")),
+        "the lookback window leaves out its edges",
+        "datalake_assets/transform/dedup.py",
+        (
+            (
+                "        if hour and lo <= hour <= hi and hour not in own:\n",
+                "        if hour and lo < hour < hi and hour not in own:\n",
+            ),
+        ),
+        (ANY_ORDER, "-k", "generated_histories_on_the_local_path"),
+    ),
     Mutation(
         "a batch keeps the first file's copy, not the earliest received",
         "datalake_assets/transform/keys.py",
-        (('        sort_keys=[("message_id", "ascending"), ("_received", "ascending"),\n',
-          '        sort_keys=[("message_id", "ascending"),\n'),),
-        (ANY_ORDER, "-k", "generated_histories_on_the_local_path")),
+        (
+            (
+                '        sort_keys=[("message_id", "ascending"), ("_received", "ascending"),\n',
+                '        sort_keys=[("message_id", "ascending"),\n',
+            ),
+        ),
+        (ANY_ORDER, "-k", "generated_histories_on_the_local_path"),
+    ),
     Mutation(
         "a cut commit is rolled forward only by a sync that has files",
         "datalake_assets/transform/sync.py",
-        (("    recovered = commit.recover(req.lake_root, req.source_dir)\n",
-          ("    recovered = (commit.recover(req.lake_root, req.source_dir)\n"
-           "                 if list_archive_files(req) else [])\n")),),
-        (ANY_ORDER, "-k", "generated_histories_on_the_local_path")),
+        (
+            (
+                "    recovered = commit.recover(req.lake_root, req.source_dir)\n",
+                (
+                    "    recovered = (commit.recover(req.lake_root, req.source_dir)\n"
+                    "                 if list_archive_files(req) else [])\n"
+                ),
+            ),
+        ),
+        (ANY_ORDER, "-k", "generated_histories_on_the_local_path"),
+    ),
     Mutation(
         "an erasure skips the late files of hours already synced",
         "datalake_assets/privacy/hours.py",
-        (("    late = {h for h, t in newest.items() if h in indexed and t >= indexed[h]}\n",
-          "    late: set[str] = set()\n"),),
-        (ANY_ORDER, "-k", "generated_histories_on_the_local_path")),
+        (
+            (
+                "    late = {h for h, t in newest.items() if h in indexed and t >= indexed[h]}\n",
+                "    late: set[str] = set()\n",
+            ),
+        ),
+        (ANY_ORDER, "-k", "generated_histories_on_the_local_path"),
+    ),
 ]
 
 
 def scratch_copy(dest: str) -> None:
     """The working tree as it is (uncommitted changes included), without venvs and caches."""
-    shutil.copytree(REPO, dest, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", ".venv*", "__pycache__", ".datalake", "*.egg-info", ".pytest_cache"))
+    shutil.copytree(
+        REPO,
+        dest,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv*", "__pycache__", ".datalake", "*.egg-info", ".pytest_cache"
+        ),
+    )
 
 
 def apply(m: Mutation, root: str) -> None:
@@ -129,8 +219,10 @@ def apply(m: Mutation, root: str) -> None:
     for old, new in m.patches:
         n = text.count(old)
         if n != 1:
-            raise SystemExit(f"mutation {m.name!r}: the text to patch is in {m.path} {n} times "
-                             f"(expected once); update the mutation:\n{old}")
+            raise SystemExit(
+                f"mutation {m.name!r}: the text to patch is in {m.path} {n} times "
+                f"(expected once); update the mutation:\n{old}"
+            )
         text = text.replace(old, new)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
@@ -146,14 +238,25 @@ def run(m: Mutation, python: str, keep: bool) -> tuple[bool, float, str]:
         # The copy's package first on the path, not the editable install of the repo: every
         # process the tests start (syncs, collectors) gets PYTHONPATH too.
         env = {**os.environ, "PYTHONPATH": root, "PYTHONDONTWRITEBYTECODE": "1"}
-        where = subprocess.run([python, "-c", "import datalake_assets; print(datalake_assets.__file__)"],
-                               cwd=root, env=env, capture_output=True, text=True, check=True)
+        where = subprocess.run(
+            [python, "-c", "import datalake_assets; print(datalake_assets.__file__)"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         if not where.stdout.startswith(root):
             raise SystemExit(f"the scratch copy is not what runs: {where.stdout}")
         t = time.monotonic()
-        done = subprocess.run([python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                               *m.tests], cwd=root, env=env, capture_output=True, text=True,
-                              check=False)
+        done = subprocess.run(
+            [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *m.tests],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         lines = (done.stdout + done.stderr).strip().splitlines()
         why = next((ln for ln in lines if ln.startswith("E ")), "")[:200]  # the first failure
         tail = "\n".join([why, *lines[-6:]])
@@ -179,10 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     for m in chosen:
         ok, seconds, tail = run(m, a.python, a.keep)
         caught += ok
-        print(f"{'caught  ' if ok else 'SURVIVED'} {m.name} ({seconds:.0f} s: "
-              f"{' '.join(m.tests)})", flush=True)
-        print("  " + (tail if not ok else tail.splitlines()[0]).replace("\n", "\n  "),
-              flush=True)
+        print(
+            f"{'caught  ' if ok else 'SURVIVED'} {m.name} ({seconds:.0f} s: {' '.join(m.tests)})",
+            flush=True,
+        )
+        print("  " + (tail if not ok else tail.splitlines()[0]).replace("\n", "\n  "), flush=True)
     print(f"mutations tried {len(chosen)}, caught {caught}")
     return 0 if chosen and caught == len(chosen) else 1
 

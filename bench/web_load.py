@@ -17,8 +17,10 @@ import time
 from datetime import UTC, datetime
 
 PATHS = (("/v1/t", "track"), ("/v1/p", "page"), ("/v1/i", "identify"))
-UA = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
-      "HeadlessChrome/156.0.0.0 Safari/537.36")
+UA = (
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "HeadlessChrome/156.0.0.0 Safari/537.36"
+)
 
 
 def request_templates(host: str, port: int, write_key: str) -> list[bytes]:
@@ -28,15 +30,28 @@ def request_templates(host: str, port: int, write_key: str) -> list[bytes]:
     now = datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
     out = []
     for path, kind in PATHS:
-        m = {"messageId": "ajs-next-@@IDID@@",
-             "anonymousId": "5f0d8c1a-7c3e-4e5b-9a51-0e6f2d4c1b2a",
-             "type": kind, "timestamp": now, "sentAt": now, "writeKey": write_key,
-             "integrations": {}, "userId": None,
-             "context": {"page": {"path": "/products/42", "referrer": "https://www.google.com/",
-                                  "search": "", "title": "Product 42 - Shop",
-                                  "url": "https://shop.example.com/products/42"},
-                         "userAgent": UA, "locale": "en-US",
-                         "library": {"name": "analytics.js", "version": "next-1.84.3"}}}
+        m = {
+            "messageId": "ajs-next-@@IDID@@",
+            "anonymousId": "5f0d8c1a-7c3e-4e5b-9a51-0e6f2d4c1b2a",
+            "type": kind,
+            "timestamp": now,
+            "sentAt": now,
+            "writeKey": write_key,
+            "integrations": {},
+            "userId": None,
+            "context": {
+                "page": {
+                    "path": "/products/42",
+                    "referrer": "https://www.google.com/",
+                    "search": "",
+                    "title": "Product 42 - Shop",
+                    "url": "https://shop.example.com/products/42",
+                },
+                "userAgent": UA,
+                "locale": "en-US",
+                "library": {"name": "analytics.js", "version": "next-1.84.3"},
+            },
+        }
         if kind == "track":
             m.update(event="Product Viewed", properties={"sku": "SKU-42", "price": 19.99})
         elif kind == "page":
@@ -44,15 +59,25 @@ def request_templates(host: str, port: int, write_key: str) -> list[bytes]:
         else:
             m.update(userId="user-42", traits={"plan": "pro"})
         body = json.dumps(m, separators=(",", ":")).encode()
-        head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: text/plain\r\n"
-                f"Authorization: Basic {auth}\r\nOrigin: https://shop.example.com\r\n"
-                f"User-Agent: {UA}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: text/plain\r\n"
+            f"Authorization: Basic {auth}\r\nOrigin: https://shop.example.com\r\n"
+            f"User-Agent: {UA}\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
         out.append(head + body)
     return out
 
 
-def run(host: str, port: int, write_key: str, connections: int, start_at: float,
-        seconds: float, max_requests: int, lid: int = 0) -> dict:
+def run(
+    host: str,
+    port: int,
+    write_key: str,
+    connections: int,
+    start_at: float,
+    seconds: float,
+    max_requests: int,
+    lid: int = 0,
+) -> dict:
     """Drives ``connections`` keep-alive connections until ``seconds`` pass; the counts and
     latencies. ``lid`` makes the ids unique across load processes."""
     templates = request_templates(host, port, write_key)
@@ -76,7 +101,8 @@ def run(host: str, port: int, write_key: str, connections: int, start_at: float,
     def send(s: socket.socket) -> None:
         nonlocal counter
         req = templates[counter % len(templates)].replace(
-            b"@@IDID@@", f"{lid:02d}{counter:06x}".encode(), 1)
+            b"@@IDID@@", f"{lid:02d}{counter:06x}".encode(), 1
+        )
         counter += 1
         state[s] = [time.perf_counter(), b""]
         s.sendall(req)  # small: fits the socket buffer
@@ -96,7 +122,7 @@ def run(host: str, port: int, write_key: str, connections: int, start_at: float,
             if end < 0:
                 continue
             i = buf.find(b"Content-Length:", 0, end)
-            length = int(buf[i + 15: buf.index(b"\r\n", i)]) if i >= 0 else 0
+            length = int(buf[i + 15 : buf.index(b"\r\n", i)]) if i >= 0 else 0
             if len(buf) < end + 4 + length:
                 continue
             now = time.perf_counter()
@@ -110,6 +136,12 @@ def run(host: str, port: int, write_key: str, connections: int, start_at: float,
                 s.close()
                 open_socks -= 1
     elapsed = time.perf_counter() - t0
-    return {"requests": len(latencies), "accepted_events": statuses.get(200, 0),
-            "statuses": statuses, "latencies": latencies, "elapsed": elapsed,
-            "cpu_s": time.process_time() - cpu0, "errors": 0}
+    return {
+        "requests": len(latencies),
+        "accepted_events": statuses.get(200, 0),
+        "statuses": statuses,
+        "latencies": latencies,
+        "elapsed": elapsed,
+        "cpu_s": time.process_time() - cpu0,
+        "errors": 0,
+    }

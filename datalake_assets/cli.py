@@ -73,12 +73,18 @@ def cmd_demo(settings: LakeSettings, args: argparse.Namespace) -> int:
     source = chosen_source(settings, args)
     if args.end:
         last = args.end
-        hours = layout.hour_range(layout.ArchiveHour.of(last.start - timedelta(hours=args.hours - 1)), last)
+        hours = layout.hour_range(
+            layout.ArchiveHour.of(last.start - timedelta(hours=args.hours - 1)), last
+        )
     else:
         hours = _last_closed_hours(args.hours)
     summary = generate_archive(
-        settings.archive_root, source.id, hours, events_per_hour=args.events_per_hour,
-        files_per_hour=args.files_per_hour, seed=args.seed,
+        settings.archive_root,
+        source.id,
+        hours,
+        events_per_hour=args.events_per_hour,
+        files_per_hour=args.files_per_hour,
+        seed=args.seed,
     )
     print(
         f"wrote {summary.lines} lines ({summary.valid_messages} messages, "
@@ -106,12 +112,21 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     for source in settings.sources:
         if archive_is_empty(settings, source.id) and source.id == "demo":
             hours = demo_hours()
-            print(f"archive of {source.id!r} is empty: generating {hours} hours of demo traffic "
-                  f"(yesterday, UTC, and today's closed hours)")
-            cmd_demo(settings, argparse.Namespace(
-                source=source.id, hours=hours, end=None, events_per_hour=DEV_EVENTS_PER_HOUR,
-                files_per_hour=2, seed=7,
-            ))
+            print(
+                f"archive of {source.id!r} is empty: generating {hours} hours of demo traffic "
+                f"(yesterday, UTC, and today's closed hours)"
+            )
+            cmd_demo(
+                settings,
+                argparse.Namespace(
+                    source=source.id,
+                    hours=hours,
+                    end=None,
+                    events_per_hour=DEV_EVENTS_PER_HOUR,
+                    files_per_hour=2,
+                    seed=7,
+                ),
+            )
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     instance_yaml = home / "dagster.yaml"
@@ -126,8 +141,10 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     # The code location runs in the project's folder: its home (and so the default lake and
     # archive) must be this command's, wherever the command was started
     env["DATALAKE_HOME"] = os.path.abspath(default_home())
-    for name, root in (("DATALAKE_LAKE_ROOT", settings.lake_root),
-                       ("DATALAKE_ARCHIVE_ROOT", settings.archive_root)):
+    for name, root in (
+        ("DATALAKE_LAKE_ROOT", settings.lake_root),
+        ("DATALAKE_ARCHIVE_ROOT", settings.archive_root),
+    ):
         if env.get(name):  # resolved against this command's folder, not the project's
             env[name] = root
     # The definitions sensor reloads the code location through this server when syncs create
@@ -136,15 +153,28 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     env.setdefault("DATALAKE_WEBSERVER_URL", f"http://{shown_host}:{args.port}")
     if settings.settings_file:
         env["DATALAKE_SETTINGS"] = settings.settings_file
-    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),
-           "-h", args.host, "-p", str(args.port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dagster",
+        "dev",
+        "-w",
+        str(PROJECT_ROOT / "workspace.yaml"),
+        "-h",
+        args.host,
+        "-p",
+        str(args.port),
+    ]
     print(f"DAGSTER_HOME={home}\nlake: {settings.lake_root}\narchive: {settings.archive_root}")
     metastore = serve_metastore(settings)
     print(f"starting Dagster on http://{args.host}:{args.port} (Ctrl-C stops it)")
     # Own process group, SIGINT restored (a shell's background job ignores it), and every stop
     # signal forwarded to the whole group: no webserver or daemon is left behind.
     proc = subprocess.Popen(
-        cmd, env=env, cwd=PROJECT_ROOT, start_new_session=True,
+        cmd,
+        env=env,
+        cwd=PROJECT_ROOT,
+        start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
@@ -204,11 +234,12 @@ def record_in_dagster(settings: LakeSettings, source, report) -> None:
             return
         with instance:
             n = record_sync(instance, settings, source, report)
-        print(f"recorded in the Dagster instance at {dagster_home()}: {n} events",
-              file=sys.stderr)
+        print(f"recorded in the Dagster instance at {dagster_home()}: {n} events", file=sys.stderr)
     except Exception as e:  # noqa: BLE001 - the sync is committed; the record is secondary
-        print(f"warning: the sync is committed, but recording it in Dagster failed: {e}",
-              file=sys.stderr)
+        print(
+            f"warning: the sync is committed, but recording it in Dagster failed: {e}",
+            file=sys.stderr,
+        )
 
 
 def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
@@ -218,26 +249,37 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
 
     source = chosen_source(settings, args)
     if not source.segment_archive:
-        raise UsageError(f"source {source.id!r} has no segment_archive to import (set it in its "
-                         "[[sources]] entry)")
+        raise UsageError(
+            f"source {source.id!r} has no segment_archive to import (set it in its "
+            "[[sources]] entry)"
+        )
     importer = SegmentImporter.for_source(settings.archive_root, source)
 
     def progress(day: str, report) -> None:
         s = report.summary()
-        print(f"{day}: {s['files']} files ({s['files_imported']} imported, "
-              f"{s['files_unchanged']} unchanged, {s['files_failed']} failed), "
-              f"{s['lines_in']} lines, {len(s['hours_changed'])} hours changed", flush=True)
+        print(
+            f"{day}: {s['files']} files ({s['files_imported']} imported, "
+            f"{s['files_unchanged']} unchanged, {s['files_failed']} failed), "
+            f"{s['lines_in']} lines, {len(s['hours_changed'])} hours changed",
+            flush=True,
+        )
         for f in report.failures:
             print(f"  FAILED {f.day}/{f.name}: {f.error}", file=sys.stderr)
 
-    print(f"importing {importer.segment_archive}/segment-logs/{source.segment_source_id} "
-          f"({args.first or 'first day'} .. {args.last or 'last day'}) into "
-          f"{layout.join(settings.archive_root, source.id)}", flush=True)
+    print(
+        f"importing {importer.segment_archive}/segment-logs/{source.segment_source_id} "
+        f"({args.first or 'first day'} .. {args.last or 'last day'}) into "
+        f"{layout.join(settings.archive_root, source.id)}",
+        flush=True,
+    )
     report = importer.import_range(args.first, args.last, force=args.force, progress=progress)
     summary = report.summary()
     if report.invalid_folders:
-        print(f"skipped {len(report.invalid_folders)} folders that are not a day's epoch ms: "
-              f"{', '.join(report.invalid_folders[:10])}", file=sys.stderr)
+        print(
+            f"skipped {len(report.invalid_folders)} folders that are not a day's epoch ms: "
+            f"{', '.join(report.invalid_folders[:10])}",
+            file=sys.stderr,
+        )
     changed = report.hours_changed
     ranges = hour_ranges(changed, settings.automation.backfill_hours_per_run)
     print(json.dumps({k: v for k, v in summary.items() if k != "hours_changed"}, indent=2))
@@ -245,8 +287,10 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
     if not changed:
         print("no archive hour changed: nothing to sync")
         return code
-    print(f"{len(changed)} archive hours changed, {changed[0]} .. {changed[-1]} "
-          f"({len(ranges)} syncs of up to {settings.automation.backfill_hours_per_run} hours)")
+    print(
+        f"{len(changed)} archive hours changed, {changed[0]} .. {changed[-1]} "
+        f"({len(ranges)} syncs of up to {settings.automation.backfill_hours_per_run} hours)"
+    )
     if not args.sync:
         from datalake_assets.orchestration.settings import archive_sensor_name
 
@@ -265,8 +309,9 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
 
     spark = settings_spark_session(settings, quiet=True)
     for first, last in ranges:
-        request = request_from_settings(settings, source, layout.hour_range(first, last),
-                                        replay=True)
+        request = request_from_settings(
+            settings, source, layout.hour_range(first, last), replay=True
+        )
         try:
             report = run_sync(spark, request)
         except SyncError as e:
@@ -274,10 +319,12 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
             return 1
         record_in_dagster(settings, source, report)
         result = report.source
-        print(f"synced {first} .. {last}: {result.lines_in} lines, "
-              f"{result.messages_written} rows, {result.duplicates} duplicates, "
-              f"{result.lines_quarantined} quarantined, {result.suppressed} suppressed",
-              flush=True)
+        print(
+            f"synced {first} .. {last}: {result.lines_in} lines, "
+            f"{result.messages_written} rows, {result.duplicates} duplicates, "
+            f"{result.lines_quarantined} quarantined, {result.suppressed} suppressed",
+            flush=True,
+        )
     return code
 
 
@@ -301,35 +348,46 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
     from datalake_assets.ingest.collector.spool import SpoolError
     from datalake_assets.ingest.collector.workers import Workers
 
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     cs = settings.collector
     n = cs.workers if args.workers is None else args.workers  # both from 1 to 64
-    service = (Collector(settings, host=args.host, port=args.port) if n == 1
-               else Workers(settings, n, host=args.host, port=args.port))
+    service = (
+        Collector(settings, host=args.host, port=args.port)
+        if n == 1
+        else Workers(settings, n, host=args.host, port=args.port)
+    )
     try:
         service.start()
     except (RuntimeError, SpoolError, OSError) as e:  # the port taken, the spool unwritable
         raise UsageError(f"cannot start the collector: {e}") from None
     stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set())
-                for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
     if cs.max_message_bytes > settings.sync.max_message_bytes:
-        print(f"warning: [collector] max_message_bytes ({cs.max_message_bytes}) is larger than "
-              f"[sync] max_message_bytes ({settings.sync.max_message_bytes}): the sync will "
-              "quarantine the largest accepted messages", file=sys.stderr)
+        print(
+            f"warning: [collector] max_message_bytes ({cs.max_message_bytes}) is larger than "
+            f"[sync] max_message_bytes ({settings.sync.max_message_bytes}): the sync will "
+            "quarantine the largest accepted messages",
+            file=sys.stderr,
+        )
     sources = ", ".join(
         f"{s.id} ({len(s.write_keys)} write key{'' if len(s.write_keys) == 1 else 's'})"
-        for s in settings.sources if s.write_keys)
+        for s in settings.sources
+        if s.write_keys
+    )
     processes = "" if n == 1 else f" ({n} worker processes)"
-    print(f"collector listening on {service.url}{processes}\nsources: {sources}\n"
-          f"spool: {cs.spool_path()}\narchive: {settings.archive_root}\n"
-          "SIGTERM or Ctrl-C stops it (pending messages are rolled into the archive first)",
-          flush=True)
+    print(
+        f"collector listening on {service.url}{processes}\nsources: {sources}\n"
+        f"spool: {cs.spool_path()}\narchive: {settings.archive_root}\n"
+        "SIGTERM or Ctrl-C stops it (pending messages are rolled into the archive first)",
+        flush=True,
+    )
     if isinstance(service, Collector):
         if service.recovered:
-            print(f"rolling {service.recovered} spool segment(s) left by an earlier run",
-                  flush=True)
+            print(
+                f"rolling {service.recovered} spool segment(s) left by an earlier run", flush=True
+            )
         while not stop.wait(1.0):
             pass
     else:
@@ -339,21 +397,40 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
     for signum, handler in previous.items():
         signal.signal(signum, handler)
     stats = [service.stats()] if isinstance(service, Collector) else service.stats
-    total = {k: sum(s.get(k, 0) for s in stats)
-             for k in ("accepted", "rejected", "segments_rolled")}
-    per_worker = "" if len(stats) < 2 else (
-        " (per worker: " + ", ".join(str(s.get("accepted", 0)) for s in stats) + ")")
-    print(f"stopped: {total['accepted']} messages accepted{per_worker}, "
-          f"{total['rejected']} rejected, {total['segments_rolled']} segments rolled"
-          + ("" if complete else "; some segments could not be rolled and stay in the spool "
-             "for the next start"), flush=True)
+    total = {
+        k: sum(s.get(k, 0) for s in stats) for k in ("accepted", "rejected", "segments_rolled")
+    }
+    per_worker = (
+        ""
+        if len(stats) < 2
+        else (" (per worker: " + ", ".join(str(s.get("accepted", 0)) for s in stats) + ")")
+    )
+    print(
+        f"stopped: {total['accepted']} messages accepted{per_worker}, "
+        f"{total['rejected']} rejected, {total['segments_rolled']} segments rolled"
+        + (
+            ""
+            if complete
+            else "; some segments could not be rolled and stay in the spool for the next start"
+        ),
+        flush=True,
+    )
     return 0 if complete else 1
 
 
-COMMANDS = {"dev": cmd_dev, "demo": cmd_demo, "sync": cmd_sync, "ddl": cmd_ddl,
-            "import": cmd_import, "catalog": cmd_catalog, "forget": cmd_forget,
-            "collect": cmd_collect, "sql": cmd_sql, "maintain": cmd_maintain,
-            "compact": cmd_compact}
+COMMANDS = {
+    "dev": cmd_dev,
+    "demo": cmd_demo,
+    "sync": cmd_sync,
+    "ddl": cmd_ddl,
+    "import": cmd_import,
+    "catalog": cmd_catalog,
+    "forget": cmd_forget,
+    "collect": cmd_collect,
+    "sql": cmd_sql,
+    "maintain": cmd_maintain,
+    "compact": cmd_compact,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

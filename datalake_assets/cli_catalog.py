@@ -29,8 +29,10 @@ def cmd_sql(settings: LakeSettings, args: argparse.Namespace) -> int:
         return _sql_on_iceberg(settings, args)
     cfg = config_from_settings(settings.catalog)
     if cfg.backend != "hive":
-        raise UsageError(f"[catalog] backend is {cfg.backend!r}: query the lake's Parquet files "
-                         "(docs/get-started/query.md) or the Glue catalog with Athena")
+        raise UsageError(
+            f"[catalog] backend is {cfg.backend!r}: query the lake's Parquet files "
+            "(docs/get-started/query.md) or the Glue catalog with Athena"
+        )
     quiet_query_error_logs()  # the served session's errors are logged too, not only a local one's
     spark = cfg.served_session()
     if spark is None:
@@ -56,8 +58,11 @@ def _sql_on_iceberg(settings: LakeSettings, args: argparse.Namespace) -> int:
 
     tables = table_format(FormatConfig.of_settings(settings), settings.lake_root)
     con = duckdb_connection()
-    attach_tables(con, tables.catalog(), [s.database for s in settings.sources]
-                  + [settings.catalog.reports_database])
+    attach_tables(
+        con,
+        tables.catalog(),
+        [s.database for s in settings.sources] + [settings.catalog.reports_database],
+    )
     try:
         con.sql(args.query).show(max_rows=args.limit)
     except (duckdb.CatalogException, duckdb.ParserException, duckdb.BinderException) as e:
@@ -77,8 +82,9 @@ def cmd_maintain(settings: LakeSettings, args: argparse.Namespace) -> int:
 
     config = FormatConfig.of_settings(settings)
     if not table_format(config, settings.lake_root).keeps_versions:
-        print(f"nothing to maintain: the {settings.table_format} table format keeps no old "
-              "versions")
+        print(
+            f"nothing to maintain: the {settings.table_format} table format keeps no old versions"
+        )
         return 0
     sources = [settings.source(s) for s in args.source] or list(settings.sources)
     retention = None if args.retention_hours is None else timedelta(hours=args.retention_hours)
@@ -86,8 +92,10 @@ def cmd_maintain(settings: LakeSettings, args: argparse.Namespace) -> int:
         src = SourceTables(s.lake_dir, s.database, s.effective_table_prefix, s.date_layout)
         done = maintain_source(settings.lake_root, config, src, "datalake-maintain", retention)
         for table, d in sorted(done.items()):
-            print(f"{s.id}.{table}: {d['snapshots_expired']} snapshots expired, "
-                  f"{d['orphan_files_removed']} files deleted ({d['orphan_bytes_removed']} bytes)")
+            print(
+                f"{s.id}.{table}: {d['snapshots_expired']} snapshots expired, "
+                f"{d['orphan_files_removed']} files deleted ({d['orphan_bytes_removed']} bytes)"
+            )
     return 0
 
 
@@ -107,8 +115,14 @@ def cmd_compact(settings: LakeSettings, args: argparse.Namespace) -> int:
     target = None if args.target_mb is None else args.target_mb * MB
     for s in sources:
         src = SourceTables(s.lake_dir, s.database, s.effective_table_prefix, s.date_layout)
-        report = compact_source(settings.lake_root, config, src, "datalake-compact",
-                                settle_hours=args.after_hours, target_bytes=target)
+        report = compact_source(
+            settings.lake_root,
+            config,
+            src,
+            "datalake-compact",
+            settle_hours=args.after_hours,
+            target_bytes=target,
+        )
         for line in report_lines(s.id, report):
             print(line)
         if report.supported:
@@ -156,11 +170,17 @@ def serve_metastore(settings: LakeSettings) -> threading.Thread | None:
         try:
             address = metastore_server.start(cfg.metastore_dir, cfg.spark_conf(), started=locked)
         except Exception as e:  # noqa: BLE001 - the runs then open the metastore themselves
-            print(f"the metastore server did not start ({type(e).__name__}: {e}); runs open "
-                  "the metastore themselves, one at a time", file=sys.stderr, flush=True)
+            print(
+                f"the metastore server did not start ({type(e).__name__}: {e}); runs open "
+                "the metastore themselves, one at a time",
+                file=sys.stderr,
+                flush=True,
+            )
             return
-        print(f"metastore served at {address} ({time.monotonic() - t0:.0f} s; "
-              f"{cfg.metastore_dir})", flush=True)
+        print(
+            f"metastore served at {address} ({time.monotonic() - t0:.0f} s; {cfg.metastore_dir})",
+            flush=True,
+        )
 
     locked = threading.Event()
     thread = threading.Thread(target=serve, name="metastore-server", daemon=True)

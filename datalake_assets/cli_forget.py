@@ -21,14 +21,23 @@ def cmd_forget(settings: LakeSettings, args: argparse.Namespace) -> int:
     try:
         if args.resume:
             if args.user_id or args.anonymous_id or args.trait or args.file or args.request_id:
-                raise ValueError("--resume takes no identity or request id: it re-runs every "
-                                 "request that did not complete, from its state")
+                raise ValueError(
+                    "--resume takes no identity or request id: it re-runs every "
+                    "request that did not complete, from its state"
+                )
             results = resume(settings, catalog=settings_catalog(settings, quiet=True))
         else:
             request = request_from_options(
-                user_ids=args.user_id, anonymous_ids=args.anonymous_id, traits=args.trait,
-                file=args.file, request_id=args.request_id, follow_links=args.follow_links,
-                sources=args.source, erase=not args.no_erase, suppress=not args.no_suppress)
+                user_ids=args.user_id,
+                anonymous_ids=args.anonymous_id,
+                traits=args.trait,
+                file=args.file,
+                request_id=args.request_id,
+                follow_links=args.follow_links,
+                sources=args.source,
+                erase=not args.no_erase,
+                suppress=not args.no_suppress,
+            )
             results = [forget(settings, request, catalog=settings_catalog(settings, quiet=True))]
     except (ValueError, OSError) as e:  # IdentityError, RequestError: never hold a value
         raise UsageError(str(e)) from None

@@ -15,7 +15,8 @@ DESCRIPTION = (
     "The command line of datalake-assets, a self-hosted replacement for Segment Data Lakes: "
     "demo traffic, syncs outside Dagster, the collector, the catalog, privacy requests. "
     "Settings come from --settings, else $DATALAKE_SETTINGS, else the defaults (a local lake "
-    "under $DATALAKE_HOME, default ./.datalake, with one source, demo). See README.md and docs/.")
+    "under $DATALAKE_HOME, default ./.datalake, with one source, demo). See README.md and docs/."
+)
 
 
 class UsageError(Exception):
@@ -58,6 +59,7 @@ def received_day(text: str) -> str:
 
 def whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
     """An ``int`` type from ``low`` (to ``high``), refusing others with the range."""
+
     def number(text: str) -> int:
         try:
             value = int(text)
@@ -67,6 +69,7 @@ def whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
             allowed = f"at least {low}" if high is None else f"from {low} to {high}"
             raise argparse.ArgumentTypeError(f"must be {allowed}, got {value}")
         return value
+
     return number
 
 
@@ -82,133 +85,267 @@ SOURCE_HELP = "source id or slug (default: the first of the settings)"
 def build_parser() -> Parser:
     """The parser of ``datalake`` and its commands; ``args.command`` names the command."""
     p = Parser(prog="datalake", description=DESCRIPTION)
-    p.add_argument("--settings", help="lake settings file (TOML); default: $DATALAKE_SETTINGS, "
-                                      "else the defaults")
-    sub = p.add_subparsers(dest="command", required=True, metavar="command",
-                           parser_class=Parser)
+    p.add_argument(
+        "--settings",
+        help="lake settings file (TOML); default: $DATALAKE_SETTINGS, else the defaults",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="command", parser_class=Parser)
 
-    d = _command(sub, "dev", "demo data if needed, then `dagster dev`",
-                 "Start the platform locally: demo traffic for source demo if its archive is "
-                 "empty (yesterday, UTC, and today's closed hours), the embedded metastore's "
-                 "server, and `dagster dev` (Ctrl-C stops it all).")
-    d.add_argument("--host", default="127.0.0.1",
-                   help="address of Dagster's webserver (default 127.0.0.1)")
-    d.add_argument("--port", type=whole_number(1, 65535), default=3000,
-                   help="port of Dagster's webserver (default 3000)")
+    d = _command(
+        sub,
+        "dev",
+        "demo data if needed, then `dagster dev`",
+        "Start the platform locally: demo traffic for source demo if its archive is "
+        "empty (yesterday, UTC, and today's closed hours), the embedded metastore's "
+        "server, and `dagster dev` (Ctrl-C stops it all).",
+    )
+    d.add_argument(
+        "--host", default="127.0.0.1", help="address of Dagster's webserver (default 127.0.0.1)"
+    )
+    d.add_argument(
+        "--port",
+        type=whole_number(1, 65535),
+        default=3000,
+        help="port of Dagster's webserver (default 3000)",
+    )
 
-    g = _command(sub, "demo", "write demo traffic into the raw archive",
-                 "Write synthetic Segment traffic (tracks, identifies, pages... with a few "
-                 "duplicate deliveries and malformed lines) into a source's raw archive.")
+    g = _command(
+        sub,
+        "demo",
+        "write demo traffic into the raw archive",
+        "Write synthetic Segment traffic (tracks, identifies, pages... with a few "
+        "duplicate deliveries and malformed lines) into a source's raw archive.",
+    )
     g.add_argument("--source", help=SOURCE_HELP)
     g.add_argument("--hours", type=whole_number(1), default=6, help="how many hours (default 6)")
-    g.add_argument("--end", type=archive_hour,
-                   help="last hour, YYYY-MM-DDTHH (default: the last closed hour)")
-    g.add_argument("--events-per-hour", type=whole_number(0), default=2000,
-                   help="lines written per hour (default 2000)")
-    g.add_argument("--files-per-hour", type=whole_number(1), default=2,
-                   help="archive files per hour (default 2)")
-    g.add_argument("--seed", type=int, default=7,
-                   help="random seed: the same seed writes the same events (default 7)")
+    g.add_argument(
+        "--end", type=archive_hour, help="last hour, YYYY-MM-DDTHH (default: the last closed hour)"
+    )
+    g.add_argument(
+        "--events-per-hour",
+        type=whole_number(0),
+        default=2000,
+        help="lines written per hour (default 2000)",
+    )
+    g.add_argument(
+        "--files-per-hour",
+        type=whole_number(1),
+        default=2,
+        help="archive files per hour (default 2)",
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        default=7,
+        help="random seed: the same seed writes the same events (default 7)",
+    )
 
-    s = _command(sub, "sync", "sync hours now, outside Dagster",
-                 "Sync archive hours of one source now, in a local Spark session, and print "
-                 "the report (JSON). Exit code 1 on a failed sync.")
+    s = _command(
+        sub,
+        "sync",
+        "sync hours now, outside Dagster",
+        "Sync archive hours of one source now, in a local Spark session, and print "
+        "the report (JSON). Exit code 1 on a failed sync.",
+    )
     s.add_argument("--source", help=SOURCE_HELP)
-    s.add_argument("--replay", action="store_true",
-                   help="record the run as a replay (replay: true, replay_from/replay_to in "
-                        "the report), as a Dagster backfill does; every sync replaces the "
-                        "hours it writes")
-    s.add_argument("--hours", nargs="+", required=True, type=archive_hour,
-                   help="UTC hours, YYYY-MM-DDTHH")
+    s.add_argument(
+        "--replay",
+        action="store_true",
+        help="record the run as a replay (replay: true, replay_from/replay_to in "
+        "the report), as a Dagster backfill does; every sync replaces the "
+        "hours it writes",
+    )
+    s.add_argument(
+        "--hours", nargs="+", required=True, type=archive_hour, help="UTC hours, YYYY-MM-DDTHH"
+    )
 
-    i = _command(sub, "import", "import Segment's S3-destination archive (segment-logs/)",
-                 "Import received days of a source's Segment S3-destination archive "
-                 "(segment_archive) into the raw archive (docs/segment-import.md).")
+    i = _command(
+        sub,
+        "import",
+        "import Segment's S3-destination archive (segment-logs/)",
+        "Import received days of a source's Segment S3-destination archive "
+        "(segment_archive) into the raw archive (docs/segment-import.md).",
+    )
     i.add_argument("--source", help=SOURCE_HELP)
-    i.add_argument("--from", dest="first", type=received_day,
-                   help="first received day, YYYY-MM-DD (default: all)")
-    i.add_argument("--to", dest="last", type=received_day,
-                   help="last received day, YYYY-MM-DD (default: all)")
-    i.add_argument("--force", action="store_true",
-                   help="import files again even if their manifest says they are unchanged")
-    i.add_argument("--sync", action="store_true",
-                   help="then sync the changed hours here (local Spark), a day per Spark job")
+    i.add_argument(
+        "--from",
+        dest="first",
+        type=received_day,
+        help="first received day, YYYY-MM-DD (default: all)",
+    )
+    i.add_argument(
+        "--to", dest="last", type=received_day, help="last received day, YYYY-MM-DD (default: all)"
+    )
+    i.add_argument(
+        "--force",
+        action="store_true",
+        help="import files again even if their manifest says they are unchanged",
+    )
+    i.add_argument(
+        "--sync",
+        action="store_true",
+        help="then sync the changed hours here (local Spark), a day per Spark job",
+    )
 
-    t = _command(sub, "ddl", "print CREATE EXTERNAL TABLE / ADD PARTITION statements",
-                 "Print the DDL that registers a source's lake tables and partitions by hand "
-                 "(Athena console, Hive CLI).")
+    t = _command(
+        sub,
+        "ddl",
+        "print CREATE EXTERNAL TABLE / ADD PARTITION statements",
+        "Print the DDL that registers a source's lake tables and partitions by hand "
+        "(Athena console, Hive CLI).",
+    )
     t.add_argument("--source", help=SOURCE_HELP)
     t.add_argument("table", nargs="?", help="lake table name (default: every table)")
 
-    c = _command(sub, "collect", "run the Segment-compatible collector (docs/collector.md)",
-                 "Run the Segment-compatible HTTP collector until SIGTERM or Ctrl-C; accepted "
-                 "messages are rolled into the raw archive (docs/collector.md).")
+    c = _command(
+        sub,
+        "collect",
+        "run the Segment-compatible collector (docs/collector.md)",
+        "Run the Segment-compatible HTTP collector until SIGTERM or Ctrl-C; accepted "
+        "messages are rolled into the raw archive (docs/collector.md).",
+    )
     c.add_argument("--host", help="listening address (default: [collector] host)")
-    c.add_argument("--port", type=whole_number(0, 65535),
-                   help="port, 0 for any free one (default: [collector] port)")
-    c.add_argument("--workers", type=whole_number(1, 64),
-                   help="processes (default: [collector] workers)")
+    c.add_argument(
+        "--port",
+        type=whole_number(0, 65535),
+        help="port, 0 for any free one (default: [collector] port)",
+    )
+    c.add_argument(
+        "--workers", type=whole_number(1, 64), help="processes (default: [collector] workers)"
+    )
 
-    k = _command(sub, "catalog", "catalog maintenance (docs/concepts/catalogs.md)",
-                 "Maintain the catalog (docs/concepts/catalogs.md).")
-    actions = k.add_subparsers(dest="action", required=True, metavar="action",
-                               parser_class=Parser)
-    _command(actions, "init-metastore",
-             "create the Hive schema of metastore_jdbc_url's database (idempotent)",
-             "Create the Hive metastore schema in [catalog] metastore_jdbc_url's MySQL/MariaDB "
-             "database, once, up front (sessions never create it). Idempotent.")
+    k = _command(
+        sub,
+        "catalog",
+        "catalog maintenance (docs/concepts/catalogs.md)",
+        "Maintain the catalog (docs/concepts/catalogs.md).",
+    )
+    actions = k.add_subparsers(dest="action", required=True, metavar="action", parser_class=Parser)
+    _command(
+        actions,
+        "init-metastore",
+        "create the Hive schema of metastore_jdbc_url's database (idempotent)",
+        "Create the Hive metastore schema in [catalog] metastore_jdbc_url's MySQL/MariaDB "
+        "database, once, up front (sessions never create it). Idempotent.",
+    )
 
-    q = _command(sub, "sql", "run SQL on the lake's tables",
-                 "Run one SQL statement on the lake's tables and print its rows. Segment "
-                 "layout: Spark SQL on the Hive catalog, through the metastore's server while "
-                 "`datalake dev` runs, else in a local session. Iceberg (table_format = "
-                 "\"iceberg\"): DuckDB SQL, each table a view over its current snapshot.")
-    q.add_argument("query", help="e.g. \"SELECT event, count(*) FROM demo.tracks GROUP BY 1\"")
+    q = _command(
+        sub,
+        "sql",
+        "run SQL on the lake's tables",
+        "Run one SQL statement on the lake's tables and print its rows. Segment "
+        "layout: Spark SQL on the Hive catalog, through the metastore's server while "
+        "`datalake dev` runs, else in a local session. Iceberg (table_format = "
+        '"iceberg"): DuckDB SQL, each table a view over its current snapshot.',
+    )
+    q.add_argument("query", help='e.g. "SELECT event, count(*) FROM demo.tracks GROUP BY 1"')
     q.add_argument("--limit", type=whole_number(1), default=50, help="rows shown (default 50)")
 
-    m = _command(sub, "maintain", "expire old table versions (Iceberg: docs/table-formats.md)",
-                 "Expire each table's snapshots older than the retention and delete the files "
-                 "no snapshot references (a killed sync's, replaced ones), source by source "
-                 "under its lock: what the nightly table_maintenance job does. Nothing to do "
-                 "with the Segment layout, which keeps no old versions.")
-    m.add_argument("--source", action="append", default=[], metavar="ID",
-                   help="a source id or slug (repeatable; default: every source)")
-    m.add_argument("--retention-hours", type=whole_number(0), default=None, metavar="N",
-                   help="keep versions younger than N hours (default: [iceberg] "
-                        "retention_hours; 0 keeps only the current one)")
+    m = _command(
+        sub,
+        "maintain",
+        "expire old table versions (Iceberg: docs/table-formats.md)",
+        "Expire each table's snapshots older than the retention and delete the files "
+        "no snapshot references (a killed sync's, replaced ones), source by source "
+        "under its lock: what the nightly table_maintenance job does. Nothing to do "
+        "with the Segment layout, which keeps no old versions.",
+    )
+    m.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a source id or slug (repeatable; default: every source)",
+    )
+    m.add_argument(
+        "--retention-hours",
+        type=whole_number(0),
+        default=None,
+        metavar="N",
+        help="keep versions younger than N hours (default: [iceberg] "
+        "retention_hours; 0 keeps only the current one)",
+    )
 
-    c = _command(sub, "compact", "right-size cold data's files (docs/compaction.md)",
-                 "Rewrite the small files of each table's cold hours (ended more than [iceberg] "
-                 "compact_after_hours ago) into files of about target_file_mb, coarsening their "
-                 "partitions to a day or a month; one atomic commit a table, source by source "
-                 "under its lock: what the nightly table_maintenance job does first. Prints "
-                 "files and bytes before and after. The Segment layout: see docs/compaction.md.")
-    c.add_argument("--source", action="append", default=[], metavar="ID",
-                   help="a source id or slug (repeatable; default: every source)")
-    c.add_argument("--after-hours", type=whole_number(0), default=None, metavar="N",
-                   help="hours that ended more than N hours ago are cold (default: [iceberg] "
-                        "compact_after_hours)")
-    c.add_argument("--target-mb", type=whole_number(1), default=None, metavar="N",
-                   help="the files' target size in MB (default: [iceberg] target_file_mb)")
+    c = _command(
+        sub,
+        "compact",
+        "right-size cold data's files (docs/compaction.md)",
+        "Rewrite the small files of each table's cold hours (ended more than [iceberg] "
+        "compact_after_hours ago) into files of about target_file_mb, coarsening their "
+        "partitions to a day or a month; one atomic commit a table, source by source "
+        "under its lock: what the nightly table_maintenance job does first. Prints "
+        "files and bytes before and after. The Segment layout: see docs/compaction.md.",
+    )
+    c.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a source id or slug (repeatable; default: every source)",
+    )
+    c.add_argument(
+        "--after-hours",
+        type=whole_number(0),
+        default=None,
+        metavar="N",
+        help="hours that ended more than N hours ago are cold (default: [iceberg] "
+        "compact_after_hours)",
+    )
+    c.add_argument(
+        "--target-mb",
+        type=whole_number(1),
+        default=None,
+        metavar="N",
+        help="the files' target size in MB (default: [iceberg] target_file_mb)",
+    )
 
-    f = _command(sub, "forget", "erase and suppress a person's data (docs/privacy.md)",
-                 "Erase a person's rows from the lake and add their identities to the "
-                 "suppression list (docs/privacy.md). Prints counts, never an identity; exit "
-                 "code 1 when the request failed (run it again, or --resume).")
-    f.add_argument("--user-id", action="append", default=[], metavar="X",
-                   help="a userId to forget (repeatable)")
-    f.add_argument("--anonymous-id", action="append", default=[], metavar="X",
-                   help="an anonymousId to forget (repeatable)")
-    f.add_argument("--trait", action="append", default=[], metavar="NAME=VALUE",
-                   help="a trait listed in [privacy] identity_traits, e.g. email=a@b.com")
+    f = _command(
+        sub,
+        "forget",
+        "erase and suppress a person's data (docs/privacy.md)",
+        "Erase a person's rows from the lake and add their identities to the "
+        "suppression list (docs/privacy.md). Prints counts, never an identity; exit "
+        "code 1 when the request failed (run it again, or --resume).",
+    )
+    f.add_argument(
+        "--user-id",
+        action="append",
+        default=[],
+        metavar="X",
+        help="a userId to forget (repeatable)",
+    )
+    f.add_argument(
+        "--anonymous-id",
+        action="append",
+        default=[],
+        metavar="X",
+        help="an anonymousId to forget (repeatable)",
+    )
+    f.add_argument(
+        "--trait",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a trait listed in [privacy] identity_traits, e.g. email=a@b.com",
+    )
     f.add_argument("--file", help="a request file: JSON, or one KIND=VALUE per line")
-    f.add_argument("--follow-links", action="store_true",
-                   help="also forget the identities linked by identify/alias calls")
-    f.add_argument("--source", action="append", default=[],
-                   help="only this source (repeatable; default: every source)")
+    f.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="also forget the identities linked by identify/alias calls",
+    )
+    f.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        help="only this source (repeatable; default: every source)",
+    )
     f.add_argument("--no-erase", action="store_true", help="suppress only: erase nothing")
     f.add_argument("--no-suppress", action="store_true", help="erase only: do not suppress")
     f.add_argument("--request-id", help="[A-Za-z0-9_-]{1,64}; the same id re-runs the request")
-    f.add_argument("--resume", action="store_true",
-                   help="re-run every request that did not complete (killed or failed)")
+    f.add_argument(
+        "--resume",
+        action="store_true",
+        help="re-run every request that did not complete (killed or failed)",
+    )
     return p

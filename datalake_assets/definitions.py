@@ -37,7 +37,6 @@ from datalake_assets.orchestration.models import build_model_assets, build_model
 from datalake_assets.orchestration.privacy_jobs import build_privacy_automation
 from datalake_assets.orchestration.reload import build_definitions_sensor, reload_job
 from datalake_assets.orchestration.resources import LocalSparkCompute, SparkCompute
-from datalake_assets.orchestration.settings import sensor_runs_batched
 from datalake_assets.orchestration.sensors import (
     ArchiveLister,
     Clock,
@@ -46,6 +45,7 @@ from datalake_assets.orchestration.sensors import (
     find_lake_sync,
     utc_now,
 )
+from datalake_assets.orchestration.settings import sensor_runs_batched
 from datalake_assets.settings import LakeSettings, load_settings
 
 STATE_KEY = "datalake/lake_state"  # the reconstruction metadata key of the LakeState
@@ -79,19 +79,20 @@ def build_definitions(
         if batched:
             batch_sources.append(BatchSource(source, tuple(source_state.tables)))
         else:
-            sensors.append(build_archive_sensor(settings, source, job, clock=clock,
-                                                lister=lister))
+            sensors.append(build_archive_sensor(settings, source, job, clock=clock, lister=lister))
         if source.segment_archive:
             more_assets, more_jobs, more_sensors = build_import_automation(
-                settings, source, job, clock=clock)
+                settings, source, job, clock=clock
+            )
             assets.extend(more_assets)
             jobs.extend(more_jobs)
             sensors.extend(more_sensors)
     if batch_sources:
         batch_job = build_batch_job(settings, batch_sources)
         jobs.append(batch_job)
-        sensors.append(build_batch_sensor(settings, batch_sources, batch_job, clock=clock,
-                                          lister=lister))
+        sensors.append(
+            build_batch_sensor(settings, batch_sources, batch_job, clock=clock, lister=lister)
+        )
     sensors.extend(build_models_sensor(settings, model_sources))
     privacy_jobs, privacy_sensors, schedules = build_privacy_automation(settings, clock=clock)
     jobs.extend(privacy_jobs)
@@ -101,7 +102,11 @@ def build_definitions(
     schedules = [*schedules, *maintenance_schedules]
     resources = {"compute": build_compute(settings)}
     return Definitions(
-        assets=assets, jobs=jobs, sensors=sensors, schedules=schedules, resources=resources,
+        assets=assets,
+        jobs=jobs,
+        sensors=sensors,
+        schedules=schedules,
+        resources=resources,
         # every job here is one step (a sync, an import): no step process per run (the UI's
         # Materialize runs the implicit asset job; <slug>_sync_job sets it too)
         executor=in_process_executor,
@@ -115,29 +120,47 @@ def build_compute(settings: LakeSettings) -> SparkCompute:
     if c.backend == "local":
         return LocalSparkCompute.from_settings(settings)
     waits = {
-        "submit_timeout_s": float(c.submit_timeout_s), "run_timeout_s": float(c.run_timeout_s),
-        "poll_interval_s": float(c.poll_interval_s), "conf": dict(c.conf),
+        "submit_timeout_s": float(c.submit_timeout_s),
+        "run_timeout_s": float(c.run_timeout_s),
+        "poll_interval_s": float(c.poll_interval_s),
+        "conf": dict(c.conf),
     }
     if c.backend == "databricks":
         from datalake_assets.orchestration.databricks import DatabricksSparkCompute
 
         return DatabricksSparkCompute(
-            host=c.databricks_host, cluster_id=c.databricks_cluster_id,
-            policy_id=c.databricks_policy_id, spark_version=c.databricks_spark_version,
-            node_type=c.databricks_node_type, max_workers=c.databricks_max_workers,
-            package_dir=c.databricks_package_dir, libraries=list(c.databricks_libraries),
-            **waits)
+            host=c.databricks_host,
+            cluster_id=c.databricks_cluster_id,
+            policy_id=c.databricks_policy_id,
+            spark_version=c.databricks_spark_version,
+            node_type=c.databricks_node_type,
+            max_workers=c.databricks_max_workers,
+            package_dir=c.databricks_package_dir,
+            libraries=list(c.databricks_libraries),
+            **waits,
+        )
     from datalake_assets.orchestration.emr_serverless import EmrServerlessCompute
     from datalake_assets.orchestration.emr_steps import EmrSparkCompute
 
-    common = {"region": c.region, "staging_prefix": c.staging_prefix,
-              "endpoint_url": c.endpoint_url, **waits}
+    common = {
+        "region": c.region,
+        "staging_prefix": c.staging_prefix,
+        "endpoint_url": c.endpoint_url,
+        **waits,
+    }
     if c.backend == "emr":
-        return EmrSparkCompute(cluster_id=c.cluster_id, replay_cluster_id=c.replay_cluster_id,
-                               deploy_mode=c.deploy_mode, **common)
-    return EmrServerlessCompute(application_id=c.application_id,
-                                execution_role_arn=c.execution_role_arn, log_uri=c.log_uri,
-                                **common)
+        return EmrSparkCompute(
+            cluster_id=c.cluster_id,
+            replay_cluster_id=c.replay_cluster_id,
+            deploy_mode=c.deploy_mode,
+            **common,
+        )
+    return EmrServerlessCompute(
+        application_id=c.application_id,
+        execution_role_arn=c.execution_role_arn,
+        log_uri=c.log_uri,
+        **common,
+    )
 
 
 def loaded_state(settings: LakeSettings) -> LakeState:

@@ -48,23 +48,53 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, model_validator
 
 from datalake_assets.catalog.settings import (
-    CATALOG_BACKENDS, DEFAULT_METASTORE_DIR, CatalogSettings)
+    CATALOG_BACKENDS,
+    DEFAULT_METASTORE_DIR,
+    CatalogSettings,
+)
 from datalake_assets.ingest.settings import (
-    DEFAULT_SPOOL_DIR, CollectorSettings, CorsOrigins, SegmentArchive, WriteKeys)
-from datalake_assets.orchestration.settings import (
-    COMPUTE_BACKENDS, DEPLOY_MODES, SENSOR_STATUSES, AutomationSettings, ComputeSettings,
-    check_compute_fits)
-from datalake_assets.privacy.settings import PrivacySettings
-from datalake_assets.models.settings import ModelsSettings
+    DEFAULT_SPOOL_DIR,
+    CollectorSettings,
+    CorsOrigins,
+    SegmentArchive,
+    WriteKeys,
+)
 from datalake_assets.lake.formats.settings import TABLE_FORMATS, IcebergSettings
+from datalake_assets.models.settings import ModelsSettings
+from datalake_assets.orchestration.settings import (
+    COMPUTE_BACKENDS,
+    DEPLOY_MODES,
+    SENSOR_STATUSES,
+    AutomationSettings,
+    ComputeSettings,
+    check_compute_fits,
+)
+from datalake_assets.privacy.settings import PrivacySettings
+from datalake_assets.settings_base import (
+    ENV_HOME,
+    Bool,
+    Match,
+    NotInFile,
+    OneOf,
+    Root,
+    SettingsError,
+    Str,
+    default_home,
+    file_defaults,
+    file_keys,
+    got,
+    load_model,
+    settings_model,
+)
+from datalake_assets.settings_env import ENV_SETTINGS, apply_env
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
-from datalake_assets.settings_base import (
-    ENV_HOME, Bool, Match, NotInFile, OneOf, Root, SettingsError, Str, default_home,
-    file_defaults, file_keys, got, load_model, settings_model)
 from datalake_assets.transform.settings import (
-    DEFAULT_SPARK_CONF, MAX_DEPTH_LIMIT, SparkSettings, SyncSettings)
-from datalake_assets.settings_env import ENV_SETTINGS, apply_env
+    DEFAULT_SPARK_CONF,
+    MAX_DEPTH_LIMIT,
+    SparkSettings,
+    SyncSettings,
+)
 
 SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the documented defaults
 
@@ -117,8 +147,7 @@ class SourceSettings:
     then ``slug``); the stored values are always the effective ones."""
 
     # Segment source id: names the raw archive folder <archive_root>/<id>/
-    id: Annotated[Match(_ID_RE, "source id", _ID_RULE),
-                  Field(description="the Segment source id")]
+    id: Annotated[Match(_ID_RE, "source id", _ID_RULE), Field(description="the Segment source id")]
     slug: Match(_SLUG_RE.pattern, "slug", _SLUG_RULE, empty="snake_case of the id") = ""
     database: Match(r"[a-z0-9_]{1,255}", "database name", _DATABASE_RULE, empty="the slug") = ""
     # prepended to catalog table names ("web" -> web_pages)
@@ -149,19 +178,24 @@ class SourceSettings:
             if not _SLUG_RE.fullmatch(derived):
                 raise SettingsError(
                     f"cannot derive a slug from id {self.id!r} (snake case gives {derived!r}); "
-                    f"set slug explicitly: {_SLUG_RULE}", key="slug")
+                    f"set slug explicitly: {_SLUG_RULE}",
+                    key="slug",
+                )
             object.__setattr__(self, "slug", derived)
         if not self.database:
             object.__setattr__(self, "database", self.slug)
         if self.table_prefix and not naming.snake(self.table_prefix):
             raise SettingsError(
                 f"invalid table prefix {self.table_prefix!r}: it has no letter or digit, so it "
-                f"would add nothing to table names; allowed: {_PREFIX_RULE}", key="table_prefix")
+                f"would add nothing to table names; allowed: {_PREFIX_RULE}",
+                key="table_prefix",
+            )
         if not self.segment_archive:
             if self.segment_source_id:
                 raise SettingsError(
                     "only applies to an import: set segment_archive too (or remove this key)",
-                    key="segment_source_id")
+                    key="segment_source_id",
+                )
             return self
         if not self.segment_source_id:
             object.__setattr__(self, "segment_source_id", self.id)
@@ -170,7 +204,9 @@ class SourceSettings:
             raise SettingsError(
                 "a source that imports Segment's archive needs an explicit start: the first "
                 "hour to import, e.g. the day the source began sending to Segment "
-                "('YYYY-MM-DD-00:00')", key="start")
+                "('YYYY-MM-DD-00:00')",
+                key="start",
+            )
         return self
 
     @property
@@ -187,7 +223,8 @@ class SourceSettings:
 def _sources(sources: Any) -> Any:
     if isinstance(sources, Mapping):
         raise SettingsError(
-            "must be an array of tables: write [[sources]] (double brackets) for each source")
+            "must be an array of tables: write [[sources]] (double brackets) for each source"
+        )
     if not isinstance(sources, (list, tuple)):
         raise SettingsError(f"must be an array of [[sources]] tables, {got(sources)}")
     if not sources:
@@ -199,9 +236,19 @@ def _sources(sources: Any) -> Any:
 class LakeSettings:
     # a settings file's omitted keys and tables (so that each is read as from the file)
     _file_defaults = file_defaults(
-        archive_root=DEFAULT_ARCHIVE_DIR, lake_root=DEFAULT_LAKE_DIR,
-        sources=[{"id": DEFAULT_SOURCE_ID}], spark={}, sync={}, automation={}, catalog={},
-        compute={}, collector={}, privacy={}, models={}, iceberg={})
+        archive_root=DEFAULT_ARCHIVE_DIR,
+        lake_root=DEFAULT_LAKE_DIR,
+        sources=[{"id": DEFAULT_SOURCE_ID}],
+        spark={},
+        sync={},
+        automation={},
+        catalog={},
+        compute={},
+        collector={},
+        privacy={},
+        models={},
+        iceberg={},
+    )
 
     archive_root: Root  # absolute local path or URI (s3://, abfss://, az://), no trailing '/'
     lake_root: Root
@@ -223,8 +270,11 @@ class LakeSettings:
     @model_validator(mode="after")
     def _fit_together(self) -> "LakeSettings":
         _check_sources(self.sources)
-        check_compute_fits(self.compute, self.catalog,
-                           {"archive_root": self.archive_root, "lake_root": self.lake_root})
+        check_compute_fits(
+            self.compute,
+            self.catalog,
+            {"archive_root": self.archive_root, "lake_root": self.lake_root},
+        )
         return self
 
     def write_key_sources(self) -> dict[str, SourceSettings]:
@@ -233,8 +283,9 @@ class LakeSettings:
 
     def source(self, id_or_slug: str) -> SourceSettings:
         """The source with this id, else the one with this slug (never ambiguous: validated)."""
-        found = ([s for s in self.sources if s.id == id_or_slug]
-                 or [s for s in self.sources if s.slug == id_or_slug])
+        found = [s for s in self.sources if s.id == id_or_slug] or [
+            s for s in self.sources if s.slug == id_or_slug
+        ]
         if found:
             return found[0]
         known = ", ".join(
@@ -256,34 +307,42 @@ def _check_sources(sources: tuple[SourceSettings, ...]) -> None:
                     continue
                 raise SettingsError(
                     f"duplicate source {what} {value!r} (also sources[{j}].{what})"
-                    if what == other else f"{what} {value!r} is the {other} of sources[{j}]: a "
+                    if what == other
+                    else f"{what} {value!r} is the {other} of sources[{j}]: a "
                     "name must refer to one source (lookups by id or slug, lake folders)",
-                    key=f"sources[{i}].{what}")
+                    key=f"sources[{i}].{what}",
+                )
     tables: dict[tuple[str, str], int] = {}
     imports: dict[tuple[str, str], int] = {}
     keys: dict[str, str] = {}
     for i, s in enumerate(sources):
         j = tables.setdefault((s.database, s.effective_table_prefix), i)
         if j != i:
-            prefix = f"the same table_prefix {s.table_prefix!r}" if s.table_prefix else (
-                "no table_prefix")
+            prefix = (
+                f"the same table_prefix {s.table_prefix!r}"
+                if s.table_prefix
+                else ("no table_prefix")
+            )
             raise SettingsError(
                 f"sources[{j}] and sources[{i}] both use database {s.database!r} with {prefix}: "
                 "their tables would collide; set a different table_prefix or database on one",
-                key=f"sources[{i}].database")
+                key=f"sources[{i}].database",
+            )
         if s.segment_archive:
             j = imports.setdefault((s.segment_archive, s.segment_source_id), i)
             if j != i:
                 raise SettingsError(
                     f"sources[{j}] already imports Segment source {s.segment_source_id!r} of "
                     f"{s.segment_archive!r}: its messages would be in two sources of the lake",
-                    key=f"sources[{i}].segment_source_id")
+                    key=f"sources[{i}].segment_source_id",
+                )
         for n, k in enumerate(s.write_keys):
             where = keys.setdefault(k, f"sources[{i}].write_keys[{n}]")
             if where != f"sources[{i}].write_keys[{n}]":
                 raise SettingsError(
                     f"write key (value not shown) is also {where}: a key names one source",
-                    key=f"sources[{i}].write_keys[{n}]")
+                    key=f"sources[{i}].write_keys[{n}]",
+                )
 
 
 # --------------------------------------------------------------------------------------- loader
@@ -350,5 +409,3 @@ def _read_toml(file: str, origin: str, how: str) -> dict[str, Any]:
         raise SettingsError(f"not UTF-8 text: {e}", origin=origin) from None
     except tomllib.TOMLDecodeError as e:
         raise SettingsError(f"invalid TOML: {e}", origin=origin) from None
-
-

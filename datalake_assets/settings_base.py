@@ -16,8 +16,16 @@ from collections.abc import Callable, Mapping
 from datetime import date, time
 from typing import Annotated, Any, TypeVar, get_args
 
-from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, Strict, ValidationError
-from pydantic import ValidationInfo, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    Strict,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic_core import PydanticCustomError
 
@@ -45,8 +53,15 @@ class SettingsError(ValueError):
 
 
 def type_name(value: Any) -> str:
-    for kind, name in ((bool, "boolean"), (int, "integer"), (float, "float"), (str, "string"),
-                       (Mapping, "table"), ((list, tuple), "array"), ((date, time), "date/time")):
+    for kind, name in (
+        (bool, "boolean"),
+        (int, "integer"),
+        (float, "float"),
+        (str, "string"),
+        (Mapping, "table"),
+        ((list, tuple), "array"),
+        ((date, time), "date/time"),
+    ):
         if isinstance(value, kind):
             return name
     return type(value).__name__
@@ -81,8 +96,9 @@ def _path(loc: tuple[Any, ...]) -> str:
 
 # ------------------------------------------------------------------------------- the models
 
-CONFIG = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True,
-                    hide_input_in_errors=True)
+CONFIG = ConfigDict(
+    extra="forbid", validate_by_name=True, validate_by_alias=True, hide_input_in_errors=True
+)
 
 
 def _hashable(value: Any) -> Any:
@@ -116,7 +132,8 @@ def load_model(cls: type[M], data: Mapping[str, Any], base: str) -> M:
     relative folders against ``base``."""
     try:
         return cls.__pydantic_validator__.validate_python(  # type: ignore[attr-defined]
-            data, context={"base": base}, by_alias=True, by_name=False)
+            data, context={"base": base}, by_alias=True, by_name=False
+        )
     except ValidationError as e:
         raise settings_error(e, cls) from None
 
@@ -124,10 +141,12 @@ def load_model(cls: type[M], data: Mapping[str, Any], base: str) -> M:
 def file_defaults(**defaults: Any) -> Any:
     """A model validator: keys a settings file omits take these values, validated (and
     resolved against the file's folder) like written ones. Assign it in the class body."""
+
     def fill(cls: type, data: Any, info: ValidationInfo) -> Any:
         if info.context is not None and isinstance(data, dict):
             return {**defaults, **data}
         return data
+
     return model_validator(mode="before")(classmethod(fill))  # type: ignore[arg-type]
 
 
@@ -149,8 +168,11 @@ def _fields(cls: type) -> dict[str, Any]:
 
 def file_keys(cls: type) -> tuple[str, ...]:
     """The keys of ``cls``'s table in a settings file."""
-    return tuple(f.alias or name for name, f in _fields(cls).items()
-                 if not any(getattr(m, "func", None) is _not_in_file for m in f.metadata))
+    return tuple(
+        f.alias or name
+        for name, f in _fields(cls).items()
+        if not any(getattr(m, "func", None) is _not_in_file for m in f.metadata)
+    )
 
 
 def _field(cls: type, name: Any) -> Any:
@@ -167,12 +189,15 @@ def _model_at(cls: type, loc: tuple[Any, ...]) -> type:
 
 # ------------------------------------------------------------------------- ValidationError
 
+
 def _unknown_keys(unknown: list[str], allowed: tuple[str, ...], place: str) -> str:
     shown = ", ".join(repr(k) for k in unknown)
     hints = [m for k in unknown for m in difflib.get_close_matches(k, allowed, n=1)]
     hint = f" (did you mean {', '.join(repr(h) for h in hints)}?)" if hints else ""
-    return (f"unknown key{'s' if len(unknown) > 1 else ''} {shown} in {place}{hint}; "
-            f"allowed keys: {', '.join(sorted(allowed))}")
+    return (
+        f"unknown key{'s' if len(unknown) > 1 else ''} {shown} in {place}{hint}; "
+        f"allowed keys: {', '.join(sorted(allowed))}"
+    )
 
 
 def settings_error(exc: ValidationError, cls: type, top: str = "the top level") -> SettingsError:
@@ -188,8 +213,9 @@ def settings_error(exc: ValidationError, cls: type, top: str = "the top level") 
         unknown = [x["loc"][-1] for x in errors if x["type"] == kind and x["loc"][:-1] == loc[:-1]]
         where = _path(loc[:-1])
         place = (where if where.endswith("]") else f"[{where}]") if where else top
-        return SettingsError(_unknown_keys(unknown, file_keys(_model_at(cls, loc[:-1])), place),
-                             key=key)
+        return SettingsError(
+            _unknown_keys(unknown, file_keys(_model_at(cls, loc[:-1])), place), key=key
+        )
     error = (e.get("ctx") or {}).get("error")
     if isinstance(error, SettingsError):
         return SettingsError(error.problem, key=join_key(key, error.key))
@@ -198,8 +224,10 @@ def settings_error(exc: ValidationError, cls: type, top: str = "the top level") 
         about = f" ({field.description})" if field is not None and field.description else ""
         problem = f"missing required key {loc[-1]!r}{about}"
     elif kind in ("int_type", "greater_than_equal", "less_than_equal") and field is not None:
-        lo, hi = (next((getattr(m, b) for m in field.metadata if hasattr(m, b)), None)
-                  for b in ("ge", "le"))
+        lo, hi = (
+            next((getattr(m, b) for m in field.metadata if hasattr(m, b)), None)
+            for b in ("ge", "le")
+        )
         allowed = f"an integer >= {lo}" if hi is None else f"an integer from {lo} to {hi}"
         problem = f"must be {allowed}, {got(value) if kind == 'int_type' else f'got {value!r}'}"
     elif kind == "string_type":
@@ -238,9 +266,12 @@ def Match(pattern: str, what: str, rule: str, *, empty: bool | str = False) -> A
         if not value and isinstance(empty, str) and info.context is not None:
             raise SettingsError(f"must not be empty; omit it to default to {empty}")
         if (value or not empty) and not compiled.fullmatch(value):
-            raise SettingsError(f"invalid {what} {value!r}; allowed: {rule}"
-                                + (", or empty" if empty is True else ""))
+            raise SettingsError(
+                f"invalid {what} {value!r}; allowed: {rule}"
+                + (", or empty" if empty is True else "")
+            )
         return value
+
     return Annotated[str, Strict(), AfterValidator(check)]
 
 
@@ -249,9 +280,11 @@ def OneOf(choices: tuple[str, ...], what: str, allowed: str | None = None) -> An
         if value not in choices:
             if allowed:
                 raise SettingsError(f"invalid {what} {value!r}; allowed: {allowed}")
-            raise SettingsError(f"unknown {what} {value!r}; choose one of "
-                                f"{', '.join(repr(c) for c in choices)}")
+            raise SettingsError(
+                f"unknown {what} {value!r}; choose one of {', '.join(repr(c) for c in choices)}"
+            )
         return value
+
     return Annotated[str, Strict(), AfterValidator(check)]
 
 
@@ -275,13 +308,16 @@ def resolve_root(root: str, base: str) -> str:
         m = URI_RE.fullmatch(root)
         rest = m.group(2).rstrip("/") if m else ""
         if not m or not rest:
-            raise SettingsError(f"invalid URI {root!r}; allowed: scheme://bucket/prefix (e.g. "
-                                "s3://my-lake/data) or a local folder")
+            raise SettingsError(
+                f"invalid URI {root!r}; allowed: scheme://bucket/prefix (e.g. "
+                "s3://my-lake/data) or a local folder"
+            )
         check_azure_uri(f"{m.group(1)}://{rest}")
         return f"{m.group(1)}://{rest}"
     if HALF_URI_RE.match(root):
         raise SettingsError(
-            f"{root!r} looks like a URI missing a '/' (write scheme://bucket/prefix)")
+            f"{root!r} looks like a URI missing a '/' (write scheme://bucket/prefix)"
+        )
     return os.path.normpath(os.path.join(base, os.path.expanduser(root)))
 
 
@@ -313,6 +349,7 @@ Root = Annotated[str, Strict(), AfterValidator(_root)]
 def LocalFolder(default: str, why: str, hint: str = "") -> Any:  # noqa: N802
     """A local folder; from a file resolved like the roots (omitted: ``<folder>/<default>``,
     see ``file_defaults``); built directly, ``""`` means ``<home>/<default>`` when used."""
+
     def check(value: str, info: ValidationInfo) -> str:
         base = base_of(info)
         if base is not None and not value.strip():
@@ -322,14 +359,18 @@ def LocalFolder(default: str, why: str, hint: str = "") -> Any:  # noqa: N802
         if base is not None:
             value = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
         return value
+
     return Annotated[str, Strict(), AfterValidator(check)]
 
 
-def SparkConf(owned: Mapping[str, str],  # noqa: N802
-              defaults: Callable[[], dict[str, str]] | None = None) -> Any:
+def SparkConf(
+    owned: Mapping[str, str],  # noqa: N802
+    defaults: Callable[[], dict[str, str]] | None = None,
+) -> Any:
     """A table of ``spark.*`` name -> string value; ``owned`` names map to why they are not
     allowed. From a file, TOML booleans and integers become Spark's strings and the table is
     added to ``defaults()``. A private copy either way."""
+
     def check(conf: Any, info: ValidationInfo) -> dict[str, str]:
         if not isinstance(conf, Mapping):
             raise SettingsError(f"must be a table of Spark settings, {got(conf)}")
@@ -337,11 +378,16 @@ def SparkConf(owned: Mapping[str, str],  # noqa: N802
         for name, value in conf.items():
             k = key_of(name)
             if isinstance(value, Mapping):
-                raise SettingsError('a table where a value was expected: quote Spark keys, e.g. '
-                                    '"spark.sql.files.maxPartitionBytes" = "64m"', key=k)
+                raise SettingsError(
+                    "a table where a value was expected: quote Spark keys, e.g. "
+                    '"spark.sql.files.maxPartitionBytes" = "64m"',
+                    key=k,
+                )
             if not isinstance(name, str) or not name.startswith("spark.") or name == "spark.":
-                raise SettingsError(f"invalid Spark setting name {name!r}; allowed: any key "
-                                    "starting with 'spark.'", key=k)
+                raise SettingsError(
+                    f"invalid Spark setting name {name!r}; allowed: any key starting with 'spark.'",
+                    key=k,
+                )
             if name in owned:
                 raise SettingsError(f"{name!r} {owned[name]}", key=k)
             if info.context is not None and isinstance(value, bool):
@@ -352,6 +398,7 @@ def SparkConf(owned: Mapping[str, str],  # noqa: N802
                 raise SettingsError(f"Spark setting values must be strings, {got(value)}", key=k)
             out[name] = value
         return {**defaults(), **out} if defaults and info.context is not None else out
+
     return Annotated[dict[str, str], PlainValidator(check)]
 
 
@@ -364,5 +411,8 @@ def default_home(env: Mapping[str, str] | None = None) -> str:
     if "://" in home:
         raise SettingsError(
             f"must be a local folder, got {home!r}; set DATALAKE_ARCHIVE_ROOT and "
-            "DATALAKE_LAKE_ROOT for URIs", key=ENV_HOME, origin="environment")
+            "DATALAKE_LAKE_ROOT for URIs",
+            key=ENV_HOME,
+            origin="environment",
+        )
     return os.path.abspath(os.path.expanduser(home))

@@ -58,13 +58,16 @@ def apply_env(settings: Any, env: Mapping[str, str]) -> Any:
         try:
             changes[section] = dataclasses.replace(current, **{key: value})
         except SettingsError as e:  # a bad value, or one that needs another key of the section
-            raise failed(e.problem if e.key == key else f"[{section}] {e.key}: {e.problem}",
-                         name) from None
+            raise failed(
+                e.problem if e.key == key else f"[{section}] {e.key}: {e.problem}", name
+            ) from None
     if env.get(ENV_TABLE_FORMAT):
         value = env[ENV_TABLE_FORMAT].strip()
         if value not in TABLE_FORMATS:
-            raise failed(f"unknown table format {value!r}; allowed: "
-                         f"{', '.join(map(repr, TABLE_FORMATS))}", ENV_TABLE_FORMAT)
+            raise failed(
+                f"unknown table format {value!r}; allowed: {', '.join(map(repr, TABLE_FORMATS))}",
+                ENV_TABLE_FORMAT,
+            )
         changes["table_format"] = value
     if env.get(ENV_WRITE_KEYS):
         changes["sources"] = sources_with_env_keys(settings, env[ENV_WRITE_KEYS])

@@ -30,10 +30,14 @@ def spark(hive_metastore_dir):
     from datalake_assets.transform.job import local_spark_session
 
     session = local_spark_session(
-        "local[2]", "2g",
-        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-         "spark.sql.adaptive.enabled": "true",
-         **hive_spark_conf(hive_metastore_dir, f"{hive_metastore_dir}/warehouse", None)},
+        "local[2]",
+        "2g",
+        {
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.adaptive.enabled": "true",
+            **hive_spark_conf(hive_metastore_dir, f"{hive_metastore_dir}/warehouse", None),
+        },
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session
@@ -59,9 +63,12 @@ def fake_aws_credentials(monkeypatch, tmp_path):
     for name in list(os.environ):
         if name.startswith("AWS_"):
             monkeypatch.delenv(name)
-    env = {**FAKE_CREDENTIALS, "AWS_EC2_METADATA_DISABLED": "true",
-           "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
-           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials")}
+    env = {
+        **FAKE_CREDENTIALS,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return env

@@ -48,12 +48,19 @@ def datalake_command() -> list[str]:
 def run_datalake(folder: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``datalake --settings <folder>/lake.toml ARGS`` in ``folder``, with no ``DATALAKE_*`` or
     ``DAGSTER_HOME`` of the caller's environment."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("DATALAKE_") and k != "DAGSTER_HOME"}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("DATALAKE_") and k != "DAGSTER_HOME"
+    }
     env["DATALAKE_HOME"] = str(folder)
-    return subprocess.run([*datalake_command(), "--settings", str(folder / "lake.toml"), *args],
-                          cwd=folder, env=env, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        [*datalake_command(), "--settings", str(folder / "lake.toml"), *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture()
@@ -79,8 +86,11 @@ def one_line_error(done: subprocess.CompletedProcess, prefix: str) -> str:
 MISTAKES = [
     ("sync --hours 2026-11-20", "datalake sync: ", ["--hours", "'2026-11-20'", "YYYY-MM-DDTHH"]),
     (f"sync --hours {HOUR} 2026-11-21T25", "datalake sync: ", ["'2026-11-21T25'"]),
-    (f"sync --source nope --hours {HOUR}", "datalake sync: ",
-     ["--source", "'nope'", "demo", "web-site (slug web)", "lake.toml"]),
+    (
+        f"sync --source nope --hours {HOUR}",
+        "datalake sync: ",
+        ["--source", "'nope'", "demo", "web-site (slug web)", "lake.toml"],
+    ),
     ("demo --source nope", "datalake demo: ", ["'nope'", "demo"]),
     ("ddl --source nope", "datalake ddl: ", ["'nope'"]),
     ("demo --end yesterday", "datalake demo: ", ["--end", "'yesterday'"]),
@@ -94,8 +104,9 @@ MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize("args, prefix, words", MISTAKES,
-                         ids=[args or "(no command)" for args, _, _ in MISTAKES])
+@pytest.mark.parametrize(
+    "args, prefix, words", MISTAKES, ids=[args or "(no command)" for args, _, _ in MISTAKES]
+)
 def test_a_user_mistake_is_one_line_and_exit_code_2(home, args, prefix, words):
     line = one_line_error(run_datalake(home, *args.split()), prefix)
     for word in words:
@@ -117,8 +128,18 @@ def synced_home(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     """A few hundred demo events of one hour, synced by ``datalake sync`` (Hive catalog)."""
     folder = tmp_path_factory.mktemp("cli_sync")
     write_lake_toml(folder, SETTINGS)
-    demo = run_datalake(folder, "demo", "--hours", "1", "--end", HOUR,
-                        "--events-per-hour", "300", "--files-per-hour", "1")
+    demo = run_datalake(
+        folder,
+        "demo",
+        "--hours",
+        "1",
+        "--end",
+        HOUR,
+        "--events-per-hour",
+        "300",
+        "--files-per-hour",
+        "1",
+    )
     assert demo.returncode == 0, demo.stderr
     return folder, run_datalake(folder, "sync", "--hours", HOUR)
 
@@ -185,33 +206,46 @@ def test_every_command_has_a_description_and_every_option_and_argument_has_help(
         assert "``" not in (parser.description or ""), f"{name}: markup in its description"
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
-                missing += [f"{name} {c.dest}: no help" for c in action._choices_actions
-                            if not (c.help or "").strip()]
+                missing += [
+                    f"{name} {c.dest}: no help"
+                    for c in action._choices_actions
+                    if not (c.help or "").strip()
+                ]
             elif not (action.help or "").strip() or action.help == argparse.SUPPRESS:
-                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}: "
-                               "no help")
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}: no help")
     assert not missing, "\n".join(missing)
 
 
-@pytest.mark.parametrize("path", [p for p, _ in all_commands()],
-                         ids=lambda p: " ".join(p) or "datalake")
+@pytest.mark.parametrize(
+    "path", [p for p, _ in all_commands()], ids=lambda p: " ".join(p) or "datalake"
+)
 def test_help_of_each_command_shows_its_own_usage_and_description(tmp_path, path):
-    done = subprocess.run([*datalake_command(), *path, "--help"], capture_output=True,
-                          text=True, timeout=60, cwd=tmp_path, check=False)
+    done = subprocess.run(
+        [*datalake_command(), *path, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
     assert done.returncode == 0 and done.stderr == "", done.stderr
     usage, _, rest = done.stdout.partition("\n\n")
     assert " ".join(usage.split()).startswith(f"usage: {' '.join(('datalake', *path))} "), usage
     description = rest.split("\n\n")[0]
     assert description.strip() and not description.startswith(("positional", "options")), (
-        done.stdout)
+        done.stdout
+    )
     assert "``" not in done.stdout, done.stdout
 
 
-@pytest.mark.parametrize("now, first, n", [
-    ("2026-11-26T12:30", "2026-11-25T00", 36),
-    ("2026-11-26T00:05", "2026-11-25T00", 24),  # just after midnight: yesterday, complete
-    ("2026-11-26T23:59", "2026-11-25T00", 47),
-])
+@pytest.mark.parametrize(
+    "now, first, n",
+    [
+        ("2026-11-26T12:30", "2026-11-25T00", 36),
+        ("2026-11-26T00:05", "2026-11-25T00", 24),  # just after midnight: yesterday, complete
+        ("2026-11-26T23:59", "2026-11-25T00", 47),
+    ],
+)
 def test_the_dev_demo_is_yesterday_whole_and_todays_closed_hours(now, first, n):
     """``datalake dev``'s demo holds a complete day, so the daily models have one to build
     by themselves (docs/models.md)."""

@@ -32,14 +32,30 @@ def site(tmp_path_factory) -> Path:
         pytest.skip("the docs extra is not installed: pip install -e '.[docs]'")
     out = tmp_path_factory.mktemp("site")
     build = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
-         str(REPO / "mkdocs.yml"), "--site-dir", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(REPO / "mkdocs.yml"),
+            "--site-dir",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert build.returncode == 0, (
         "mkdocs build --strict failed (a broken link or anchor, a page missing from the nav in "
         "mkdocs.yml, or a generated reference that found something undocumented):\n"
-        + build.stdout[-4000:] + build.stderr[-4000:])
+        + build.stdout[-4000:]
+        + build.stderr[-4000:]
+    )
     return out
 
 
@@ -50,8 +66,10 @@ def _text(path: Path) -> str:
 def _sections(page: str, tag: str) -> dict[str, str]:
     """The page's ``<tag>`` headings' text -> the HTML up to the next heading of that level."""
     parts = re.split(rf"<{tag}\b[^>]*>(.*?)</{tag}>", page, flags=re.DOTALL)
-    return {re.sub(r"<[^>]+>", "", parts[i]).replace("¶", "").strip(): parts[i + 1]
-            for i in range(1, len(parts) - 1, 2)}
+    return {
+        re.sub(r"<[^>]+>", "", parts[i]).replace("¶", "").strip(): parts[i + 1]
+        for i in range(1, len(parts) - 1, 2)
+    }
 
 
 def _settings_tables() -> dict[str, list[str]]:
@@ -83,8 +101,13 @@ def _settings_tables() -> dict[str, list[str]]:
 
 
 def test_the_site_builds_strict_with_every_page(site):
-    for page in ("index.html", "reference/settings/index.html", "reference/cli/index.html",
-                 "reference/sync-report/index.html", "get-started/local/index.html"):
+    for page in (
+        "index.html",
+        "reference/settings/index.html",
+        "reference/cli/index.html",
+        "reference/sync-report/index.html",
+        "get-started/local/index.html",
+    ):
         assert (site / page).exists(), page
     for md in (REPO / "docs").rglob("*.md"):
         rel = md.relative_to(REPO / "docs").with_suffix("")
@@ -98,8 +121,11 @@ def test_the_settings_reference_has_every_key(site):
     tables = _settings_tables()
     assert {"", "sources", "spark", "catalog"} <= set(tables)
     for table, keys in tables.items():
-        title = "Top level" if not table else next(
-            (t for t in (f"[[{table}]]", f"[{table}]") if t in sections), None)
+        title = (
+            "Top level"
+            if not table
+            else next((t for t in (f"[[{table}]]", f"[{table}]") if t in sections), None)
+        )
         assert title in sections, f"no section for [{table}] in the settings reference"
         for key in keys:
             assert f"<code>{key}</code>" in sections[title], f"[{table}] {key} is not documented"
@@ -124,13 +150,16 @@ def test_the_cli_reference_has_every_command_and_option(site):
     page = _text(site / "reference/cli/index.html")
     commands = list(_commands(build_parser()))
     assert {"datalake dev", "datalake sync", "datalake catalog init-metastore"} <= {
-        c for c, _ in commands}
+        c for c, _ in commands
+    }
     for command, parser in commands:
         anchor = command.replace(" ", "-")
         start = page.find(f'id="{anchor}"')
         assert start >= 0, f"`{command}` is not in the CLI reference"
-        end = min((i for i in (page.find('id="datalake-', start + len(anchor) + 5),)
-                   if i >= 0), default=len(page))
+        end = min(
+            (i for i in (page.find('id="datalake-', start + len(anchor) + 5),) if i >= 0),
+            default=len(page),
+        )
         section = page[start:end]
         for action in parser._actions:
             for option in action.option_strings:

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from datalake_assets.models.settings import ModelsSettings
-from datalake_assets.settings_base import file_keys
-from datalake_assets.catalog.config import config_from_settings
 from datalake_assets import settings as st
+from datalake_assets.catalog.config import config_from_settings
+from datalake_assets.models.settings import ModelsSettings
 from datalake_assets.settings import (
     LakeSettings,
     SettingsError,
@@ -23,6 +22,7 @@ from datalake_assets.settings import (
     default_home,
     load_settings,
 )
+from datalake_assets.settings_base import file_keys
 from datalake_assets.spec.layout import DATE_LAYOUTS
 
 SHIPPED = Path(st.__file__).with_name("lake.toml")
@@ -50,17 +50,24 @@ def test_defaults_without_a_file(tmp_path):
     assert s.sources == (SourceSettings("demo", "demo", "demo"),)
     demo = s.sources[0]
     assert (demo.table_prefix, demo.date_layout, demo.path_by_slug, demo.start) == (
-        "", "day_hour", False, "auto")
+        "",
+        "day_hour",
+        False,
+        "auto",
+    )
     assert s.spark == SparkSettings(
         "local[2]", "4g", 4, {"spark.sql.files.maxPartitionBytes": "64m"}
     )
     assert s.sync == SyncSettings(32768, 16)
     assert s.catalog == st.CatalogSettings("hive", "segment_datalake_meta", f"{home}/metastore")
-    assert s == LakeSettings(f"{home}/archive", f"{home}/lake", (SourceSettings("demo"),),
-                             catalog=st.CatalogSettings(metastore_dir=f"{home}/metastore"),
-                             collector=st.CollectorSettings(spool_dir=f"{home}/spool"),
-                             models=ModelsSettings(user_models_dir=f"{home}/models",
-                                                   build_dir=f"{home}/dbt"))
+    assert s == LakeSettings(
+        f"{home}/archive",
+        f"{home}/lake",
+        (SourceSettings("demo"),),
+        catalog=st.CatalogSettings(metastore_dir=f"{home}/metastore"),
+        collector=st.CollectorSettings(spool_dir=f"{home}/spool"),
+        models=ModelsSettings(user_models_dir=f"{home}/models", build_dir=f"{home}/dbt"),
+    )
 
 
 def test_default_home(tmp_path, monkeypatch):
@@ -100,24 +107,58 @@ def test_shipped_lake_toml_is_exactly_the_defaults(tmp_path):
     in_place = load_settings(SHIPPED, env=env)
     assert in_place.archive_root == str(SHIPPED.parent / "archive")
     assert (in_place.sources, in_place.spark, in_place.sync) == (
-        defaults.sources, defaults.spark, defaults.sync)
+        defaults.sources,
+        defaults.spark,
+        defaults.sync,
+    )
     assert st.default_settings_text() == SHIPPED.read_text(encoding="utf-8")
 
 
 def test_shipped_lake_toml_documents_every_key():
     text = SHIPPED.read_text(encoding="utf-8")
-    keys = (list(st._TOP_KEYS) + list(st._SPARK_KEYS) + list(st._SYNC_KEYS) + list(st._SOURCE_KEYS)
-            + list(st._AUTOMATION_KEYS) + list(st._CATALOG_KEYS) + list(st._COMPUTE_KEYS)
-            + list(st._COLLECTOR_KEYS) + list(st._PRIVACY_KEYS) + list(st._ICEBERG_KEYS)
-            + list(file_keys(ModelsSettings)))
+    keys = (
+        list(st._TOP_KEYS)
+        + list(st._SPARK_KEYS)
+        + list(st._SYNC_KEYS)
+        + list(st._SOURCE_KEYS)
+        + list(st._AUTOMATION_KEYS)
+        + list(st._CATALOG_KEYS)
+        + list(st._COMPUTE_KEYS)
+        + list(st._COLLECTOR_KEYS)
+        + list(st._PRIVACY_KEYS)
+        + list(st._ICEBERG_KEYS)
+        + list(file_keys(ModelsSettings))
+    )
     for key in keys:
-        if key in ("spark", "sync", "sources", "conf", "automation", "catalog", "compute",
-                   "collector", "privacy", "iceberg", "models"):
+        if key in (
+            "spark",
+            "sync",
+            "sources",
+            "conf",
+            "automation",
+            "catalog",
+            "compute",
+            "collector",
+            "privacy",
+            "iceberg",
+            "models",
+        ):
             continue
         assert re.search(rf"^(# )?{key} = ", text, re.M), key
-    for section in ("[spark]", "[spark.conf]", "[sync]", "[automation]", "[catalog]",
-                    "[compute]", "[compute.conf]", "[collector]", "[privacy]", "[iceberg]",
-                    "[models]", "[[sources]]"):
+    for section in (
+        "[spark]",
+        "[spark.conf]",
+        "[sync]",
+        "[automation]",
+        "[catalog]",
+        "[compute]",
+        "[compute.conf]",
+        "[collector]",
+        "[privacy]",
+        "[iceberg]",
+        "[models]",
+        "[[sources]]",
+    ):
         assert section in text
     for layout in DATE_LAYOUTS:
         assert f'"{layout}"' in text
@@ -167,7 +208,9 @@ def test_relative_settings_path_is_made_absolute(tmp_path, monkeypatch):
 
 def test_environment_overrides_the_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         archive_root = "s3://from-file/archive"
         lake_root = "lake"
         [spark]
@@ -176,7 +219,8 @@ def test_environment_overrides_the_file(tmp_path, monkeypatch):
         [sync]
         max_message_bytes = 100
         max_depth = 3
-    """)
+    """,
+    )
     env = home_env(
         tmp_path,
         DATALAKE_ARCHIVE_ROOT="s3://from-env/archive/",
@@ -195,7 +239,10 @@ def test_environment_overrides_the_file(tmp_path, monkeypatch):
     blank = {k: "" for k in env if k != "DATALAKE_HOME"}
     s = load_settings(path, env=home_env(tmp_path, **blank))
     assert (s.archive_root, s.spark.master, s.sync.max_message_bytes) == (
-        "s3://from-file/archive", "local[1]", 100)
+        "s3://from-file/archive",
+        "local[1]",
+        100,
+    )
 
 
 def test_environment_overrides_without_a_file(tmp_path):
@@ -232,14 +279,27 @@ SOURCE = '[[sources]]\nid = "web"\n'
 # (TOML text, key path in the message, fragments that must appear in the message)
 INVALID = [
     # unknown keys, with the allowed ones listed
-    ('archive_rot = "x"\n', "archive_rot", ["'archive_rot'", "did you mean 'archive_root'",
-                                            "allowed keys: archive_root, automation,",
-                                            "lake_root, models, privacy, sources"]),
-    ('[spark]\nshufle_partitions = 2\n', "spark.shufle_partitions",
-     ["'shufle_partitions'", "[spark]", "'shuffle_partitions'", "conf, driver_memory"]),
-    ('[sync]\nmax_bytes = 2\n', "sync.max_bytes", ["'max_bytes'", "max_depth, max_message_bytes"]),
-    (SOURCE + 'sluggo = "w"\n', "sources[0].sluggo",
-     ["'sluggo'", "did you mean 'slug'", "date_layout", "path_by_slug", "table_prefix"]),
+    (
+        'archive_rot = "x"\n',
+        "archive_rot",
+        [
+            "'archive_rot'",
+            "did you mean 'archive_root'",
+            "allowed keys: archive_root, automation,",
+            "lake_root, models, privacy, sources",
+        ],
+    ),
+    (
+        "[spark]\nshufle_partitions = 2\n",
+        "spark.shufle_partitions",
+        ["'shufle_partitions'", "[spark]", "'shuffle_partitions'", "conf, driver_memory"],
+    ),
+    ("[sync]\nmax_bytes = 2\n", "sync.max_bytes", ["'max_bytes'", "max_depth, max_message_bytes"]),
+    (
+        SOURCE + 'sluggo = "w"\n',
+        "sources[0].sluggo",
+        ["'sluggo'", "did you mean 'slug'", "date_layout", "path_by_slug", "table_prefix"],
+    ),
     # wrong types
     ("archive_root = 5\n", "archive_root", ["must be a string", "integer 5"]),
     ('spark = "local"\n', "spark", ["must be a table", "'local'"]),
@@ -248,17 +308,23 @@ INVALID = [
     ("[spark]\nshuffle_partitions = true\n", "spark.shuffle_partitions", ["boolean True"]),
     ('[spark]\nmaster = ""\n', "spark.master", ["''", "local[2]"]),
     ('[spark]\ndriver_memory = "4 gigs"\n', "spark.driver_memory", ["'4 gigs'", "'4g'"]),
-    ('[spark]\nconf = 3\n', "spark.conf", ["must be a table", "3"]),
+    ("[spark]\nconf = 3\n", "spark.conf", ["must be a table", "3"]),
     ('[spark.conf]\n"sql.x" = "1"\n', 'spark.conf."sql.x"', ["'sql.x'", "'spark.'"]),
-    ('[spark.conf]\n"spark.master" = "local"\n', 'spark.conf."spark.master"',
-     ["'spark.master'", "master instead"]),
+    (
+        '[spark.conf]\n"spark.master" = "local"\n',
+        'spark.conf."spark.master"',
+        ["'spark.master'", "master instead"],
+    ),
     ('[spark.conf]\n"spark.x" = 1.5\n', 'spark.conf."spark.x"', ["strings", "float 1.5"]),
     ('[spark.conf]\nspark.sql.x = "1"\n', "spark.conf.spark", ["quote Spark keys"]),
     ("[sync]\nmax_message_bytes = 0\n", "sync.max_message_bytes", [">= 1", "got 0"]),
     ("[sync]\nmax_depth = 65\n", "sync.max_depth", ["from 1 to 64", "got 65"]),
     ("[sync]\nmax_depth = 0\n", "sync.max_depth", ["from 1 to 64", "got 0"]),
-    ('[automation]\nsettle = 5\n', "automation.settle",
-     ["'settle'", "did you mean 'settle_minutes'", "recheck_hours"]),
+    (
+        "[automation]\nsettle = 5\n",
+        "automation.settle",
+        ["'settle'", "did you mean 'settle_minutes'", "recheck_hours"],
+    ),
     ('[automation]\nsensors = "on"\n', "automation.sensors", ["'on'", "'running' or 'stopped'"]),
     ("[automation]\nsettle_minutes = -1\n", "automation.settle_minutes", ["0 to 1440", "got -1"]),
     ('[automation]\nsettle_minutes = "5"\n', "automation.settle_minutes", ["integer", "'5'"]),
@@ -267,23 +333,34 @@ INVALID = [
     ("[automation]\nmax_queued_runs = 0\n", "automation.max_queued_runs", ["1 to 10000"]),
     ("automation = 1\n", "automation", ["must be a table", "1"]),
     # catalog
-    ('[catalog]\nbackend = "athena"\n', "catalog.backend",
-     ["'athena'", "'glue', 'hive', 'none'"]),
+    ('[catalog]\nbackend = "athena"\n', "catalog.backend", ["'athena'", "'glue', 'hive', 'none'"]),
     ('[catalog]\nbakend = "glue"\n', "catalog.bakend", ["did you mean 'backend'", "glue_region"]),
     ("catalog = 1\n", "catalog", ["must be a table", "1"]),
-    ('[catalog]\nreports_database = "Meta-DB"\n', "catalog.reports_database",
-     ["'Meta-DB'", "[a-z0-9_]"]),
-    ('[catalog]\nmetastore_dir = "s3://b/meta"\n', "catalog.metastore_dir",
-     ["local folder", "hive_metastore_uri"]),
+    (
+        '[catalog]\nreports_database = "Meta-DB"\n',
+        "catalog.reports_database",
+        ["'Meta-DB'", "[a-z0-9_]"],
+    ),
+    (
+        '[catalog]\nmetastore_dir = "s3://b/meta"\n',
+        "catalog.metastore_dir",
+        ["local folder", "hive_metastore_uri"],
+    ),
     ('[catalog]\nmetastore_dir = ""\n', "catalog.metastore_dir", ["must not be empty"]),
     ('[catalog]\nmetastore_dir = "my meta"\n', "catalog.metastore_dir", ["spaces"]),
-    ('[catalog]\nhive_metastore_uri = "http://h:9083"\n', "catalog.hive_metastore_uri",
-     ["'http://h:9083'", "thrift://host:port"]),
+    (
+        '[catalog]\nhive_metastore_uri = "http://h:9083"\n',
+        "catalog.hive_metastore_uri",
+        ["'http://h:9083'", "thrift://host:port"],
+    ),
     ('[catalog]\nglue_region = "US East"\n', "catalog.glue_region", ["'US East'", "us-east-1"]),
     ('[catalog]\nglue_catalog_id = "12345"\n', "catalog.glue_catalog_id", ["12-digit"]),
-    ('[catalog]\nglue_endpoint_url = "localhost:5000"\n', "catalog.glue_endpoint_url",
-     ["'localhost:5000'", "http://"]),
-    ('[catalog]\nglue_region = 1\n', "catalog.glue_region", ["must be a string", "integer 1"]),
+    (
+        '[catalog]\nglue_endpoint_url = "localhost:5000"\n',
+        "catalog.glue_endpoint_url",
+        ["'localhost:5000'", "http://"],
+    ),
+    ("[catalog]\nglue_region = 1\n", "catalog.glue_region", ["must be a string", "integer 1"]),
     (SOURCE + "path_by_slug = 1\n", "sources[0].path_by_slug", ["true or false", "integer 1"]),
     (SOURCE + "slug = 7\n", "sources[0].slug", ["must be a string", "integer 7"]),
     # sources list
@@ -304,10 +381,16 @@ INVALID = [
     (SOURCE + 'database = ""\n', "sources[0].database", ["must not be empty"]),
     (SOURCE + 'table_prefix = "Web_"\n', "sources[0].table_prefix", ["'Web_'", "[a-z0-9_]"]),
     (SOURCE + 'table_prefix = "__"\n', "sources[0].table_prefix", ["'__'", "no letter or digit"]),
-    (SOURCE + 'date_layout = "weekly"\n', "sources[0].date_layout",
-     ["'weekly'", "'day'", "'day_hour'", "'year_month_day'", "'year_month_day_hour'"]),
-    (SOURCE + 'start = "2025-01-01T00"\n', "sources[0].start",
-     ["'2025-01-01T00'", "YYYY-MM-DD-HH:00"]),
+    (
+        SOURCE + 'date_layout = "weekly"\n',
+        "sources[0].date_layout",
+        ["'weekly'", "'day'", "'day_hour'", "'year_month_day'", "'year_month_day_hour'"],
+    ),
+    (
+        SOURCE + 'start = "2025-01-01T00"\n',
+        "sources[0].start",
+        ["'2025-01-01T00'", "YYYY-MM-DD-HH:00"],
+    ),
     (SOURCE + 'start = "2025-13-01-00:00"\n', "sources[0].start", ["'2025-13-01-00:00'"]),
     (SOURCE + 'start = "2025-01-01-24:00"\n', "sources[0].start", ["'2025-01-01-24:00'"]),
     (SOURCE + 'start = "2025-01-01-05:30"\n', "sources[0].start", ["'2025-01-01-05:30'"]),
@@ -319,16 +402,27 @@ INVALID = [
     ('lake_root = " /data"\n', "lake_root", ["' /data'", "spaces"]),
     # sources that would overwrite each other
     (SOURCE + SOURCE, "sources[1].id", ["duplicate source id 'web'", "sources[0].id"]),
-    (SOURCE + '[[sources]]\nid = "Web"\n', "sources[1].slug",
-     ["duplicate source slug 'web'", "sources[0].slug"]),
-    (SOURCE + 'slug = "shop"\n[[sources]]\nid = "shop"\nslug = "s2"\n', "sources[1].id",
-     ["id 'shop' is the slug of sources[0]"]),
-    (SOURCE + 'database = "lake"\n[[sources]]\nid = "app"\ndatabase = "lake"\n',
-     "sources[1].database",
-     ["'lake'", "no table_prefix", "collide", "sources[0]"]),
-    (SOURCE + 'database = "lake"\ntable_prefix = "x"\n[[sources]]\nid = "app"\n'
-     'database = "lake"\ntable_prefix = "x_"\n', "sources[1].database",
-     ["'lake'", "same table_prefix", "collide"]),
+    (
+        SOURCE + '[[sources]]\nid = "Web"\n',
+        "sources[1].slug",
+        ["duplicate source slug 'web'", "sources[0].slug"],
+    ),
+    (
+        SOURCE + 'slug = "shop"\n[[sources]]\nid = "shop"\nslug = "s2"\n',
+        "sources[1].id",
+        ["id 'shop' is the slug of sources[0]"],
+    ),
+    (
+        SOURCE + 'database = "lake"\n[[sources]]\nid = "app"\ndatabase = "lake"\n',
+        "sources[1].database",
+        ["'lake'", "no table_prefix", "collide", "sources[0]"],
+    ),
+    (
+        SOURCE + 'database = "lake"\ntable_prefix = "x"\n[[sources]]\nid = "app"\n'
+        'database = "lake"\ntable_prefix = "x_"\n',
+        "sources[1].database",
+        ["'lake'", "same table_prefix", "collide"],
+    ),
 ]
 
 
@@ -423,31 +517,44 @@ FULL = """
 def test_full_file(tmp_path):
     s = load_settings(write(tmp_path, FULL), env=home_env(tmp_path))
     assert (s.archive_root, s.lake_root) == ("s3://segment-archive/raw", "s3://my-lake")
-    assert s.spark == SparkSettings("local[*]", "2048m", 8, {
-        "spark.sql.files.maxPartitionBytes": "128m",
-        "spark.sql.adaptive.enabled": "true",
-        "spark.sql.files.openCostInBytes": "1048576",
-    })
+    assert s.spark == SparkSettings(
+        "local[*]",
+        "2048m",
+        8,
+        {
+            "spark.sql.files.maxPartitionBytes": "128m",
+            "spark.sql.adaptive.enabled": "true",
+            "spark.sql.files.openCostInBytes": "1048576",
+        },
+    )
     assert s.sync == SyncSettings(1000, 64)
     web, ios = s.sources
     assert web == SourceSettings("Ab12-Web_Prod", "ab12_web_prod", "ab12_web_prod")
-    assert ios == SourceSettings("ios", "ios_app", "mobile", "ios", "year_month_day", True,
-                                 "2026-11-21-09:00")
+    assert ios == SourceSettings(
+        "ios", "ios_app", "mobile", "ios", "year_month_day", True, "2026-11-21-09:00"
+    )
     assert hash(s) == hash(dataclasses.replace(s))  # usable as a cache key
 
 
 def test_automation_section(tmp_path):
     assert load_settings(env=home_env(tmp_path)).automation == st.AutomationSettings(
-        "running", 60, 5, 48, 24)
-    s = load_settings(write(tmp_path, "[automation]\nsensors = 'stopped'\nsettle_minutes = 0\n"
-                                      "recheck_hours = 6\n"), env=home_env(tmp_path))
+        "running", 60, 5, 48, 24
+    )
+    s = load_settings(
+        write(
+            tmp_path, "[automation]\nsensors = 'stopped'\nsettle_minutes = 0\nrecheck_hours = 6\n"
+        ),
+        env=home_env(tmp_path),
+    )
     assert s.automation == st.AutomationSettings("stopped", 60, 0, 6, 24)
 
 
 def test_catalog_section(tmp_path, monkeypatch):
     folder = tmp_path / "conf"
     folder.mkdir()
-    path = write(folder, """
+    path = write(
+        folder,
+        """
         [catalog]
         backend = "glue"
         reports_database = "meta"
@@ -456,14 +563,25 @@ def test_catalog_section(tmp_path, monkeypatch):
         glue_catalog_id = "123456789012"
         glue_endpoint_url = "http://127.0.0.1:5000"
         hive_metastore_uri = "thrift://hms-1:9083,thrift://hms-2:9083"
-    """)
+    """,
+    )
     s = load_settings(path, env=home_env(tmp_path))
     assert s.catalog == st.CatalogSettings(
-        "glue", "meta", str(tmp_path / "meta"), "thrift://hms-1:9083,thrift://hms-2:9083",
-        "eu-west-1", "123456789012", "http://127.0.0.1:5000")
+        "glue",
+        "meta",
+        str(tmp_path / "meta"),
+        "thrift://hms-1:9083,thrift://hms-2:9083",
+        "eu-west-1",
+        "123456789012",
+        "http://127.0.0.1:5000",
+    )
     cfg = config_from_settings(s.catalog)
     assert (cfg.backend, cfg.glue_region, cfg.glue_catalog_id, cfg.glue_endpoint_url) == (
-        "glue", "eu-west-1", "123456789012", "http://127.0.0.1:5000")
+        "glue",
+        "eu-west-1",
+        "123456789012",
+        "http://127.0.0.1:5000",
+    )
     assert (cfg.reports_database, cfg.metastore_dir) == ("meta", str(tmp_path / "meta"))
     assert type(cfg).from_args(cfg.to_args()) == cfg  # survives spark-submit's argv
     # the environment picks the backend; a bad one names the variable
@@ -475,21 +593,29 @@ def test_catalog_section(tmp_path, monkeypatch):
     assert "'hdfs'" in str(err.value)
     # a directly built CatalogSettings resolves the metastore under the home when used
     monkeypatch.setenv("DATALAKE_HOME", str(tmp_path / "h"))
-    assert config_from_settings(st.CatalogSettings()).metastore_dir == str(tmp_path / "h" / "metastore")
+    assert config_from_settings(st.CatalogSettings()).metastore_dir == str(
+        tmp_path / "h" / "metastore"
+    )
 
 
 def test_spark_conf_is_added_to_the_defaults(tmp_path):
-    s = load_settings(write(tmp_path, '[spark.conf]\n"spark.ui.enabled" = "false"\n'),
-                      env=home_env(tmp_path))
+    s = load_settings(
+        write(tmp_path, '[spark.conf]\n"spark.ui.enabled" = "false"\n'), env=home_env(tmp_path)
+    )
     assert s.spark.extra_conf == {
-        "spark.sql.files.maxPartitionBytes": "64m", "spark.ui.enabled": "false"
+        "spark.sql.files.maxPartitionBytes": "64m",
+        "spark.ui.enabled": "false",
     }
 
 
 @pytest.mark.parametrize(
     "name, expected_id",
-    [("Ab12-Web_Prod", "Ab12-Web_Prod"), ("ab12_web_prod", "Ab12-Web_Prod"), ("ios", "ios"),
-     ("ios_app", "ios")],
+    [
+        ("Ab12-Web_Prod", "Ab12-Web_Prod"),
+        ("ab12_web_prod", "Ab12-Web_Prod"),
+        ("ios", "ios"),
+        ("ios_app", "ios"),
+    ],
 )
 def test_source_by_id_or_slug(tmp_path, name, expected_id):
     s = load_settings(write(tmp_path, FULL), env=home_env(tmp_path))

@@ -165,7 +165,8 @@ def check_columns(columns: Iterable[Sequence[str]], what: str = "column") -> lis
         if typ not in TYPES and typ not in FIXED_COLUMN_TYPES:
             raise CatalogError(
                 f"{what} {name!r} has type {typ!r}; allowed: "
-                f"{', '.join(TYPES + FIXED_COLUMN_TYPES)}", INTERNAL
+                f"{', '.join(TYPES + FIXED_COLUMN_TYPES)}",
+                INTERNAL,
             )
         if name in seen:
             raise CatalogError(f"duplicate {what} {name!r}", INTERNAL)
@@ -218,7 +219,7 @@ def quote_text(text: str) -> str:
 def normalize_location(location: str) -> str:
     """``file:/x``, ``file:///x`` -> ``/x``; no trailing ``/`` (Spark reports local paths so)."""
     if location.startswith("file:"):
-        rest = location[len("file:"):]
+        rest = location[len("file:") :]
         location = "/" + rest.lstrip("/")
     return location.rstrip("/") or "/"
 
@@ -291,14 +292,18 @@ def partition_columns(
     if missing:
         raise CatalogError(
             f"partition columns {missing} are not columns of table {table!r}: register the "
-            "table's columns (create_or_update_table) before its partitions", INTERNAL)
+            "table's columns (create_or_update_table) before its partitions",
+            INTERNAL,
+        )
     out = []
     for name, ttype in table_columns:
         ftype = files.get(name, ttype)
         if ftype != ttype and widen(ftype, ttype) != ttype:
             raise CatalogError(
                 f"column {name!r} of a partition of {table!r} is {ftype!r}, which does not widen "
-                f"to the table's {ttype!r}", INTERNAL)
+                f"to the table's {ttype!r}",
+                INTERNAL,
+            )
         out.append((name, ftype))
     return out
 
@@ -347,8 +352,9 @@ class Catalog(ABC):
         """Register partitions (idempotent); returns how many did not exist before."""
 
     @abstractmethod
-    def list_partitions(self, database: str, table: str,
-                        only: Collection[tuple[str, ...]] | None = None) -> list[PartitionSpec]:
+    def list_partitions(
+        self, database: str, table: str, only: Collection[tuple[str, ...]] | None = None
+    ) -> list[PartitionSpec]:
         """Every partition (``only``: those of these values) with its location and (where the
         backend keeps it) its columns."""
 
@@ -359,7 +365,7 @@ class Catalog(ABC):
     def partition_count(self, database: str, table: str) -> int:
         return len(self.list_partitions(database, table))
 
-    def warm_up(self, database: str) -> None:
+    def warm_up(self, database: str) -> None:  # noqa: B027 - an optional hook, not abstract
         """Open the connection ahead of the first real call (in a thread, while the sync
         parses); nothing by default."""
 
@@ -376,8 +382,9 @@ class NoCatalog(Catalog):
     def get_table(self, database: str, table: str) -> TableInfo | None:
         return None
 
-    def create_or_update_table(self, database, table, columns, partition_keys, location,
-                               description=""):
+    def create_or_update_table(
+        self, database, table, columns, partition_keys, location, description=""
+    ):
         check_identifier(database, "database")
         check_identifier(table, "table")
         cols = check_columns(columns)

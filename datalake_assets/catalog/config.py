@@ -28,8 +28,8 @@ database"). For concurrent access use a metastore in MySQL/MariaDB (``metastore_
 from __future__ import annotations
 
 import argparse
-import os
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -88,22 +88,30 @@ class CatalogConfig:
             )
         check_identifier(self.reports_database, "reports database")
         if self.metastore_server not in METASTORE_SERVER_MODES:
-            raise CatalogError(f"metastore_server must be one of {METASTORE_SERVER_MODES}, got "
-                               f"{self.metastore_server!r}", "invalid_settings")
+            raise CatalogError(
+                f"metastore_server must be one of {METASTORE_SERVER_MODES}, got "
+                f"{self.metastore_server!r}",
+                "invalid_settings",
+            )
         for name in ("partition_batch_size", "max_attempts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise CatalogError(f"{name} must be an integer >= 1, got {value!r}",
-                                   "invalid_settings")
+                raise CatalogError(
+                    f"{name} must be an integer >= 1, got {value!r}", "invalid_settings"
+                )
         if self.backend == "hive" and self.metastore_jdbc_url:
             effective_jdbc_url(self.metastore_jdbc_url, self.metastore_jdbc_driver)  # checked
             if self.hive_metastore_uri:
-                raise CatalogError("set either metastore_jdbc_url or hive_metastore_uri, not "
-                                   "both", "invalid_settings")
+                raise CatalogError(
+                    "set either metastore_jdbc_url or hive_metastore_uri, not both",
+                    "invalid_settings",
+                )
         if self.partition_batch_size > 100 and self.backend == "glue":
-            raise CatalogError("partition_batch_size must be at most 100 for Glue "
-                               f"(BatchCreatePartition's limit), got {self.partition_batch_size}",
-                               "invalid_settings")
+            raise CatalogError(
+                "partition_batch_size must be at most 100 for Glue "
+                f"(BatchCreatePartition's limit), got {self.partition_batch_size}",
+                "invalid_settings",
+            )
 
     # ----------------------------------------------------------------------------- argv
 
@@ -114,8 +122,9 @@ class CatalogConfig:
         for f in dataclasses.fields(CatalogConfig):
             flag = _ARG_PREFIX + f.name.replace("_", "-")
             if f.name == "backend":
-                group.add_argument(flag, dest=f"catalog_{f.name}", choices=BACKENDS,
-                                   default=f.default)
+                group.add_argument(
+                    flag, dest=f"catalog_{f.name}", choices=BACKENDS, default=f.default
+                )
             elif f.type in ("int", int):
                 group.add_argument(flag, dest=f"catalog_{f.name}", type=int, default=f.default)
             else:
@@ -132,7 +141,7 @@ class CatalogConfig:
         return out
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace | list[str] | tuple[str, ...]) -> "CatalogConfig":
+    def from_args(cls, args: argparse.Namespace | list[str] | tuple[str, ...]) -> CatalogConfig:
         """From a namespace parsed with ``add_arguments`` or from argv (other options in the
         argv are ignored, so a job's whole argv can be passed)."""
         if not isinstance(args, argparse.Namespace):
@@ -151,9 +160,13 @@ class CatalogConfig:
     @property
     def servable(self) -> bool:
         """An embedded Derby metastore that ``datalake dev`` may serve (metastore_server.py)."""
-        return (self.backend == "hive" and not self.hive_metastore_uri
-                and not self.metastore_jdbc_url and bool(self.metastore_dir)
-                and self.metastore_server == "auto")
+        return (
+            self.backend == "hive"
+            and not self.hive_metastore_uri
+            and not self.metastore_jdbc_url
+            and bool(self.metastore_dir)
+            and self.metastore_server == "auto"
+        )
 
     def served_session(self) -> Any | None:
         """A session to the server holding this metastore, or ``None`` (not served)."""
@@ -171,16 +184,26 @@ class CatalogConfig:
         if self.backend != "hive":
             return {}
         if not self.metastore_dir and not self.hive_metastore_uri:
-            raise CatalogError("the Hive catalog needs metastore_dir (embedded Derby, or the "
-                               "warehouse of metastore_jdbc_url) or hive_metastore_uri",
-                               "invalid_settings")
+            raise CatalogError(
+                "the Hive catalog needs metastore_dir (embedded Derby, or the "
+                "warehouse of metastore_jdbc_url) or hive_metastore_uri",
+                "invalid_settings",
+            )
         base = self.metastore_dir.rstrip("/")
-        jdbc = jdbc_spark_conf(
-            self.metastore_jdbc_url, self.metastore_jdbc_driver, self.metastore_user,
-            self.metastore_jars, self.metastore_password_file,
-        ) if self.metastore_jdbc_url else None
-        return hive_spark_conf(base, f"{base}/warehouse" if base else "",
-                               self.hive_metastore_uri or None, jdbc)
+        jdbc = (
+            jdbc_spark_conf(
+                self.metastore_jdbc_url,
+                self.metastore_jdbc_driver,
+                self.metastore_user,
+                self.metastore_jars,
+                self.metastore_password_file,
+            )
+            if self.metastore_jdbc_url
+            else None
+        )
+        return hive_spark_conf(
+            base, f"{base}/warehouse" if base else "", self.hive_metastore_uri or None, jdbc
+        )
 
 
 def prepare_session_env(conf: Mapping[str, str]) -> None:
@@ -190,7 +213,9 @@ def prepare_session_env(conf: Mapping[str, str]) -> None:
 
 
 def hive_spark_conf(
-    metastore_dir: str, warehouse_dir: str, metastore_uri: str | None = None,
+    metastore_dir: str,
+    warehouse_dir: str,
+    metastore_uri: str | None = None,
     jdbc: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Spark settings that make a session use a Hive metastore.
@@ -243,27 +268,34 @@ def catalog_from_config(cfg: CatalogConfig, spark: Any = None):
         return NoCatalog()
     if cfg.backend == "glue":
         return GlueCatalog(
-            region=cfg.glue_region or None, endpoint_url=cfg.glue_endpoint_url or None,
-            catalog_id=cfg.glue_catalog_id or None, batch_size=cfg.partition_batch_size,
+            region=cfg.glue_region or None,
+            endpoint_url=cfg.glue_endpoint_url or None,
+            catalog_id=cfg.glue_catalog_id or None,
+            batch_size=cfg.partition_batch_size,
             max_attempts=cfg.max_attempts,
         )
     session = cfg.served_session()
     if session is None:
         session = spark() if callable(spark) else spark
     if session is None:
-        raise CatalogError("the Hive catalog needs a Spark session (catalog_from_config(cfg, "
-                           "spark))", "internal")
+        raise CatalogError(
+            "the Hive catalog needs a Spark session (catalog_from_config(cfg, spark))", "internal"
+        )
     return HiveCatalog(session, batch_size=cfg.partition_batch_size)
 
 
 def config_from_settings(settings: CatalogSettings, home: str | None = None) -> CatalogConfig:
     """The ``CatalogConfig`` a sync gets from the ``[catalog]`` settings (the one place)."""
     metastore_dir = settings.metastore_dir or os.path.join(
-        home or default_home(), DEFAULT_METASTORE_DIR)
+        home or default_home(), DEFAULT_METASTORE_DIR
+    )
     return CatalogConfig(
-        backend=settings.backend, glue_region=settings.glue_region,
-        glue_endpoint_url=settings.glue_endpoint_url, glue_catalog_id=settings.glue_catalog_id,
-        hive_metastore_uri=settings.hive_metastore_uri, metastore_dir=metastore_dir,
+        backend=settings.backend,
+        glue_region=settings.glue_region,
+        glue_endpoint_url=settings.glue_endpoint_url,
+        glue_catalog_id=settings.glue_catalog_id,
+        hive_metastore_uri=settings.hive_metastore_uri,
+        metastore_dir=metastore_dir,
         reports_database=settings.reports_database,
         metastore_jdbc_url=settings.metastore_jdbc_url,
         metastore_jdbc_driver=settings.metastore_jdbc_driver,

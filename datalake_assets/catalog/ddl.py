@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from datalake_assets.catalog import reports
 from datalake_assets.catalog.base import (
     CatalogError,
     Column,
@@ -29,7 +30,6 @@ from datalake_assets.catalog.base import (
     quote_location,
     quote_text,
 )
-from datalake_assets.catalog import reports
 from datalake_assets.lake import storage
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.spec import layout
@@ -44,8 +44,9 @@ TABLE_PROPERTIES = {"classification": "parquet", "parquet.compression": "SNAPPY"
 _DROPPED_PROPERTIES = {"transient_lastDdlTime", "option.serialization.format", "comment"}
 
 
-def table_info_of_description(database: str, table: str,
-                              rows: Sequence[tuple[str | None, str | None]]) -> TableInfo:
+def table_info_of_description(
+    database: str, table: str, rows: Sequence[tuple[str | None, str | None]]
+) -> TableInfo:
     """A table as ``DESCRIBE TABLE EXTENDED`` describes it (``(col_name, data_type)`` rows):
     its columns, then ``# Partition Information``, then ``# Detailed Table Information``."""
     columns: list[Column] = []
@@ -75,9 +76,13 @@ def table_info_of_description(database: str, table: str,
             if sep and k not in _DROPPED_PROPERTIES:
                 params[k] = v
     return TableInfo(
-        database, table, [c for c in columns if c[0] not in keys], keys,
+        database,
+        table,
+        [c for c in columns if c[0] not in keys],
+        keys,
         normalize_location(details["Location"]) if details.get("Location") else "",
-        params, details.get("Comment", ""),
+        params,
+        details.get("Comment", ""),
     )
 
 
@@ -151,9 +156,11 @@ def add_partitions_ddl(
     out = []
     for start in range(0, len(specs), max(1, batch_size)):
         lines = [f"ALTER TABLE {_qualified(database, table)} ADD IF NOT EXISTS"]
-        for spec in specs[start:start + batch_size]:
-            lines.append(f"  {partition_clause(partition_keys, spec.values)} "
-                         f"LOCATION {quote_location(spec.location)}")
+        for spec in specs[start : start + batch_size]:
+            lines.append(
+                f"  {partition_clause(partition_keys, spec.values)} "
+                f"LOCATION {quote_location(spec.location)}"
+            )
         out.append("\n".join(lines))
     return out
 
@@ -170,7 +177,7 @@ def scan_partitions(root: str, partition_keys: Sequence[str]) -> list[PartitionS
     for location, _ in storage.list_files(root, recursive=True):
         if not location.startswith(prefix):
             continue
-        parts = location[len(prefix):].split("/")
+        parts = location[len(prefix) :].split("/")
         name = parts[-1]
         if not name.endswith(".parquet") or name.startswith((".", "_")):
             continue
@@ -201,14 +208,13 @@ def table_ddl(
     description: str = "",
 ) -> str:
     """The ``CREATE EXTERNAL TABLE`` and its ``ADD PARTITION`` statements, ``;``-terminated."""
-    statements = [create_table_ddl(database, table, columns, partition_keys, location,
-                                   description)]
+    statements = [create_table_ddl(database, table, columns, partition_keys, location, description)]
     statements += add_partitions_ddl(database, table, partition_keys, partitions)
     return ";\n\n".join(statements) + ";\n"
 
 
 def print_table_ddl(
-    settings: "LakeSettings", source: "SourceSettings | str", table: str | None = None
+    settings: LakeSettings, source: SourceSettings | str, table: str | None = None
 ) -> str:
     """DDL (Athena / Hive) of a source's table as the lake holds it now: columns from the
     lake's schema record, partitions from the folders on disk. ``table`` is the lake's name
@@ -224,7 +230,9 @@ def print_table_ddl(
         known = ", ".join(sorted(record) + list(special))
         raise CatalogError(
             f"source {source.id!r} has no table {table!r} in the lake's schema record; "
-            f"known: {known}", "invalid_settings")
+            f"known: {known}",
+            "invalid_settings",
+        )
     names = [table] if table is not None else sorted(record) + list(special)
     keys = list(DATE_LAYOUTS[source.date_layout])
     out = [
@@ -238,25 +246,44 @@ def print_table_ddl(
     for name in names:
         if name == reports.REPORTS_TABLE:
             root = layout.reports_table_root(lake)
-            out += [create_database_ddl(reports_db) + ";", "",
-                    table_ddl(reports_db, reports.REPORTS_TABLE, reports.report_columns(),
-                              list(reports.REPORTS_PARTITION_KEYS), root,
-                              scan_partitions(root, reports.REPORTS_PARTITION_KEYS),
-                              "Sync reports of every source (datalake-assets)")]
+            out += [
+                create_database_ddl(reports_db) + ";",
+                "",
+                table_ddl(
+                    reports_db,
+                    reports.REPORTS_TABLE,
+                    reports.report_columns(),
+                    list(reports.REPORTS_PARTITION_KEYS),
+                    root,
+                    scan_partitions(root, reports.REPORTS_PARTITION_KEYS),
+                    "Sync reports of every source (datalake-assets)",
+                ),
+            ]
         elif name == reports.QUARANTINE_TABLE:
             root = layout.quarantine_root(lake, source.lake_dir)
-            out.append(table_ddl(
-                source.database, catalog_table_name(name, source.table_prefix),
-                reports.quarantine_columns(), list(reports.QUARANTINE_PARTITION_KEYS), root,
-                scan_partitions(root, reports.QUARANTINE_PARTITION_KEYS),
-                f"Quarantined lines and values of source {source.id}",
-            ))
+            out.append(
+                table_ddl(
+                    source.database,
+                    catalog_table_name(name, source.table_prefix),
+                    reports.quarantine_columns(),
+                    list(reports.QUARANTINE_PARTITION_KEYS),
+                    root,
+                    scan_partitions(root, reports.QUARANTINE_PARTITION_KEYS),
+                    f"Quarantined lines and values of source {source.id}",
+                )
+            )
         else:
             root = table_root(lake, source.lake_dir, name)
-            out.append(table_ddl(
-                source.database, catalog_table_name(name, source.table_prefix), record[name],
-                keys, root, scan_partitions(root, keys),
-                f"Segment {name} of source {source.id}",
-            ))
+            out.append(
+                table_ddl(
+                    source.database,
+                    catalog_table_name(name, source.table_prefix),
+                    record[name],
+                    keys,
+                    root,
+                    scan_partitions(root, keys),
+                    f"Segment {name} of source {source.id}",
+                )
+            )
         out.append("")
     return "\n".join(out)

@@ -57,18 +57,22 @@ class GlueCatalog(GluePartitions, Catalog):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not 1 <= batch_size <= MAX_BATCH_CREATE:
-            raise CatalogError(f"batch_size must be 1..{MAX_BATCH_CREATE}, got {batch_size}",
-                               INVALID_SETTINGS)
+            raise CatalogError(
+                f"batch_size must be 1..{MAX_BATCH_CREATE}, got {batch_size}", INVALID_SETTINGS
+            )
         if client is None:
             import boto3
             from botocore.config import Config
             from botocore.exceptions import NoRegionError
 
-            config = Config(retries={"total_max_attempts": 1, "mode": "standard"},
-                            user_agent_extra="datalake-assets")
+            config = Config(
+                retries={"total_max_attempts": 1, "mode": "standard"},
+                user_agent_extra="datalake-assets",
+            )
             try:
-                client = boto3.client("glue", region_name=region, endpoint_url=endpoint_url,
-                                      config=config)
+                client = boto3.client(
+                    "glue", region_name=region, endpoint_url=endpoint_url, config=config
+                )
             except NoRegionError:
                 raise CatalogError(
                     "no AWS region for Glue: set [catalog] glue_region or AWS_REGION",
@@ -119,8 +123,14 @@ class GlueCatalog(GluePartitions, Catalog):
 
         wanted = None if names is None else set(names)
         try:
-            raws = list(self._pages("get_tables", f"tables of database {database!r}",
-                                    "TableList", DatabaseName=database))
+            raws = list(
+                self._pages(
+                    "get_tables",
+                    f"tables of database {database!r}",
+                    "TableList",
+                    DatabaseName=database,
+                )
+            )
         except ClientError as e:
             if self._code(e) == "EntityNotFoundException":
                 return {}
@@ -163,8 +173,15 @@ class GlueCatalog(GluePartitions, Catalog):
             }
             try:
                 self._call("create_table", resource, DatabaseName=database, TableInput=table_input)
-                return TableInfo(database, table, cols, keys, location,
-                                 dict(TABLE_PARAMETERS), description[:2048])
+                return TableInfo(
+                    database,
+                    table,
+                    cols,
+                    keys,
+                    location,
+                    dict(TABLE_PARAMETERS),
+                    description[:2048],
+                )
             except ClientError as e:
                 if self._code(e) != "AlreadyExistsException":
                     raise
@@ -182,8 +199,12 @@ class GlueCatalog(GluePartitions, Catalog):
         merged = merge_columns(info.columns, cols, f"{database}.{table}")
         params = {**info.parameters, **TABLE_PARAMETERS}
         new_description = description[:2048] if description else info.description
-        if (not merged.changed and info.location == location and params == info.parameters
-                and new_description == info.description):
+        if (
+            not merged.changed
+            and info.location == location
+            and params == info.parameters
+            and new_description == info.description
+        ):
             return info
         table_input = {
             "Name": table,

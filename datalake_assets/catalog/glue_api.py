@@ -33,14 +33,23 @@ OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
 SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 
 _THROTTLING = {
-    "ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded",
-    "SlowDown", "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "Throttling",
+    "TooManyRequestsException",
+    "RequestLimitExceeded",
+    "SlowDown",
+    "ProvisionedThroughputExceededException",
 }
 _TRANSIENT = {"InternalServiceException", "ServiceUnavailableException", "InternalFailure"}
 DENIED = {
-    "AccessDeniedException", "AccessDenied", "UnauthorizedOperation",
-    "UnrecognizedClientException", "InvalidClientTokenId", "ExpiredTokenException",
-    "InvalidSignatureException", "SignatureDoesNotMatch",
+    "AccessDeniedException",
+    "AccessDenied",
+    "UnauthorizedOperation",
+    "UnrecognizedClientException",
+    "InvalidClientTokenId",
+    "ExpiredTokenException",
+    "InvalidSignatureException",
+    "SignatureDoesNotMatch",
 }
 
 
@@ -90,13 +99,16 @@ class GlueApi:
                         f"{action} on {resource}: {code}: {message}", INSUFFICIENT_PERMISSIONS
                     ) from None
                 if code in ("InvalidInputException", "ValidationException"):
-                    raise CatalogError(f"{action} on {resource}: {code}: {message}",
-                                       INVALID_SETTINGS) from None
-                raise CatalogError(f"{action} on {resource}: {code or 'error'}: {message}",
-                                   INTERNAL) from None
+                    raise CatalogError(
+                        f"{action} on {resource}: {code}: {message}", INVALID_SETTINGS
+                    ) from None
+                raise CatalogError(
+                    f"{action} on {resource}: {code or 'error'}: {message}", INTERNAL
+                ) from None
             except NoCredentialsError:
-                raise CatalogError(f"{action} on {resource}: no AWS credentials found",
-                                   INSUFFICIENT_PERMISSIONS) from None
+                raise CatalogError(
+                    f"{action} on {resource}: no AWS credentials found", INSUFFICIENT_PERMISSIONS
+                ) from None
             except (BotoConnectionError, ReadTimeoutError) as e:
                 if attempt < self.max_attempts:
                     self._backoff(attempt)
@@ -126,8 +138,9 @@ class GlueApi:
         from botocore.exceptions import ClientError
 
         try:
-            return self._call("get_table", f"table '{database}.{table}'",
-                              DatabaseName=database, Name=table)["Table"]
+            return self._call(
+                "get_table", f"table '{database}.{table}'", DatabaseName=database, Name=table
+            )["Table"]
         except ClientError as e:
             if self._code(e) == "EntityNotFoundException":  # the table or its database
                 return None
@@ -145,19 +158,25 @@ class GlueApi:
             parameters=dict(raw.get("Parameters", {})),
             description=raw.get("Description", ""),
         )
+
     @staticmethod
-    def _storage_descriptor(columns: Sequence[Column], location: str,
-                            base: dict | None = None) -> dict:
+    def _storage_descriptor(
+        columns: Sequence[Column], location: str, base: dict | None = None
+    ) -> dict:
         sd = dict(base or {})
-        sd.update({
-            "Columns": [{"Name": n, "Type": t} for n, t in columns],
-            "Location": location,
-            "InputFormat": sd.get("InputFormat") or INPUT_FORMAT,
-            "OutputFormat": sd.get("OutputFormat") or OUTPUT_FORMAT,
-            "SerdeInfo": sd.get("SerdeInfo") or {
-                "SerializationLibrary": SERDE, "Parameters": {"serialization.format": "1"},
-            },
-            "Compressed": sd.get("Compressed", False),
-            "StoredAsSubDirectories": sd.get("StoredAsSubDirectories", False),
-        })
+        sd.update(
+            {
+                "Columns": [{"Name": n, "Type": t} for n, t in columns],
+                "Location": location,
+                "InputFormat": sd.get("InputFormat") or INPUT_FORMAT,
+                "OutputFormat": sd.get("OutputFormat") or OUTPUT_FORMAT,
+                "SerdeInfo": sd.get("SerdeInfo")
+                or {
+                    "SerializationLibrary": SERDE,
+                    "Parameters": {"serialization.format": "1"},
+                },
+                "Compressed": sd.get("Compressed", False),
+                "StoredAsSubDirectories": sd.get("StoredAsSubDirectories", False),
+            }
+        )
         return sd

@@ -55,8 +55,9 @@ MAX_BATCH_GET = 1000  # BatchGetPartition
 class GluePartitions(GlueApi):
     """The partition methods of ``GlueCatalog`` (its ``batch_size`` is the create batch)."""
 
-    def list_partitions(self, database: str, table: str,
-                        only: Collection[tuple[str, ...]] | None = None) -> list[PartitionSpec]:
+    def list_partitions(
+        self, database: str, table: str, only: Collection[tuple[str, ...]] | None = None
+    ) -> list[PartitionSpec]:
         check_identifier(database, "database")
         check_identifier(table, "table")
         from botocore.exceptions import ClientError
@@ -64,20 +65,38 @@ class GluePartitions(GlueApi):
         try:
             if only is not None:  # BatchGetPartition: the asked ones only, 1,000 a call
                 asked = sorted(only)
-                raws = [p for i in range(0, len(asked), 1000) for p in self._call(
-                    "batch_get_partition", f"partitions of table '{database}.{table}'",
-                    DatabaseName=database, TableName=table,
-                    PartitionsToGet=[{"Values": list(v)} for v in asked[i:i + 1000]],
-                ).get("Partitions", [])]
+                raws = [
+                    p
+                    for i in range(0, len(asked), 1000)
+                    for p in self._call(
+                        "batch_get_partition",
+                        f"partitions of table '{database}.{table}'",
+                        DatabaseName=database,
+                        TableName=table,
+                        PartitionsToGet=[{"Values": list(v)} for v in asked[i : i + 1000]],
+                    ).get("Partitions", [])
+                ]
             else:
-                raws = self._pages("get_partitions", f"partitions of table '{database}.{table}'",
-                                   "Partitions", DatabaseName=database, TableName=table)
+                raws = self._pages(
+                    "get_partitions",
+                    f"partitions of table '{database}.{table}'",
+                    "Partitions",
+                    DatabaseName=database,
+                    TableName=table,
+                )
             return sorted(
-                (PartitionSpec(
-                    tuple(p["Values"]), p.get("StorageDescriptor", {}).get("Location", ""),
-                    tuple((c["Name"], c["Type"])
-                          for c in p.get("StorageDescriptor", {}).get("Columns", [])),
-                ) for p in raws if only is None or tuple(p["Values"]) in only),
+                (
+                    PartitionSpec(
+                        tuple(p["Values"]),
+                        p.get("StorageDescriptor", {}).get("Location", ""),
+                        tuple(
+                            (c["Name"], c["Type"])
+                            for c in p.get("StorageDescriptor", {}).get("Columns", [])
+                        ),
+                    )
+                    for p in raws
+                    if only is None or tuple(p["Values"]) in only
+                ),
                 key=lambda p: p.values,
             )
         except ClientError as e:
@@ -91,11 +110,18 @@ class GluePartitions(GlueApi):
         from botocore.exceptions import ClientError
 
         try:
-            return sum(1 for _ in self._pages(
-                "get_partitions", f"partitions of table '{database}.{table}'", "Partitions",
-                DatabaseName=database, TableName=table, ExcludeColumnSchema=True,
-                MaxResults=1000,
-            ))
+            return sum(
+                1
+                for _ in self._pages(
+                    "get_partitions",
+                    f"partitions of table '{database}.{table}'",
+                    "Partitions",
+                    DatabaseName=database,
+                    TableName=table,
+                    ExcludeColumnSchema=True,
+                    MaxResults=1000,
+                )
+            )
         except ClientError as e:
             if self._code(e) == "EntityNotFoundException":
                 return 0
@@ -110,8 +136,11 @@ class GluePartitions(GlueApi):
             return 0
         raw = self._get_raw_table(database, table)
         if raw is None:
-            raise CatalogError(f"table '{database}.{table}' does not exist: register it with "
-                               "create_or_update_table first", INTERNAL)
+            raise CatalogError(
+                f"table '{database}.{table}' does not exist: register it with "
+                "create_or_update_table first",
+                INTERNAL,
+            )
         info = self._info(database, raw)
         wanted: dict[tuple[str, ...], PartitionSpec] = {}
         for spec in partitions:
@@ -124,19 +153,25 @@ class GluePartitions(GlueApi):
 
         def part_input(spec: PartitionSpec) -> dict:
             cols = partition_columns(info.columns, spec.columns, qualified)
-            return {"Values": list(spec.values),
-                    "StorageDescriptor": self._storage_descriptor(cols, spec.location, base_sd)}
+            return {
+                "Values": list(spec.values),
+                "StorageDescriptor": self._storage_descriptor(cols, spec.location, base_sd),
+            }
 
         resource = f"partitions of table '{database}.{table}'"
         specs = list(wanted.values())
         existing: list[PartitionSpec] = []
         created = 0
         for start in range(0, len(specs), self.batch_size):
-            batch = {s.values: s for s in specs[start:start + self.batch_size]}
+            batch = {s.values: s for s in specs[start : start + self.batch_size]}
             for attempt in range(1, self.max_attempts + 1):
-                resp = self._call("batch_create_partition", resource, DatabaseName=database,
-                                  TableName=table,
-                                  PartitionInputList=[part_input(s) for s in batch.values()])
+                resp = self._call(
+                    "batch_create_partition",
+                    resource,
+                    DatabaseName=database,
+                    TableName=table,
+                    PartitionInputList=[part_input(s) for s in batch.values()],
+                )
                 retry: dict[tuple[str, ...], PartitionSpec] = {}
                 failures = []
                 already = 0
@@ -157,7 +192,9 @@ class GluePartitions(GlueApi):
                     kind = INSUFFICIENT_PERMISSIONS if code in DENIED else INTERNAL
                     raise CatalogError(
                         f"glue:BatchCreatePartition on {resource}: {len(failures)} partition(s) "
-                        f"failed, first {list(values)}: {code}: {message}", kind)
+                        f"failed, first {list(values)}: {code}: {message}",
+                        kind,
+                    )
                 created += len(batch) - len(retry) - already
                 if not retry:
                     break
@@ -167,15 +204,25 @@ class GluePartitions(GlueApi):
             self._update_changed(database, table, existing, part_input, info)
         return created
 
-    def _update_changed(self, database: str, table: str, specs: list[PartitionSpec],
-                        part_input: Callable[[PartitionSpec], dict], info: TableInfo) -> None:
+    def _update_changed(
+        self,
+        database: str,
+        table: str,
+        specs: list[PartitionSpec],
+        part_input: Callable[[PartitionSpec], dict],
+        info: TableInfo,
+    ) -> None:
         resource = f"partitions of table '{database}.{table}'"
         current: dict[tuple[str, ...], dict] = {}
         for start in range(0, len(specs), MAX_BATCH_GET):
-            chunk = specs[start:start + MAX_BATCH_GET]
-            resp = self._call("batch_get_partition", resource, DatabaseName=database,
-                              TableName=table,
-                              PartitionsToGet=[{"Values": list(s.values)} for s in chunk])
+            chunk = specs[start : start + MAX_BATCH_GET]
+            resp = self._call(
+                "batch_get_partition",
+                resource,
+                DatabaseName=database,
+                TableName=table,
+                PartitionsToGet=[{"Values": list(s.values)} for s in chunk],
+            )
             for p in resp.get("Partitions", []):
                 current[tuple(p["Values"])] = p.get("StorageDescriptor", {})
         changed = []
@@ -186,11 +233,16 @@ class GluePartitions(GlueApi):
             if sd.get("Location") != spec.location or have != cols:
                 changed.append(spec)
         for start in range(0, len(changed), MAX_BATCH_UPDATE):
-            chunk = changed[start:start + MAX_BATCH_UPDATE]
+            chunk = changed[start : start + MAX_BATCH_UPDATE]
             resp = self._call(
-                "batch_update_partition", resource, DatabaseName=database, TableName=table,
-                Entries=[{"PartitionValueList": list(s.values), "PartitionInput": part_input(s)}
-                         for s in chunk],
+                "batch_update_partition",
+                resource,
+                DatabaseName=database,
+                TableName=table,
+                Entries=[
+                    {"PartitionValueList": list(s.values), "PartitionInput": part_input(s)}
+                    for s in chunk
+                ],
             )
             errors = resp.get("Errors", [])
             if errors:

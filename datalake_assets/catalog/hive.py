@@ -70,8 +70,13 @@ from datalake_assets.catalog.base import (
 )
 from datalake_assets.catalog.metastore import explain
 
-_SPARK_TYPES = {"bigint": "LongType", "double": "DoubleType", "boolean": "BooleanType",
-                "timestamp": "TimestampType", "string": "StringType"}
+_SPARK_TYPES = {
+    "bigint": "LongType",
+    "double": "DoubleType",
+    "boolean": "BooleanType",
+    "timestamp": "TimestampType",
+    "string": "StringType",
+}
 
 
 def _qualified(database: str, table: str) -> str:
@@ -111,7 +116,8 @@ class HiveCatalog(Catalog):
         if conf != "hive":
             raise CatalogError(
                 "the Spark session has no Hive support (spark.sql.catalogImplementation="
-                f"{conf!r}); create it with hive_spark_conf(...)", INVALID_SETTINGS,
+                f"{conf!r}); create it with hive_spark_conf(...)",
+                INVALID_SETTINGS,
             )
 
     # ------------------------------------------------------------------------------ sql
@@ -168,8 +174,11 @@ class HiveCatalog(Catalog):
         if not self._database_exists(database):
             return []
         rows = self._sql(f"SHOW TABLES IN {quote_identifier(database, 'database')}")
-        return sorted(r["tableName"] for r in rows
-                      if not r["isTemporary"] and not r["tableName"].startswith("_dl_swap_"))
+        return sorted(
+            r["tableName"]
+            for r in rows
+            if not r["isTemporary"] and not r["tableName"].startswith("_dl_swap_")
+        )
 
     def get_table(self, database: str, table: str) -> TableInfo | None:
         check_identifier(database, "database")
@@ -192,15 +201,19 @@ class HiveCatalog(Catalog):
             return {}
         rows = self._sql(f"SHOW TABLES IN {quote_identifier(database, 'database')}")
         present = {r["tableName"] for r in rows if not r["isTemporary"]}
-        wanted = sorted(n for n in present if not n.startswith("_dl_swap_")) if names is None \
+        wanted = (
+            sorted(n for n in present if not n.startswith("_dl_swap_"))
+            if names is None
             else list(names)
+        )
         out, described = {}, []
         for name in wanted:
             check_identifier(name, "table")
             if (database, name) in self._tables:
                 out[name] = self._tables[(database, name)]
-            elif name in present or (swap_table_name(name) in present
-                                     and self._heal_swap(database, name)):
+            elif name in present or (
+                swap_table_name(name) in present and self._heal_swap(database, name)
+            ):
                 described.append(name)
             else:
                 self._absent.add((database, name))
@@ -219,10 +232,12 @@ class HiveCatalog(Catalog):
     def _describe(self, database: str, table: str) -> TableInfo:
         """One ``DESCRIBE TABLE EXTENDED``: columns, partition keys, location, comment and
         properties (``spark.catalog.listColumns`` plus ``SHOW TBLPROPERTIES`` cost 5x more)."""
-        rows = self._sql(f"DESCRIBE TABLE EXTENDED {_qualified(database, table)}",
-                         f"table '{database}.{table}'")
+        rows = self._sql(
+            f"DESCRIBE TABLE EXTENDED {_qualified(database, table)}", f"table '{database}.{table}'"
+        )
         info = self._tables[(database, table)] = ddl.table_info_of_description(
-            database, table, [(r["col_name"], r["data_type"]) for r in rows])
+            database, table, [(r["col_name"], r["data_type"]) for r in rows]
+        )
         self._keys[(database, table)] = list(info.partition_keys)
         return info
 
@@ -243,14 +258,21 @@ class HiveCatalog(Catalog):
         resource = f"table '{database}.{table}'"
         info = self.get_table(database, table)
         if info is None:
-            self._sql(ddl.create_table_ddl(database, table, cols, keys, location, description),
-                      resource)
+            self._sql(
+                ddl.create_table_ddl(database, table, cols, keys, location, description), resource
+            )
             self._keys[(database, table)] = keys
             self._partitions[(database, table)] = set()
             self._absent.discard((database, table))
             info = self._tables[(database, table)] = TableInfo(
-                database, table, cols, keys, normalize_location(location),
-                dict(ddl.TABLE_PROPERTIES), description)
+                database,
+                table,
+                cols,
+                keys,
+                normalize_location(location),
+                dict(ddl.TABLE_PROPERTIES),
+                description,
+            )
             return info
         if info.partition_keys != keys:
             raise CatalogError(
@@ -263,10 +285,17 @@ class HiveCatalog(Catalog):
         name = _qualified(database, table)
         if merged.widened:
             in_place = self.widen_in_place and self._alter_data_schema(
-                database, table, merged.columns)
+                database, table, merged.columns
+            )
             if not in_place:
-                self._replace_definition(database, table, merged.columns, keys,
-                                         info.location, description or info.description)
+                self._replace_definition(
+                    database,
+                    table,
+                    merged.columns,
+                    keys,
+                    info.location,
+                    description or info.description,
+                )
                 self._partitions.pop((database, table), None)  # copied: listed again if asked
         elif merged.added:
             added = ", ".join(f"{quote_identifier(n, 'column')} {t}" for n, t in merged.added)
@@ -287,29 +316,45 @@ class HiveCatalog(Catalog):
             jss = self.spark._jsparkSession
             jvm = self.spark._jvm
             ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply(
-                table, jvm.scala.Option.apply(database))
+                table, jvm.scala.Option.apply(database)
+            )
             jss.sessionState().catalog().alterTableDataSchema(
-                ident, jss.parseDataType(schema.json()))
+                ident, jss.parseDataType(schema.json())
+            )
         except Exception:  # refused by the metastore, or no JVM gateway: replace instead
             return False
         self.spark.catalog.refreshTable(_qualified(database, table))
         return True
 
-    def _replace_definition(self, database: str, table: str, columns: list[Column],
-                            keys: list[str], location: str, description: str) -> None:
+    def _replace_definition(
+        self,
+        database: str,
+        table: str,
+        columns: list[Column],
+        keys: list[str],
+        location: str,
+        description: str,
+    ) -> None:
         """Create-new, copy partitions, drop-old, rename (see the module doc)."""
         resource = f"table '{database}.{table}'"
         tmp = swap_table_name(table)
         partitions = self.list_partitions(database, table)
         self._sql(f"DROP TABLE IF EXISTS {_qualified(database, tmp)}", resource)
-        self._sql(ddl.create_table_ddl(database, tmp, columns, keys, location, description,
-                                       if_not_exists=False), resource)
-        for statement in ddl.add_partitions_ddl(database, tmp, keys, partitions,
-                                                batch_size=self.batch_size):
+        self._sql(
+            ddl.create_table_ddl(
+                database, tmp, columns, keys, location, description, if_not_exists=False
+            ),
+            resource,
+        )
+        for statement in ddl.add_partitions_ddl(
+            database, tmp, keys, partitions, batch_size=self.batch_size
+        ):
             self._sql(statement, resource)
         self._sql(f"DROP TABLE {_qualified(database, table)}", resource)
-        self._sql(f"ALTER TABLE {_qualified(database, tmp)} RENAME TO "
-                  f"{_qualified(database, table)}", resource)
+        self._sql(
+            f"ALTER TABLE {_qualified(database, tmp)} RENAME TO {_qualified(database, table)}",
+            resource,
+        )
         self._keys.pop((database, tmp), None)
 
     def _heal_swap(self, database: str, table: str) -> bool:
@@ -317,38 +362,49 @@ class HiveCatalog(Catalog):
         tmp = swap_table_name(table)
         if not self._table_exists(database, tmp):
             return False
-        self._sql(f"ALTER TABLE {_qualified(database, tmp)} RENAME TO "
-                  f"{_qualified(database, table)}", f"table '{database}.{table}'")
+        self._sql(
+            f"ALTER TABLE {_qualified(database, tmp)} RENAME TO {_qualified(database, table)}",
+            f"table '{database}.{table}'",
+        )
         return True
 
     # ------------------------------------------------------------------------ partitions
 
     def _partition_values(self, database: str, table: str) -> list[tuple[str, ...]]:
-        rows = self._sql(f"SHOW PARTITIONS {_qualified(database, table)}",
-                         f"table '{database}.{table}'")
+        rows = self._sql(
+            f"SHOW PARTITIONS {_qualified(database, table)}", f"table '{database}.{table}'"
+        )
         out = []
         for r in rows:
             out.append(tuple(unquote(part.split("=", 1)[1]) for part in r[0].split("/")))
         return out
 
-    def _partition_location(self, database: str, table: str, keys: Sequence[str],
-                            values: Sequence[str]) -> str:
+    def _partition_location(
+        self, database: str, table: str, keys: Sequence[str], values: Sequence[str]
+    ) -> str:
         spec = ddl.partition_clause(keys, values)
-        for r in self._sql(f"DESCRIBE TABLE EXTENDED {_qualified(database, table)} {spec}",
-                           f"table '{database}.{table}'"):
+        for r in self._sql(
+            f"DESCRIBE TABLE EXTENDED {_qualified(database, table)} {spec}",
+            f"table '{database}.{table}'",
+        ):
             if r["col_name"] == "Location":
                 return normalize_location(r["data_type"])  # the first one is the partition's
         return ""
 
-    def list_partitions(self, database: str, table: str,
-                        only: Collection[tuple[str, ...]] | None = None) -> list[PartitionSpec]:
+    def list_partitions(
+        self, database: str, table: str, only: Collection[tuple[str, ...]] | None = None
+    ) -> list[PartitionSpec]:
         keys = self._partition_keys(database, table)
         if keys is None:
             return []
         return sorted(  # one DESCRIBE a partition (its location): only those asked for
-            (PartitionSpec(v, self._partition_location(database, table, keys, v))
-             for v in self._partition_values(database, table) if only is None or v in only),
-            key=lambda p: p.values)
+            (
+                PartitionSpec(v, self._partition_location(database, table, keys, v))
+                for v in self._partition_values(database, table)
+                if only is None or v in only
+            ),
+            key=lambda p: p.values,
+        )
 
     def _partition_keys(self, database: str, table: str) -> list[str] | None:
         check_identifier(database, "database")
@@ -375,8 +431,11 @@ class HiveCatalog(Catalog):
             return 0
         keys = self._partition_keys(database, table)
         if keys is None:
-            raise CatalogError(f"table '{database}.{table}' does not exist: register it with "
-                               "create_or_update_table first", INTERNAL)
+            raise CatalogError(
+                f"table '{database}.{table}' does not exist: register it with "
+                "create_or_update_table first",
+                INTERNAL,
+            )
         wanted: dict[tuple[str, ...], PartitionSpec] = {}
         for spec in partitions:
             check_partition(spec, keys)
@@ -385,8 +444,9 @@ class HiveCatalog(Catalog):
         have = known if known is not None else set(self._partition_values(database, table))
         new = [s for v, s in wanted.items() if v not in have]
         resource = f"table '{database}.{table}'"
-        for statement in ddl.add_partitions_ddl(database, table, keys, new,
-                                                batch_size=self.batch_size):
+        for statement in ddl.add_partitions_ddl(
+            database, table, keys, new, batch_size=self.batch_size
+        ):
             self._sql(statement, resource)
         name = _qualified(database, table)
         for values, spec in wanted.items():
@@ -394,7 +454,10 @@ class HiveCatalog(Catalog):
                 continue
             current = self._partition_location(database, table, keys, values)
             if current != normalize_location(spec.location):
-                self._sql(f"ALTER TABLE {name} {ddl.partition_clause(keys, values)}"
-                          f" SET LOCATION {quote_location(spec.location)}", resource)
+                self._sql(
+                    f"ALTER TABLE {name} {ddl.partition_clause(keys, values)}"
+                    f" SET LOCATION {quote_location(spec.location)}",
+                    resource,
+                )
         self._partitions[(database, table)] = have | set(wanted)
         return len(new)

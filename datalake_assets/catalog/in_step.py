@@ -66,33 +66,50 @@ def _type_name(t: pa.DataType) -> str:
     return {pa.int64(): BIGINT, pa.float64(): DOUBLE, pa.bool_(): BOOLEAN}.get(t, STRING)
 
 
-def lake_partitions(src: CatalogSource, tables: list[str],
-                    hours: list[layout.ArchiveHour]) -> list[LakePartition]:
+def lake_partitions(
+    src: CatalogSource, tables: list[str], hours: list[layout.ArchiveHour]
+) -> list[LakePartition]:
     """The table-hours of ``tables`` in ``hours`` that have files, with their columns."""
     out = []
     for table in tables:
         for hour in hours:
-            folder = layout.table_partition_dir(src.lake_root, src.source_dir, table,
-                                                src.date_layout, hour)
-            files = [loc for loc, _ in hour_files(src.lake_root, SourceTables(
-                src.source_dir, src.database, src.table_prefix, src.date_layout), table, hour)]
+            folder = layout.table_partition_dir(
+                src.lake_root, src.source_dir, table, src.date_layout, hour
+            )
+            files = [
+                loc
+                for loc, _ in hour_files(
+                    src.lake_root,
+                    SourceTables(src.source_dir, src.database, src.table_prefix, src.date_layout),
+                    table,
+                    hour,
+                )
+            ]
             if not files:
                 continue
             fs, path = storage.resolve(files[0])
             schema = pq.read_schema(path, filesystem=fs)
-            out.append(LakePartition(table, hour, folder,
-                                     tuple((f.name, _type_name(f.type)) for f in schema)))
+            out.append(
+                LakePartition(
+                    table, hour, folder, tuple((f.name, _type_name(f.type)) for f in schema)
+                )
+            )
     return out
 
 
-def quarantine_hours(src: CatalogSource, hours: list[layout.ArchiveHour]
-                     ) -> list[layout.ArchiveHour]:
-    return [h for h in hours
-            if storage.list_files(layout.quarantine_dir(src.lake_root, src.source_dir, h))]
+def quarantine_hours(
+    src: CatalogSource, hours: list[layout.ArchiveHour]
+) -> list[layout.ArchiveHour]:
+    return [
+        h
+        for h in hours
+        if storage.list_files(layout.quarantine_dir(src.lake_root, src.source_dir, h))
+    ]
 
 
-def out_of_step(catalog: Catalog, src: CatalogSource, parts: list[LakePartition]
-                ) -> dict[str, list[str]]:
+def out_of_step(
+    catalog: Catalog, src: CatalogSource, parts: list[LakePartition]
+) -> dict[str, list[str]]:
     """What the catalog lacks or says differently from the lake, by hour (``str(hour)``);
     an hour in step has an empty list."""
     problems: dict[str, list[str]] = {str(p.hour): [] for p in parts}
@@ -108,28 +125,41 @@ def out_of_step(catalog: Catalog, src: CatalogSource, parts: list[LakePartition]
         return _table_problems(catalog, src, names[table], info.columns, mine)
 
     # Tables at once, as registration does (each a round trip or two to the catalog).
-    with ThreadPoolExecutor(min(CONCURRENT_CALLS, max(len(names), 1)),
-                            thread_name_prefix="catalog-check") as pool:
+    with ThreadPoolExecutor(
+        min(CONCURRENT_CALLS, max(len(names), 1)), thread_name_prefix="catalog-check"
+    ) as pool:
         for found_problems in pool.map(one, sorted(names)):
             for hour, text in found_problems:
                 problems[hour].append(text)
     return problems
 
 
-def _table_problems(catalog: Catalog, src: CatalogSource, table: str, columns: list[Column],
-                    mine: list[LakePartition]) -> list[tuple[str, str]]:
+def _table_problems(
+    catalog: Catalog,
+    src: CatalogSource,
+    table: str,
+    columns: list[Column],
+    mine: list[LakePartition],
+) -> list[tuple[str, str]]:
     """(hour, problem) of one catalog table against its table-hours in the lake."""
-    values = {tuple(v for _, v in layout.date_partition_values(src.date_layout, p.hour)): p
-              for p in mine}
-    registered = {s.values: s for s in catalog.list_partitions(src.database, table,
-                                                               only=set(values))}
-    return [(str(p.hour), text) for vals, p in values.items()
-            for text in _partition_problems(f"{src.database}.{table}", dict(columns),
-                                            registered.get(vals), p, src.date_layout)]
+    values = {
+        tuple(v for _, v in layout.date_partition_values(src.date_layout, p.hour)): p for p in mine
+    }
+    registered = {
+        s.values: s for s in catalog.list_partitions(src.database, table, only=set(values))
+    }
+    return [
+        (str(p.hour), text)
+        for vals, p in values.items()
+        for text in _partition_problems(
+            f"{src.database}.{table}", dict(columns), registered.get(vals), p, src.date_layout
+        )
+    ]
 
 
-def _partition_problems(name: str, have: dict[str, str], spec: PartitionSpec | None,
-                        p: LakePartition, date_layout: str) -> list[str]:
+def _partition_problems(
+    name: str, have: dict[str, str], spec: PartitionSpec | None, p: LakePartition, date_layout: str
+) -> list[str]:
     said = []
     missing = [c for c, _ in p.columns if c not in have]
     if missing:
@@ -138,19 +168,23 @@ def _partition_problems(name: str, have: dict[str, str], spec: PartitionSpec | N
     if spec is None:
         return [*said, f"partition {where} of {name} is not in the catalog"]
     if normalize_location(spec.location) != normalize_location(p.location):
-        said.append(f"partition {where} of {name} is at {spec.location}, its files at "
-                    f"{p.location}")
+        said.append(f"partition {where} of {name} is at {spec.location}, its files at {p.location}")
     if spec.columns:  # Glue keeps each partition's schema (Hive does not)
         typed = dict(spec.columns)
-        wrong = [f"{c} {typed.get(c, 'absent')} (files: {t})" for c, t in p.columns
-                 if typed.get(c) != t]
+        wrong = [
+            f"{c} {typed.get(c, 'absent')} (files: {t})" for c, t in p.columns if typed.get(c) != t
+        ]
         if wrong:
             said.append(f"partition {where} of {name} has columns {', '.join(wrong)}")
     return said
 
 
-def register_from_lake(catalog: Catalog, src: CatalogSource, parts: list[LakePartition],
-                       quarantined: list[layout.ArchiveHour]) -> dict[str, dict]:
+def register_from_lake(
+    catalog: Catalog,
+    src: CatalogSource,
+    parts: list[LakePartition],
+    quarantined: list[layout.ArchiveHour],
+) -> dict[str, dict]:
     """Registers the table-hours ``parts`` (and the quarantine's ``quarantined`` hours) from
     the files: each table with the columns of the lake's schema record, each partition with
     its files' columns. Idempotent, like every registration."""
@@ -161,7 +195,15 @@ def register_from_lake(catalog: Catalog, src: CatalogSource, parts: list[LakePar
     for p in parts:
         partitions.setdefault(p.table, []).append(p.hour)
         columns.setdefault(p.table, {})[p.hour] = p.columns
-    return register_sync(catalog, database=src.database, table_prefix=src.table_prefix,
-                         lake_root=src.lake_root, source_dir=src.source_dir,
-                         date_layout=src.date_layout, tables=tables, partitions=partitions,
-                         quarantine_hours=quarantined, hour_columns=columns)
+    return register_sync(
+        catalog,
+        database=src.database,
+        table_prefix=src.table_prefix,
+        lake_root=src.lake_root,
+        source_dir=src.source_dir,
+        date_layout=src.date_layout,
+        tables=tables,
+        partitions=partitions,
+        quarantine_hours=quarantined,
+        hour_columns=columns,
+    )

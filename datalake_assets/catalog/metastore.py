@@ -39,10 +39,14 @@ from collections.abc import Mapping, MutableMapping
 
 from datalake_assets.catalog.base import INVALID_SETTINGS, CatalogError
 from datalake_assets.catalog.settings import (
-    ENV_METASTORE_PASSWORD, MARIADB_DRIVER, check_metastore_jdbc_url, jdbc_url_params)
+    ENV_METASTORE_PASSWORD,
+    MARIADB_DRIVER,
+    check_metastore_jdbc_url,
+    jdbc_url_params,
+)
 from datalake_assets.settings_base import SettingsError
 
-PASSWORD_REF = "${env.%s}" % ENV_METASTORE_PASSWORD  # resolved by Hadoop, inside the JVM
+PASSWORD_REF = f"${{env.{ENV_METASTORE_PASSWORD}}}"  # resolved by Hadoop, inside the JVM
 URL_KEY = "spark.hadoop.javax.jdo.option.ConnectionURL"
 DRIVER_KEY = "spark.hadoop.javax.jdo.option.ConnectionDriverName"
 USER_KEY = "spark.hadoop.javax.jdo.option.ConnectionUserName"
@@ -60,22 +64,25 @@ def effective_jdbc_url(url: str, driver: str) -> str:
         check_metastore_jdbc_url(url, driver)
     except SettingsError as e:
         raise CatalogError(f"metastore_jdbc_url: {e.problem}", INVALID_SETTINGS) from None
-    if driver != MARIADB_DRIVER or any(k.lower() == "usemysqlmetadata"
-                                       for k in jdbc_url_params(url)):
+    if driver != MARIADB_DRIVER or any(
+        k.lower() == "usemysqlmetadata" for k in jdbc_url_params(url)
+    ):
         return url
     return url + ("&" if "?" in url else "?") + "useMysqlMetadata=true"
 
 
-def jdbc_spark_conf(url: str, driver: str, user: str, jars: str,
-                    password_file: str = "") -> dict[str, str]:
+def jdbc_spark_conf(
+    url: str, driver: str, user: str, jars: str, password_file: str = ""
+) -> dict[str, str]:
     """The Spark settings of a session whose Hive metastore is the database at ``url``
     (see the module doc). ``jars``: the driver's jar paths, comma-separated."""
     if not user:
         raise CatalogError("a JDBC metastore needs metastore_user", INVALID_SETTINGS)
     paths = [j for j in jars.split(",") if j]
     if not paths:
-        raise CatalogError("a JDBC metastore needs metastore_jars (the JDBC driver's jar)",
-                           INVALID_SETTINGS)
+        raise CatalogError(
+            "a JDBC metastore needs metastore_jars (the JDBC driver's jar)", INVALID_SETTINGS
+        )
     conf = {
         URL_KEY: effective_jdbc_url(url, driver),
         DRIVER_KEY: driver,
@@ -97,20 +104,25 @@ def read_password_file(path: str) -> str:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
-        raise CatalogError(f"metastore_password_file {path}: cannot read: "
-                           f"{e.strerror or type(e).__name__}", INVALID_SETTINGS) from None
+        raise CatalogError(
+            f"metastore_password_file {path}: cannot read: {e.strerror or type(e).__name__}",
+            INVALID_SETTINGS,
+        ) from None
     except UnicodeDecodeError:
-        raise CatalogError(f"metastore_password_file {path}: not UTF-8 text",
-                           INVALID_SETTINGS) from None
+        raise CatalogError(
+            f"metastore_password_file {path}: not UTF-8 text", INVALID_SETTINGS
+        ) from None
     password = text.rstrip("\r\n")
     if not password or "\n" in password:
-        raise CatalogError(f"metastore_password_file {path}: must hold the password on one "
-                           "line", INVALID_SETTINGS)
+        raise CatalogError(
+            f"metastore_password_file {path}: must hold the password on one line", INVALID_SETTINGS
+        )
     return password
 
 
-def prepare_session(conf: Mapping[str, str],
-                    environ: MutableMapping[str, str] | None = None) -> None:
+def prepare_session(
+    conf: Mapping[str, str], environ: MutableMapping[str, str] | None = None
+) -> None:
     """Before a session with ``conf`` starts its JVM: the driver's jars exist, and the
     password is in the environment the JVM inherits (read from ``metastore_password_file``
     when one is set, which then wins over the variable). Nothing to do for other catalogs."""
@@ -121,17 +133,20 @@ def prepare_session(conf: Mapping[str, str],
     if missing:
         raise CatalogError(
             f"the metastore's JDBC driver jar is missing: {', '.join(missing)} (metastore_jars; "
-            "Debian/Ubuntu: apt-get install libmariadb-java)", INVALID_SETTINGS)
+            "Debian/Ubuntu: apt-get install libmariadb-java)",
+            INVALID_SETTINGS,
+        )
     if conf.get(PASSWORD_FILE_KEY):
         environ[ENV_METASTORE_PASSWORD] = read_password_file(conf[PASSWORD_FILE_KEY])
     elif not environ.get(ENV_METASTORE_PASSWORD):
         raise CatalogError(
             f"the metastore's password is missing: set ${ENV_METASTORE_PASSWORD} or [catalog] "
-            "metastore_password_file", INVALID_SETTINGS)
+            "metastore_password_file",
+            INVALID_SETTINGS,
+        )
 
 
-def metastore_password(conf: Mapping[str, str],
-                       environ: Mapping[str, str] | None = None) -> str:
+def metastore_password(conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> str:
     """The password ``prepare_session`` exports (for a JDBC connection of our own)."""
     environ = os.environ if environ is None else environ
     if conf.get(PASSWORD_FILE_KEY):
@@ -140,25 +155,35 @@ def metastore_password(conf: Mapping[str, str],
     if not password:
         raise CatalogError(
             f"the metastore's password is missing: set ${ENV_METASTORE_PASSWORD} or [catalog] "
-            "metastore_password_file", INVALID_SETTINGS)
+            "metastore_password_file",
+            INVALID_SETTINGS,
+        )
     return password
 
 
 # What a metastore that is not ready says (anywhere in the Java exception's causes), and
 # what to do about it.
 _NOT_READY = (
-    ("Version information not found in metastore",
-     f"the metastore database has no Hive schema yet: run `{INIT_COMMAND}` once (it is never "
-     "created on first use: two processes doing so at once deadlock)"),
-    ("Required table missing",
-     f"the metastore database lacks Hive tables: run `{INIT_COMMAND}`"),
-    ("Hive metastore database is not initialized",  # what Hive says without verification
-     f"the metastore database has no Hive schema yet: run `{INIT_COMMAND}` once"),
-    ("Hive Schema version",
-     "the metastore database holds another Hive version's schema than Spark's built-in Hive "
-     "client expects"),
-    ("Access denied for user", "the metastore database refused the user or password "
-     f"(metastore_user, ${ENV_METASTORE_PASSWORD} / metastore_password_file)"),
+    (
+        "Version information not found in metastore",
+        f"the metastore database has no Hive schema yet: run `{INIT_COMMAND}` once (it is never "
+        "created on first use: two processes doing so at once deadlock)",
+    ),
+    ("Required table missing", f"the metastore database lacks Hive tables: run `{INIT_COMMAND}`"),
+    (
+        "Hive metastore database is not initialized",  # what Hive says without verification
+        f"the metastore database has no Hive schema yet: run `{INIT_COMMAND}` once",
+    ),
+    (
+        "Hive Schema version",
+        "the metastore database holds another Hive version's schema than Spark's built-in Hive "
+        "client expects",
+    ),
+    (
+        "Access denied for user",
+        "the metastore database refused the user or password "
+        f"(metastore_user, ${ENV_METASTORE_PASSWORD} / metastore_password_file)",
+    ),
     ("Could not connect to address", "the metastore database is unreachable (metastore_jdbc_url)"),
     ("Communications link failure", "the metastore database is unreachable (metastore_jdbc_url)"),
     ("Socket fail to connect", "the metastore database is unreachable (metastore_jdbc_url)"),

@@ -34,15 +34,23 @@ from typing import Any
 from datalake_assets.catalog.base import INTERNAL, INVALID_SETTINGS, CatalogError
 from datalake_assets.catalog.config import CatalogConfig
 from datalake_assets.catalog.metastore import (
-    CLASSPATH_KEY, DRIVER_KEY, PASSWORD_KEY, URL_KEY, USER_KEY, explain, metastore_password,
-    prepare_session)
+    CLASSPATH_KEY,
+    DRIVER_KEY,
+    PASSWORD_KEY,
+    URL_KEY,
+    USER_KEY,
+    explain,
+    metastore_password,
+    prepare_session,
+)
 
 LOCK_NAME = "datalake_assets.init_metastore"
 _MAPPING = "package.jdo"  # the metastore's JDO mapping, a resource of the hive-metastore jar
 _SEQUENCE_DDL = (  # what DataNucleus creates itself (its default id table), latin1 like the rest
     "CREATE TABLE IF NOT EXISTS SEQUENCE_TABLE (SEQUENCE_NAME VARCHAR(255) CHARACTER SET "
     "latin1 COLLATE latin1_bin NOT NULL, NEXT_VAL BIGINT NOT NULL, PRIMARY KEY "
-    "(SEQUENCE_NAME)) ENGINE=InnoDB DEFAULT CHARSET=latin1")
+    "(SEQUENCE_NAME)) ENGINE=InnoDB DEFAULT CHARSET=latin1"
+)
 
 
 @dataclass(frozen=True)
@@ -55,16 +63,21 @@ class InitResult:
 
     def summary(self) -> str:
         what = "created" if self.created else "already present"
-        return (f"metastore schema {self.schema_version} {what} in database "
-                f"{self.database!r} ({self.tables} tables; server {self.server})")
+        return (
+            f"metastore schema {self.schema_version} {what} in database "
+            f"{self.database!r} ({self.tables} tables; server {self.server})"
+        )
 
 
 def init_metastore(cfg: CatalogConfig, *, lock_timeout_s: int = 600) -> InitResult:
     """Create ``cfg``'s metastore schema if it is absent (see the module doc)."""
     conf = cfg.spark_conf()
     if conf.get(PASSWORD_KEY) is None:
-        raise CatalogError("init-metastore is for a Hive metastore in MySQL/MariaDB: set "
-                           "[catalog] backend = 'hive' and metastore_jdbc_url", INVALID_SETTINGS)
+        raise CatalogError(
+            "init-metastore is for a Hive metastore in MySQL/MariaDB: set "
+            "[catalog] backend = 'hive' and metastore_jdbc_url",
+            INVALID_SETTINGS,
+        )
     prepare_session(conf)  # the driver's jar exists, the password is readable
     password = metastore_password(conf)
     gateway = _launch_gateway(conf)
@@ -117,8 +130,9 @@ def _deepest(error: BaseException) -> str:
 
 
 class _Init:
-    def __init__(self, gateway: Any, conf: dict[str, str], password: str,
-                 lock_timeout_s: int) -> None:
+    def __init__(
+        self, gateway: Any, conf: dict[str, str], password: str, lock_timeout_s: int
+    ) -> None:
         self.gw, self.jvm = gateway, gateway.jvm
         self.conf, self.password, self.lock_timeout_s = conf, password, lock_timeout_s
         props = self.jvm.java.util.Properties()
@@ -127,8 +141,9 @@ class _Init:
         try:
             self.conn = self.jvm.java.sql.DriverManager.getConnection(conf[URL_KEY], props)
         except Exception as e:
-            raise CatalogError(f"init-metastore: cannot connect: {explain(e) or _deepest(e)}",
-                               INVALID_SETTINGS) from None
+            raise CatalogError(
+                f"init-metastore: cannot connect: {explain(e) or _deepest(e)}", INVALID_SETTINGS
+            ) from None
 
     # ------------------------------------------------------------------------------ SQL
 
@@ -156,12 +171,17 @@ class _Init:
             statement.close()
 
     def table_count(self) -> int:
-        return int(self.query("SELECT COUNT(*) FROM information_schema.TABLES "
-                              "WHERE TABLE_SCHEMA = DATABASE()")[0][0])
+        return int(
+            self.query(
+                "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
+            )[0][0]
+        )
 
     def recorded_version(self) -> str | None:
-        found = self.query("SELECT COUNT(*) FROM information_schema.TABLES WHERE "
-                           "TABLE_SCHEMA = DATABASE() AND UPPER(TABLE_NAME) = 'VERSION'")
+        found = self.query(
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+            "TABLE_SCHEMA = DATABASE() AND UPPER(TABLE_NAME) = 'VERSION'"
+        )
         if not int(found[0][0]):
             return None
         rows = self.query("SELECT SCHEMA_VERSION FROM VERSION ORDER BY VER_ID")
@@ -172,18 +192,24 @@ class _Init:
     def run(self) -> InitResult:
         try:
             database, server, charset = self.query(
-                "SELECT DATABASE(), VERSION(), @@character_set_database")[0]
+                "SELECT DATABASE(), VERSION(), @@character_set_database"
+            )[0]
             if charset != "latin1":
                 raise CatalogError(
                     f"database {database!r} has character set {charset}; the Hive metastore "
                     "needs latin1 (in utf8mb4 its VARCHAR(767) keys and VARCHAR(32672) columns "
                     "exceed MySQL's limits and the schema would be half created): "
                     f"ALTER DATABASE `{database}` CHARACTER SET latin1 COLLATE latin1_bin, "
-                    "or create it so", INVALID_SETTINGS)
+                    "or create it so",
+                    INVALID_SETTINGS,
+                )
             got = self.query("SELECT GET_LOCK(?, ?)", LOCK_NAME, self.lock_timeout_s)[0][0]
             if got != 1:
-                raise CatalogError(f"another init-metastore has held the lock {LOCK_NAME!r} "
-                                   f"for {self.lock_timeout_s} s", INTERNAL)
+                raise CatalogError(
+                    f"another init-metastore has held the lock {LOCK_NAME!r} "
+                    f"for {self.lock_timeout_s} s",
+                    INTERNAL,
+                )
             try:
                 return self.locked(str(database), str(server))
             finally:
@@ -192,22 +218,29 @@ class _Init:
             self.conn.close()
 
     def locked(self, database: str, server: str) -> InitResult:
-        expected = str(self.jvm.org.apache.hadoop.hive.metastore.MetaStoreSchemaInfo
-                       .getHiveSchemaVersion())
+        expected = str(
+            self.jvm.org.apache.hadoop.hive.metastore.MetaStoreSchemaInfo.getHiveSchemaVersion()
+        )
         recorded = self.recorded_version()
         if recorded is not None and recorded != expected:
             raise CatalogError(
                 f"database {database!r} holds Hive metastore schema {recorded}, Spark's "
                 f"built-in Hive client needs {expected}: use another database (or upgrade it "
-                "with Hive's schematool)", INVALID_SETTINGS)
+                "with Hive's schematool)",
+                INVALID_SETTINGS,
+            )
         datastore_classes = self.create_tables(create=recorded is None)
         self.execute(_SEQUENCE_DDL)
         for name in datastore_classes:
-            self.execute("INSERT IGNORE INTO SEQUENCE_TABLE (SEQUENCE_NAME, NEXT_VAL) "
-                         "VALUES (?, 1)", name)
+            self.execute(
+                "INSERT IGNORE INTO SEQUENCE_TABLE (SEQUENCE_NAME, NEXT_VAL) VALUES (?, 1)", name
+            )
         if recorded is None:
-            self.execute("INSERT INTO VERSION (VER_ID, SCHEMA_VERSION, VERSION_COMMENT) "
-                         "VALUES (1, ?, ?)", expected, "datalake catalog init-metastore")
+            self.execute(
+                "INSERT INTO VERSION (VER_ID, SCHEMA_VERSION, VERSION_COMMENT) VALUES (1, ?, ?)",
+                expected,
+                "datalake catalog init-metastore",
+            )
         self.open_once()
         return InitResult(database, server, expected, recorded is None, self.table_count())
 
@@ -233,14 +266,16 @@ class _Init:
         props.put("datanucleus.schema.autoCreateAll", "true")
         schema = self.jvm.org.datanucleus.store.schema
         context = schema.SchemaTool.getNucleusContextForMode(
-            getattr(schema, "SchemaTool$Mode").CREATE, "JDO", props, None, None, False)
+            getattr(schema, "SchemaTool$Mode").CREATE, "JDO", props, None, None, False
+        )
         try:
             files = self.gw.new_array(self.jvm.String, 1)
             files[0] = _MAPPING
             names = self.jvm.java.util.TreeSet()
             datastore: list[str] = []
             for file in context.getMetaDataManager().loadFiles(
-                    files, context.getClassLoaderResolver(None)):
+                files, context.getClassLoaderResolver(None)
+            ):
                 for i in range(file.getNoOfPackages()):
                     package = file.getPackage(i)
                     for j in range(package.getNoOfClasses()):
@@ -249,7 +284,8 @@ class _Init:
                         # JDO's default identity is the datastore's (MType declares none)
                         kind = cls.getIdentityType()
                         if not cls.isEmbeddedOnly() and (
-                                kind is None or str(kind.toString()) == "DATASTORE"):
+                            kind is None or str(kind.toString()) == "DATASTORE"
+                        ):
                             datastore.append(str(cls.getFullClassName()))
             if create:
                 schema.SchemaTool().createSchemaForClasses(context.getStoreManager(), names)

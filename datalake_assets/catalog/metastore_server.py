@@ -118,16 +118,18 @@ def server_conf(metastore_conf: dict[str, str]) -> dict[str, str]:
     }
 
 
-def start(metastore_dir: str, metastore_conf: dict[str, str], *,
-          started: threading.Event | None = None) -> str:
+def start(
+    metastore_dir: str, metastore_conf: dict[str, str], *, started: threading.Event | None = None
+) -> str:
     """Start the server of the metastore in ``metastore_dir`` (its Spark settings:
     ``metastore_conf``), or find it running; returns its address (without the token).
     ``started`` is set once the discovery file is locked: from then on every ``served_url``
     waits for this call's outcome instead of opening Derby itself."""
     ls = _local_server()
     if ls is None:
-        raise RuntimeError("a served metastore needs PySpark >= 4.3 (pyspark.sql.connect."
-                           "local_server)")
+        raise RuntimeError(
+            "a served metastore needs PySpark >= 4.3 (pyspark.sql.connect.local_server)"
+        )
     path = discovery_path(metastore_dir)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     os.chmod(os.path.dirname(path), 0o700)

@@ -77,16 +77,27 @@ def register_sync(
 
     def one(table: str) -> dict:
         hours = {layout.ArchiveHour.parse(h) for h in partitions.get(table, ())}
-        return _register_table(catalog, database, table_prefix, lake_root, source_dir,
-                               date_layout, table, tables[table], hours, count_partitions,
-                               (hour_columns or {}).get(table, {}))
+        return _register_table(
+            catalog,
+            database,
+            table_prefix,
+            lake_root,
+            source_dir,
+            date_layout,
+            table,
+            tables[table],
+            hours,
+            count_partitions,
+            (hour_columns or {}).get(table, {}),
+        )
 
     # Tables in parallel: each is a few catalog round trips (~50-100 ms each through the
     # served metastore or to Glue), independent of the others'. The first error (in table
     # order) is raised once every table's registration has ended.
     names = sorted(tables)
-    with ThreadPoolExecutor(min(CONCURRENT_CALLS, max(len(names), 1)),
-                            thread_name_prefix="catalog-register") as pool:
+    with ThreadPoolExecutor(
+        min(CONCURRENT_CALLS, max(len(names), 1)), thread_name_prefix="catalog-register"
+    ) as pool:
         out.update(zip(names, pool.map(one, names)))
     quarantine = list(quarantine_hours)
     if quarantine:
@@ -96,10 +107,19 @@ def register_sync(
     return out
 
 
-def _register_table(catalog: Catalog, database: str, table_prefix: str, lake_root: str,
-                    source_dir: str, date_layout: str, table: str, columns: Sequence[Column],
-                    hours: set[layout.ArchiveHour], count_partitions: bool,
-                    hour_columns: Mapping[layout.ArchiveHour, Sequence[Column]]) -> dict:
+def _register_table(
+    catalog: Catalog,
+    database: str,
+    table_prefix: str,
+    lake_root: str,
+    source_dir: str,
+    date_layout: str,
+    table: str,
+    columns: Sequence[Column],
+    hours: set[layout.ArchiveHour],
+    count_partitions: bool,
+    hour_columns: Mapping[layout.ArchiveHour, Sequence[Column]],
+) -> dict:
     """One table of ``register_sync``: its definition, then its partitions of ``hours``."""
     name = catalog_table_name(table, table_prefix)
     columns = [tuple(c) for c in columns]
@@ -112,8 +132,10 @@ def _register_table(catalog: Catalog, database: str, table_prefix: str, lake_roo
     for h in sorted(hours):
         values = tuple(v for _, v in layout.date_partition_values(date_layout, h))
         specs[values] = PartitionSpec(
-            values, layout.table_partition_dir(lake_root, source_dir, table, date_layout, h),
-            tuple(tuple(c) for c in hour_columns.get(h, columns)))
+            values,
+            layout.table_partition_dir(lake_root, source_dir, table, date_layout, h),
+            tuple(tuple(c) for c in hour_columns.get(h, columns)),
+        )
     added = catalog.add_partitions(database, name, list(specs.values())) if specs else 0
     old = dict(before.columns) if before else {}
     return {

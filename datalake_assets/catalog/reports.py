@@ -54,8 +54,14 @@ QUARANTINE_TABLE = "quarantine"
 QUARANTINE_PARTITION_KEYS = ("day", "hr")
 
 _STR, _JSON, _INT, _FLOAT, _BOOL, _TS = "str", "json", "int", "float", "bool", "ts"
-_ARROW = {_STR: pa.string(), _JSON: pa.string(), _INT: pa.int64(), _FLOAT: pa.float64(),
-          _BOOL: pa.bool_(), _TS: pa.timestamp("us", tz="UTC")}
+_ARROW = {
+    _STR: pa.string(),
+    _JSON: pa.string(),
+    _INT: pa.int64(),
+    _FLOAT: pa.float64(),
+    _BOOL: pa.bool_(),
+    _TS: pa.timestamp("us", tz="UTC"),
+}
 
 # (column, how the report's value is stored). Segment's columns first, then ours.
 REPORT_FIELDS: tuple[tuple[str, str], ...] = (
@@ -102,8 +108,12 @@ REPORT_SCHEMA = pa.schema([(name, _ARROW[kind]) for name, kind in REPORT_FIELDS]
 _KINDS = dict(REPORT_FIELDS)
 _PARTITION_ONLY = set(REPORTS_PARTITION_KEYS)  # stored as partition values, not in the file
 
-_HIVE_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double",
-               pa.bool_(): "boolean"}
+_HIVE_TYPES = {
+    pa.string(): "string",
+    pa.int64(): "bigint",
+    pa.float64(): "double",
+    pa.bool_(): "boolean",
+}
 _DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}")
 
@@ -222,8 +232,9 @@ def report_table(source_id: str, report: Sequence[dict], day: str) -> pa.Table:
     (``source_id``, ``day``) inside: what a table format that holds the table appends."""
     table = pa.Table.from_pylist(report_rows(report), schema=REPORT_SCHEMA)
     n = table.num_rows
-    return (table.append_column("source_id", pa.array([source_id] * n, pa.string()))
-            .append_column("day", pa.array([day] * n, pa.string())))
+    return table.append_column("source_id", pa.array([source_id] * n, pa.string())).append_column(
+        "day", pa.array([day] * n, pa.string())
+    )
 
 
 def write_report_table(
@@ -251,12 +262,17 @@ def register_reports(
     ``source_id`` and ``day``; returns how many partitions were new (0 or 1)."""
     catalog.ensure_database(reports_database, "Sync reports of datalake-assets")
     catalog.create_or_update_table(
-        reports_database, REPORTS_TABLE, report_columns(), list(REPORTS_PARTITION_KEYS),
-        layout.reports_table_root(lake_root), "Sync reports of every source (datalake-assets)",
+        reports_database,
+        REPORTS_TABLE,
+        report_columns(),
+        list(REPORTS_PARTITION_KEYS),
+        layout.reports_table_root(lake_root),
+        "Sync reports of every source (datalake-assets)",
     )
     location = report_partition_dir(lake_root, source_id, day)
-    return catalog.add_partitions(reports_database, REPORTS_TABLE,
-                                  [PartitionSpec((source_id, day), location)])
+    return catalog.add_partitions(
+        reports_database, REPORTS_TABLE, [PartitionSpec((source_id, day), location)]
+    )
 
 
 def register_quarantine(
@@ -272,17 +288,24 @@ def register_quarantine(
     columns = quarantine_columns()
     catalog.ensure_database(database)
     info = catalog.create_or_update_table(
-        database, name, columns, list(QUARANTINE_PARTITION_KEYS),
+        database,
+        name,
+        columns,
+        list(QUARANTINE_PARTITION_KEYS),
         layout.quarantine_root(lake_root, source_dir),
         f"Quarantined lines and values of {source_dir} (datalake-assets)",
     )
     specs = {}
     for h in sorted({layout.ArchiveHour.parse(h) for h in hours}):
         specs[(h.day, h.hr)] = PartitionSpec(
-            (h.day, h.hr), layout.quarantine_dir(lake_root, source_dir, h), tuple(columns))
+            (h.day, h.hr), layout.quarantine_dir(lake_root, source_dir, h), tuple(columns)
+        )
     added = catalog.add_partitions(database, name, list(specs.values())) if specs else 0
     return {
-        "catalog_table": name, "database": database, "columns": info.columns,
-        "location": info.location, "partitions_added": added,
+        "catalog_table": name,
+        "database": database,
+        "columns": info.columns,
+        "location": info.location,
+        "partitions_added": added,
         "partitions": catalog.partition_count(database, name),
     }

@@ -7,7 +7,15 @@ from typing import Annotated
 from pydantic import AfterValidator, ValidationInfo, model_validator
 
 from datalake_assets.settings_base import (
-    LocalFolder, Match, OneOf, SettingsError, Str, base_of, file_defaults, settings_model)
+    LocalFolder,
+    Match,
+    OneOf,
+    SettingsError,
+    Str,
+    base_of,
+    file_defaults,
+    settings_model,
+)
 
 CATALOG_BACKENDS = ("glue", "hive", "none")  # = datalake_assets.catalog.config.BACKENDS
 DEFAULT_METASTORE_DIR = "metastore"
@@ -25,11 +33,14 @@ DEFAULT_METASTORE_JARS = "/usr/share/java/mariadb-java-client.jar"
 ENV_METASTORE_PASSWORD = "DATALAKE_METASTORE_PASSWORD"
 _JDBC_RE = re.compile(
     r"jdbc:(?P<scheme>mysql|mariadb)://(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])"
-    r"(?::(?P<port>[0-9]{1,5}))?/(?P<database>[A-Za-z0-9_]{1,64})(?:\?(?P<query>[^#]*))?")
+    r"(?::(?P<port>[0-9]{1,5}))?/(?P<database>[A-Za-z0-9_]{1,64})(?:\?(?P<query>[^#]*))?"
+)
 _PARAM_RE = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9_.]*)=(?P<value>[^\s&;'\"`\\]*)")
 _SECRET_KEYS = ("password", "pwd", "user", "username")
-_PASSWORD_HINT = (f"set metastore_user, and the password in ${ENV_METASTORE_PASSWORD} or a "
-                  "file named by metastore_password_file")
+_PASSWORD_HINT = (
+    f"set metastore_user, and the password in ${ENV_METASTORE_PASSWORD} or a "
+    "file named by metastore_password_file"
+)
 
 
 def jdbc_url_params(url: str) -> dict[str, str]:
@@ -42,26 +53,32 @@ def check_metastore_jdbc_url(url: str, driver: str) -> None:
     """A MySQL/MariaDB JDBC URL without credentials. Errors never repeat the URL: a password
     written into it must not reach a log."""
     if "@" in url.partition("?")[0] or re.search(r"(?i)[?&;](password|pwd)=", url):
-        raise SettingsError(f"credentials are not allowed in the JDBC URL (value not shown); "
-                            f"{_PASSWORD_HINT}")
+        raise SettingsError(
+            f"credentials are not allowed in the JDBC URL (value not shown); {_PASSWORD_HINT}"
+        )
     m = _JDBC_RE.fullmatch(url)
     if not m:
         raise SettingsError(
             "invalid metastore JDBC URL (value not shown); allowed: "
-            "jdbc:mysql://host[:port]/database[?key=value&...] or jdbc:mariadb://...")
+            "jdbc:mysql://host[:port]/database[?key=value&...] or jdbc:mariadb://..."
+        )
     for param in (m["query"] or "").split("&") if m["query"] else ():
         pm = _PARAM_RE.fullmatch(param)
         if not pm:
-            raise SettingsError("invalid JDBC URL parameter (value not shown); allowed: "
-                                "key=value pairs joined by '&', no spaces, quotes or ';'")
+            raise SettingsError(
+                "invalid JDBC URL parameter (value not shown); allowed: "
+                "key=value pairs joined by '&', no spaces, quotes or ';'"
+            )
         if pm["key"].lower() in _SECRET_KEYS:
             raise SettingsError(f"{pm['key']!r} is not allowed in the JDBC URL; {_PASSWORD_HINT}")
     params = {k.lower(): v.lower() for k, v in jdbc_url_params(url).items()}
     if driver == MARIADB_DRIVER and params.get("usemysqlmetadata", "true") != "true":
         # MariaDB's driver then names the server "MariaDB", which DataNucleus does not know:
         # it falls back to generic SQL (INITIALLY DEFERRED constraints) and the schema fails.
-        raise SettingsError("useMysqlMetadata must be true with the MariaDB driver (DataNucleus "
-                            "only knows MySQL); leave it out and it is added")
+        raise SettingsError(
+            "useMysqlMetadata must be true with the MariaDB driver (DataNucleus "
+            "only knows MySQL); leave it out and it is added"
+        )
     if driver != MARIADB_DRIVER and m["scheme"] == "mariadb":
         raise SettingsError(f"jdbc:mariadb:// URLs need metastore_jdbc_driver = {MARIADB_DRIVER!r}")
 
@@ -73,10 +90,15 @@ def _jars(value: str, info: ValidationInfo) -> str:
     for jar in value.split(","):
         jar = jar.strip()
         if not jar or "://" in jar or any(c.isspace() or c in ":;" for c in jar):
-            raise SettingsError(f"invalid jar path {jar!r}; allowed: local paths joined by ',' "
-                                "(no spaces, ':' or ';': they go on Spark's class path)")
-        out.append(os.path.normpath(os.path.join(base, os.path.expanduser(jar)))
-                   if base is not None else jar)
+            raise SettingsError(
+                f"invalid jar path {jar!r}; allowed: local paths joined by ',' "
+                "(no spaces, ':' or ';': they go on Spark's class path)"
+            )
+        out.append(
+            os.path.normpath(os.path.join(base, os.path.expanduser(jar)))
+            if base is not None
+            else jar
+        )
     return ",".join(out)
 
 
@@ -91,8 +113,10 @@ def _password_file(value: str, info: ValidationInfo) -> str:
 
 def _derby_safe(folder: str) -> str:
     if any(c.isspace() or c == ";" for c in folder):
-        raise SettingsError(f"invalid folder {folder!r}: spaces and ';' are not allowed "
-                            "(Spark's Java options and Derby's JDBC URL cannot carry them)")
+        raise SettingsError(
+            f"invalid folder {folder!r}: spaces and ';' are not allowed "
+            "(Spark's Java options and Derby's JDBC URL cannot carry them)"
+        )
     return folder
 
 
@@ -113,30 +137,46 @@ class CatalogSettings:
 
     backend: OneOf(CATALOG_BACKENDS, "catalog backend") = "hive"
     # holds the sync_reports table
-    reports_database: Match(r"[a-z0-9_]{1,255}", "database name",
-                            "1-255 characters from [a-z0-9_] (Glue-safe)") = "segment_datalake_meta"
+    reports_database: Match(
+        r"[a-z0-9_]{1,255}", "database name", "1-255 characters from [a-z0-9_] (Glue-safe)"
+    ) = "segment_datalake_meta"
     # embedded Derby metastore and warehouse (local folder)
     metastore_dir: Annotated[
-        LocalFolder(DEFAULT_METASTORE_DIR, "an embedded Derby metastore",
-                    "; for a shared metastore set metastore_jdbc_url or hive_metastore_uri"),
-        AfterValidator(_derby_safe)] = ""
+        LocalFolder(
+            DEFAULT_METASTORE_DIR,
+            "an embedded Derby metastore",
+            "; for a shared metastore set metastore_jdbc_url or hive_metastore_uri",
+        ),
+        AfterValidator(_derby_safe),
+    ] = ""
     # thrift://host:9083: a remote metastore instead of Derby
-    hive_metastore_uri: Match(_THRIFT_RE, "hive metastore uri",
-                              "thrift://host:port (comma-separated for several)", empty=True) = ""
+    hive_metastore_uri: Match(
+        _THRIFT_RE,
+        "hive metastore uri",
+        "thrift://host:port (comma-separated for several)",
+        empty=True,
+    ) = ""
     # "" -> AWS_REGION / ~/.aws/config
-    glue_region: Match(REGION_RE, "glue region", "an AWS region such as 'us-east-1'",
-                       empty=True) = ""
+    glue_region: Match(
+        REGION_RE, "glue region", "an AWS region such as 'us-east-1'", empty=True
+    ) = ""
     # 12-digit account id of the Glue catalog; "" -> your account
-    glue_catalog_id: Match(r"[0-9]{12}", "glue catalog id", "a 12-digit AWS account id",
-                           empty=True) = ""
+    glue_catalog_id: Match(
+        r"[0-9]{12}", "glue catalog id", "a 12-digit AWS account id", empty=True
+    ) = ""
     # a VPC endpoint or a test server; "" -> AWS
-    glue_endpoint_url: Match(ENDPOINT_RE, "glue endpoint url", "an http:// or https:// URL",
-                             empty=True) = ""
+    glue_endpoint_url: Match(
+        ENDPOINT_RE, "glue endpoint url", "an http:// or https:// URL", empty=True
+    ) = ""
     # jdbc:mysql://host:3306/metastore: a Hive metastore in MySQL/MariaDB instead of Derby
     metastore_jdbc_url: Str = ""
     metastore_jdbc_driver: OneOf(JDBC_DRIVERS, "JDBC driver") = MARIADB_DRIVER
-    metastore_user: Match(r"[A-Za-z0-9_.\-]{1,80}", "metastore user",
-                          "1-80 characters from [A-Za-z0-9_.-]", empty=True) = ""
+    metastore_user: Match(
+        r"[A-Za-z0-9_.\-]{1,80}",
+        "metastore user",
+        "1-80 characters from [A-Za-z0-9_.-]",
+        empty=True,
+    ) = ""
     # a file holding the password (a mounted secret); else $DATALAKE_METASTORE_PASSWORD
     metastore_password_file: Annotated[Str, AfterValidator(_password_file)] = ""
     # the JDBC driver's jar(s), comma-separated
@@ -155,9 +195,12 @@ class CatalogSettings:
         except SettingsError as e:
             raise SettingsError(e.problem, key="metastore_jdbc_url") from None
         if self.hive_metastore_uri:
-            raise SettingsError("set either metastore_jdbc_url (Spark talks to the metastore's "
-                                "database) or hive_metastore_uri (a thrift metastore service), "
-                                "not both", key="metastore_jdbc_url")
+            raise SettingsError(
+                "set either metastore_jdbc_url (Spark talks to the metastore's "
+                "database) or hive_metastore_uri (a thrift metastore service), "
+                "not both",
+                key="metastore_jdbc_url",
+            )
         if not self.metastore_user:
             raise SettingsError("required with metastore_jdbc_url", key="metastore_user")
         return self

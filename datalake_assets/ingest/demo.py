@@ -278,24 +278,85 @@ def _ajs_id(x: int) -> str:
 # catalogue: products, pages, campaigns, users
 
 _CITIES = [
-    ("Berlin", "DE", "10115"), ("München", "DE", "80331"), ("Paris", "FR", "75001"),
-    ("London", "GB", "EC1A 1BB"), ("New York", "US", "10001"), ("Boston", "US", "02139"),
-    ("San Francisco", "US", "94103"), ("São Paulo", "BR", "01000-000"), ("Tokyo", "JP", "100-0001"),
-    ("Bengaluru", "IN", "560001"), ("Sydney", "AU", "2000"), ("Zürich", "CH", "8001"),
-    ("Kraków", "PL", "30-001"), ("Montréal", "CA", "H2X 1Y4"), ("Austin", "US", "73301"),
+    ("Berlin", "DE", "10115"),
+    ("München", "DE", "80331"),
+    ("Paris", "FR", "75001"),
+    ("London", "GB", "EC1A 1BB"),
+    ("New York", "US", "10001"),
+    ("Boston", "US", "02139"),
+    ("San Francisco", "US", "94103"),
+    ("São Paulo", "BR", "01000-000"),
+    ("Tokyo", "JP", "100-0001"),
+    ("Bengaluru", "IN", "560001"),
+    ("Sydney", "AU", "2000"),
+    ("Zürich", "CH", "8001"),
+    ("Kraków", "PL", "30-001"),
+    ("Montréal", "CA", "H2X 1Y4"),
+    ("Austin", "US", "73301"),
 ]
-_FIRST = ["Anna", "Ben", "Chloé", "David", "Elif", "Farid", "Grace", "Hiro", "Ines", "Jonas",
-          "Kemal", "Lena", "Mateo", "Nora", "Oskar", "Priya", "Quentin", "Rosa", "Søren", "Tara",
-          "Uma", "Victor", "Wen", "Ximena", "Yusuf", "Zoë", "José", "Łukasz", "Amélie", "Björn"]
-_LAST = ["Müller", "Smith", "García", "Nguyen", "Kowalski", "Rossi", "Tanaka", "Dubois",
-         "O'Brien", "Johansson", "Patel", "Silva", "Schmidt", "Kim", "Novak", "Moreau"]
+_FIRST = [
+    "Anna",
+    "Ben",
+    "Chloé",
+    "David",
+    "Elif",
+    "Farid",
+    "Grace",
+    "Hiro",
+    "Ines",
+    "Jonas",
+    "Kemal",
+    "Lena",
+    "Mateo",
+    "Nora",
+    "Oskar",
+    "Priya",
+    "Quentin",
+    "Rosa",
+    "Søren",
+    "Tara",
+    "Uma",
+    "Victor",
+    "Wen",
+    "Ximena",
+    "Yusuf",
+    "Zoë",
+    "José",
+    "Łukasz",
+    "Amélie",
+    "Björn",
+]
+_LAST = [
+    "Müller",
+    "Smith",
+    "García",
+    "Nguyen",
+    "Kowalski",
+    "Rossi",
+    "Tanaka",
+    "Dubois",
+    "O'Brien",
+    "Johansson",
+    "Patel",
+    "Silva",
+    "Schmidt",
+    "Kim",
+    "Novak",
+    "Moreau",
+]
 # (timezone, UTC offset in minutes in November, locale)
 _ZONES = [
-    ("Europe/Berlin", 60, "de-DE"), ("Europe/Paris", 60, "fr-FR"), ("Europe/London", 0, "en-GB"),
-    ("America/New_York", -300, "en-US"), ("America/Los_Angeles", -480, "en-US"),
-    ("America/Sao_Paulo", -180, "pt-BR"), ("Asia/Tokyo", 540, "ja-JP"),
-    ("Asia/Kolkata", 330, "en-IN"), ("Australia/Sydney", 660, "en-AU"),
-    ("Europe/Warsaw", 60, "pl-PL"), ("America/Toronto", -300, "fr-CA"),
+    ("Europe/Berlin", 60, "de-DE"),
+    ("Europe/Paris", 60, "fr-FR"),
+    ("Europe/London", 0, "en-GB"),
+    ("America/New_York", -300, "en-US"),
+    ("America/Los_Angeles", -480, "en-US"),
+    ("America/Sao_Paulo", -180, "pt-BR"),
+    ("Asia/Tokyo", 540, "ja-JP"),
+    ("Asia/Kolkata", 330, "en-IN"),
+    ("Australia/Sydney", 660, "en-AU"),
+    ("Europe/Warsaw", 60, "pl-PL"),
+    ("America/Toronto", -300, "fr-CA"),
 ]
 _BROWSER_UAS = [
     "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) "
@@ -310,33 +371,62 @@ _BROWSER_UAS = [
     "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
     "Chrome/119.0.6045.163 Mobile Safari/537.36",
 ]
-_BROWSER_LIBS = [{"name": "analytics.js", "version": "next-1.61.0"},
-                 {"name": "analytics.js", "version": "next-1.55.0"},
-                 {"name": "analytics.js", "version": "4.1.0"}]
+_BROWSER_LIBS = [
+    {"name": "analytics.js", "version": "next-1.61.0"},
+    {"name": "analytics.js", "version": "next-1.55.0"},
+    {"name": "analytics.js", "version": "4.1.0"},
+]
 # (library, os name, os versions, manufacturer, models, user agent template)
 _MOBILE_KINDS = [
-    ({"name": "analytics-ios", "version": "4.1.8"}, "iOS", ["16.7.2", "17.1", "17.1.1"],
-     "Apple", ["iPhone14,5", "iPhone15,2", "iPhone16,1", "iPad13,4"],
-     "ShopApp/{app} CFNetwork/1474 Darwin/23.0.0"),
-    ({"name": "analytics-android", "version": "4.11.3"}, "Android", ["12", "13", "14"],
-     "samsung", ["SM-S911B", "SM-A546B", "SM-G991B"],
-     "Dalvik/2.1.0 (Linux; U; Android {os}; {model} Build/UP1A.231005.007)"),
-    ({"name": "analytics-kotlin", "version": "1.14.2"}, "Android", ["13", "14"],
-     "Google", ["Pixel 7", "Pixel 8 Pro"],
-     "Dalvik/2.1.0 (Linux; U; Android {os}; {model} Build/UD1A.230803.041)"),
+    (
+        {"name": "analytics-ios", "version": "4.1.8"},
+        "iOS",
+        ["16.7.2", "17.1", "17.1.1"],
+        "Apple",
+        ["iPhone14,5", "iPhone15,2", "iPhone16,1", "iPad13,4"],
+        "ShopApp/{app} CFNetwork/1474 Darwin/23.0.0",
+    ),
+    (
+        {"name": "analytics-android", "version": "4.11.3"},
+        "Android",
+        ["12", "13", "14"],
+        "samsung",
+        ["SM-S911B", "SM-A546B", "SM-G991B"],
+        "Dalvik/2.1.0 (Linux; U; Android {os}; {model} Build/UP1A.231005.007)",
+    ),
+    (
+        {"name": "analytics-kotlin", "version": "1.14.2"},
+        "Android",
+        ["13", "14"],
+        "Google",
+        ["Pixel 7", "Pixel 8 Pro"],
+        "Dalvik/2.1.0 (Linux; U; Android {os}; {model} Build/UD1A.230803.041)",
+    ),
 ]
 _SERVER_KINDS = [
     ({"name": "analytics-python", "version": "2.3.2"}, "python-requests/2.31.0"),
-    ({"name": "analytics-node", "version": "1.3.0"}, "node-fetch/1.0 (+https://github.com/bitinn/node-fetch)"),
+    (
+        {"name": "analytics-node", "version": "1.3.0"},
+        "node-fetch/1.0 (+https://github.com/bitinn/node-fetch)",
+    ),
     ({"name": "analytics-ruby", "version": "2.4.0"}, "Ruby"),
 ]
-_INTEGRATIONS = [{"All": True}, {"All": True}, {"All": True, "Mixpanel": False}, {},
-                 {"All": True, "Amplitude": {"session_id": 1732182000000}},
-                 {"All": False, "Google Analytics": True, "Braze": True}]
+_INTEGRATIONS = [
+    {"All": True},
+    {"All": True},
+    {"All": True, "Mixpanel": False},
+    {},
+    {"All": True, "Amplitude": {"session_id": 1732182000000}},
+    {"All": False, "Google Analytics": True, "Braze": True},
+]
 _CAMPAIGNS = [
     {"name": "black_friday_2026", "source": "google", "medium": "cpc", "term": "running shoes"},
-    {"name": "newsletter_week_47", "source": "newsletter", "medium": "email",
-     "content": "hero_banner"},
+    {
+        "name": "newsletter_week_47",
+        "source": "newsletter",
+        "medium": "email",
+        "content": "hero_banner",
+    },
     {"name": "winter-sale", "source": "facebook", "medium": "paid_social"},
     {"name": "Retargeting Q4", "source": "criteo", "medium": "display"},
     {"name": "brand", "source": "bing", "medium": "cpc", "term": "acme store"},
@@ -345,25 +435,50 @@ _CATEGORIES = ["Shoes", "Jackets", "Accessories", "Outdoor", "Kids", "Sale"]
 _BRANDS = ["Acme", "Northwind", "Globex", "Initech", "Umbrella"]
 _ADJ = ["Trail", "Classic", "Ultra", "Urban", "Alpine", "Everyday", "Pro", "Lite"]
 _NOUN = ["Runner", "Parka", "Backpack", "Beanie", "Boot", "Sneaker", "Vest", "Glove", "Tee"]
-_SCREENS = [("Home", "Main"), ("Product Detail", "Catalog"), ("Cart", "Checkout"),
-            ("Search Results", "Catalog"), ("Settings", "Account"), ("Order History", "Account"),
-            ("Onboarding Step 2", "Onboarding")]
+_SCREENS = [
+    ("Home", "Main"),
+    ("Product Detail", "Catalog"),
+    ("Cart", "Checkout"),
+    ("Search Results", "Catalog"),
+    ("Settings", "Account"),
+    ("Order History", "Account"),
+    ("Onboarding Step 2", "Onboarding"),
+]
 # (name, industry, employees)
-_COMPANIES = [("Acme Corp", "Retail", 250), ("Globex", "Manufacturing", 1800),
-              ("Initech", "Software", 12), ("Umbrella GmbH", "Healthcare", 54000),
-              ("Stark Industries", "Defense", 9000), ("Wayne Enterprises", "Conglomerate", 320),
-              ("Hooli", "Software", 7)]
+_COMPANIES = [
+    ("Acme Corp", "Retail", 250),
+    ("Globex", "Manufacturing", 1800),
+    ("Initech", "Software", 12),
+    ("Umbrella GmbH", "Healthcare", 54000),
+    ("Stark Industries", "Defense", 9000),
+    ("Wayne Enterprises", "Conglomerate", 320),
+    ("Hooli", "Software", 7),
+]
 _PLANS = ["free", "starter", "pro", "enterprise"]
-_QUERIES = ["running shoes", "winter jacket", "gore-tex", "rucksack 30l", "beanie", "größe 44",
-            "kids boots", "sale", "trail runner ultra", "vest"]
-_VIDEOS = [("vid_001", "How to lace trail shoes", 312, ["howto"]),
-           ("vid_002", "Winter collection 2026", 95, ["collection", "2026"]),
-           ("vid_003", "Unboxing: Alpine Parka", 480, ["unboxing", "parka"]),
-           ("vid_004", "Care guide – leather", 204, [])]
+_QUERIES = [
+    "running shoes",
+    "winter jacket",
+    "gore-tex",
+    "rucksack 30l",
+    "beanie",
+    "größe 44",
+    "kids boots",
+    "sale",
+    "trail runner ultra",
+    "vest",
+]
+_VIDEOS = [
+    ("vid_001", "How to lace trail shoes", 312, ["howto"]),
+    ("vid_002", "Winter collection 2026", 95, ["collection", "2026"]),
+    ("vid_003", "Unboxing: Alpine Parka", 480, ["unboxing", "parka"]),
+    ("vid_004", "Care guide – leather", 204, []),
+]
 _VIDEO_QUALITIES = ["1080p", "720p", "auto"]
-_EXPERIMENTS = [("exp_checkout_v2", "Checkout redesign", ["control", "one_page"]),
-                ("exp_price_anchor", "Price anchoring", ["control", "anchor_high", "anchor_low"]),
-                ("exp_hero_video", "Hero video on home", ["control", "video"])]
+_EXPERIMENTS = [
+    ("exp_checkout_v2", "Checkout redesign", ["control", "one_page"]),
+    ("exp_price_anchor", "Price anchoring", ["control", "anchor_high", "anchor_low"]),
+    ("exp_hero_video", "Hero video on home", ["control", "video"]),
+]
 _SHIP_METHODS = ["standard", "express", "pickup"]
 _APP_VERSIONS = ["3.14.0", "3.15.1", "3.16.0"]
 _CARRIERS = ["Vodafone", "T-Mobile", "AT&T", "Orange", "unknown"]
@@ -390,24 +505,35 @@ def _frozen(obj: dict):
 def _build_catalogue(rng: random.Random) -> dict:
     products = []
     for i in range(60):
-        price = round(rng.choice([9.99, 14.5, 19.99, 24.0, 29.99, 49.95, 79.0, 129.99, 249.0])
-                      * rng.choice([1, 1, 1, 0.8, 1.2]), 2)
-        products.append({
-            "productId": f"prod_{1000 + i}",
-            "sku": f"SKU-{rng.randrange(10**5, 10**6)}-{rng.choice('ABCDEFGH')}",
-            "name": f"{rng.choice(_ADJ)} {rng.choice(_NOUN)} {rng.randrange(2, 9)}",
-            "category": rng.choice(_CATEGORIES),
-            "brand": rng.choice(_BRANDS),
-            "price": price,
-            "url": f"https://shop.example.com/products/prod_{1000 + i}",
-            "imageUrl": f"https://cdn.example.com/img/prod_{1000 + i}.jpg",
-        })
+        price = round(
+            rng.choice([9.99, 14.5, 19.99, 24.0, 29.99, 49.95, 79.0, 129.99, 249.0])
+            * rng.choice([1, 1, 1, 0.8, 1.2]),
+            2,
+        )
+        products.append(
+            {
+                "productId": f"prod_{1000 + i}",
+                "sku": f"SKU-{rng.randrange(10**5, 10**6)}-{rng.choice('ABCDEFGH')}",
+                "name": f"{rng.choice(_ADJ)} {rng.choice(_NOUN)} {rng.randrange(2, 9)}",
+                "category": rng.choice(_CATEGORIES),
+                "brand": rng.choice(_BRANDS),
+                "price": price,
+                "url": f"https://shop.example.com/products/prod_{1000 + i}",
+                "imageUrl": f"https://cdn.example.com/img/prod_{1000 + i}.jpg",
+            }
+        )
     # line items (product + quantity) with a minority of numbers sent as strings
     items, item_totals = [], []
     for p in products:
         for q in (1, 1, 1, 2, 2, 3):
-            it = {"productId": p["productId"], "sku": p["sku"], "name": p["name"],
-                  "category": p["category"], "price": p["price"], "quantity": q}
+            it = {
+                "productId": p["productId"],
+                "sku": p["sku"],
+                "name": p["name"],
+                "category": p["category"],
+                "price": p["price"],
+                "quantity": q,
+            }
             r = rng.random()
             if r < 0.08:
                 it["price"] = f"{p['price']:.2f}"
@@ -419,15 +545,33 @@ def _build_catalogue(rng: random.Random) -> dict:
             item_totals.append(p["price"] * q)
     product_names = {p["productId"]: p["name"] for p in products}
     pages = []
-    paths = (["/", "/sale", "/cart", "/checkout", "/account", "/search", "/blog/winter-guide",
-              "/help/shipping"] + [f"/products/{p['productId']}" for p in products[:30]]
-             + [f"/c/{c.lower()}" for c in _CATEGORIES])
-    referrers = ["", "", "https://www.google.com/", "https://www.bing.com/",
-                 "https://t.co/xYz123", "https://shop.example.com/"]
+    paths = (
+        [
+            "/",
+            "/sale",
+            "/cart",
+            "/checkout",
+            "/account",
+            "/search",
+            "/blog/winter-guide",
+            "/help/shipping",
+        ]
+        + [f"/products/{p['productId']}" for p in products[:30]]
+        + [f"/c/{c.lower()}" for c in _CATEGORIES]
+    )
+    referrers = [
+        "",
+        "",
+        "https://www.google.com/",
+        "https://www.bing.com/",
+        "https://t.co/xYz123",
+        "https://shop.example.com/",
+    ]
     for path in paths:
         for _ in range(3):
-            search = rng.choice(["", "", "?utm_source=google&utm_medium=cpc", "?q=boots",
-                                 "?page=2&sort=price"])
+            search = rng.choice(
+                ["", "", "?utm_source=google&utm_medium=cpc", "?q=boots", "?page=2&sort=price"]
+            )
             if path.startswith("/products/"):
                 title = f"{product_names[path.rsplit('/', 1)[1]]} | Acme Store"
                 name, category = "Product", "Catalog"
@@ -437,18 +581,33 @@ def _build_catalogue(rng: random.Random) -> dict:
             else:
                 name = path.strip("/").split("/")[0].title() or "Home"
                 title, category = f"{name} | Acme Store", rng.choice(["Content", "Shop", None])
-            page = {"path": path, "referrer": rng.choice(referrers), "search": search,
-                    "title": title, "url": f"https://shop.example.com{path}{search}"}
+            page = {
+                "path": path,
+                "referrer": rng.choice(referrers),
+                "search": search,
+                "title": title,
+                "url": f"https://shop.example.com{path}{search}",
+            }
             pages.append((name, category, page, _frozen(page)))
     groups = []
     for i, (cname, industry, employees) in enumerate(_COMPANIES):
-        traits = {"name": cname, "employees": employees, "industry": industry,
-                  "plan": rng.choice(_PLANS),
-                  "website": f"https://{cname.split()[0].lower()}.example"}
-        groups.append((f"grp_{i:03d}", (_frozen(traits),
-                                        _frozen({**traits, "employees": str(employees)}))))
-    return {"products": products, "items": items, "item_totals": item_totals, "pages": pages,
-            "groups": groups}
+        traits = {
+            "name": cname,
+            "employees": employees,
+            "industry": industry,
+            "plan": rng.choice(_PLANS),
+            "website": f"https://{cname.split()[0].lower()}.example",
+        }
+        groups.append(
+            (f"grp_{i:03d}", (_frozen(traits), _frozen({**traits, "employees": str(employees)})))
+        )
+    return {
+        "products": products,
+        "items": items,
+        "item_totals": item_totals,
+        "pages": pages,
+        "groups": groups,
+    }
 
 
 def _build_users(rng: random.Random, cat: dict, n_users: int) -> list[dict]:
@@ -475,30 +634,43 @@ def _build_users(rng: random.Random, cat: dict, n_users: int) -> list[dict]:
         identified = rnd() < 0.6 or (channel == "server" and rnd() < 0.5)
         created_days = 1 + int(rnd() * 900)
         u = {
-            "n": n, "channel": channel, "anon": _uuid(g(128)), "new_id": _uuid,
-            "uid": f"usr_{g(32):08x}{n:04d}", "identified": identified,
-            "zone": zone, "offset": offset, "locale": locale, "ip": ip,
+            "n": n,
+            "channel": channel,
+            "anon": _uuid(g(128)),
+            "new_id": _uuid,
+            "uid": f"usr_{g(32):08x}{n:04d}",
+            "identified": identified,
+            "zone": zone,
+            "offset": offset,
+            "locale": locale,
+            "ip": ip,
             "skew": 0 if rnd() < 0.8 else int((rnd() - 0.5) * 600_000_000),
             "fmt": _FORMAT_TABLE[int(rnd() * 100)],
             "version": 1 if (channel == "server" and rnd() < 0.5) or rnd() < 0.05 else 2,
             "integrations": int(rnd() * len(_INTEGRATIONS)),
-            "first": first, "last": last,
+            "first": first,
+            "last": last,
             "email": f"{first.lower()}.{last.lower()}{n}@example.com".replace("'", ""),
-            "city": city, "country": country, "zip": zip_code,
-            "plan": pick(_PLANS), "company": int(rnd() * len(_COMPANIES)),
+            "city": city,
+            "country": country,
+            "zip": zip_code,
+            "plan": pick(_PLANS),
+            "company": int(rnd() * len(_COMPANIES)),
             "cart": f"cart_{g(40):010x}",
             "created_days": created_days,
-            "created_us": (_CREATED_BASE_US - created_days * _DAY_US
-                           + int(rnd() * 86_400) * 1_000_000),
+            "created_us": (
+                _CREATED_BASE_US - created_days * _DAY_US + int(rnd() * 86_400) * 1_000_000
+            ),
             "traits_draws": [(int(rnd() * 5), rnd(), rnd()) for _ in range(2)],
             "tpl": None,
         }
         if channel == "browser":
             u["new_id"] = _ajs_id
             u["library"], u["ua"] = pick(_BROWSER_LIBS), pick(_BROWSER_UAS)
-            u["visits"] = [(int(rnd() * n_pages),
-                            int(rnd() * n_campaigns) if rnd() < 0.5 else None)
-                           for _ in range(_VISITS)]
+            u["visits"] = [
+                (int(rnd() * n_pages), int(rnd() * n_campaigns) if rnd() < 0.5 else None)
+                for _ in range(_VISITS)
+            ]
         elif channel == "mobile":
             lib, os_name, os_versions, maker, models, ua = pick(_MOBILE_KINDS)
             model, app_version = pick(models), pick(_APP_VERSIONS)
@@ -509,17 +681,30 @@ def _build_users(rng: random.Random, cat: dict, n_users: int) -> list[dict]:
             u["library"] = lib
             u["ua"] = ua.format(app=app_version, os=os_version, model=model)
             u["mobile"] = {
-                "app": {"build": str(900 + int(rnd() * 99)), "name": "Acme Shop",
-                        "namespace": "com.example.shop", "version": app_version},
-                "device": {"id": _uuid(g(128)), "manufacturer": maker, "model": model,
-                           "type": "ios" if os_name == "iOS" else "android",
-                           "adTrackingEnabled": rnd() < 0.3},
-                "network": {"wifi": rnd() < 0.6, "cellular": rnd() < 0.5,
-                            "carrier": pick(_CARRIERS)},
+                "app": {
+                    "build": str(900 + int(rnd() * 99)),
+                    "name": "Acme Shop",
+                    "namespace": "com.example.shop",
+                    "version": app_version,
+                },
+                "device": {
+                    "id": _uuid(g(128)),
+                    "manufacturer": maker,
+                    "model": model,
+                    "type": "ios" if os_name == "iOS" else "android",
+                    "adTrackingEnabled": rnd() < 0.3,
+                },
+                "network": {
+                    "wifi": rnd() < 0.6,
+                    "cellular": rnd() < 0.5,
+                    "carrier": pick(_CARRIERS),
+                },
                 "os": {"name": os_name, "version": os_version},
-                "screen": {"width": 820 if ipad else pick(_SCREEN_WIDTHS),
-                           "height": 1180 if ipad else pick(_SCREEN_HEIGHTS),
-                           "density": pick(_DENSITIES)},
+                "screen": {
+                    "width": 820 if ipad else pick(_SCREEN_WIDTHS),
+                    "height": 1180 if ipad else pick(_SCREEN_HEIGHTS),
+                    "density": pick(_DENSITIES),
+                },
             }
         else:
             u["library"], u["ua"] = pick(_SERVER_KINDS)
@@ -534,16 +719,40 @@ def _templates(u: dict, cat: dict) -> dict:
     shared parts pre-serialized."""
     if u["channel"] == "mobile":
         m = u["mobile"]
-        ctx = {"app": m["app"], "device": m["device"], "ip": u["ip"], "library": u["library"],
-               "locale": u["locale"], "network": m["network"], "os": m["os"],
-               "screen": m["screen"], "timezone": u["zone"], "userAgent": u["ua"]}
+        ctx = {
+            "app": m["app"],
+            "device": m["device"],
+            "ip": u["ip"],
+            "library": u["library"],
+            "locale": u["locale"],
+            "network": m["network"],
+            "os": m["os"],
+            "screen": m["screen"],
+            "timezone": u["zone"],
+            "userAgent": u["ua"],
+        }
     else:
-        ctx = {"ip": u["ip"], "library": u["library"], "locale": u["locale"],
-               "timezone": u["zone"], "userAgent": u["ua"]}
-    head = {"anonymousId": u["anon"], "channel": u["channel"], "context": _frozen(ctx),
-            "integrations": _frozen(_INTEGRATIONS[u["integrations"]]), "messageId": None,
-            "originalTimestamp": None, "receivedAt": None, "sentAt": None, "timestamp": None,
-            "type": None, "userId": u["uid"], "version": u["version"]}
+        ctx = {
+            "ip": u["ip"],
+            "library": u["library"],
+            "locale": u["locale"],
+            "timezone": u["zone"],
+            "userAgent": u["ua"],
+        }
+    head = {
+        "anonymousId": u["anon"],
+        "channel": u["channel"],
+        "context": _frozen(ctx),
+        "integrations": _frozen(_INTEGRATIONS[u["integrations"]]),
+        "messageId": None,
+        "originalTimestamp": None,
+        "receivedAt": None,
+        "sentAt": None,
+        "timestamp": None,
+        "type": None,
+        "userId": u["uid"],
+        "version": u["version"],
+    }
     head_alias = dict(head)  # an alias always carries the userId
     head_null = dict(head)  # analytics.js sends an explicit null userId before identify
     head_null["userId"] = None
@@ -559,16 +768,29 @@ def _templates(u: dict, cat: dict) -> dict:
     traits = []
     for extra_logins, fmt_r, text_r in u["traits_draws"]:
         logins = 1 + u["created_days"] // 7 + extra_logins
-        traits.append(_frozen({
-            "email": u["email"], "name": f"{u['first']} {u['last']}", "firstName": u["first"],
-            "lastName": u["last"],
-            "createdAt": _fmt(u["created_us"], _FORMAT_TABLE[int(fmt_r * 100)], u["offset"]),
-            "plan": u["plan"], "logins": str(logins) if text_r < 0.1 else logins,
-            "address": {"city": u["city"], "country": u["country"], "postalCode": u["zip"]},
-        }))
-    return {"head": head, "head_alias": head_alias,
-            "head_null": head_null if u["channel"] == "browser" and not u["identified"] else None,
-            "visits": visits, "traits": traits}
+        traits.append(
+            _frozen(
+                {
+                    "email": u["email"],
+                    "name": f"{u['first']} {u['last']}",
+                    "firstName": u["first"],
+                    "lastName": u["last"],
+                    "createdAt": _fmt(
+                        u["created_us"], _FORMAT_TABLE[int(fmt_r * 100)], u["offset"]
+                    ),
+                    "plan": u["plan"],
+                    "logins": str(logins) if text_r < 0.1 else logins,
+                    "address": {"city": u["city"], "country": u["country"], "postalCode": u["zip"]},
+                }
+            )
+        )
+    return {
+        "head": head,
+        "head_alias": head_alias,
+        "head_null": head_null if u["channel"] == "browser" and not u["identified"] else None,
+        "visits": visits,
+        "traits": traits,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -578,8 +800,7 @@ def _templates(u: dict, cat: dict) -> dict:
 class _Hour:
     """The message factory of one source hour (all randomness from one seeded ``Random``)."""
 
-    def __init__(self, rng: random.Random, cat: dict, users: list[dict],
-                 late_rate: float) -> None:
+    def __init__(self, rng: random.Random, cat: dict, users: list[dict], late_rate: float) -> None:
         self.cat = cat
         self.rnd = rng.random
         self.bits = rng.getrandbits
@@ -643,31 +864,53 @@ class _Hour:
     def _p_product_viewed(self, u, t_us):
         rnd = self.rnd
         p = self.products[int(rnd() * len(self.products))]
-        props = {"productId": p["productId"], "sku": p["sku"], "name": p["name"],
-                 "category": p["category"], "brand": p["brand"], "price": self.money(p["price"]),
-                 "currency": "EUR" if u["offset"] >= 0 else "USD",
-                 "position": self.count(1 + int(rnd() * 24)),
-                 "url": p["url"], "imageUrl": p["imageUrl"]}
+        props = {
+            "productId": p["productId"],
+            "sku": p["sku"],
+            "name": p["name"],
+            "category": p["category"],
+            "brand": p["brand"],
+            "price": self.money(p["price"]),
+            "currency": "EUR" if u["offset"] >= 0 else "USD",
+            "position": self.count(1 + int(rnd() * 24)),
+            "url": p["url"],
+            "imageUrl": p["imageUrl"],
+        }
         if rnd() < 0.3:
             props["utm.source"] = _UTM_SOURCES[int(rnd() * 3)]
         return props
 
     def _p_product_added(self, u, t_us):
         it = self.items[int(self.rnd() * len(self.items))]
-        return {"cartId": u["cart"], "productId": it["productId"], "sku": it["sku"],
-                "name": it["name"], "price": it["price"], "quantity": it["quantity"],
-                "coupon": None if self.rnd() < 0.8 else "WINTER10"}
+        return {
+            "cartId": u["cart"],
+            "productId": it["productId"],
+            "sku": it["sku"],
+            "name": it["name"],
+            "price": it["price"],
+            "quantity": it["quantity"],
+            "coupon": None if self.rnd() < 0.8 else "WINTER10",
+        }
 
     def _p_cart_viewed(self, u, t_us):
         items, total = self.cart(1, 4)
-        return {"cartId": u["cart"], "products": items, "itemCount": self.count(len(items)),
-                "value": self.money(total)}
+        return {
+            "cartId": u["cart"],
+            "products": items,
+            "itemCount": self.count(len(items)),
+            "value": self.money(total),
+        }
 
     def _p_checkout_started(self, u, t_us):
         items, total = self.cart(1, 4)
-        return {"orderId": self.order_id(), "value": self.money(total),
-                "revenue": self.money(total / 1.19), "currency": "EUR", "products": items,
-                "step": 1}
+        return {
+            "orderId": self.order_id(),
+            "value": self.money(total),
+            "revenue": self.money(total / 1.19),
+            "currency": "EUR",
+            "products": items,
+            "step": 1,
+        }
 
     def _p_order_completed(self, u, t_us):
         rnd = self.rnd
@@ -675,15 +918,20 @@ class _Hour:
         shipping = 0.0 if total > 100 else 4.95
         discount = round(total * 0.1, 2) if rnd() < 0.2 else 0
         props = {
-            "orderId": self.order_id(), "checkoutId": f"chk_{int(rnd() * 1e9)}",
+            "orderId": self.order_id(),
+            "checkoutId": f"chk_{int(rnd() * 1e9)}",
             "total": round(total + shipping - discount, 2),
-            "revenue": self.money(total / 1.19), "shippingCost": shipping,
-            "tax": round(total - total / 1.19, 2), "discount": discount,
+            "revenue": self.money(total / 1.19),
+            "shippingCost": shipping,
+            "tax": round(total - total / 1.19, 2),
+            "discount": discount,
             "coupon": "WINTER10" if discount else None,
-            "currency": "EUR", "products": items,
-            "shipping": {"method": self.pick(_SHIP_METHODS),
-                         "address": {"city": u["city"], "zip": u["zip"],
-                                     "country": u["country"]}},
+            "currency": "EUR",
+            "products": items,
+            "shipping": {
+                "method": self.pick(_SHIP_METHODS),
+                "address": {"city": u["city"], "zip": u["zip"], "country": u["country"]},
+            },
             "tags": self.pick(_ORDER_TAGS),
             "isFirstPurchase": rnd() < 0.3,
         }
@@ -693,62 +941,97 @@ class _Hour:
 
     def _p_signed_in(self, u, t_us):
         rnd = self.rnd
-        return {"method": _SIGN_IN_METHODS[int(rnd() * 4)], "username": u["email"],
-                "rememberMe": rnd() < 0.5, "attempt": self.count(1 + int(rnd() ** 4 * 3))}
+        return {
+            "method": _SIGN_IN_METHODS[int(rnd() * 4)],
+            "username": u["email"],
+            "rememberMe": rnd() < 0.5,
+            "attempt": self.count(1 + int(rnd() ** 4 * 3)),
+        }
 
     def _p_signed_up(self, u, t_us):
         rnd = self.rnd
-        return {"method": _SIGN_IN_METHODS[int(rnd() * 3)], "firstName": u["first"],
-                "lastName": u["last"], "email": u["email"], "Plan Name": u["plan"].title(),
-                "trialEndsAt": self.date_value(t_us + 14 * _DAY_US, u["offset"]),
-                "newsletter": rnd() < 0.4,
-                "referralCode": None if rnd() < 0.7 else f"REF{int(rnd() * 1e5):05d}"}
+        return {
+            "method": _SIGN_IN_METHODS[int(rnd() * 3)],
+            "firstName": u["first"],
+            "lastName": u["last"],
+            "email": u["email"],
+            "Plan Name": u["plan"].title(),
+            "trialEndsAt": self.date_value(t_us + 14 * _DAY_US, u["offset"]),
+            "newsletter": rnd() < 0.4,
+            "referralCode": None if rnd() < 0.7 else f"REF{int(rnd() * 1e5):05d}",
+        }
 
     def _p_video_played(self, u, t_us):
         rnd = self.rnd
         vid, title, duration, tags = _VIDEOS[int(rnd() * len(_VIDEOS))]
         pos = int(rnd() * duration)
-        return {"videoId": vid, "title": title, "position": self.count(pos),
-                "duration": duration, "% complete": round(100.0 * pos / duration, 1),
-                "quality": _VIDEO_QUALITIES[int(rnd() * 3)], "autoplay": rnd() < 0.2,
-                "sound": int(rnd() * 101), "tags": tags}
+        return {
+            "videoId": vid,
+            "title": title,
+            "position": self.count(pos),
+            "duration": duration,
+            "% complete": round(100.0 * pos / duration, 1),
+            "quality": _VIDEO_QUALITIES[int(rnd() * 3)],
+            "autoplay": rnd() < 0.2,
+            "sound": int(rnd() * 101),
+            "tags": tags,
+        }
 
     def _p_search(self, u, t_us):
         rnd = self.rnd
-        props = {"query": _QUERIES[int(rnd() * len(_QUERIES))],
-                 "resultsCount": self.count(int(rnd() * 240)),
-                 "page": 1 + int(rnd() ** 3 * 4),
-                 "sortBy": _SORTS[int(rnd() * 3)]}
+        props = {
+            "query": _QUERIES[int(rnd() * len(_QUERIES))],
+            "resultsCount": self.count(int(rnd() * 240)),
+            "page": 1 + int(rnd() ** 3 * 4),
+            "sortBy": _SORTS[int(rnd() * 3)],
+        }
         if rnd() < 0.5:
-            props["filters"] = {"category": _CATEGORIES[int(rnd() * len(_CATEGORIES))],
-                                "priceMax": self.money(self.pick([50, 100, 200])),
-                                "inStock": rnd() < 0.7}
+            props["filters"] = {
+                "category": _CATEGORIES[int(rnd() * len(_CATEGORIES))],
+                "priceMax": self.money(self.pick([50, 100, 200])),
+                "inStock": rnd() < 0.7,
+            }
         return props
 
     def _p_coupon(self, u, t_us):
         code = self.pick(_COUPONS)
-        return {"couponId": code, "couponName": code.title(),
-                "discount": self.money(self.pick([5, 10, 4.95, 15.5])),
-                "cartId": u["cart"], "orderId": None,
-                "utm.source": self.pick(["newsletter", "affiliate", "direct"])}
+        return {
+            "couponId": code,
+            "couponName": code.title(),
+            "discount": self.money(self.pick([5, 10, 4.95, 15.5])),
+            "cartId": u["cart"],
+            "orderId": None,
+            "utm.source": self.pick(["newsletter", "affiliate", "direct"]),
+        }
 
     def _p_subscription(self, u, t_us):
         interval = self.pick(["month", "month", "year"])
         amount = {"month": 9.99, "year": 99.0}[interval] * (1 + _PLANS.index(u["plan"]))
-        return {"Plan Name": u["plan"].title(), "planId": f"plan_{u['plan']}_{interval}",
-                "amount": self.money(amount), "currency": "EUR", "interval": interval,
-                "renewalDate": self.date_value(t_us, u["offset"]),
-                "nextBillingDate": self.date_value(
-                    t_us + (30 if interval == "month" else 365) * _DAY_US, u["offset"]),
-                "seats": self.count(1 + int(self.rnd() ** 3 * 50)),
-                "autoRenew": self.rnd() < 0.9}
+        return {
+            "Plan Name": u["plan"].title(),
+            "planId": f"plan_{u['plan']}_{interval}",
+            "amount": self.money(amount),
+            "currency": "EUR",
+            "interval": interval,
+            "renewalDate": self.date_value(t_us, u["offset"]),
+            "nextBillingDate": self.date_value(
+                t_us + (30 if interval == "month" else 365) * _DAY_US, u["offset"]
+            ),
+            "seats": self.count(1 + int(self.rnd() ** 3 * 50)),
+            "autoRenew": self.rnd() < 0.9,
+        }
 
     def _p_experiment(self, u, t_us):
         eid, name, variations = self.pick(_EXPERIMENTS)
         v = self.pick(variations)
-        return {"experimentId": eid, "experimentName": name,
-                "variationId": f"{eid}_{v}", "variationName": v,
-                "nonInteraction": 1, "utm.source": None if self.rnd() < 0.6 else "google"}
+        return {
+            "experimentId": eid,
+            "experimentName": name,
+            "variationId": f"{eid}_{v}",
+            "variationName": v,
+            "nonInteraction": 1,
+            "utm.source": None if self.rnd() < 0.6 else "google",
+        }
 
     # ---- messages
     def message(self, received_ms: int, mtype: str | None = None) -> dict:
@@ -845,9 +1128,11 @@ class _Hour:
         elif mtype == "screen":
             name, category = _SCREENS[int(rnd() * len(_SCREENS))]
             msg["name"] = name
-            msg["properties"] = {"category": category,
-                                 "loadTimeMs": self.count(80 + int(rnd() ** 2 * 2500)),
-                                 "fromBackground": rnd() < 0.2}
+            msg["properties"] = {
+                "category": category,
+                "loadTimeMs": self.count(80 + int(rnd() ** 2 * 2500)),
+                "fromBackground": rnd() < 0.2,
+            }
         elif mtype == "group":
             group_id, traits = self.groups[u["company"]]
             msg["groupId"] = group_id
@@ -897,8 +1182,15 @@ class _Sink:
 
     _MAX_IN_FLIGHT = 4
 
-    def __init__(self, fs, directory: str, name: str, compress: bool,
-                 pool: ThreadPoolExecutor, root: str = "") -> None:
+    def __init__(
+        self,
+        fs,
+        directory: str,
+        name: str,
+        compress: bool,
+        pool: ThreadPoolExecutor,
+        root: str = "",
+    ) -> None:
         self.fs = fs
         self.root = root  # the archive root: how a file is published there (storage.publish)
         self.final = f"{directory}/{name}"
@@ -954,8 +1246,9 @@ class _Sink:
             pass
 
 
-def _check_args(hours: list, events_per_hour: int, files_per_hour: int,
-                rates: dict[str, float]) -> None:
+def _check_args(
+    hours: list, events_per_hour: int, files_per_hour: int, rates: dict[str, float]
+) -> None:
     if events_per_hour < 1:
         raise ValueError(f"events_per_hour must be >= 1, got {events_per_hour}")
     if files_per_hour < 1:
@@ -991,9 +1284,16 @@ def generate_archive(
     replaces its files of the same names (files beyond the new ``files_per_hour`` stay).
     """
     hours = list(hours)
-    _check_args(hours, events_per_hour, files_per_hour,
-                {"malformed_rate": malformed_rate, "duplicate_rate": duplicate_rate,
-                 "late_rate": late_rate})
+    _check_args(
+        hours,
+        events_per_hour,
+        files_per_hour,
+        {
+            "malformed_rate": malformed_rate,
+            "duplicate_rate": duplicate_rate,
+            "late_rate": late_rate,
+        },
+    )
     if is_azure(archive_root):  # built from the environment, never from the URI
         fs, base = storage.resolve(archive_root)
     elif "://" in archive_root:
@@ -1006,17 +1306,41 @@ def generate_archive(
     _tables()
     pool_rng = random.Random(f"datalake-demo|users|{seed}|{source_id}")
     cat = _build_catalogue(pool_rng)
-    users = _build_users(pool_rng, cat,
-                         min(_USERS_MAX, max(_USERS_MIN, events_per_hour // 100)))
-    summary = GenerateSummary(hours=[], files=[], lines=0, valid_messages=0, duplicate_lines=0,
-                              malformed_lines=0, by_type={t: 0 for t in TYPE_WEIGHTS},
-                              by_event={}, bytes_uncompressed=0, malformed_by_reason={})
+    users = _build_users(pool_rng, cat, min(_USERS_MAX, max(_USERS_MIN, events_per_hour // 100)))
+    summary = GenerateSummary(
+        hours=[],
+        files=[],
+        lines=0,
+        valid_messages=0,
+        duplicate_lines=0,
+        malformed_lines=0,
+        by_type={t: 0 for t in TYPE_WEIGHTS},
+        by_event={},
+        bytes_uncompressed=0,
+        malformed_by_reason={},
+    )
     ext = ".jsonl.gz" if compress else ".jsonl"
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="demo-writer") as pool:
         for hour in hours:
-            _write_hour(fs, base, archive_root, source_id, hour, ext, compress, pool, cat,
-                        users, summary, events_per_hour, files_per_hour, seed, malformed_rate,
-                        duplicate_rate, late_rate)
+            _write_hour(
+                fs,
+                base,
+                archive_root,
+                source_id,
+                hour,
+                ext,
+                compress,
+                pool,
+                cat,
+                users,
+                summary,
+                events_per_hour,
+                files_per_hour,
+                seed,
+                malformed_rate,
+                duplicate_rate,
+                late_rate,
+            )
             summary.hours.append(str(hour))
     summary.by_type = {t: n for t, n in summary.by_type.items() if n}
     summary.by_event = dict(sorted(summary.by_event.items()))
@@ -1024,10 +1348,25 @@ def generate_archive(
     return summary
 
 
-def _write_hour(fs, base: str, archive_root: str, source_id: str, hour: ArchiveHour, ext: str,
-                compress: bool, pool: ThreadPoolExecutor, cat: dict, users: list[dict],
-                summary: GenerateSummary, n_lines: int, files_per_hour: int, seed: int,
-                malformed_rate: float, duplicate_rate: float, late_rate: float) -> None:
+def _write_hour(
+    fs,
+    base: str,
+    archive_root: str,
+    source_id: str,
+    hour: ArchiveHour,
+    ext: str,
+    compress: bool,
+    pool: ThreadPoolExecutor,
+    cat: dict,
+    users: list[dict],
+    summary: GenerateSummary,
+    n_lines: int,
+    files_per_hour: int,
+    seed: int,
+    malformed_rate: float,
+    duplicate_rate: float,
+    late_rate: float,
+) -> None:
     rng = random.Random(f"datalake-demo|hour|{seed}|{source_id}|{hour}")
     rnd = rng.random
     start_ms = int(hour.start.timestamp()) * 1000
@@ -1119,8 +1458,9 @@ def _write_hour(fs, base: str, archive_root: str, source_id: str, hour: ArchiveH
     summary.bytes_uncompressed += nbytes
 
 
-def _schedule(pending: dict, msg: dict, rec: int, slot: int, n_lines: int, ms_per_slot: float,
-              rnd) -> None:
+def _schedule(
+    pending: dict, msg: dict, rec: int, slot: int, n_lines: int, ms_per_slot: float, rnd
+) -> None:
     """Reserve a later slot of the hour for a re-delivery of ``msg``: mostly seconds to
     minutes later, sometimes up to half an hour; at least two slots on, so its receivedAt is
     later. No re-delivery when the hour has no later free slot."""

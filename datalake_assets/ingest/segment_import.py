@@ -154,9 +154,16 @@ class ImportReport:
 class SegmentImporter:
     """Imports one Segment source's day folders into one source of the raw archive."""
 
-    def __init__(self, segment_archive: str, segment_source_id: str, archive_root: str,
-                 source_id: str, *, lister: SegmentLister | None = None,
-                 spool_dir: str | None = None):
+    def __init__(
+        self,
+        segment_archive: str,
+        segment_source_id: str,
+        archive_root: str,
+        source_id: str,
+        *,
+        lister: SegmentLister | None = None,
+        spool_dir: str | None = None,
+    ):
         self.segment_archive = segment_archive
         self.segment_source_id = segment_source_id
         self.archive_root = archive_root
@@ -169,27 +176,36 @@ class SegmentImporter:
         """From ``settings.SourceSettings`` (which must have a ``segment_archive``)."""
         if not source.segment_archive:
             raise ValueError(f"source {source.id!r} has no segment_archive to import")
-        return cls(source.segment_archive, source.segment_source_id, archive_root, source.id,
-                   **kw)
+        return cls(source.segment_archive, source.segment_source_id, archive_root, source.id, **kw)
 
     # -- listing
 
     def list(self, first_day: str | None = None, last_day: str | None = None) -> SegmentListing:
         since = day_ms_of(first_day) if first_day else None
         until = day_ms_of(last_day) if last_day else None
-        return self.lister.list_days(self.segment_archive, self.segment_source_id, since, until,
-                                     limit=sys.maxsize)
+        return self.lister.list_days(
+            self.segment_archive, self.segment_source_id, since, until, limit=sys.maxsize
+        )
 
     # -- importing
 
-    def import_range(self, first_day: str | None = None, last_day: str | None = None, *,
-                     force: bool = False,
-                     progress: Callable[[str, ImportReport], None] | None = None) -> ImportReport:
+    def import_range(
+        self,
+        first_day: str | None = None,
+        last_day: str | None = None,
+        *,
+        force: bool = False,
+        progress: Callable[[str, ImportReport], None] | None = None,
+    ) -> ImportReport:
         """Every day folder from ``first_day`` to ``last_day`` (inclusive, ``YYYY-MM-DD``;
         ``None``: unbounded), oldest first. ``progress(day, report of that day)`` after each."""
         listing = self.list(first_day, last_day)
-        report = ImportReport(self.source_id, self.segment_source_id,
-                              invalid_folders=listing.invalid, ignored_files=listing.ignored)
+        report = ImportReport(
+            self.source_id,
+            self.segment_source_id,
+            invalid_folders=listing.invalid,
+            ignored_files=listing.ignored,
+        )
         for ms in sorted(listing.days):
             day = self.import_day(ms, listing.days[ms], force=force)
             report.days += day.days
@@ -198,14 +214,16 @@ class SegmentImporter:
                 progress(day_of(ms), day)
         return report
 
-    def import_day(self, day: int | str, files: Iterable[SegmentObject] | None = None, *,
-                   force: bool = False) -> ImportReport:
+    def import_day(
+        self, day: int | str, files: Iterable[SegmentObject] | None = None, *, force: bool = False
+    ) -> ImportReport:
         """One day folder (epoch ms or ``YYYY-MM-DD``); ``files`` as listed, else listed now."""
         ms = day if isinstance(day, int) else day_ms_of(day)
         report = ImportReport(self.source_id, self.segment_source_id, days=[day_of(ms)])
         if files is None:
-            listing = self.lister.list_days(self.segment_archive, self.segment_source_id, ms, ms,
-                                            limit=sys.maxsize)
+            listing = self.lister.list_days(
+                self.segment_archive, self.segment_source_id, ms, ms, limit=sys.maxsize
+            )
             files = listing.days.get(ms, [])
             report.ignored_files = listing.ignored
         for obj in sorted(files):
@@ -221,22 +239,34 @@ class SegmentImporter:
             previous = self.read_manifest(fid)
         except OSError as e:
             return FileReport(obj.name, fid, day, "failed", error=f"manifest: {e}")
-        if (previous and not force and previous.get("size") == obj.size
-                and previous.get("version") == obj.version):
-            return FileReport(obj.name, fid, day, "unchanged",
-                              lines_in=previous.get("lines_in", 0),
-                              blank_lines=previous.get("blank_lines", 0),
-                              unrouted=previous.get("unrouted", {}),
-                              hours={h: v["lines"] for h, v in previous.get("hours", {}).items()})
+        if (
+            previous
+            and not force
+            and previous.get("size") == obj.size
+            and previous.get("version") == obj.version
+        ):
+            return FileReport(
+                obj.name,
+                fid,
+                day,
+                "unchanged",
+                lines_in=previous.get("lines_in", 0),
+                blank_lines=previous.get("blank_lines", 0),
+                unrouted=previous.get("unrouted", {}),
+                hours={h: v["lines"] for h, v in previous.get("hours", {}).items()},
+            )
         try:
             return self._import(day_ms, obj, fid, previous)
         except (OSError, zlib.error, EOFError, ImportFailure) as e:
             return FileReport(obj.name, fid, day, "failed", error=f"{type(e).__name__}: {e}")
 
-    def _import(self, day_ms: int, obj: SegmentObject, fid: str,
-                previous: dict | None) -> FileReport:
-        location = f"{segment_source_dir(self.segment_archive, self.segment_source_id)}/" \
-                   f"{day_ms}/{obj.name}"
+    def _import(
+        self, day_ms: int, obj: SegmentObject, fid: str, previous: dict | None
+    ) -> FileReport:
+        location = (
+            f"{segment_source_dir(self.segment_archive, self.segment_source_id)}/"
+            f"{day_ms}/{obj.name}"
+        )
         fallback = day_ms * 1000 // HOUR_US  # hour 00 of the folder's day
         name = output_name(fid)
         outputs: dict[int, HourOutput] = {}
@@ -257,10 +287,12 @@ class SegmentImporter:
                     if len(outputs) >= MAX_OPEN_HOURS:
                         raise ImportFailure(
                             f"lines of more than {MAX_OPEN_HOURS} received hours in one file: "
-                            "not a Segment day file?")
+                            "not a Segment day file?"
+                        )
                     hour = hour_of_index(index)
-                    target = layout.join(layout.archive_hour_dir(
-                        self.archive_root, self.source_id, hour), name)
+                    target = layout.join(
+                        layout.archive_hour_dir(self.archive_root, self.source_id, hour), name
+                    )
                     out = outputs[index] = HourOutput(storage.StagedFile(target, self.spool_dir))
                 out.write(raw)
             routed = sum(o.lines for o in outputs.values())
@@ -277,11 +309,17 @@ class SegmentImporter:
         try:
             for index in sorted(outputs):
                 out, key = outputs[index], str(hour_of_index(index))
-                hours[key] = {"lines": out.lines, "bytes": out.staged.size,
-                              "sha256": digests[index]}
+                hours[key] = {
+                    "lines": out.lines,
+                    "bytes": out.staged.size,
+                    "sha256": digests[index],
+                }
                 old = old_hours.get(key)
-                if old and old.get("sha256") == digests[index] and storage.exists(
-                        out.staged.location):
+                if (
+                    old
+                    and old.get("sha256") == digests[index]
+                    and storage.exists(out.staged.location)
+                ):
                     out.staged.abort()  # the same bytes are there: leave them (and their mtime)
                     continue
                 out.staged.commit()
@@ -292,8 +330,9 @@ class SegmentImporter:
             raise
         for key in sorted(set(old_hours) - set(hours)):  # hours this file no longer has
             hour = ArchiveHour.parse(key)
-            storage.delete_file(layout.join(layout.archive_hour_dir(
-                self.archive_root, self.source_id, hour), name))
+            storage.delete_file(
+                layout.join(layout.archive_hour_dir(self.archive_root, self.source_id, hour), name)
+            )
             report.hours_removed.append(key)
         report.hours_changed = sorted(set(report.hours_changed) | set(report.hours_removed))
         report.hours = {k: v["lines"] for k, v in hours.items()}
@@ -313,8 +352,10 @@ class SegmentImporter:
             "hours": hours,
             "imported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        storage.write_bytes_atomic(manifest_location(self.archive_root, self.source_id, fid),
-                                   json.dumps(manifest, indent=1).encode())
+        storage.write_bytes_atomic(
+            manifest_location(self.archive_root, self.source_id, fid),
+            json.dumps(manifest, indent=1).encode(),
+        )
         return report
 
     def read_manifest(self, fid: str) -> dict | None:
@@ -328,8 +369,9 @@ class SegmentImporter:
         return data if isinstance(data, dict) and data.get("v") == MANIFEST_VERSION else None
 
 
-def hour_ranges(hours: Iterable[ArchiveHour], max_hours: int) -> list[tuple[ArchiveHour,
-                                                                          ArchiveHour]]:
+def hour_ranges(
+    hours: Iterable[ArchiveHour], max_hours: int
+) -> list[tuple[ArchiveHour, ArchiveHour]]:
     """Contiguous runs of hours, each at most ``max_hours`` long: ``[(first, last)]``."""
     out: list[tuple[ArchiveHour, ArchiveHour]] = []
     first = last = None

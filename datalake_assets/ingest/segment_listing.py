@@ -9,14 +9,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import pyarrow.fs as pafs
+
 from datalake_assets.ingest.segment_layout import (
     SEGMENT_LOGS,
     is_input_file,
     parse_day_folder,
     segment_source_dir,
 )
-import pyarrow.fs as pafs
-
 from datalake_assets.lake.listing import S3ArchiveLister, list_folder
 from datalake_assets.spec import layout
 from datalake_assets.spec.azure_uri import AZURE_SCHEMES
@@ -45,16 +45,27 @@ class SegmentListing:
 
 
 class SegmentLister(Protocol):
-    def list_days(self, segment_archive: str, segment_source_id: str, since: int | None = None,
-                  until: int | None = None, limit: int = DEFAULT_LIST_LIMIT
-                  ) -> SegmentListing: ...
+    def list_days(
+        self,
+        segment_archive: str,
+        segment_source_id: str,
+        since: int | None = None,
+        until: int | None = None,
+        limit: int = DEFAULT_LIST_LIMIT,
+    ) -> SegmentListing: ...
 
 
 class LocalSegmentLister:
     """``os.scandir`` of the source folder, then of each day folder from ``since`` on."""
 
-    def list_days(self, segment_archive: str, segment_source_id: str, since: int | None = None,
-                  until: int | None = None, limit: int = DEFAULT_LIST_LIMIT) -> SegmentListing:
+    def list_days(
+        self,
+        segment_archive: str,
+        segment_source_id: str,
+        since: int | None = None,
+        until: int | None = None,
+        limit: int = DEFAULT_LIST_LIMIT,
+    ) -> SegmentListing:
         out = SegmentListing()
         base = segment_source_dir(segment_archive, segment_source_id)
         days = []
@@ -124,9 +135,15 @@ class FileSystemSegmentLister(LocalSegmentLister):
 
     @staticmethod
     def _scan_files(path: str, out: SegmentListing) -> list[SegmentObject | None]:
-        return [(SegmentObject(i.base_name, i.size or 0, str(i.mtime_ns or 0))
-                 if is_input_file(i.base_name) else None)
-                for i in list_folder(path, out) if i.type == pafs.FileType.File]
+        return [
+            (
+                SegmentObject(i.base_name, i.size or 0, str(i.mtime_ns or 0))
+                if is_input_file(i.base_name)
+                else None
+            )
+            for i in list_folder(path, out)
+            if i.type == pafs.FileType.File
+        ]
 
 
 class S3SegmentLister(S3ArchiveLister):
@@ -142,8 +159,14 @@ class S3SegmentLister(S3ArchiveLister):
         bucket, _, prefix = rest.partition("/")
         return bucket, layout.join(prefix, SEGMENT_LOGS, segment_source_id).lstrip("/") + "/"
 
-    def list_days(self, segment_archive: str, segment_source_id: str, since: int | None = None,
-                  until: int | None = None, limit: int = DEFAULT_LIST_LIMIT) -> SegmentListing:
+    def list_days(
+        self,
+        segment_archive: str,
+        segment_source_id: str,
+        since: int | None = None,
+        until: int | None = None,
+        limit: int = DEFAULT_LIST_LIMIT,
+    ) -> SegmentListing:
         out = SegmentListing()
         bucket, prefix = self.split(segment_archive, segment_source_id)
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": self.page_size}
@@ -157,7 +180,7 @@ class S3SegmentLister(S3ArchiveLister):
             out.calls += 1
             for obj in page.get("Contents", ()):
                 out.entries += 1
-                folder, _, name = obj["Key"][len(prefix):].partition("/")
+                folder, _, name = obj["Key"][len(prefix) :].partition("/")
                 ms = parse_day_folder(folder)
                 if ms is None:
                     invalid.add(folder)
@@ -179,8 +202,9 @@ class S3SegmentLister(S3ArchiveLister):
                 if not is_input_file(name):
                     out.ignored += 1
                     continue
-                out.days[ms].append(SegmentObject(
-                    name, int(obj["Size"]), str(obj.get("ETag", "")).strip('"')))
+                out.days[ms].append(
+                    SegmentObject(name, int(obj["Size"]), str(obj.get("ETag", "")).strip('"'))
+                )
             if done or not page.get("IsTruncated"):
                 break
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
@@ -198,5 +222,7 @@ def segment_lister_for(segment_archive: str) -> SegmentLister:
         return S3SegmentLister()
     if scheme in AZURE_SCHEMES:
         return FileSystemSegmentLister()
-    raise ValueError("Segment archives are local folders, s3://, abfss:// or az:// URIs; not "
-                     f"{segment_archive!r}")
+    raise ValueError(
+        "Segment archives are local folders, s3://, abfss:// or az:// URIs; not "
+        f"{segment_archive!r}"
+    )

@@ -16,13 +16,13 @@ from datalake_assets.spec.types import parse_timestamp
 MAX_HOUR_INDEX = 70_000_000  # hours since 1970 up to the year 9955: beyond, not a receivedAt
 FLUSH_BYTES = 1 << 17  # lines buffered per hour before they are compressed
 
-UNROUTED_REASONS = ("invalid_json", "not_an_object", "missing_received_at",
-                    "invalid_received_at")
+UNROUTED_REASONS = ("invalid_json", "not_an_object", "missing_received_at", "invalid_received_at")
 
 # ``YYYY-MM-DDTHH:MM:SS[.fraction]Z``: what ``parse_timestamp`` accepts whenever the date and
 # hour are valid (checked once per hour text, cached), in the hour the text names.
 _COMMON_TS = re.compile(
-    r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?Z\Z")
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?Z\Z"
+)
 _HOUR_CACHE: dict[str, int] = {}
 
 

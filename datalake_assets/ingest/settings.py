@@ -12,11 +12,24 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, PlainValidator, ValidationInfo, model_validator
 
+from datalake_assets.settings_base import (
+    HALF_URI_RE,
+    URI_RE,
+    Int,
+    LocalFolder,
+    Match,
+    SettingsError,
+    Str,
+    base_of,
+    check_azure_uri,
+    default_home,
+    file_defaults,
+    resolve_root,
+    settings_model,
+    type_name,
+)
 from datalake_assets.spec.azure_uri import AZURE_SCHEMES
 from datalake_assets.spec.layout import S3_SCHEMES
-from datalake_assets.settings_base import (
-    HALF_URI_RE, URI_RE, Int, LocalFolder, Match, SettingsError, Str, base_of, check_azure_uri,
-    default_home, file_defaults, resolve_root, settings_model, type_name)
 
 DEFAULT_SPOOL_DIR = "spool"  # relative like the roots: <home>/spool by default
 ENV_WRITE_KEYS = "DATALAKE_WRITE_KEYS"
@@ -36,8 +49,9 @@ def _write_keys(keys: Any) -> tuple[str, ...]:
         if not isinstance(k, str):
             raise SettingsError(f"must be a string, got {type_name(k)}", key=f"[{i}]")
         if not _WRITE_KEY_RE.fullmatch(k):
-            raise SettingsError(f"invalid write key (value not shown); allowed: {_WRITE_KEY_RULE}",
-                                key=f"[{i}]")
+            raise SettingsError(
+                f"invalid write key (value not shown); allowed: {_WRITE_KEY_RULE}", key=f"[{i}]"
+            )
         if k in seen:
             raise SettingsError(f"duplicate write key (also write_keys[{seen[k]}])", key=f"[{i}]")
         seen[k] = i
@@ -50,8 +64,10 @@ WriteKeys = Annotated[tuple[str, ...], PlainValidator(_write_keys)]
 # A browser origin: "*" (any), "scheme://host[:port]", or "scheme://*.domain[:port]" (any
 # subdomain of domain, not domain itself).
 _ORIGIN_RE = re.compile(r"\*|https?://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,5})?")
-_ORIGIN_RULE = ('"*", "https://host[:port]", "http://host[:port]" or "https://*.domain" '
-                '(lower case, no path, no trailing \'/\')')
+_ORIGIN_RULE = (
+    '"*", "https://host[:port]", "http://host[:port]" or "https://*.domain" '
+    "(lower case, no path, no trailing '/')"
+)
 
 
 def _cors_origins(origins: Any) -> tuple[str, ...]:
@@ -91,8 +107,10 @@ def _segment_archive(root: str, info: ValidationInfo) -> str:
     if m and m.group(2) and m.group(1).lower() in AZURE_SCHEMES:
         check_azure_uri(root)
     elif m and (m.group(1).lower() not in S3_SCHEMES or not m.group(2)):
-        raise SettingsError(f"invalid archive {root!r}; allowed: a local folder, "
-                            "s3://bucket[/prefix], abfss:// or az:// (Azure)")
+        raise SettingsError(
+            f"invalid archive {root!r}; allowed: a local folder, "
+            "s3://bucket[/prefix], abfss:// or az:// (Azure)"
+        )
     if not m and ("://" in root or HALF_URI_RE.match(root)):
         raise SettingsError(f"invalid URI {root!r}; write s3://bucket/prefix")
     return root
@@ -115,8 +133,11 @@ class CollectorSettings:
     _file_defaults = file_defaults(spool_dir=DEFAULT_SPOOL_DIR)
 
     # listening address; "0.0.0.0" for every interface (a name, IPv4 or IPv6, no brackets)
-    host: Match(r"[A-Za-z0-9.\-:]{1,253}", "host", "an IP address or host name such as "
-                "'127.0.0.1', '0.0.0.0' or 'localhost'") = "127.0.0.1"
+    host: Match(
+        r"[A-Za-z0-9.\-:]{1,253}",
+        "host",
+        "an IP address or host name such as '127.0.0.1', '0.0.0.0' or 'localhost'",
+    ) = "127.0.0.1"
     port: Int(0, 65535) = 8088  # 0: any free port (printed at start)
     # write-ahead spool (local folder)
     spool_dir: LocalFolder(DEFAULT_SPOOL_DIR, "the spool is fsync'd before each reply") = ""
@@ -134,9 +155,11 @@ class CollectorSettings:
     @model_validator(mode="after")
     def _message_fits_a_batch(self) -> "CollectorSettings":
         if self.max_message_bytes > self.max_batch_bytes:
-            raise SettingsError(f"must be an integer from 256 to {self.max_batch_bytes} "
-                                f"(max_batch_bytes), got {self.max_message_bytes}",
-                                key="max_message_bytes")
+            raise SettingsError(
+                f"must be an integer from 256 to {self.max_batch_bytes} "
+                f"(max_batch_bytes), got {self.max_message_bytes}",
+                key="max_message_bytes",
+            )
         return self
 
     def spool_path(self, home: str | None = None) -> str:
@@ -158,23 +181,25 @@ def sources_with_env_keys(settings: Any, value: str) -> tuple[Any, ...]:
             raise SettingsError(
                 f"entry {i + 1}: expected 'key=source' (a write key, '=', a source id or "
                 "slug), comma-separated (value not shown)",
-                key=ENV_WRITE_KEYS, origin="environment",
+                key=ENV_WRITE_KEYS,
+                origin="environment",
             )
         try:
             source = settings.source(name.strip())
         except SettingsError as e:
-            raise SettingsError(f"entry {i + 1}: {e.problem}", key=ENV_WRITE_KEYS,
-                                origin="environment") from None
+            raise SettingsError(
+                f"entry {i + 1}: {e.problem}", key=ENV_WRITE_KEYS, origin="environment"
+            ) from None
         if key in owner:
             raise SettingsError(
                 f"entry {i + 1}: duplicate write key (also entry {owner[key] + 1}; "
                 "value not shown)",
-                key=ENV_WRITE_KEYS, origin="environment",
+                key=ENV_WRITE_KEYS,
+                origin="environment",
             )
         owner[key] = i
         keys[source.id].append(key)
     try:
-        return tuple(replace(s, write_keys=tuple(keys[s.id]))
-                     for s in settings.sources)
+        return tuple(replace(s, write_keys=tuple(keys[s.id])) for s in settings.sources)
     except SettingsError as e:
         raise SettingsError(e.problem, key=ENV_WRITE_KEYS, origin="environment") from None

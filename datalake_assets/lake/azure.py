@@ -35,9 +35,11 @@ SAS_ENV = "AZURE_STORAGE_SAS_TOKEN"
 SP_ENVS = ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET")
 BLOB_ENDPOINT_ENV = "DATALAKE_AZURE_BLOB_ENDPOINT"
 DFS_ENDPOINT_ENV = "DATALAKE_AZURE_DFS_ENDPOINT"
-_CLOUD_OF_DFS = {"dfs.core.windows.net": "core.windows.net",
-                 "dfs.core.chinacloudapi.cn": "core.chinacloudapi.cn",
-                 "dfs.core.usgovcloudapi.net": "core.usgovcloudapi.net"}
+_CLOUD_OF_DFS = {
+    "dfs.core.windows.net": "core.windows.net",
+    "dfs.core.chinacloudapi.cn": "core.chinacloudapi.cn",
+    "dfs.core.usgovcloudapi.net": "core.usgovcloudapi.net",
+}
 
 
 class AzureConfigError(ValueError):
@@ -67,8 +69,10 @@ def _authority(url: str, var: str) -> tuple[str, str]:
     scheme, sep, rest = url.partition("://")
     host = rest.rstrip("/")
     if not sep or scheme not in ("http", "https") or not host or "/" in host or "@" in host:
-        raise AzureConfigError(f"{var} must be http(s)://host[:port] (an emulator's endpoint, "
-                               f"the account is served in the path), got {url!r}")
+        raise AzureConfigError(
+            f"{var} must be http(s)://host[:port] (an emulator's endpoint, "
+            f"the account is served in the path), got {url!r}"
+        )
     return scheme, host
 
 
@@ -85,8 +89,9 @@ def credential_kind(env: Mapping[str, str]) -> str:
         return "service_principal"
     if present and "AZURE_CLIENT_SECRET" in present:  # half a service principal: say so
         missing = ", ".join(v for v in SP_ENVS if v not in present)
-        raise AzureConfigError(f"a service principal needs {', '.join(SP_ENVS)}; missing: "
-                               f"{missing}")
+        raise AzureConfigError(
+            f"a service principal needs {', '.join(SP_ENVS)}; missing: {missing}"
+        )
     return "default"  # AZURE_CLIENT_ID alone selects a user-assigned managed identity
 
 
@@ -95,8 +100,10 @@ def endpoint(uri: AzureUri, env: Mapping[str, str] | None = None) -> Endpoint:
     env = os.environ if env is None else env
     account = uri.account or env.get(ACCOUNT_ENV, "")
     if not account:
-        raise AzureConfigError(f"{uri.root}: az:// roots take their storage account from "
-                               f"{ACCOUNT_ENV}, which is not set")
+        raise AzureConfigError(
+            f"{uri.root}: az:// roots take their storage account from "
+            f"{ACCOUNT_ENV}, which is not set"
+        )
     cloud = _CLOUD_OF_DFS.get(uri.dfs_suffix, "core.windows.net")
     scheme, blob, dfs = "https", f".blob.{cloud}", f".dfs.{cloud}"
     if env.get(BLOB_ENDPOINT_ENV):
@@ -105,8 +112,9 @@ def endpoint(uri: AzureUri, env: Mapping[str, str] | None = None) -> Endpoint:
     if env.get(DFS_ENDPOINT_ENV):
         dfs_scheme, dfs = _authority(env[DFS_ENDPOINT_ENV], DFS_ENDPOINT_ENV)
         if dfs_scheme != scheme:
-            raise AzureConfigError(f"{BLOB_ENDPOINT_ENV} and {DFS_ENDPOINT_ENV} must use the "
-                                   "same scheme")
+            raise AzureConfigError(
+                f"{BLOB_ENDPOINT_ENV} and {DFS_ENDPOINT_ENV} must use the same scheme"
+            )
     return Endpoint(account, blob, dfs, scheme, credential_kind(env))
 
 
@@ -120,9 +128,12 @@ def filesystem(uri: AzureUri) -> pafs.FileSystem:
 @lru_cache(maxsize=16)
 def _filesystem(ep: Endpoint, secrets: tuple[str, ...]) -> pafs.FileSystem:
     key, sas, client_id, tenant_id, client_secret = secrets
-    kw: dict[str, Any] = {"blob_storage_authority": ep.blob_authority,
-                          "dfs_storage_authority": ep.dfs_authority,
-                          "blob_storage_scheme": ep.scheme, "dfs_storage_scheme": ep.scheme}
+    kw: dict[str, Any] = {
+        "blob_storage_authority": ep.blob_authority,
+        "dfs_storage_authority": ep.dfs_authority,
+        "blob_storage_scheme": ep.scheme,
+        "dfs_storage_scheme": ep.scheme,
+    }
     if ep.credential == "key":
         kw["account_key"] = key
     elif ep.credential == "sas":
@@ -147,12 +158,13 @@ def blob_client(location: str) -> Any:
     try:
         from azure.storage.blob import BlobClient
     except ImportError as e:
-        raise RuntimeError("the lock of an Azure lake needs azure-storage-blob: pip install "
-                           "'datalake-assets[azure]'") from e
+        raise RuntimeError(
+            "the lock of an Azure lake needs azure-storage-blob: pip install "
+            "'datalake-assets[azure]'"
+        ) from e
     uri = azure_uri.parse(location)
     ep = endpoint(uri)
-    return BlobClient(ep.blob_account_url, uri.container, uri.path,
-                      credential=_sdk_credential(ep))
+    return BlobClient(ep.blob_account_url, uri.container, uri.path, credential=_sdk_credential(ep))
 
 
 def _sdk_credential(ep: Endpoint) -> Any:
@@ -163,10 +175,14 @@ def _sdk_credential(ep: Endpoint) -> Any:
     try:
         from azure import identity
     except ImportError as e:
-        raise RuntimeError("a service principal or Azure's default credential needs "
-                           "azure-identity: pip install 'datalake-assets[azure]'") from e
+        raise RuntimeError(
+            "a service principal or Azure's default credential needs "
+            "azure-identity: pip install 'datalake-assets[azure]'"
+        ) from e
     if ep.credential == "service_principal":
         return identity.ClientSecretCredential(
-            os.environ["AZURE_TENANT_ID"], os.environ["AZURE_CLIENT_ID"],
-            os.environ["AZURE_CLIENT_SECRET"])
+            os.environ["AZURE_TENANT_ID"],
+            os.environ["AZURE_CLIENT_ID"],
+            os.environ["AZURE_CLIENT_SECRET"],
+        )
     return identity.DefaultAzureCredential()

@@ -55,8 +55,8 @@ from dataclasses import asdict, dataclass
 import orjson
 import pyarrow.fs as pafs
 
-from datalake_assets.spec import layout
 from datalake_assets.lake import faults, storage
+from datalake_assets.spec import layout
 
 MARKER = "_COMMITTED_BY"
 
@@ -93,35 +93,44 @@ STEP_THREADS = 4  # table commits applied at once
 ApplyStep = Callable[[dict, str], None]
 
 
-def write_journal(lake_root: str, source_dir: str, run_id: str, swaps: list[Swap],
-                  steps: list[dict] = ()) -> str:
+def write_journal(
+    lake_root: str, source_dir: str, run_id: str, swaps: list[Swap], steps: list[dict] = ()
+) -> str:
     location = journal_location(lake_root, source_dir, run_id)
     body = {"run_id": run_id, "swaps": [asdict(s) for s in swaps], "steps": list(steps)}
     storage.write_bytes_atomic(location, orjson.dumps(body))
     return location
 
 
-def commit(lake_root: str, source_dir: str, run_id: str, swaps: list[Swap],
-           steps: list[dict] = (), apply_step: ApplyStep | None = None) -> None:
+def commit(
+    lake_root: str,
+    source_dir: str,
+    run_id: str,
+    swaps: list[Swap],
+    steps: list[dict] = (),
+    apply_step: ApplyStep | None = None,
+) -> None:
     """Steps 1-4 above. Raises on failure; a later ``recover`` finishes what was journaled."""
     journal = write_journal(lake_root, source_dir, run_id, swaps, steps)
     _apply(run_id, swaps, list(steps), apply_step)
     _delete_file(journal)
 
 
-def _apply(run_id: str, swaps: list[Swap], steps: list[dict],
-           apply_step: ApplyStep | None) -> None:
+def _apply(run_id: str, swaps: list[Swap], steps: list[dict], apply_step: ApplyStep | None) -> None:
     if steps and apply_step is None:
-        raise RuntimeError(f"the commit of run {run_id} holds table commits: apply it with the "
-                           "lake's table format ([table_format])")
+        raise RuntimeError(
+            f"the commit of run {run_id} holds table commits: apply it with the "
+            "lake's table format ([table_format])"
+        )
     # Table commits are independent (one table each; the journal covers a cut): a few at a
     # time, since each waits mostly on writes and the catalog. The fault point fires once the
     # first is done, the others possibly under way.
     # A failure cancels the commits not yet started (the journal keeps them for recovery).
     pool = ThreadPoolExecutor(max_workers=STEP_THREADS)
     try:
-        for i, future in enumerate(as_completed([pool.submit(apply_step, step, run_id)
-                                                 for step in steps])):
+        for i, future in enumerate(
+            as_completed([pool.submit(apply_step, step, run_id) for step in steps])
+        ):
             future.result()
             if i == 0:
                 faults.checkpoint("mid_commit")
@@ -275,15 +284,21 @@ def _apply_renames(swap: Swap, run_id: str) -> None:
         have = {i.base_name for i in fs.get_file_info(pafs.FileSelector(staged))}
         for info in fs.get_file_info(pafs.FileSelector(target)):
             hour = layout.hour_of_data_file(info.base_name)
-            if info.type == pafs.FileType.File and hour is not None and hour not in hours \
-                    and info.base_name not in have:
+            if (
+                info.type == pafs.FileType.File
+                and hour is not None
+                and hour not in hours
+                and info.base_name not in have
+            ):
                 fs.copy_file(info.path, f"{staged}/{info.base_name}")
     with fs.open_output_stream(f"{staged}/{MARKER}", compression=None) as f:
         f.write(run_id.encode())
     if live:
         if _is_dir(fs, aside):  # a rename aside already happened: the live one is not ours
-            raise RuntimeError(f"both {swap.target} and its replaced version {aside} exist; "
-                               "another writer touched the partition during the commit")
+            raise RuntimeError(
+                f"both {swap.target} and its replaced version {aside} exist; "
+                "another writer touched the partition during the commit"
+            )
         storage.rename(fs, target, aside)
         faults.checkpoint("swap_aside")
     else:

@@ -32,8 +32,14 @@ import sys
 
 ENV = "DATALAKE_FAULT_AT"
 POINTS = ("parsed", "staged", "swap_aside", "mid_commit", "committed", "registered")
-FORGET_POINTS = ("forget_recorded", "forget_staged", "mid_commit", "forget_committed",
-                 "forget_archive", "forget_proved")
+FORGET_POINTS = (
+    "forget_recorded",
+    "forget_staged",
+    "mid_commit",
+    "forget_committed",
+    "forget_archive",
+    "forget_proved",
+)
 
 
 def checkpoint(point: str) -> None:

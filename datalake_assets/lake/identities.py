@@ -40,12 +40,14 @@ KEY_BYTES = 32
 LINK = "#link"
 QUARANTINE = "#quarantine"
 SUPPRESSED = "#suppressed"
-INDEX_SCHEMA = pa.schema([
-    pa.field("identity", pa.string(), nullable=False),
-    pa.field("table", pa.string(), nullable=False),
-    pa.field("rows", pa.int64(), nullable=False),
-    pa.field("linked", pa.string()),
-])
+INDEX_SCHEMA = pa.schema(
+    [
+        pa.field("identity", pa.string(), nullable=False),
+        pa.field("table", pa.string(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("linked", pa.string()),
+    ]
+)
 
 
 def lake_key(lake_root: str) -> bytes:
@@ -60,9 +62,11 @@ def lake_key(lake_root: str) -> bytes:
     _create_if_absent(location, secrets.token_bytes(KEY_BYTES))
     key = storage.read_bytes(location)
     if len(key) != KEY_BYTES:
-        raise RuntimeError(f"{location}: the lake's privacy key is damaged ({len(key)} bytes, "
-                           f"expected {KEY_BYTES}); restore it from a backup: every identity "
-                           "hash in the lake depends on it")
+        raise RuntimeError(
+            f"{location}: the lake's privacy key is damaged ({len(key)} bytes, "
+            f"expected {KEY_BYTES}); restore it from a backup: every identity "
+            "hash in the lake depends on it"
+        )
     return key
 
 
@@ -122,5 +126,6 @@ def write_suppressed(lake_root: str, request_id: str, hashes: list[str]) -> str:
 def index_table(rows: list[tuple[str, str, int, str | None]]) -> pa.Table:
     """An index file's table from ``(identity, table, rows, linked)`` tuples."""
     columns = list(zip(*rows)) if rows else [[], [], [], []]
-    return pa.table([pa.array(c, f.type) for c, f in zip(columns, INDEX_SCHEMA)],
-                    schema=INDEX_SCHEMA)
+    return pa.table(
+        [pa.array(c, f.type) for c, f in zip(columns, INDEX_SCHEMA)], schema=INDEX_SCHEMA
+    )

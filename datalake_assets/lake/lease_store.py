@@ -38,8 +38,9 @@ class S3LeaseStore:
         from botocore.exceptions import ClientError
 
         try:
-            return self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=body,
-                                      IfNoneMatch="*")["ETag"]
+            return self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=body, IfNoneMatch="*")[
+                "ETag"
+            ]
         except ClientError as e:
             if self._code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
                 return None
@@ -49,8 +50,9 @@ class S3LeaseStore:
         from botocore.exceptions import ClientError
 
         try:
-            return self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=body,
-                                      IfMatch=etag)["ETag"]
+            return self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=body, IfMatch=etag)[
+                "ETag"
+            ]
         except ClientError as e:
             if self._code(e) in ("PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict"):
                 return None
@@ -110,8 +112,9 @@ class AzureLeaseStore:
         from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
 
         try:
-            return self.blob.upload_blob(body, overwrite=True, etag=etag,
-                                         match_condition=MatchConditions.IfNotModified)["etag"]
+            return self.blob.upload_blob(
+                body, overwrite=True, etag=etag, match_condition=MatchConditions.IfNotModified
+            )["etag"]
         except (ResourceModifiedError, ResourceNotFoundError):
             return None
 

@@ -25,7 +25,6 @@ from datalake_assets.spec.layout import S3_SCHEMES, ArchiveHour
 DEFAULT_LIST_LIMIT = 200_000  # entries (files, folders or keys) listed per call at most
 
 
-
 @dataclass(frozen=True, order=True)
 class ArchiveFile:
     name: str  # base name in the hour folder
@@ -44,8 +43,9 @@ class Listing:
 
 
 class ArchiveLister(Protocol):
-    def list_hours(self, archive_root: str, source_id: str, since: ArchiveHour,
-                   limit: int = DEFAULT_LIST_LIMIT) -> Listing: ...
+    def list_hours(
+        self, archive_root: str, source_id: str, since: ArchiveHour, limit: int = DEFAULT_LIST_LIMIT
+    ) -> Listing: ...
 
 
 def _parse_day(name: str) -> str | None:
@@ -71,8 +71,9 @@ class LocalArchiveLister:
     """Walks ``<root>/<source>/day=*/hr=*/`` with ``os.scandir``, skipping days before ``since``
     by name (one listing of the source folder, then only the days at or after it)."""
 
-    def list_hours(self, archive_root: str, source_id: str, since: ArchiveHour,
-                   limit: int = DEFAULT_LIST_LIMIT) -> Listing:
+    def list_hours(
+        self, archive_root: str, source_id: str, since: ArchiveHour, limit: int = DEFAULT_LIST_LIMIT
+    ) -> Listing:
         out = Listing()
         base = layout.join(archive_root, source_id)
         days = self._names(base, out, dirs_only=True)
@@ -152,14 +153,19 @@ class FileSystemArchiveLister(LocalArchiveLister):
 
     @staticmethod
     def _names(path: str, out: Listing, dirs_only: bool) -> list[str]:
-        return [i.base_name for i in list_folder(path, out)
-                if not dirs_only or i.type == pafs.FileType.Directory]
+        return [
+            i.base_name
+            for i in list_folder(path, out)
+            if not dirs_only or i.type == pafs.FileType.Directory
+        ]
 
     @staticmethod
     def _files(path: str, out: Listing) -> list[ArchiveFile]:
-        return sorted(ArchiveFile(i.base_name, i.size or 0, str(i.mtime_ns or 0))
-                      for i in list_folder(path, out)
-                      if i.type == pafs.FileType.File and layout.is_archive_file(i.base_name))
+        return sorted(
+            ArchiveFile(i.base_name, i.size or 0, str(i.mtime_ns or 0))
+            for i in list_folder(path, out)
+            if i.type == pafs.FileType.File and layout.is_archive_file(i.base_name)
+        )
 
 
 class S3ArchiveLister:
@@ -189,14 +195,17 @@ class S3ArchiveLister:
         bucket, _, prefix = rest.partition("/")
         return bucket, layout.join(prefix, source_id).lstrip("/") + "/"
 
-    def list_hours(self, archive_root: str, source_id: str, since: ArchiveHour,
-                   limit: int = DEFAULT_LIST_LIMIT) -> Listing:
+    def list_hours(
+        self, archive_root: str, source_id: str, since: ArchiveHour, limit: int = DEFAULT_LIST_LIMIT
+    ) -> Listing:
         out = Listing()
         bucket, prefix = self.split(archive_root, source_id)
         # Keys of hour `since` extend this string, so they sort after it; earlier hours before.
         start_after = f"{prefix}day={since.day}/hr={since.hr}"
         kwargs: dict[str, Any] = {
-            "Bucket": bucket, "Prefix": prefix, "StartAfter": start_after,
+            "Bucket": bucket,
+            "Prefix": prefix,
+            "StartAfter": start_after,
             "MaxKeys": self.page_size,
         }
         last_hour: ArchiveHour | None = None
@@ -206,7 +215,7 @@ class S3ArchiveLister:
             out.calls += 1
             for obj in page.get("Contents", ()):
                 out.entries += 1
-                parts = obj["Key"][len(prefix):].split("/")
+                parts = obj["Key"][len(prefix) :].split("/")
                 if len(parts) != 3:
                     continue
                 day = _parse_day(parts[0])
@@ -218,8 +227,9 @@ class S3ArchiveLister:
                     break
                 last_hour = hour
                 if layout.is_archive_file(parts[2]):
-                    out.hours.setdefault(hour, []).append(ArchiveFile(
-                        parts[2], int(obj["Size"]), str(obj.get("ETag", "")).strip('"')))
+                    out.hours.setdefault(hour, []).append(
+                        ArchiveFile(parts[2], int(obj["Size"]), str(obj.get("ETag", "")).strip('"'))
+                    )
             if out.truncated_at is not None or not page.get("IsTruncated"):
                 break
             if cut is None and out.entries >= limit and last_hour is not None:
@@ -238,9 +248,9 @@ def lister_for(archive_root: str) -> ArchiveLister:
         return S3ArchiveLister()
     if scheme in AZURE_SCHEMES:
         return FileSystemArchiveLister()
-    raise ValueError(f"archive sensors list local folders, s3://, abfss:// and az:// roots; "
-                     f"not {archive_root!r}")
-
+    raise ValueError(
+        f"archive sensors list local folders, s3://, abfss:// and az:// roots; not {archive_root!r}"
+    )
 
 
 def fingerprint(files: Iterable[ArchiveFile]) -> str:

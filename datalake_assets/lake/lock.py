@@ -42,16 +42,22 @@ class LockLost(RuntimeError):
 
 
 def _holder(run_id: str, lease_s: float | None = None, now: float | None = None) -> dict:
-    body = {"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
-            "since": datetime.now(UTC).isoformat(timespec="seconds")}
+    body = {
+        "run_id": run_id,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "since": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
     if lease_s is not None:
         body["expires_at"] = (time.time() if now is None else now) + lease_s
     return body
 
 
 def _describe(body: dict) -> str:
-    return (f"run {body.get('run_id', '?')} (pid {body.get('pid', '?')} on "
-            f"{body.get('host', '?')}, since {body.get('since', '?')})")
+    return (
+        f"run {body.get('run_id', '?')} (pid {body.get('pid', '?')} on "
+        f"{body.get('host', '?')}, since {body.get('since', '?')})"
+    )
 
 
 class SourceLock:
@@ -59,9 +65,16 @@ class SourceLock:
     ``clock``: the wall clock that leases (S3, Azure) expire by (injectable, so tests of expiry and
     renewal do not depend on how fast a busy machine schedules the heartbeat)."""
 
-    def __init__(self, lake_root: str, source_dir: str, run_id: str, wait_s: float = 600.0,
-                 lease_s: float = 300.0, poll_s: float = 1.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        lake_root: str,
+        source_dir: str,
+        run_id: str,
+        wait_s: float = 600.0,
+        lease_s: float = 300.0,
+        poll_s: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.clock = clock
         self.location = layout.join(lake_root, "_locks", f"{source_dir}.lock")
         self.source_dir = source_dir
@@ -72,7 +85,7 @@ class SourceLock:
         self.waited_s = 0.0
         self._impl = _ObjectLease(self) if "://" in lake_root else _LocalFlock(self)
 
-    def __enter__(self) -> "SourceLock":
+    def __enter__(self) -> SourceLock:
         t = time.monotonic()
         self._impl.acquire()
         self.waited_s = time.monotonic() - t
@@ -88,7 +101,8 @@ class SourceLock:
     def _timeout(self, holder: dict) -> LockTimeout:
         return LockTimeout(
             f"another sync of source {self.source_dir!r} holds its lock: {_describe(holder)}; "
-            f"waited {self.wait_s:.0f} s. Nothing was changed; retry when it has finished")
+            f"waited {self.wait_s:.0f} s. Nothing was changed; retry when it has finished"
+        )
 
 
 class _LocalFlock:
@@ -143,8 +157,9 @@ class _ObjectLease:
     def __init__(self, lock: SourceLock) -> None:
         self.lock = lock
         location = lock.location[: -len(".lock")] + ".json"
-        self.store: LeaseStore = (AzureLeaseStore(location) if is_azure(location)
-                                  else S3LeaseStore(location))
+        self.store: LeaseStore = (
+            AzureLeaseStore(location) if is_azure(location) else S3LeaseStore(location)
+        )
         self.etag: str | None = None
         self.lost = False
         self._stop = threading.Event()
@@ -172,8 +187,9 @@ class _ObjectLease:
             if time.monotonic() >= deadline:
                 raise self.lock._timeout(holder)
             time.sleep(self.lock.poll_s)
-        self._thread = threading.Thread(target=self._heartbeat, daemon=True,
-                                        name=f"datalake-lease-{self.lock.source_dir}")
+        self._thread = threading.Thread(
+            target=self._heartbeat, daemon=True, name=f"datalake-lease-{self.lock.source_dir}"
+        )
         self._thread.start()
 
     def _heartbeat(self) -> None:
@@ -194,7 +210,8 @@ class _ObjectLease:
         if self.lost:
             raise LockLost(
                 f"the lock of source {self.lock.source_dir!r} was taken over while this sync "
-                "paused longer than its lease; nothing was committed")
+                "paused longer than its lease; nothing was committed"
+            )
 
     def release(self) -> None:
         self._stop.set()

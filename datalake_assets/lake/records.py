@@ -37,7 +37,6 @@ QUARANTINE_SCHEMA = pa.schema(
 )
 
 
-
 def read_schema_record(lake_root: str, source_dir: str) -> dict[str, list[tuple[str, str]]]:
     location = layout.schema_record_path(lake_root, source_dir)
     if not storage.exists(location):
@@ -60,14 +59,19 @@ def write_schema_record(
     )
 
 
-def write_quarantine(root: str, hour: str, name_task: int, seq: int, run_id: str,
-                      records: list[dict]) -> tuple[str, int]:
+def write_quarantine(
+    root: str, hour: str, name_task: int, seq: int, run_id: str, records: list[dict]
+) -> tuple[str, int]:
     """Write quarantine records of an hour (compact) under ``root``'s ``day=/hr=``."""
     h = layout.ArchiveHour.parse(hour)
     directory = layout.join(root, layout.hour_partition_path(h))
     location = layout.join(directory, layout.data_file_name(h, run_id, name_task, seq))
     fs, path = storage.resolve(location)
     storage.create_dir(directory)
-    pq.write_table(pa.Table.from_pylist(records, schema=QUARANTINE_SCHEMA), path, filesystem=fs,
-                   compression="snappy")
+    pq.write_table(
+        pa.Table.from_pylist(records, schema=QUARANTINE_SCHEMA),
+        path,
+        filesystem=fs,
+        compression="snappy",
+    )
     return location, fs.get_file_info(path).size

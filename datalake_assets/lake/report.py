@@ -25,8 +25,17 @@ EVENT, SOURCE = "event", "source"
 FINISHED = "finished"
 
 # The fields of every row of a run, in the order they are written.
-_RUN_FIELDS = ("run_id", "source_id", "database", "start_time", "replay", "replay_from",
-               "replay_to", "emr_cluster_id", "s3_bucket")
+_RUN_FIELDS = (
+    "run_id",
+    "source_id",
+    "database",
+    "start_time",
+    "replay",
+    "replay_from",
+    "replay_to",
+    "emr_cluster_id",
+    "s3_bucket",
+)
 _OUTCOME_FIELDS = ("finish_time", "duration_mins", "status", "error", "error_code")
 
 
@@ -51,7 +60,9 @@ class _Row:
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
 
     _ORDER: ClassVar[tuple[str, ...]] = ()  # the row's keys, in file order (set by the subclasses)
-    _OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()  # keys written only when they have a value
+    _OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = (
+        frozenset()
+    )  # keys written only when they have a value
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -85,14 +96,21 @@ class TableChecks:
     conformance_failures: list[dict[str, Any]] = field(default_factory=list)  # pandera's
 
     def to_dict(self) -> dict[str, Any]:
-        return {"repeated_message_ids": self.repeated_message_ids,
-                "misfits_by_column": self.misfits_by_column,
-                "conformance_failures": self.conformance_failures}
+        return {
+            "repeated_message_ids": self.repeated_message_ids,
+            "misfits_by_column": self.misfits_by_column,
+            "conformance_failures": self.conformance_failures,
+        }
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> TableChecks:
-        return cls(**{k: obj[k] for k in ("repeated_message_ids", "misfits_by_column",
-                                          "conformance_failures") if k in obj})
+        return cls(
+            **{
+                k: obj[k]
+                for k in ("repeated_message_ids", "misfits_by_column", "conformance_failures")
+                if k in obj
+            }
+        )
 
 
 @dataclass(kw_only=True)
@@ -119,10 +137,27 @@ class TableReport(_Row):
     by_hour: list[dict[str, Any]] = field(default_factory=list)
 
     type = EVENT
-    _ORDER = ("type", "table_name", *_RUN_FIELDS, "partitions", "new_columns", "widened_columns",
-              "columns", "row_count", "duplicates", "suppressed", "cross_hour_duplicates",
-              "values_quarantined", "files", "bytes", "is_new", "catalog", "checks",
-              *_OUTCOME_FIELDS, "by_hour")
+    _ORDER = (
+        "type",
+        "table_name",
+        *_RUN_FIELDS,
+        "partitions",
+        "new_columns",
+        "widened_columns",
+        "columns",
+        "row_count",
+        "duplicates",
+        "suppressed",
+        "cross_hour_duplicates",
+        "values_quarantined",
+        "files",
+        "bytes",
+        "is_new",
+        "catalog",
+        "checks",
+        *_OUTCOME_FIELDS,
+        "by_hour",
+    )
     _OMITTED_WHEN_NONE = frozenset({"cross_hour_duplicates"})
 
 
@@ -156,18 +191,39 @@ class SourceReport(_Row):
 
     type = SOURCE
     table_name = None
-    _ORDER = ("type", "table_name", *_RUN_FIELDS, "lines_in", "messages_written", "duplicates",
-              "lines_quarantined", "suppressed", "values_quarantined", "cross_hour_duplicates",
-              "dedup_lookback_hours", "index_ids_written", "hours_synced", "recovered_commits",
-              "files_in", "bytes_in", "timings", *_OUTCOME_FIELDS, "partitions", "tables",
-              "warning", "by_hour")
-    _OMITTED_WHEN_NONE = frozenset({"cross_hour_duplicates", "dedup_lookback_hours",
-                                    "index_ids_written", "timings", "warning"})
+    _ORDER = (
+        "type",
+        "table_name",
+        *_RUN_FIELDS,
+        "lines_in",
+        "messages_written",
+        "duplicates",
+        "lines_quarantined",
+        "suppressed",
+        "values_quarantined",
+        "cross_hour_duplicates",
+        "dedup_lookback_hours",
+        "index_ids_written",
+        "hours_synced",
+        "recovered_commits",
+        "files_in",
+        "bytes_in",
+        "timings",
+        *_OUTCOME_FIELDS,
+        "partitions",
+        "tables",
+        "warning",
+        "by_hour",
+    )
+    _OMITTED_WHEN_NONE = frozenset(
+        {"cross_hour_duplicates", "dedup_lookback_hours", "index_ids_written", "timings", "warning"}
+    )
 
     @property
     def reconciled(self) -> bool:
-        return self.lines_in == (self.messages_written + self.duplicates
-                                 + self.lines_quarantined + self.suppressed)
+        return self.lines_in == (
+            self.messages_written + self.duplicates + self.lines_quarantined + self.suppressed
+        )
 
 
 @dataclass
@@ -190,8 +246,7 @@ class SyncReport:
         if len(sources) != 1:
             raise ValueError(f"a sync report has one source row, this one has {len(sources)}")
         tables = [TableReport.from_dict(r) for r in rows if r.get("type") == EVENT]
-        return cls({t.table_name: t for t in tables},
-                   SourceReport.from_dict(sources[0]))  # type: ignore[arg-type]
+        return cls({t.table_name: t for t in tables}, SourceReport.from_dict(sources[0]))  # type: ignore[arg-type]
 
     @classmethod
     def parse(cls, body: bytes) -> SyncReport:
@@ -211,5 +266,6 @@ def write_report(lake_root: str, report: SyncReport, day: str | None = None) -> 
 
 def report_location(lake_root: str, source: SourceReport) -> str:
     """Where ``write_report`` put a sync's report, from its source row (its finish day)."""
-    return layout.report_path(lake_root, source.source_id, source.run_id,
-                              (source.finish_time or "")[:10])
+    return layout.report_path(
+        lake_root, source.source_id, source.run_id, (source.finish_time or "")[:10]
+    )

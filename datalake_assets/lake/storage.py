@@ -49,8 +49,9 @@ def _fs_for(scheme_root: str) -> pafs.FileSystem:
     # it was a HEAD and three requests (start, part, complete). An error (a missing bucket)
     # surfaces at the write or the close instead, inside the same ``with`` as before.
     # (S3's option only: GCS refuses an unknown one)
-    fs, _ = pafs.FileSystem.from_uri(f"{scheme_root}?allow_delayed_open=true"
-                                     if on_s3(scheme_root) else scheme_root)
+    fs, _ = pafs.FileSystem.from_uri(
+        f"{scheme_root}?allow_delayed_open=true" if on_s3(scheme_root) else scheme_root
+    )
     return fs
 
 
@@ -128,9 +129,7 @@ def list_files(directory: str, recursive: bool = False) -> list[tuple[str, int]]
     except FileNotFoundError:
         return []
     return sorted(
-        (to_location(directory, i.path), i.size or 0)
-        for i in infos
-        if i.type == pafs.FileType.File
+        (to_location(directory, i.path), i.size or 0) for i in infos if i.type == pafs.FileType.File
     )
 
 
@@ -200,8 +199,9 @@ class ShortRead(OSError):
     """A file yielded fewer (or more) bytes than its listed size: truncated or replaced."""
 
 
-def iter_lines(location: str, expected_size: int | None = None,
-               buffer_size: int | None = None) -> Iterator[bytes]:
+def iter_lines(
+    location: str, expected_size: int | None = None, buffer_size: int | None = None
+) -> Iterator[bytes]:
     """The lines of a (possibly gzipped, possibly multi-member) file, without line ends.
 
     Streams in 64 KiB chunks, so memory stays bounded whatever the file size. A final line
@@ -267,7 +267,8 @@ def iter_lines(location: str, expected_size: int | None = None,
         if expected_size is not None and got[0] != expected_size:
             raise ShortRead(
                 f"read {got[0]} bytes of {location}, listed with {expected_size}: the file was "
-                "truncated or replaced while the sync read it; nothing is committed, re-run")
+                "truncated or replaced while the sync read it; nothing is committed, re-run"
+            )
 
 
 def delete_file(location: str) -> bool:
@@ -325,8 +326,10 @@ class StagedFile:
             hidden = hidden_path(path, self.location)
             try:
                 # compression=None: pyarrow would gzip a ".gz" name once more
-                with open(self._tmp, "rb") as src, \
-                        fs.open_output_stream(hidden, compression=None) as out:
+                with (
+                    open(self._tmp, "rb") as src,
+                    fs.open_output_stream(hidden, compression=None) as out,
+                ):
                     while chunk := src.read(1 << 20):
                         out.write(chunk)
                 publish(fs, hidden, path, self.location)

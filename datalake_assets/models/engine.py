@@ -46,15 +46,19 @@ def can_run(settings: LakeSettings) -> str | None:
     if settings.table_format != "segment":
         # the local profile reads the event tables from Spark's Hive catalog: an Iceberg
         # lake's tables are in the Iceberg catalog, and no Iceberg runtime for Spark installs
-        return (f"table_format is {settings.table_format!r}: the local models profile reads "
-                "the tables through Spark's Hive catalog, which cannot read Iceberg tables here; "
-                "set [models] profiles_dir to a profiles.yml for an engine that reads them "
-                "(Athena, Databricks, Spark with the Iceberg runtime: docs/models.md)")
+        return (
+            f"table_format is {settings.table_format!r}: the local models profile reads "
+            "the tables through Spark's Hive catalog, which cannot read Iceberg tables here; "
+            "set [models] profiles_dir to a profiles.yml for an engine that reads them "
+            "(Athena, Databricks, Spark with the Iceberg runtime: docs/models.md)"
+        )
     if backend == "hive":
         return None
-    return (f"[catalog] backend is {backend!r}: the local models profile runs on Spark with a "
-            "Hive catalog; set [models] profiles_dir to a profiles.yml for your engine (EMR's "
-            "Thrift server, Databricks, Athena: docs/models.md)")
+    return (
+        f"[catalog] backend is {backend!r}: the local models profile runs on Spark with a "
+        "Hive catalog; set [models] profiles_dir to a profiles.yml for your engine (EMR's "
+        "Thrift server, Databricks, Athena: docs/models.md)"
+    )
 
 
 def dbt_env(settings: LakeSettings, spark: Any = None) -> dict[str, str]:
@@ -101,8 +105,10 @@ def host_connect(spark: Any) -> str:
         conf = jsc.conf()  # read by the service when it starts: set before
         for key, value in _service_conf(token).items():
             conf.set(key, value)
-        service = getattr(getattr(spark._jvm.org.apache.spark.sql.connect.service,
-                                  "SparkConnectService$"), "MODULE$")
+        service = getattr(
+            getattr(spark._jvm.org.apache.spark.sql.connect.service, "SparkConnectService$"),
+            "MODULE$",
+        )
         service.start(jsc)
         # "localhost": PySpark's client sends a token over plain gRPC to localhost only
         url = f"sc://localhost:{service.localPort()}/;token={token}"
@@ -111,9 +117,11 @@ def host_connect(spark: Any) -> str:
 
 
 def _service_conf(token: str) -> Mapping[str, str]:
-    return {"spark.connect.grpc.binding.address": "127.0.0.1",
-            "spark.connect.grpc.binding.port": "0",  # any free port
-            "spark.connect.authenticate.token": token}
+    return {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": "0",  # any free port
+        "spark.connect.authenticate.token": token,
+    }
 
 
 def subprocess_env(extra: Mapping[str, str]) -> dict[str, str]:

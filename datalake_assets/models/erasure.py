@@ -59,18 +59,31 @@ def reach_models(settings: LakeSettings, result: Any) -> dict[str, Any] | None:
     request touched and prove them; the counts for the command's output and the run's
     metadata. ``None`` when there is nothing to do: models off, no engine for them here, a
     request that erased nothing or did not complete."""
-    if (not settings.models.enabled or can_run(settings) is not None
-            or result.status != "completed" or not result.hours_rewritten):
+    if (
+        not settings.models.enabled
+        or can_run(settings) is not None
+        or result.status != "completed"
+        or not result.hours_rewritten
+    ):
         return None
-    projects = {s.slug: prepare_project(settings, s, source_tables(settings, s))
-                for s in settings.sources}
+    projects = {
+        s.slug: prepare_project(settings, s, source_tables(settings, s)) for s in settings.sources
+    }
     done = rebuild_and_prove(settings, projects, result.request_id, result.identity_hashes)
     # the request's audit row (privacy_requests) carries the models' proof with the lake's
-    record_downstream_proof(settings, result.request_id, "models", done.rows_remaining,
-                            "; ".join(done.errors)[:2000] or None)
-    return {"models_rebuilt_days": {k: list(v) for k, v in done.rebuilt_days.items()},
-            "models_checked": done.models_checked,
-            "models_rows_remaining": done.rows_remaining, "models_errors": done.errors}
+    record_downstream_proof(
+        settings,
+        result.request_id,
+        "models",
+        done.rows_remaining,
+        "; ".join(done.errors)[:2000] or None,
+    )
+    return {
+        "models_rebuilt_days": {k: list(v) for k, v in done.rebuilt_days.items()},
+        "models_checked": done.models_checked,
+        "models_rows_remaining": done.rows_remaining,
+        "models_errors": done.errors,
+    }
 
 
 def touched_days(settings: LakeSettings, request_id: str) -> dict[str, tuple[str, str]]:
@@ -92,8 +105,12 @@ def _day(hour: str) -> str:
     return f"{digits[:4]}-{digits[4:6]}-{digits[6:8]}"
 
 
-def rebuild_and_prove(settings: LakeSettings, projects: dict[str, SourceProject],
-                      request_id: str, identity_hashes: list[str]) -> ModelsErasure:
+def rebuild_and_prove(
+    settings: LakeSettings,
+    projects: dict[str, SourceProject],
+    request_id: str,
+    identity_hashes: list[str],
+) -> ModelsErasure:
     """Rebuild the models of every source the request touched, then prove (module doc)."""
     result = ModelsErasure()
     days = touched_days(settings, request_id)
@@ -101,8 +118,9 @@ def rebuild_and_prove(settings: LakeSettings, projects: dict[str, SourceProject]
         project = projects.get(slug)
         if project is None or not built_models(models_root(settings, settings.source(slug))):
             continue  # no model was ever built: none can hold the person
-        done = run_dbt(settings, project, ["build", "--vars",
-                                           f'{{"min_day": "{first}", "max_day": "{last}"}}'])
+        done = run_dbt(
+            settings, project, ["build", "--vars", f'{{"min_day": "{first}", "max_day": "{last}"}}']
+        )
         if done.returncode != 0:
             result.errors.append(f"{slug}: dbt build failed: {done.stdout[-2000:]}")
             continue
@@ -117,14 +135,24 @@ def rebuild_and_prove(settings: LakeSettings, projects: dict[str, SourceProject]
     return result
 
 
-def run_dbt(settings: LakeSettings, project: SourceProject,
-            args: list[str]) -> subprocess.CompletedProcess:
+def run_dbt(
+    settings: LakeSettings, project: SourceProject, args: list[str]
+) -> subprocess.CompletedProcess:
     """dbt outside Dagster (an erasure, the benchmark), on the same Spark as the assets."""
-    cmd = [dbt_executable(), *args, "--project-dir", project.project_dir, "--profiles-dir",
-           project.profiles_dir, "--target", project.target]
+    cmd = [
+        dbt_executable(),
+        *args,
+        "--project-dir",
+        project.project_dir,
+        "--profiles-dir",
+        project.profiles_dir,
+        "--target",
+        project.target,
+    ]
     env = subprocess_env({**DBT_QUIET_ENV, **dbt_env(settings)})
-    return subprocess.run(cmd, check=False, capture_output=True, text=True, env=env,
-                           cwd=project.project_dir)
+    return subprocess.run(
+        cmd, check=False, capture_output=True, text=True, env=env, cwd=project.project_dir
+    )
 
 
 def built_models(root: str) -> list[str]:
@@ -149,15 +177,20 @@ def prove(root: str, key: bytes, wanted: set[str]) -> tuple[list[str], int]:
         if value is None:
             return False
         if column == "visitor" and value.startswith(_USER_PREFIX):
-            value = value[len(_USER_PREFIX):]
+            value = value[len(_USER_PREFIX) :]
         h = hashes.get(value)
         if h is None:
             h = hashes[value] = identity_hash(key, Identity(ID, value))
         return h in wanted
 
     for model in models:
-        data = ds.dataset(f"{path}/{model}", filesystem=filesystem, format="parquet",
-                          partitioning="hive", exclude_invalid_files=True)
+        data = ds.dataset(
+            f"{path}/{model}",
+            filesystem=filesystem,
+            format="parquet",
+            partitioning="hive",
+            exclude_invalid_files=True,
+        )
         columns = [c for c in data.schema.names if c in ID_COLUMNS]
         if not columns:
             continue

@@ -26,8 +26,9 @@ class ModelsSettings:
     Databricks, Athena); empty: the local profile, dbt-spark's ``session`` method on the
     platform's Spark (``models/engine.py``)."""
 
-    _file_defaults = file_defaults(user_models_dir=DEFAULT_USER_MODELS_DIR,
-                                   build_dir=DEFAULT_BUILD_DIR)
+    _file_defaults = file_defaults(
+        user_models_dir=DEFAULT_USER_MODELS_DIR, build_dir=DEFAULT_BUILD_DIR
+    )
 
     enabled: Bool = True
     # a session ends after this many minutes without an event (dbt-segment's cut: a gap of
@@ -38,10 +39,10 @@ class ModelsSettings:
     late_event_hours: Int(0, 24) = 3
     user_models_dir: LocalFolder(DEFAULT_USER_MODELS_DIR, "the user's dbt models") = ""
     build_dir: LocalFolder(DEFAULT_BUILD_DIR, "the assembled dbt projects") = ""
-    profiles_dir: Match(r"[^\n]*", "profiles dir", "a folder holding profiles.yml",
-                        empty=True) = ""
-    target: Match(r"[A-Za-z0-9_-]{0,64}", "dbt target", "a target name of profiles.yml",
-                  empty=True) = ""
+    profiles_dir: Match(r"[^\n]*", "profiles dir", "a folder holding profiles.yml", empty=True) = ""
+    target: Match(
+        r"[A-Za-z0-9_-]{0,64}", "dbt target", "a target name of profiles.yml", empty=True
+    ) = ""
 
 
 def user_models_dir(settings: ModelsSettings) -> str:

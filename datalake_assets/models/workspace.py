@@ -40,8 +40,11 @@ LOCAL_TARGET = "local"
 SOURCE_NAME = "lake"  # {{ source('lake', '<table>') }}
 USER_FOLDER = "user"
 # dbt must not phone home (usage statistics, version check): no network beyond loopback
-DBT_QUIET_ENV = {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DBT_VERSION_CHECK": "false",
-                 "DO_NOT_TRACK": "1"}
+DBT_QUIET_ENV = {
+    "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+    "DBT_VERSION_CHECK": "false",
+    "DO_NOT_TRACK": "1",
+}
 
 
 class ModelsError(RuntimeError):
@@ -74,53 +77,86 @@ def models_root(settings: LakeSettings, source: SourceSettings) -> str:
 def source_tables(settings: LakeSettings, source: SourceSettings) -> list[str]:
     """The source's tables as its code location sees them (``orchestration/lake_state.py``):
     the standard ones and every table of the lake's schema record."""
-    return sorted(set(STANDARD_TABLES) | set(read_schema_record(settings.lake_root,
-                                                                source.lake_dir)))
+    return sorted(
+        set(STANDARD_TABLES) | set(read_schema_record(settings.lake_root, source.lake_dir))
+    )
 
 
 def project_yaml(settings: LakeSettings, source: SourceSettings) -> dict:
     m = settings.models
     return {
-        "name": f"datalake_{source.slug}", "version": "1.0", "config-version": 2,
-        "profile": PROFILE, "model-paths": ["models"], "macro-paths": ["macros"],
-        "target-path": "target", "clean-targets": ["target"],
-        "flags": {"send_anonymous_usage_stats": False, "version_check": False,
-                  "partial_parse": True},
-        "vars": {"datalake_source": source.slug,
-                 "session_gap_minutes": m.session_gap_minutes,
-                 "late_event_hours": m.late_event_hours},
-        "models": {f"datalake_{source.slug}": {
-            "+location_root": models_root(settings, source),
-            "+file_format": "parquet"}},
+        "name": f"datalake_{source.slug}",
+        "version": "1.0",
+        "config-version": 2,
+        "profile": PROFILE,
+        "model-paths": ["models"],
+        "macro-paths": ["macros"],
+        "target-path": "target",
+        "clean-targets": ["target"],
+        "flags": {
+            "send_anonymous_usage_stats": False,
+            "version_check": False,
+            "partial_parse": True,
+        },
+        "vars": {
+            "datalake_source": source.slug,
+            "session_gap_minutes": m.session_gap_minutes,
+            "late_event_hours": m.late_event_hours,
+        },
+        "models": {
+            f"datalake_{source.slug}": {
+                "+location_root": models_root(settings, source),
+                "+file_format": "parquet",
+            }
+        },
     }
 
 
 def sources_yaml(source: SourceSettings, tables: list[str]) -> dict:
     prefix = source.effective_table_prefix
-    return {"version": 2, "sources": [{
-        "name": SOURCE_NAME, "schema": source.database,
-        "description": f"The lake's tables of source {source.id} (generated from the lake's "
-                       "state at each load of the code location)",
-        "tables": [{"name": t, "identifier": f"{prefix}_{t}" if prefix else t}
-                   for t in sorted(tables)],
-    }]}
+    return {
+        "version": 2,
+        "sources": [
+            {
+                "name": SOURCE_NAME,
+                "schema": source.database,
+                "description": f"The lake's tables of source {source.id} (generated from the lake's "
+                "state at each load of the code location)",
+                "tables": [
+                    {"name": t, "identifier": f"{prefix}_{t}" if prefix else t}
+                    for t in sorted(tables)
+                ],
+            }
+        ],
+    }
 
 
 def profiles_yaml(source: SourceSettings) -> dict:
     """The local profile: dbt-spark's ``session`` method. It sets no ``spark.master``: the
     session is a Spark Connect one (``SPARK_REMOTE``, ``engine.py``) to the Spark that holds
     the catalog, so the models land in the same metastore as the event tables."""
-    return {PROFILE: {"target": LOCAL_TARGET, "outputs": {LOCAL_TARGET: {
-        "type": "spark", "method": "session", "host": "NA", "schema": source.database,
-        # tests and independent models run side by side: each is a small query, mostly
-        # planning and catalog calls, so a few at once keep the local cores busy
-        "threads": 4,
-        "server_side_parameters": {
-            "spark.sql.session.timeZone": "UTC",
-            # a table model's files are in the lake (location_root): dbt drops the external
-            # table and creates it again at the same place, over the previous files
-            "spark.sql.legacy.allowNonEmptyLocationInCTAS": "true"},
-    }}}}
+    return {
+        PROFILE: {
+            "target": LOCAL_TARGET,
+            "outputs": {
+                LOCAL_TARGET: {
+                    "type": "spark",
+                    "method": "session",
+                    "host": "NA",
+                    "schema": source.database,
+                    # tests and independent models run side by side: each is a small query, mostly
+                    # planning and catalog calls, so a few at once keep the local cores busy
+                    "threads": 4,
+                    "server_side_parameters": {
+                        "spark.sql.session.timeZone": "UTC",
+                        # a table model's files are in the lake (location_root): dbt drops the external
+                        # table and creates it again at the same place, over the previous files
+                        "spark.sql.legacy.allowNonEmptyLocationInCTAS": "true",
+                    },
+                }
+            },
+        }
+    }
 
 
 def _shipped_files() -> dict[str, bytes]:
@@ -150,11 +186,15 @@ def _user_files(settings: ModelsSettings) -> dict[str, bytes]:
     return out
 
 
-def project_files(settings: LakeSettings, source: SourceSettings,
-                  tables: list[str]) -> dict[str, bytes]:
+def project_files(
+    settings: LakeSettings, source: SourceSettings, tables: list[str]
+) -> dict[str, bytes]:
     """Every file of the source's project, by path inside it."""
     files = {**_shipped_files(), **_user_files(settings.models)}
-    dump = lambda d: json.dumps(d, indent=2, sort_keys=True).encode()
+
+    def dump(d):
+        return json.dumps(d, indent=2, sort_keys=True).encode()
+
     files["dbt_project.yml"] = dump(project_yaml(settings, source))
     files[os.path.join("models", "_lake__sources.yml")] = dump(sources_yaml(source, tables))
     if not settings.models.profiles_dir:
@@ -162,8 +202,9 @@ def project_files(settings: LakeSettings, source: SourceSettings,
     return files
 
 
-def prepare_project(settings: LakeSettings, source: SourceSettings,
-                    tables: list[str]) -> SourceProject:
+def prepare_project(
+    settings: LakeSettings, source: SourceSettings, tables: list[str]
+) -> SourceProject:
     """Assemble the source's project and parse it, unless that was done for the same files;
     returns where it is. Raises ``ModelsError`` when dbt cannot parse it (a user model's
     error, say), with dbt's message.
@@ -205,8 +246,11 @@ KEEP_PROJECTS = 5
 def _prune(source_dir: str, keep: str) -> None:
     """Remove all but the newest ``KEEP_PROJECTS`` project folders of a source (a run worker
     of an older load may still use one of those kept)."""
-    folders = sorted((e for e in os.scandir(source_dir) if e.is_dir()),
-                     key=lambda e: e.stat().st_mtime, reverse=True)
+    folders = sorted(
+        (e for e in os.scandir(source_dir) if e.is_dir()),
+        key=lambda e: e.stat().st_mtime,
+        reverse=True,
+    )
     for e in folders[KEEP_PROJECTS:]:
         if e.path != keep:
             shutil.rmtree(e.path, ignore_errors=True)
@@ -230,8 +274,16 @@ def parse(project: SourceProject) -> None:
 
     for name, value in DBT_QUIET_ENV.items():
         os.environ.setdefault(name, value)
-    args = ["parse", "--project-dir", project.project_dir, "--profiles-dir",
-            project.profiles_dir, "--target", project.target, "--quiet"]
+    args = [
+        "parse",
+        "--project-dir",
+        project.project_dir,
+        "--profiles-dir",
+        project.profiles_dir,
+        "--target",
+        project.target,
+        "--quiet",
+    ]
     try:
         done = dbtRunner().invoke(args)
     except BaseException as e:  # noqa: BLE001 - dbt raises its own (and SystemExit) here

@@ -59,8 +59,9 @@ from datalake_assets.transform.request import SyncError, request_from_settings
 
 # Per-hour check results need partitioned check specs, a preview feature of Dagster 1.13 that we
 # chose on purpose (README): say so once here instead of warning on every load and run.
-warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec",
-                        category=PreviewWarning)
+warnings.filterwarnings(
+    "ignore", message=".*partitions_def on an AssetCheckSpec", category=PreviewWarning
+)
 warnings.filterwarnings("ignore", message=".*with_reconstruction_metadata", category=PreviewWarning)
 
 # The modules whose rules decide what a sync writes: every pure rule (spec/: how messages are
@@ -73,8 +74,9 @@ _RULE_STAGES = ("transform/stage_a.py", "transform/identity_tally.py", "transfor
 
 def _rule_modules() -> list[str]:
     spec = resources.files("datalake_assets").joinpath("spec")
-    return sorted(f"spec/{p.name}" for p in spec.iterdir()
-                  if p.name.endswith(".py")) + list(_RULE_STAGES)
+    return sorted(f"spec/{p.name}" for p in spec.iterdir() if p.name.endswith(".py")) + list(
+        _RULE_STAGES
+    )
 
 
 @functools.cache  # the same for every source and load of this process
@@ -85,32 +87,53 @@ def rules_code_version() -> str:
         tree = ast.parse(package.joinpath(name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):  # docstrings are not rules
             body = getattr(node, "body", None)
-            if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                    and isinstance(body[0].value, ast.Constant)
-                    and isinstance(body[0].value.value, str)):
+            if (
+                isinstance(body, list)
+                and body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 body[0] = ast.Pass()
         h.update(name.encode() + b"\0" + ast.dump(tree).encode() + b"\0")
     return h.hexdigest()[:12]
 
 
 def _check_specs(slug: str, tables: list[str], partitions) -> list[AssetCheckSpec]:
-    specs = [AssetCheckSpec(
-        CHECK_COMPLETENESS, asset=AssetKey([slug, SYNC_REPORTS]), blocking=True,
-        partitions_def=partitions,
-        description="lines_in = rows written + duplicates + lines quarantined + lines of "
-                    "suppressed identities, for the hour",
-    )]
+    specs = [
+        AssetCheckSpec(
+            CHECK_COMPLETENESS,
+            asset=AssetKey([slug, SYNC_REPORTS]),
+            blocking=True,
+            partitions_def=partitions,
+            description="lines_in = rows written + duplicates + lines quarantined + lines of "
+            "suppressed identities, for the hour",
+        )
+    ]
     for t in tables:
         key = AssetKey([slug, t])
         specs += [
-            AssetCheckSpec(CHECK_DUPLICATES, asset=key, blocking=True, partitions_def=partitions,
-                           description="No messageId appears twice in what the sync wrote"),
-            AssetCheckSpec(CHECK_TYPE_DRIFT, asset=key, partitions_def=partitions,
-                           description="Warns when a column widened or values were quarantined "
-                                       "for not fitting their column's type"),
-            AssetCheckSpec(CHECK_CONFORMANCE, asset=key, partitions_def=partitions,
-                           description="pandera rules of the fixed columns (ids, type, event, "
-                                       "received_at) hold on every written row"),
+            AssetCheckSpec(
+                CHECK_DUPLICATES,
+                asset=key,
+                blocking=True,
+                partitions_def=partitions,
+                description="No messageId appears twice in what the sync wrote",
+            ),
+            AssetCheckSpec(
+                CHECK_TYPE_DRIFT,
+                asset=key,
+                partitions_def=partitions,
+                description="Warns when a column widened or values were quarantined "
+                "for not fitting their column's type",
+            ),
+            AssetCheckSpec(
+                CHECK_CONFORMANCE,
+                asset=key,
+                partitions_def=partitions,
+                description="pandera rules of the fixed columns (ids, type, event, "
+                "received_at) hold on every written row",
+            ),
         ]
     return specs
 
@@ -119,8 +142,9 @@ def source_partitions(source: SourceSettings) -> HourlyPartitionsDefinition:
     return HourlyPartitionsDefinition(start_date=source.start, timezone="UTC")
 
 
-def build_source_assets(settings: LakeSettings, source: SourceSettings,
-                        state: SourceState | None = None) -> list:
+def build_source_assets(
+    settings: LakeSettings, source: SourceSettings, state: SourceState | None = None
+) -> list:
     """The raw archive and the sync multi-asset of ``source``, whose tables and partition start
     are those of ``state`` (default: read from the lake now; the code location passes the
     state it was loaded with)."""
@@ -142,8 +166,7 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
             f"under {layout.join(settings.archive_root, source.id)}/day=YYYY-MM-DD/hr=HH/. "
             "Recorded by the archive sensor when an hour's files appear or change."
         ),
-        metadata={"dagster/uri": MetadataValue.path(layout.join(settings.archive_root,
-                                                                 source.id))},
+        metadata={"dagster/uri": MetadataValue.path(layout.join(settings.archive_root, source.id))},
     )
     tables = list(state.tables)
     table_specs = [
@@ -155,31 +178,47 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
             kinds={"parquet", "spark"},
             owners=owners,
             skippable=True,  # an hour may have no event of this type
-            description=(f"Lake table {t} of source {source.id}: typed Parquet, one partition "
-                         "per received hour." + ("" if t in STANDARD_TABLES else
-                                                 " Created by the sync that first saw it.")),
-            metadata={"dagster/table_name": table_name(source, t),
-                      "dagster/uri": MetadataValue.path(table_uri(settings, source, t))},
+            description=(
+                f"Lake table {t} of source {source.id}: typed Parquet, one partition "
+                "per received hour."
+                + ("" if t in STANDARD_TABLES else " Created by the sync that first saw it.")
+            ),
+            metadata={
+                "dagster/table_name": table_name(source, t),
+                "dagster/uri": MetadataValue.path(table_uri(settings, source, t)),
+            },
         )
         for t in tables
     ]
     side_specs = [
         AssetSpec(
-            key=AssetKey([slug, QUARANTINE]), deps=[raw_key], partitions_def=partitions,
-            group_name=slug, kinds={"parquet"}, owners=owners,
+            key=AssetKey([slug, QUARANTINE]),
+            deps=[raw_key],
+            partitions_def=partitions,
+            group_name=slug,
+            kinds={"parquet"},
+            owners=owners,
             description="Lines and values that could not be written as they are, with reasons.",
             metadata={"dagster/uri": MetadataValue.path(table_uri(settings, source, QUARANTINE))},
         ),
         AssetSpec(
-            key=AssetKey([slug, SYNC_REPORTS]), deps=[raw_key], partitions_def=partitions,
-            group_name=slug, kinds={"json"}, owners=owners,
+            key=AssetKey([slug, SYNC_REPORTS]),
+            deps=[raw_key],
+            partitions_def=partitions,
+            group_name=slug,
+            kinds={"json"},
+            owners=owners,
             description="The sync's reconciliation: lines_in = rows + duplicates + quarantined "
-                        "+ suppressed.",
+            "+ suppressed.",
         ),
     ]
     catalog_spec, catalog_checks = catalog_specs(
-        settings, source, tables, partitions,
-        deps=[AssetKey([slug, t]) for t in [*tables, QUARANTINE]])
+        settings,
+        source,
+        tables,
+        partitions,
+        deps=[AssetKey([slug, t]) for t in [*tables, QUARANTINE]],
+    )
 
     @multi_asset(
         name=f"{slug}_lake_sync",
@@ -201,23 +240,45 @@ def build_source_assets(settings: LakeSettings, source: SourceSettings,
         keys = list(context.partition_keys)
         hours = [str(layout.ArchiveHour.parse(k)) for k in keys]
         selected = context.selected_asset_keys
-        context.log.info(f"syncing {source.id} hours {hours[0]} .. {hours[-1]} (all tables of "
-                         f"these hours; {len(selected)} assets selected)")
+        context.log.info(
+            f"syncing {source.id} hours {hours[0]} .. {hours[-1]} (all tables of "
+            f"these hours; {len(selected)} assets selected)"
+        )
         try:
             request = request_from_settings(
-                settings, source, hours, run_id=context.run.run_id,
-                replay=len(hours) > 1 or "dagster/backfill" in context.run.tags)
+                settings,
+                source,
+                hours,
+                run_id=context.run.run_id,
+                replay=len(hours) > 1 or "dagster/backfill" in context.run.tags,
+            )
             result = compute.run_sync(request, context=context)
         except CatalogBehind as e:  # the data is committed: record it, fail the catalog's hours
-            yield from sync_events(settings, source, tables, keys, e.report, selected,
-                                   context.add_asset_metadata, instance=context.instance)
+            yield from sync_events(
+                settings,
+                source,
+                tables,
+                keys,
+                e.report,
+                selected,
+                context.add_asset_metadata,
+                instance=context.instance,
+            )
             raise Failure(description=str(e)) from None
         except SyncError as e:
             # Report the failed reconciliation, then fail the run: nothing was committed, so
             # there is no materialization to attach data to.
             yield from completeness_results(slug, None, keys, str(e))
             raise
-        yield from sync_events(settings, source, tables, keys, result, selected,
-                               context.add_asset_metadata, instance=context.instance)
+        yield from sync_events(
+            settings,
+            source,
+            tables,
+            keys,
+            result,
+            selected,
+            context.add_asset_metadata,
+            instance=context.instance,
+        )
 
     return [raw, lake_sync]

@@ -41,9 +41,9 @@ from dagster import (
 
 from datalake_assets.lake.listing import DEFAULT_LIST_LIMIT, ArchiveLister, lister_for
 from datalake_assets.orchestration import sensors as sn
-from datalake_assets.orchestration.sync_events import completeness_results, sync_events
 from datalake_assets.orchestration.resources import SparkCompute
 from datalake_assets.orchestration.settings import BATCH_SENSOR
+from datalake_assets.orchestration.sync_events import completeness_results, sync_events
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.catalog_phase import CatalogBehind
@@ -77,8 +77,12 @@ def build_batch_job(settings: LakeSettings, sources: Sequence[BatchSource]) -> A
     """``datalake_sync_job``: one op that syncs the source-hours of its run config."""
     by_id = {s.source.id: s for s in sources}
 
-    @op(name="sync_due_hours", pool="spark_local", out={},
-        description="Syncs each source's due hours in turn with the run's one Spark session.")
+    @op(
+        name="sync_due_hours",
+        pool="spark_local",
+        out={},
+        description="Syncs each source's due hours in turn with the run's one Spark session.",
+    )
     def sync_due_hours(context: OpExecutionContext, config: DueHours, compute: SparkCompute):
         failed: list[str] = []
         for item in config.items:
@@ -92,33 +96,49 @@ def build_batch_job(settings: LakeSettings, sources: Sequence[BatchSource]) -> A
                 # yielded source by source: what is synced is recorded even if a later fails
                 yield from _sync_one(context, settings, entry, item.hours, compute)
             except CatalogBehind as e:  # committed, not registered: record it, fail at the end
-                yield from sync_events(settings, entry.source, list(entry.tables), keys,
-                                       e.report, None, instance=context.instance)
+                yield from sync_events(
+                    settings,
+                    entry.source,
+                    list(entry.tables),
+                    keys,
+                    e.report,
+                    None,
+                    instance=context.instance,
+                )
                 failed.append(f"{item.source} {item.hours[0]}..{item.hours[-1]}: {e}")
             except Exception as e:  # noqa: BLE001 - one source's failure must not stop the rest
                 yield from completeness_results(entry.source.slug, None, keys, str(e))
-                failed.append(f"{item.source} {item.hours[0]}..{item.hours[-1]}: "
-                              f"{type(e).__name__}: {e}")
+                failed.append(
+                    f"{item.source} {item.hours[0]}..{item.hours[-1]}: {type(e).__name__}: {e}"
+                )
                 context.log.exception(f"sync of {item.source} failed; going on with the rest")
         if failed:
             raise Failure(
                 description=f"{len(failed)} of {len(config.items)} sources failed to sync "
-                            "(the others are synced; re-execute the run, or materialize the "
-                            "failed hours from their source's assets): " + "; ".join(failed),
+                "(the others are synced; re-execute the run, or materialize the "
+                "failed hours from their source's assets): " + "; ".join(failed),
                 metadata={"failed": MetadataValue.json(failed)},
             )
 
-    @job(name=BATCH_JOB, executor_def=in_process_executor,
-         description="Syncs the due hours of every source that has some, in one run "
-                     "(requested by datalake_archive_sensor).")
+    @job(
+        name=BATCH_JOB,
+        executor_def=in_process_executor,
+        description="Syncs the due hours of every source that has some, in one run "
+        "(requested by datalake_archive_sensor).",
+    )
     def datalake_sync_job():
         sync_due_hours()
 
     return datalake_sync_job
 
 
-def _sync_one(context: OpExecutionContext, settings: LakeSettings, entry: BatchSource,
-              hours: list[str], compute: SparkCompute) -> Iterator:
+def _sync_one(
+    context: OpExecutionContext,
+    settings: LakeSettings,
+    entry: BatchSource,
+    hours: list[str],
+    compute: SparkCompute,
+) -> Iterator:
     """The events of one source's sync (all after it: a failed sync records nothing but the
     failed completeness check, as the source's own job would). A generator, consumed as the
     op yields it: each check evaluation looks up the materialization stored before it."""
@@ -126,11 +146,13 @@ def _sync_one(context: OpExecutionContext, settings: LakeSettings, entry: BatchS
     hours = [str(ArchiveHour.parse(h)) for h in hours]
     keys = [ArchiveHour.parse(h).partition_key for h in hours]
     context.log.info(f"syncing {source.id} hours {hours[0]} .. {hours[-1]}")
-    request = request_from_settings(settings, source, hours, run_id=context.run.run_id,
-                                    replay=False)
+    request = request_from_settings(
+        settings, source, hours, run_id=context.run.run_id, replay=False
+    )
     result = compute.run_sync(request, context=context)
-    return sync_events(settings, source, list(entry.tables), keys, result, None,
-                       instance=context.instance)
+    return sync_events(
+        settings, source, list(entry.tables), keys, result, None, instance=context.instance
+    )
 
 
 # ---------------------------------------------------------------------------------- the sensor
@@ -148,7 +170,8 @@ def parse_cursor(text: str | None) -> dict[str, sn.SensorCursor]:
     except (ValueError, TypeError, AttributeError, KeyError) as e:
         raise ValueError(
             f"{BATCH_SENSOR} cursor not understood ({e}): {text[:200]!r}. Resetting it in the "
-            "UI makes the sensor list every archive from its source's start again.") from None
+            "UI makes the sensor list every archive from its source's start again."
+        ) from None
 
 
 def serialize_cursor(cursors: dict[str, sn.SensorCursor]) -> str:
@@ -156,27 +179,39 @@ def serialize_cursor(cursors: dict[str, sn.SensorCursor]) -> str:
     return json.dumps({"v": sn.CURSOR_VERSION, "sources": sources}, separators=(",", ":"))
 
 
-def build_batch_sensor(settings: LakeSettings, sources: Sequence[BatchSource], job_def: Any, *,
-                       clock: sn.Clock = sn.utc_now, lister: ArchiveLister | None = None,
-                       list_limit: int = DEFAULT_LIST_LIMIT) -> SensorDefinition:
+def build_batch_sensor(
+    settings: LakeSettings,
+    sources: Sequence[BatchSource],
+    job_def: Any,
+    *,
+    clock: sn.Clock = sn.utc_now,
+    lister: ArchiveLister | None = None,
+    list_limit: int = DEFAULT_LIST_LIMIT,
+) -> SensorDefinition:
     """``datalake_archive_sensor`` (module docstring). ``clock`` and ``lister``: as for
     ``sensors.build_archive_sensor``."""
     auto = settings.automation
     get_lister = sn.lazy_lister(lister, lambda: lister_for(settings.archive_root))
 
     @sensor(
-        name=BATCH_SENSOR, job=job_def, minimum_interval_seconds=auto.interval_seconds,
+        name=BATCH_SENSOR,
+        job=job_def,
+        minimum_interval_seconds=auto.interval_seconds,
         default_status=sn.sensor_status(auto),
-        description=(f"Lists new or changed hours of every source's archive under "
-                     f"{settings.archive_root} (re-checking the last {auto.recheck_hours} h "
-                     f"for late files) and requests ONE {BATCH_JOB} run for all hours due "
-                     f"({auto.settle_minutes} min after they close)."),
+        description=(
+            f"Lists new or changed hours of every source's archive under "
+            f"{settings.archive_root} (re-checking the last {auto.recheck_hours} h "
+            f"for late files) and requests ONE {BATCH_JOB} run for all hours due "
+            f"({auto.settle_minutes} min after they close)."
+        ),
     )
     def datalake_archive_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         queued = sn.queued_runs(context, BATCH_JOB)
         if queued:
-            return SkipReason(f"a {BATCH_JOB} run requested by this sensor is still queued: "
-                              "listing again once it starts")
+            return SkipReason(
+                f"a {BATCH_JOB} run requested by this sensor is still queued: "
+                "listing again once it starts"
+            )
         previous = parse_cursor(context.cursor)
         cursors: dict[str, sn.SensorCursor] = {}  # sources gone from the settings are dropped
         now = sn.clock_time(clock)
@@ -186,31 +221,44 @@ def build_batch_sensor(settings: LakeSettings, sources: Sequence[BatchSource], j
             start = ArchiveHour.parse(source.start)
             cursor = previous.get(source.id) or own_sensor_cursor(context, source)
             since = cursor.listing_start(start, sn.recheck_window_start(now, auto))
-            listing = get_lister().list_hours(settings.archive_root, source.id, since,
-                                              list_limit)
-            result = sn.evaluate(listing, cursor, start=start, now=now, automation=auto,
-                                 budget=auto.backfill_hours_per_run)
+            listing = get_lister().list_hours(settings.archive_root, source.id, since, list_limit)
+            result = sn.evaluate(
+                listing,
+                cursor,
+                start=start,
+                now=now,
+                automation=auto,
+                budget=auto.backfill_hours_per_run,
+            )
             cursors[source.id] = result.cursor
-            notes.append(f"{source.id}: {len(result.requests)} to sync, {result.unchanged} "
-                         f"unchanged, {len(result.waiting)} waiting, {result.deferred} deferred")
+            notes.append(
+                f"{source.id}: {len(result.requests)} to sync, {result.unchanged} "
+                f"unchanged, {len(result.waiting)} waiting, {result.deferred} deferred"
+            )
             if result.requests:
-                items.append({"source": source.id,
-                              "hours": [str(r.hour) for r in result.requests],
-                              "fingerprints": [r.fingerprint for r in result.requests]})
+                items.append(
+                    {
+                        "source": source.id,
+                        "hours": [str(r.hour) for r in result.requests],
+                        "fingerprints": [r.fingerprint for r in result.requests],
+                    }
+                )
                 events += [sn.raw_archive_event(settings, source, r) for r in result.requests]
         context.log.info("; ".join(notes))
         cursor_text = serialize_cursor(cursors)
         if not items:
-            return SensorResult(skip_reason="nothing new or changed and due: " + "; ".join(notes),
-                                cursor=cursor_text)
-        return SensorResult(run_requests=[batch_run_request(items)], asset_events=events,
-                            cursor=cursor_text)
+            return SensorResult(
+                skip_reason="nothing new or changed and due: " + "; ".join(notes),
+                cursor=cursor_text,
+            )
+        return SensorResult(
+            run_requests=[batch_run_request(items)], asset_events=events, cursor=cursor_text
+        )
 
     return datalake_archive_sensor
 
 
-def own_sensor_cursor(context: SensorEvaluationContext,
-                      source: SourceSettings) -> sn.SensorCursor:
+def own_sensor_cursor(context: SensorEvaluationContext, source: SourceSettings) -> sn.SensorCursor:
     """Where a source's own sensor (``sensor_runs = "per_source"``, before a switch to batched
     runs) stopped, if the instance remembers it: the batched sensor goes on from there instead
     of listing, and syncing again, every hour since the source's start. Else a new cursor."""
@@ -239,7 +287,9 @@ def batch_run_request(items: list[dict]) -> RunRequest:
     return RunRequest(
         run_key=f"batch:{key}",
         run_config={"ops": {"sync_due_hours": {"config": {"items": items}}}},
-        tags={sn.TRIGGER_TAG: "sensor", sn.PRIORITY_TAG: sn.SENSOR_PRIORITY,
-              SOURCE_HOURS_TAG: listed},
+        tags={
+            sn.TRIGGER_TAG: "sensor",
+            sn.PRIORITY_TAG: sn.SENSOR_PRIORITY,
+            SOURCE_HOURS_TAG: listed,
+        },
     )
-

@@ -47,9 +47,12 @@ def catalog_key(slug: str) -> AssetKey:
 def location(cfg: CatalogConfig) -> str:
     """Where the catalog is, in words a user recognises."""
     if cfg.backend == "glue":
-        return ("AWS Glue Data Catalog" + (f" {cfg.glue_catalog_id}" if cfg.glue_catalog_id
-                                           else "") + f" in {cfg.glue_region or 'the default region'}"
-                + (f" at {cfg.glue_endpoint_url}" if cfg.glue_endpoint_url else ""))
+        return (
+            "AWS Glue Data Catalog"
+            + (f" {cfg.glue_catalog_id}" if cfg.glue_catalog_id else "")
+            + f" in {cfg.glue_region or 'the default region'}"
+            + (f" at {cfg.glue_endpoint_url}" if cfg.glue_endpoint_url else "")
+        )
     if cfg.hive_metastore_uri:
         return f"Hive metastore {cfg.hive_metastore_uri}"
     if cfg.metastore_jdbc_url:
@@ -57,29 +60,42 @@ def location(cfg: CatalogConfig) -> str:
     return f"embedded Hive metastore in {cfg.metastore_dir}"
 
 
-def catalog_specs(settings: LakeSettings, source: SourceSettings, tables: list[str],
-                  partitions: Any, deps: list[AssetKey]) -> tuple[list[AssetSpec],
-                                                                 list[AssetCheckSpec]]:
+def catalog_specs(
+    settings: LakeSettings,
+    source: SourceSettings,
+    tables: list[str],
+    partitions: Any,
+    deps: list[AssetKey],
+) -> tuple[list[AssetSpec], list[AssetCheckSpec]]:
     """The catalog asset and its check (none with ``backend = "none"``)."""
     if not has_catalog(settings):
         return [], []
     cfg = config_from_settings(settings.catalog)
     key = catalog_key(source.slug)
     spec = AssetSpec(
-        key=key, deps=deps, partitions_def=partitions, group_name=source.slug,
-        kinds={cfg.backend}, owners=list(source.owners),
+        key=key,
+        deps=deps,
+        partitions_def=partitions,
+        group_name=source.slug,
+        kinds={cfg.backend},
+        owners=list(source.owners),
         skippable=True,  # not materialized when registration fails (the run fails, saying so)
-        description=(f"The catalog metadata of source {source.id}'s tables in database "
-                     f"{source.database} ({location(cfg)}): tables, columns and each hour's "
-                     "partitions. Materialized after the sync registers its hours; "
-                     "materialized alone, it registers them again from the lake's files."),
-        metadata={"catalog": cfg.backend, "database": source.database,
-                  "location": location(cfg)},
+        description=(
+            f"The catalog metadata of source {source.id}'s tables in database "
+            f"{source.database} ({location(cfg)}): tables, columns and each hour's "
+            "partitions. Materialized after the sync registers its hours; "
+            "materialized alone, it registers them again from the lake's files."
+        ),
+        metadata={"catalog": cfg.backend, "database": source.database, "location": location(cfg)},
     )
     check = AssetCheckSpec(
-        CHECK_IN_STEP, asset=key, blocking=True, partitions_def=partitions,
+        CHECK_IN_STEP,
+        asset=key,
+        blocking=True,
+        partitions_def=partitions,
         description="Every table with files in the hour has that partition registered, at "
-                    "the files' folder, with the files' columns (on Glue, their types)")
+        "the files' folder, with the files' columns (on Glue, their types)",
+    )
     return [spec], [check]
 
 
@@ -103,8 +119,9 @@ def hour_metadata(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def registered_hours(report: SyncReport, keys: list[str]
-                     ) -> tuple[dict[str, dict[str, Any]], str | None]:
+def registered_hours(
+    report: SyncReport, keys: list[str]
+) -> tuple[dict[str, dict[str, Any]], str | None]:
     """Partition key -> the hour's catalog metadata, and the registration's error if it
     failed (then nothing is recorded: the hours stay as they were)."""
     out: dict[str, dict[str, Any]] = {}
@@ -112,14 +129,17 @@ def registered_hours(report: SyncReport, keys: list[str]
         entry = _entry(report, k)
         if entry is not None and "error" in entry:
             return {}, entry["error"]
-        out[k] = (hour_metadata(entry) if entry is not None else
-                  {"partitions_registered": 0, "note": "no files in this hour: nothing to "
-                                                       "register"})
+        out[k] = (
+            hour_metadata(entry)
+            if entry is not None
+            else {"partitions_registered": 0, "note": "no files in this hour: nothing to register"}
+        )
     return out, None
 
 
-def in_step_results(slug: str, report: SyncReport, keys: list[str]
-                    ) -> Iterator[AssetCheckEvaluation]:
+def in_step_results(
+    slug: str, report: SyncReport, keys: list[str]
+) -> Iterator[AssetCheckEvaluation]:
     """The ``in_step`` check of each hour the report has a catalog entry for."""
     for k in keys:
         entry = _entry(report, k)
@@ -128,10 +148,20 @@ def in_step_results(slug: str, report: SyncReport, keys: list[str]
         problems = ([entry["error"]] if "error" in entry else []) + entry.get("problems", [])
         hour = str(ArchiveHour.parse(k))
         yield AssetCheckEvaluation(
-            asset_key=catalog_key(slug), check_name=CHECK_IN_STEP, passed=not problems,
-            severity=AssetCheckSeverity.ERROR, partition=k,
-            metadata={"hour": hour, "problems": MetadataValue.json(problems),
-                      "tables_checked": len(entry.get("tables", []))},
-            description=(f"the catalog is in step with the lake for hour {hour}" if not problems
-                         else f"FAILED for hour {hour}: {problems[0]}"
-                         + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")))
+            asset_key=catalog_key(slug),
+            check_name=CHECK_IN_STEP,
+            passed=not problems,
+            severity=AssetCheckSeverity.ERROR,
+            partition=k,
+            metadata={
+                "hour": hour,
+                "problems": MetadataValue.json(problems),
+                "tables_checked": len(entry.get("tables", [])),
+            },
+            description=(
+                f"the catalog is in step with the lake for hour {hour}"
+                if not problems
+                else f"FAILED for hour {hour}: {problems[0]}"
+                + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+            ),
+        )

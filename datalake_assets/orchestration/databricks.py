@@ -74,15 +74,29 @@ log = logging.getLogger(__name__)
 RUN_RUNNING = frozenset({"RUNNING", "TERMINATING"})
 # life cycle states after which a run does nothing more (its result state then says how)
 RUN_ENDED = frozenset({"TERMINATED", "SKIPPED", "INTERNAL_ERROR"})
-RUN_TERMINAL = frozenset({
-    "SUCCESS", "FAILED", "TIMEDOUT", "CANCELED", "MAXIMUM_CONCURRENT_RUNS_REACHED", "EXCLUDED",
-    "SUCCESS_WITH_FAILURES", "UPSTREAM_FAILED", "UPSTREAM_CANCELED", "DISABLED",
-    "INTERNAL_ERROR", "SKIPPED", "TERMINATED",
-})
-NO_CREDENTIALS = ("set DATABRICKS_HOST (or [compute] databricks_host) and credentials in the "
-                  "environment: DATABRICKS_TOKEN, or an OAuth service principal "
-                  "(DATABRICKS_CLIENT_ID, DATABRICKS_CLIENT_SECRET), or an Azure service "
-                  "principal (ARM_CLIENT_ID, ARM_TENANT_ID, ARM_CLIENT_SECRET)")
+RUN_TERMINAL = frozenset(
+    {
+        "SUCCESS",
+        "FAILED",
+        "TIMEDOUT",
+        "CANCELED",
+        "MAXIMUM_CONCURRENT_RUNS_REACHED",
+        "EXCLUDED",
+        "SUCCESS_WITH_FAILURES",
+        "UPSTREAM_FAILED",
+        "UPSTREAM_CANCELED",
+        "DISABLED",
+        "INTERNAL_ERROR",
+        "SKIPPED",
+        "TERMINATED",
+    }
+)
+NO_CREDENTIALS = (
+    "set DATABRICKS_HOST (or [compute] databricks_host) and credentials in the "
+    "environment: DATABRICKS_TOKEN, or an OAuth service principal "
+    "(DATABRICKS_CLIENT_ID, DATABRICKS_CLIENT_SECRET), or an Azure service "
+    "principal (ARM_CLIENT_ID, ARM_TENANT_ID, ARM_CLIENT_SECRET)"
+)
 
 
 def _value(enum: Any) -> str | None:
@@ -108,8 +122,9 @@ def _error(e: Exception) -> str:
 class _DatabricksRun(RemoteRun):
     running, terminal, success = RUN_RUNNING, RUN_TERMINAL, "SUCCESS"
 
-    def __init__(self, client: Any, run_id: int, where: str, poll_s: float,
-                 cancel_wait_s: float) -> None:
+    def __init__(
+        self, client: Any, run_id: int, where: str, poll_s: float, cancel_wait_s: float
+    ) -> None:
         self.client, self.run_id = client, run_id
         self.poll_s, self.cancel_wait_s = poll_s, cancel_wait_s
         self.label = f"Databricks run {run_id} {where}"
@@ -120,8 +135,9 @@ class _DatabricksRun(RemoteRun):
         reason = (run.state.state_message if run.state else "") or ""
         if state in self.terminal and state != self.success:
             reason = "; ".join(p for p in (reason, self._task_error(run)) if p)
-        return RemoteStatus(state=state, reason=reason, log_location=run.run_page_url or "",
-                            raw=run.as_dict())
+        return RemoteStatus(
+            state=state, reason=reason, log_location=run.run_page_url or "", raw=run.as_dict()
+        )
 
     def _task_error(self, run: Any) -> str:
         """The failed task's own error (its exception's last line), from ``runs/get-output``."""
@@ -147,8 +163,9 @@ class _DatabricksRun(RemoteRun):
             if life in RUN_ENDED or life == "TERMINATING":
                 return f"cancelled: the run is {run_state(run)}"
             if time.monotonic() > deadline:
-                return (f"cancel requested, but the run was still {life} after "
-                        f"{self.cancel_wait_s:g} s")
+                return (
+                    f"cancel requested, but the run was still {life} after {self.cancel_wait_s:g} s"
+                )
             time.sleep(min(self.poll_s, 1.0))
 
 
@@ -161,13 +178,17 @@ class DatabricksSparkCompute(RemoteSparkCompute):
     spark_version: str = Field(default="", description="job cluster runtime; '' -> the policy's")
     node_type: str = Field(default="", description="job cluster VM size; '' -> the policy's")
     max_workers: int = Field(default=8, description="job cluster autoscaling ceiling")
-    package_dir: str = Field(default=DEFAULT_PACKAGE_DIR,
-                             description="/Workspace/..., /Volumes/... or dbfs:/... folder")
+    package_dir: str = Field(
+        default=DEFAULT_PACKAGE_DIR, description="/Workspace/..., /Volumes/... or dbfs:/... folder"
+    )
     pipes_root: str = Field(default="", description="Pipes files; '' -> <lake storage>/_pipes")
-    libraries: list[str] = Field(default_factory=lambda: list(JOB_LIBRARIES),
-                                 description="PyPI requirements installed for the task")
-    cancel_wait_s: float = Field(default=120.0,
-                                 description="max seconds to wait for a cancelled run to stop")
+    libraries: list[str] = Field(
+        default_factory=lambda: list(JOB_LIBRARIES),
+        description="PyPI requirements installed for the task",
+    )
+    cancel_wait_s: float = Field(
+        default=120.0, description="max seconds to wait for a cancelled run to stop"
+    )
 
     # -------------------------------------------------------------------------- client
 
@@ -175,8 +196,9 @@ class DatabricksSparkCompute(RemoteSparkCompute):
         from databricks.sdk import WorkspaceClient
 
         try:
-            return WorkspaceClient(host=self.host or None, product="datalake-assets",
-                                   product_version="0.1.0")
+            return WorkspaceClient(
+                host=self.host or None, product="datalake-assets", product_version="0.1.0"
+            )
         except ValueError as e:  # the SDK found no host or no credentials
             raise Failure(description=f"Databricks: {e}. {NO_CREDENTIALS}") from None
 
@@ -196,10 +218,13 @@ class DatabricksSparkCompute(RemoteSparkCompute):
         try:
             package = stage_databricks_package(client, self.package_dir)
         except Exception as e:
-            raise Failure(description=f"could not upload the job's package to "
-                                      f"{self.package_dir}: {_error(e)}") from None
-        logger.info(f"job package {package.zip_path}"
-                    + (f" (uploaded {', '.join(package.uploaded)})" if package.uploaded else ""))
+            raise Failure(
+                description=f"could not upload the job's package to {self.package_dir}: {_error(e)}"
+            ) from None
+        logger.info(
+            f"job package {package.zip_path}"
+            + (f" (uploaded {', '.join(package.uploaded)})" if package.uploaded else "")
+        )
         submitted_at = datetime.now(UTC)
         message: dict | None = None
         if context is None:  # no Dagster run to report to: the job runs without Pipes
@@ -213,8 +238,9 @@ class DatabricksSparkCompute(RemoteSparkCompute):
                 message_reader=StorageMessageReader(folder, interval=self.pipes_interval_s),
                 extras={"source_id": req.source_id, "run_id": req.run_id},
             ) as session:
-                pipes_args = [a for k, v in session.get_bootstrap_cli_arguments().items()
-                              for a in (k, v)]
+                pipes_args = [
+                    a for k, v in session.get_bootstrap_cli_arguments().items() for a in (k, v)
+                ]
                 run = self._submit(client, req, package, pipes_args, logger)
                 final = self._wait(run, logger)
             message = sync_message(session.get_custom_messages())
@@ -225,15 +251,17 @@ class DatabricksSparkCompute(RemoteSparkCompute):
         try:
             cluster = client.clusters.get(self.cluster_id)
         except Exception as e:
-            raise Failure(description=f"Databricks cluster {self.cluster_id}: "
-                                      f"{_error(e)}") from None
+            raise Failure(
+                description=f"Databricks cluster {self.cluster_id}: {_error(e)}"
+            ) from None
         state = _value(cluster.state) or "UNKNOWN"
         logger.info(f"Databricks cluster {self.cluster_id} ({cluster.cluster_name}) is {state}")
 
     # ---------------------------------------------------------------------------- submit
 
-    def submit_body(self, req: SyncRequest, package: DatabricksPackage,
-                    pipes_args: list[str]) -> dict:
+    def submit_body(
+        self, req: SyncRequest, package: DatabricksPackage, pipes_args: list[str]
+    ) -> dict:
         """The ``runs/submit`` request."""
         params = ["--package", package.zip_path, "--runs-on", f"Databricks {self._where()}"]
         if pipes_args:
@@ -250,7 +278,7 @@ class DatabricksSparkCompute(RemoteSparkCompute):
             task["new_cluster"] = self.new_cluster(req)
         return {
             "run_name": f"datalake sync {req.source_id} {req.hours[0]}..{req.hours[-1]} "
-                        f"(run {req.run_id})"[:4096],
+            f"(run {req.run_id})"[:4096],
             "tasks": [task],
             # Databricks' own backstop: it stops the run past both timeouts, Dagster or not
             "timeout_seconds": int(self.submit_timeout_s + self.run_timeout_s),
@@ -261,8 +289,10 @@ class DatabricksSparkCompute(RemoteSparkCompute):
     def new_cluster(self, req: SyncRequest) -> dict:
         """A job cluster for one run. Under a policy, what it fixes (runtime, VM size, the
         storage and metastore settings in ``infra/azure``) is applied by Databricks."""
-        spec: dict[str, Any] = {"autoscale": {"min_workers": 1, "max_workers": self.max_workers},
-                                "spark_conf": self._job_conf(req)}
+        spec: dict[str, Any] = {
+            "autoscale": {"min_workers": 1, "max_workers": self.max_workers},
+            "spark_conf": self._job_conf(req),
+        }
         if self.policy_id:
             spec.update(policy_id=self.policy_id, apply_policy_default_values=True)
         if self.spark_version:
@@ -274,28 +304,43 @@ class DatabricksSparkCompute(RemoteSparkCompute):
     def _job_conf(self, req: SyncRequest) -> dict[str, str]:
         conf = dict(JOB_SPARK_CONF)
         if req.catalog.backend == "hive" and req.catalog.hive_metastore_uri:
-            conf.update({k: v for k, v in req.catalog.spark_conf().items()
-                         if not k.endswith("extraJavaOptions")})
+            conf.update(
+                {
+                    k: v
+                    for k, v in req.catalog.spark_conf().items()
+                    if not k.endswith("extraJavaOptions")
+                }
+            )
         conf.update(self.conf)
         return conf
 
-    def _submit(self, client: Any, req: SyncRequest, package: DatabricksPackage,
-                pipes_args: list[str], logger: Any) -> RemoteRun:
+    def _submit(
+        self,
+        client: Any,
+        req: SyncRequest,
+        package: DatabricksPackage,
+        pipes_args: list[str],
+        logger: Any,
+    ) -> RemoteRun:
         from databricks.sdk.service.jobs import SubmitTask
 
         body = self.submit_body(req, package, pipes_args)
         try:
             waiter = client.jobs.submit(
-                run_name=body["run_name"], tasks=[SubmitTask.from_dict(t) for t in body["tasks"]],
+                run_name=body["run_name"],
+                tasks=[SubmitTask.from_dict(t) for t in body["tasks"]],
                 timeout_seconds=body["timeout_seconds"],
-                idempotency_token=body["idempotency_token"])
+                idempotency_token=body["idempotency_token"],
+            )
             run_id = int(waiter.bind()["run_id"])
         except Exception as e:
-            raise Failure(description=f"could not submit the sync to Databricks "
-                                      f"{self._where()}: {_error(e)}") from None
+            raise Failure(
+                description=f"could not submit the sync to Databricks {self._where()}: {_error(e)}"
+            ) from None
         logger.info(f"submitted Databricks run {run_id} {self._where()}")
-        return _DatabricksRun(client, run_id, self._where(), self.poll_interval_s,
-                              self.cancel_wait_s)
+        return _DatabricksRun(
+            client, run_id, self._where(), self.poll_interval_s, self.cancel_wait_s
+        )
 
     # ---------------------------------------------------------------------------- result
 

@@ -40,8 +40,10 @@ def package_dir_kind(package_dir: str) -> str:
     for prefix, kind in zip(PACKAGE_DIR_KINDS, ("volume", "workspace", "dbfs"), strict=True):
         if package_dir.startswith(prefix):
             return kind
-    raise ValueError(f"not a Databricks package folder: {package_dir!r} (expected "
-                     f"{', '.join(p + '...' for p in PACKAGE_DIR_KINDS)})")
+    raise ValueError(
+        f"not a Databricks package folder: {package_dir!r} (expected "
+        f"{', '.join(p + '...' for p in PACKAGE_DIR_KINDS)})"
+    )
 
 
 @lru_cache(maxsize=1)
@@ -59,9 +61,9 @@ class DatabricksPackage:
     uploaded: tuple[str, ...]  # the files this call uploaded (empty: all were there)
 
 
-def stage_databricks_package(client: Any, package_dir: str,
-                             package: tuple[bytes, bytes, str] | None = None
-                             ) -> DatabricksPackage:
+def stage_databricks_package(
+    client: Any, package_dir: str, package: tuple[bytes, bytes, str] | None = None
+) -> DatabricksPackage:
     """Upload the zip and the entry script to ``<package_dir>/<sha256>/`` unless there.
     ``client`` is a ``databricks.sdk.WorkspaceClient``."""
     body, entry, digest = package or databricks_package()
@@ -73,9 +75,12 @@ def stage_databricks_package(client: Any, package_dir: str,
         if store.size(path) != len(data):
             store.put(folder, path, data)
             uploaded.append(name)
-    return DatabricksPackage(sha256=digest, zip_path=layout.join(folder, PACKAGE_FILE),
-                             entry_path=layout.join(folder, ENTRY_FILE),
-                             uploaded=tuple(uploaded))
+    return DatabricksPackage(
+        sha256=digest,
+        zip_path=layout.join(folder, PACKAGE_FILE),
+        entry_path=layout.join(folder, ENTRY_FILE),
+        uploaded=tuple(uploaded),
+    )
 
 
 def _not_found(e: Exception) -> bool:
@@ -123,9 +128,12 @@ class _Workspace:
 
         self.workspace.mkdirs(self.api_path(folder))
         # AUTO: a .py without the "# Databricks notebook source" header stays a file
-        self.workspace.import_(self.api_path(path),
-                               content=base64.b64encode(data).decode("ascii"),
-                               format=ImportFormat.AUTO, overwrite=True)
+        self.workspace.import_(
+            self.api_path(path),
+            content=base64.b64encode(data).decode("ascii"),
+            format=ImportFormat.AUTO,
+            overwrite=True,
+        )
 
 
 class _Dbfs:
@@ -155,7 +163,7 @@ class _Dbfs:
         api.mkdirs(self.api_path(folder))
         handle = api.create(self.api_path(path), overwrite=True).handle
         for i in range(0, len(data), _DBFS_BLOCK):
-            api.add_block(handle, base64.b64encode(data[i:i + _DBFS_BLOCK]).decode("ascii"))
+            api.add_block(handle, base64.b64encode(data[i : i + _DBFS_BLOCK]).decode("ascii"))
         api.close(handle)
 
 

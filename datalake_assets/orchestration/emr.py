@@ -47,6 +47,8 @@ from dagster import AssetExecutionContext, Failure, open_pipes_session
 from dagster_aws.pipes import PipesS3ContextInjector, PipesS3MessageReader
 from pydantic import Field
 
+from datalake_assets.lake import storage
+from datalake_assets.lake.report import SyncReport
 from datalake_assets.orchestration.emr_package import (
     StagedPackage,
     default_staging_prefix,
@@ -61,8 +63,6 @@ from datalake_assets.orchestration.remote import (  # noqa: F401 - RemoteRun/Sta
     WithoutTypedEventStream,
     sync_message,
 )
-from datalake_assets.lake import storage
-from datalake_assets.lake.report import SyncReport
 from datalake_assets.transform.request import SyncRequest
 from datalake_assets.transform.session import JOB_SPARK_CONF
 
@@ -94,10 +94,14 @@ class AwsSparkCompute(RemoteSparkCompute):
 
     region: str = Field(default="", description="AWS region; '' -> AWS_REGION / ~/.aws/config")
     staging_prefix: str = Field(
-        default="", description="S3 URI for job packages, Pipes files (and serverless logs); "
-                                "'' -> s3://<lake bucket>/_jobs/")
-    endpoint_url: str = Field(default="", description="one endpoint for every AWS call: a test "
-                                                      "server or gateway; '' -> AWS's")
+        default="",
+        description="S3 URI for job packages, Pipes files (and serverless logs); "
+        "'' -> s3://<lake bucket>/_jobs/",
+    )
+    endpoint_url: str = Field(
+        default="",
+        description="one endpoint for every AWS call: a test server or gateway; '' -> AWS's",
+    )
 
     # ------------------------------------------------------------------------ AWS clients
 
@@ -109,10 +113,15 @@ class AwsSparkCompute(RemoteSparkCompute):
     def _client(self, service: str):
         from botocore.config import Config
 
-        config = Config(retries={"mode": "standard", "max_attempts": 10}, connect_timeout=10,
-                        read_timeout=60, user_agent_extra="datalake-assets")
-        return self._session().client(service, endpoint_url=self.endpoint_url or None,
-                                      config=config)
+        config = Config(
+            retries={"mode": "standard", "max_attempts": 10},
+            connect_timeout=10,
+            read_timeout=60,
+            user_agent_extra="datalake-assets",
+        )
+        return self._session().client(
+            service, endpoint_url=self.endpoint_url or None, config=config
+        )
 
     def _region(self) -> str:
         region = self.region or self._session().region_name
@@ -130,8 +139,10 @@ class AwsSparkCompute(RemoteSparkCompute):
         staging = self._staging(req)
         s3 = self._client("s3")
         package = stage_package(s3, staging)
-        logger.info(f"job package {package.zip_uri}"
-                    + (f" (uploaded {', '.join(package.uploaded)})" if package.uploaded else ""))
+        logger.info(
+            f"job package {package.zip_uri}"
+            + (f" (uploaded {', '.join(package.uploaded)})" if package.uploaded else "")
+        )
         submitted_at = datetime.now(UTC)
         message: dict | None = None
         if context is None:  # no Dagster run to report to: the job runs without Pipes
@@ -142,17 +153,23 @@ class AwsSparkCompute(RemoteSparkCompute):
             pipes_prefix = f"{prefix}pipes/{req.run_id}/"
             with open_pipes_session(
                 context=WithoutTypedEventStream(context),
-                context_injector=PipesS3ContextInjector(bucket=bucket, client=s3,
-                                                        key_prefix=pipes_prefix),
+                context_injector=PipesS3ContextInjector(
+                    bucket=bucket, client=s3, key_prefix=pipes_prefix
+                ),
                 message_reader=_StagedS3MessageReader(
-                    bucket=bucket, client=s3, key_prefix=pipes_prefix,
-                    interval=self.pipes_interval_s),
+                    bucket=bucket,
+                    client=s3,
+                    key_prefix=pipes_prefix,
+                    interval=self.pipes_interval_s,
+                ),
                 extras={"source_id": req.source_id, "run_id": req.run_id},
             ) as session:
-                pipes_args = [a for k, v in session.get_bootstrap_cli_arguments().items()
-                              for a in (k, v)]
-                run = self._submit(req, package, pipes_args,
-                                   dict(session.default_remote_invocation_info), logger)
+                pipes_args = [
+                    a for k, v in session.get_bootstrap_cli_arguments().items() for a in (k, v)
+                ]
+                run = self._submit(
+                    req, package, pipes_args, dict(session.default_remote_invocation_info), logger
+                )
                 final = self._wait(run, logger)
             message = sync_message(session.get_custom_messages())
         return self._result(req, run, final, message, submitted_at)
@@ -161,8 +178,10 @@ class AwsSparkCompute(RemoteSparkCompute):
         if self.staging_prefix:
             return dir_uri(self.staging_prefix)
         if not req.lake_root.startswith("s3://"):
-            raise Failure(description=f"the lake ({req.lake_root}) is not on S3: set "
-                                      "staging_prefix (an s3:// URI) for the job's files")
+            raise Failure(
+                description=f"the lake ({req.lake_root}) is not on S3: set "
+                "staging_prefix (an s3:// URI) for the job's files"
+            )
         return default_staging_prefix(req.lake_root)
 
     def _remote_request(self, request: SyncRequest) -> SyncRequest:
@@ -173,23 +192,47 @@ class AwsSparkCompute(RemoteSparkCompute):
             req = replace(req, catalog=replace(catalog, glue_region=self._region()))
         return req
 
-    def _submit(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
-                tags: dict[str, str], logger: Any) -> RemoteRun:  # pragma: no cover
+    def _submit(
+        self,
+        req: SyncRequest,
+        package: StagedPackage,
+        pipes_args: list[str],
+        tags: dict[str, str],
+        logger: Any,
+    ) -> RemoteRun:  # pragma: no cover
         raise NotImplementedError
 
     def _job_conf(self, req: SyncRequest) -> dict[str, str]:
         """The job's Spark settings: what it relies on, a remote Hive metastore's, then ours."""
         conf = dict(JOB_SPARK_CONF)
         if req.catalog.backend == "hive" and req.catalog.hive_metastore_uri:
-            conf.update({k: v for k, v in req.catalog.spark_conf().items()
-                         if not k.endswith("extraJavaOptions")})
+            conf.update(
+                {
+                    k: v
+                    for k, v in req.catalog.spark_conf().items()
+                    if not k.endswith("extraJavaOptions")
+                }
+            )
         conf.update(self.conf)
         return conf
 
-    def _entry_args(self, region: str, pipes_args: list[str], req: SyncRequest,
-                    extra: tuple[str, ...] | list[str] = ()) -> list[str]:
-        return [*pipes_args, "--aws-region", region, "--pipes-interval",
-                str(self.pipes_interval_s), *extra, "--", *req.to_args()]
+    def _entry_args(
+        self,
+        region: str,
+        pipes_args: list[str],
+        req: SyncRequest,
+        extra: tuple[str, ...] | list[str] = (),
+    ) -> list[str]:
+        return [
+            *pipes_args,
+            "--aws-region",
+            region,
+            "--pipes-interval",
+            str(self.pipes_interval_s),
+            *extra,
+            "--",
+            *req.to_args(),
+        ]
 
     # ---------------------------------------------------------------------------- result
 

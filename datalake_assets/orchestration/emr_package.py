@@ -97,8 +97,12 @@ class StagedPackage:
     uploaded: tuple[str, ...]  # the files this call uploaded (empty: all were there)
 
 
-def stage_package(s3: Any, staging_prefix: str, refresh_after_s: int = PACKAGE_REFRESH_S,
-                  package: tuple[bytes, bytes, str] | None = None) -> StagedPackage:
+def stage_package(
+    s3: Any,
+    staging_prefix: str,
+    refresh_after_s: int = PACKAGE_REFRESH_S,
+    package: tuple[bytes, bytes, str] | None = None,
+) -> StagedPackage:
     """Upload the job's zip and entry script to ``<staging_prefix><sha256>/`` unless there
     (and fresher than ``refresh_after_s``)."""
     body, entry, digest = package or _package()
@@ -111,8 +115,10 @@ def stage_package(s3: Any, staging_prefix: str, refresh_after_s: int = PACKAGE_R
             s3.put_object(Bucket=bucket, Key=key, Body=data)
             uploaded.append(name)
     return StagedPackage(
-        sha256=digest, zip_uri=f"s3://{bucket}/{folder}{PACKAGE_FILE}",
-        entry_uri=f"s3://{bucket}/{folder}{ENTRY_FILE}", uploaded=tuple(uploaded),
+        sha256=digest,
+        zip_uri=f"s3://{bucket}/{folder}{PACKAGE_FILE}",
+        entry_uri=f"s3://{bucket}/{folder}{ENTRY_FILE}",
+        uploaded=tuple(uploaded),
     )
 
 

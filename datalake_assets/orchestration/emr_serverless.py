@@ -36,12 +36,13 @@ class _ServerlessJobRun(RemoteRun):
         self.label = f"EMR Serverless job run {job_run_id} of application {application_id}"
 
     def status(self) -> RemoteStatus:
-        run = self.client.get_job_run(applicationId=self.application_id,
-                                      jobRunId=self.job_run_id)["jobRun"]
+        run = self.client.get_job_run(applicationId=self.application_id, jobRunId=self.job_run_id)[
+            "jobRun"
+        ]
         return RemoteStatus(
-            state=run.get("state", "UNKNOWN"), reason=run.get("stateDetails") or "",
-            log_location=job_run_log_location(self.log_uri, self.application_id,
-                                              self.job_run_id),
+            state=run.get("state", "UNKNOWN"),
+            reason=run.get("stateDetails") or "",
+            log_location=job_run_log_location(self.log_uri, self.application_id, self.job_run_id),
             raw=run,
         )
 
@@ -49,16 +50,25 @@ class _ServerlessJobRun(RemoteRun):
         self.client.cancel_job_run(applicationId=self.application_id, jobRunId=self.job_run_id)
         return "cancel requested"
 
+
 class EmrServerlessCompute(AwsSparkCompute):
     """The sync as an EMR Serverless job run: no cluster to keep running between hourly syncs."""
 
     application_id: str = Field(description="the EMR Serverless (Spark) application")
     execution_role_arn: str = Field(description="the job runtime role (S3, Glue access)")
-    log_uri: str = Field(default="", description="S3 URI for the job runs' logs; '' -> "
-                                                 "<staging_prefix>logs/")
+    log_uri: str = Field(
+        default="", description="S3 URI for the job runs' logs; '' -> <staging_prefix>logs/"
+    )
 
-    def job_run_params(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
-                       region: str, tags: dict[str, str], log_uri: str) -> dict:
+    def job_run_params(
+        self,
+        req: SyncRequest,
+        package: StagedPackage,
+        pipes_args: list[str],
+        region: str,
+        tags: dict[str, str],
+        log_uri: str,
+    ) -> dict:
         """The ``start_job_run`` request. Spark settings go in the ``spark-defaults``
         classification (values may contain spaces), the Python files in the submit parameters."""
         minutes = max(5, math.ceil((self.submit_timeout_s + self.run_timeout_s) / 60))
@@ -66,24 +76,36 @@ class EmrServerlessCompute(AwsSparkCompute):
             "applicationId": self.application_id,
             "executionRoleArn": self.execution_role_arn,
             "name": f"datalake sync {req.source_id} {req.hours[0]}..{req.hours[-1]}"[:256],
-            "jobDriver": {"sparkSubmit": {
-                "entryPoint": package.entry_uri,
-                "entryPointArguments": self._entry_args(region, pipes_args, req),
-                "sparkSubmitParameters": f"--py-files {package.zip_uri}",
-            }},
+            "jobDriver": {
+                "sparkSubmit": {
+                    "entryPoint": package.entry_uri,
+                    "entryPointArguments": self._entry_args(region, pipes_args, req),
+                    "sparkSubmitParameters": f"--py-files {package.zip_uri}",
+                }
+            },
             "configurationOverrides": {
-                "applicationConfiguration": [{"classification": "spark-defaults",
-                                              "properties": self._job_conf(req)}],
+                "applicationConfiguration": [
+                    {"classification": "spark-defaults", "properties": self._job_conf(req)}
+                ],
                 "monitoringConfiguration": {"s3MonitoringConfiguration": {"logUri": log_uri}},
             },
             # AWS cancels the run itself past this, even if Dagster is gone
             "executionTimeoutMinutes": minutes,
-            "tags": {**{k: v[:256] for k, v in tags.items()}, "datalake/source": req.source_id,
-                     "datalake/run_id": req.run_id},
+            "tags": {
+                **{k: v[:256] for k, v in tags.items()},
+                "datalake/source": req.source_id,
+                "datalake/run_id": req.run_id,
+            },
         }
 
-    def _submit(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
-                tags: dict[str, str], logger: Any) -> RemoteRun:
+    def _submit(
+        self,
+        req: SyncRequest,
+        package: StagedPackage,
+        pipes_args: list[str],
+        tags: dict[str, str],
+        logger: Any,
+    ) -> RemoteRun:
         from botocore.exceptions import ClientError
 
         region = self._region()
@@ -93,7 +115,9 @@ class EmrServerlessCompute(AwsSparkCompute):
         try:
             job_run_id = client.start_job_run(**params)["jobRunId"]
         except ClientError as e:
-            raise Failure(description=f"could not start a job run on EMR Serverless application "
-                                      f"{self.application_id}: {client_error(e)}") from None
+            raise Failure(
+                description=f"could not start a job run on EMR Serverless application "
+                f"{self.application_id}: {client_error(e)}"
+            ) from None
         logger.info(f"started EMR Serverless job run {job_run_id} on {self.application_id}")
         return _ServerlessJobRun(client, self.application_id, job_run_id, log_uri)

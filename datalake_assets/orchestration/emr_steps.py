@@ -46,8 +46,10 @@ def step_log_location(status: dict, log_uri: str | None, cluster_id: str, step_i
     if log_uri:
         base = dir_uri(re.sub(r"^s3n://", "s3://", log_uri))
         return f"{base}{cluster_id}/steps/{step_id}/"
-    return (f"cluster {cluster_id} has no LogUri: the step's logs are only on its primary node, "
-            f"/mnt/var/log/hadoop/steps/{step_id}/")
+    return (
+        f"cluster {cluster_id} has no LogUri: the step's logs are only on its primary node, "
+        f"/mnt/var/log/hadoop/steps/{step_id}/"
+    )
 
 
 class _EmrStep(RemoteRun):
@@ -61,17 +63,23 @@ class _EmrStep(RemoteRun):
         step = self.emr.describe_step(ClusterId=self.cluster_id, StepId=self.step_id)["Step"]
         st = step.get("Status", {})
         return RemoteStatus(
-            state=st.get("State", "UNKNOWN"), reason=step_failure_reason(st),
+            state=st.get("State", "UNKNOWN"),
+            reason=step_failure_reason(st),
             log_location=step_log_location(st, self.log_uri, self.cluster_id, self.step_id),
             raw=step,
         )
 
     def cancel(self) -> str:
-        r = self.emr.cancel_steps(ClusterId=self.cluster_id, StepIds=[self.step_id],
-                                  StepCancellationOption="SEND_INTERRUPT")
+        r = self.emr.cancel_steps(
+            ClusterId=self.cluster_id,
+            StepIds=[self.step_id],
+            StepCancellationOption="SEND_INTERRUPT",
+        )
         info = (r.get("CancelStepsInfoList") or [{}])[0]
-        return " ".join(p for p in ("cancel", info.get("Status", "requested"),
-                                    info.get("Reason") or "") if p)
+        return " ".join(
+            p for p in ("cancel", info.get("Status", "requested"), info.get("Reason") or "") if p
+        )
+
 
 class EmrSparkCompute(AwsSparkCompute):
     """The sync as a step of an existing EMR cluster (``add_job_flow_steps``), like Segment's
@@ -82,23 +90,46 @@ class EmrSparkCompute(AwsSparkCompute):
     replay_cluster_id: str = Field(default="", description="cluster for replays; '' -> cluster_id")
     deploy_mode: str = Field(
         default="client",
-        description="spark-submit --deploy-mode: client (driver on the primary node) or cluster")
+        description="spark-submit --deploy-mode: client (driver on the primary node) or cluster",
+    )
 
     def cluster_for(self, req: SyncRequest) -> str:
         return self.replay_cluster_id if req.replay and self.replay_cluster_id else self.cluster_id
 
-    def step_args(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
-                  region: str, cluster_id: str) -> list[str]:
+    def step_args(
+        self,
+        req: SyncRequest,
+        package: StagedPackage,
+        pipes_args: list[str],
+        region: str,
+        cluster_id: str,
+    ) -> list[str]:
         """``command-runner.jar`` arguments: the ``spark-submit`` of the step."""
-        args = ["spark-submit", "--deploy-mode", self.deploy_mode, "--name",
-                f"datalake-sync-{req.source_id}", "--py-files", package.zip_uri]
+        args = [
+            "spark-submit",
+            "--deploy-mode",
+            self.deploy_mode,
+            "--name",
+            f"datalake-sync-{req.source_id}",
+            "--py-files",
+            package.zip_uri,
+        ]
         for k, v in sorted(self._job_conf(req).items()):
             args += ["--conf", f"{k}={v}"]
-        return [*args, package.entry_uri,
-                *self._entry_args(region, pipes_args, req, ["--emr-cluster-id", cluster_id])]
+        return [
+            *args,
+            package.entry_uri,
+            *self._entry_args(region, pipes_args, req, ["--emr-cluster-id", cluster_id]),
+        ]
 
-    def _submit(self, req: SyncRequest, package: StagedPackage, pipes_args: list[str],
-                tags: dict[str, str], logger: Any) -> RemoteRun:
+    def _submit(
+        self,
+        req: SyncRequest,
+        package: StagedPackage,
+        pipes_args: list[str],
+        tags: dict[str, str],
+        logger: Any,
+    ) -> RemoteRun:
         from botocore.exceptions import ClientError
 
         region = self._region()
@@ -111,21 +142,25 @@ class EmrSparkCompute(AwsSparkCompute):
         state = cluster.get("Status", {}).get("State", "UNKNOWN")
         if state not in CLUSTER_USABLE:
             reason = (cluster.get("Status", {}).get("StateChangeReason") or {}).get("Message")
-            raise Failure(description=f"EMR cluster {cluster_id} is {state}"
-                                      + (f" ({reason})" if reason else "")
-                                      + ": it cannot run steps")
+            raise Failure(
+                description=f"EMR cluster {cluster_id} is {state}"
+                + (f" ({reason})" if reason else "")
+                + ": it cannot run steps"
+            )
         step = {
             "Name": f"datalake sync {req.source_id} {req.hours[0]}..{req.hours[-1]} "
-                    f"(run {req.run_id})"[:256],
+            f"(run {req.run_id})"[:256],
             "ActionOnFailure": "CONTINUE",  # a failed sync never stops the shared cluster
-            "HadoopJarStep": {"Jar": "command-runner.jar",
-                              "Args": self.step_args(req, package, pipes_args, region,
-                                                     cluster_id)},
+            "HadoopJarStep": {
+                "Jar": "command-runner.jar",
+                "Args": self.step_args(req, package, pipes_args, region, cluster_id),
+            },
         }
         try:
             step_id = emr.add_job_flow_steps(JobFlowId=cluster_id, Steps=[step])["StepIds"][0]
         except ClientError as e:
-            raise Failure(description=f"could not add a step to EMR cluster {cluster_id}: "
-                                      f"{client_error(e)}") from None
+            raise Failure(
+                description=f"could not add a step to EMR cluster {cluster_id}: {client_error(e)}"
+            ) from None
         logger.info(f"submitted EMR step {step_id} to cluster {cluster_id} ({state})")
         return _EmrStep(emr, cluster_id, step_id, cluster.get("LogUri"))

@@ -49,15 +49,17 @@ def import_sync_sensor_name(source: SourceSettings) -> str:
 
 def import_partitions(source: SourceSettings) -> DailyPartitionsDefinition:
     """Received days from the source's start; today included (its folder is being written)."""
-    return DailyPartitionsDefinition(start_date=ArchiveHour.parse(source.start).day,
-                                     timezone="UTC", end_offset=1)
+    return DailyPartitionsDefinition(
+        start_date=ArchiveHour.parse(source.start).day, timezone="UTC", end_offset=1
+    )
 
 
 # ----------------------------------------------------------------------------------- the asset
 
 
-def build_import_asset(settings: LakeSettings, source: SourceSettings,
-                       lister: SegmentLister | None = None) -> AssetsDefinition:
+def build_import_asset(
+    settings: LakeSettings, source: SourceSettings, lister: SegmentLister | None = None
+) -> AssetsDefinition:
     key = AssetKey([source.slug, IMPORT_ASSET])
     folder = segment_source_dir(source.segment_archive, source.segment_source_id)
 
@@ -66,10 +68,13 @@ def build_import_asset(settings: LakeSettings, source: SourceSettings,
         partitions_def=import_partitions(source),
         group_name=source.slug,
         kinds={("azure" if is_azure(folder) else "s3") if "://" in folder else "json"},
-        check_specs=[AssetCheckSpec(
-            CHECK_ALL_FILES, asset=key,
-            description="Every file of the day folder was read to its end and imported",
-        )],
+        check_specs=[
+            AssetCheckSpec(
+                CHECK_ALL_FILES,
+                asset=key,
+                description="Every file of the day folder was read to its end and imported",
+            )
+        ],
         description=(
             f"Segment's S3-destination archive {folder}/<day epoch ms>/*.gz, re-partitioned "
             f"by receivedAt hour into {layout.join(settings.archive_root, source.id)}."
@@ -99,10 +104,14 @@ def build_import_asset(settings: LakeSettings, source: SourceSettings,
                 "ignored_files": s["ignored_files"],
                 "path": MetadataValue.path(f"{folder}/{day_ms_of(context.partition_key)}"),
             },
-            check_results=[AssetCheckResult(
-                check_name=CHECK_ALL_FILES, passed=not report.failures,
-                severity=AssetCheckSeverity.ERROR, metadata={"failures": failures},
-            )],
+            check_results=[
+                AssetCheckResult(
+                    check_name=CHECK_ALL_FILES,
+                    passed=not report.failures,
+                    severity=AssetCheckSeverity.ERROR,
+                    metadata={"failures": failures},
+                )
+            ],
         )
 
     return segment_import
@@ -110,6 +119,7 @@ def build_import_asset(settings: LakeSettings, source: SourceSettings,
 
 def build_import_job(source: SourceSettings, import_asset: AssetsDefinition) -> sn.AssetJob:
     return define_asset_job(
-        import_job_name(source), selection=[import_asset.key],
+        import_job_name(source),
+        selection=[import_asset.key],
         description=f"Import received days of Segment's archive into source {source.id}.",
     )

@@ -52,8 +52,10 @@ class ImportCursor:
             if data.get("v") != CURSOR_VERSION:
                 raise ValueError(f"unknown cursor version {data.get('v')!r}")
             pos = data.get("pos")
-            return ImportCursor(day_ms_of(pos) if pos else None,
-                                {day_ms_of(d): str(fp) for d, fp in data.get("fp", {}).items()})
+            return ImportCursor(
+                day_ms_of(pos) if pos else None,
+                {day_ms_of(d): str(fp) for d, fp in data.get("fp", {}).items()},
+            )
         except (ValueError, TypeError, AttributeError) as e:
             raise ValueError(
                 f"import sensor cursor not understood ({e}): {text[:200]!r}. Resetting it in "
@@ -62,11 +64,14 @@ class ImportCursor:
             ) from None
 
     def serialize(self) -> str:
-        return json.dumps({
-            "v": CURSOR_VERSION,
-            "pos": day_of(self.position) if self.position is not None else None,
-            "fp": {day_of(d): fp for d, fp in sorted(self.fingerprints.items())},
-        }, separators=(",", ":"))
+        return json.dumps(
+            {
+                "v": CURSOR_VERSION,
+                "pos": day_of(self.position) if self.position is not None else None,
+                "fp": {day_of(d): fp for d, fp in sorted(self.fingerprints.items())},
+            },
+            separators=(",", ":"),
+        )
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,15 @@ def _floor_day(ts: datetime) -> int:
     return day_ms_of(ts.strftime("%Y-%m-%d"))
 
 
-def evaluate_days(listing: SegmentListing, cursor: ImportCursor, *, start_ms: int,
-                  now: datetime, recheck_hours: int, budget: int) -> DayEvaluation:
+def evaluate_days(
+    listing: SegmentListing,
+    cursor: ImportCursor,
+    *,
+    start_ms: int,
+    now: datetime,
+    recheck_hours: int,
+    budget: int,
+) -> DayEvaluation:
     """What to request and the next cursor. Pure. The position only moves over days that
     were listed and requested: to the oldest of the re-check window's first day, the first
     day deferred (budget) and where a cut listing stopped."""
@@ -163,32 +175,55 @@ def build_import_sensor(
                 f"(max_queued_runs = {auto.max_queued_runs}): listing again once they start"
             )
         since = max(cursor.position if cursor.position is not None else start_ms, start_ms)
-        listing = get_lister().list_days(source.segment_archive, source.segment_source_id,
-                                         since, _floor_day(now), limit=list_limit)
-        result = evaluate_days(listing, cursor, start_ms=start_ms, now=now,
-                               recheck_hours=auto.recheck_hours, budget=budget)
+        listing = get_lister().list_days(
+            source.segment_archive,
+            source.segment_source_id,
+            since,
+            _floor_day(now),
+            limit=list_limit,
+        )
+        result = evaluate_days(
+            listing,
+            cursor,
+            start_ms=start_ms,
+            now=now,
+            recheck_hours=auto.recheck_hours,
+            budget=budget,
+        )
         new_cursor = result.cursor.serialize()
-        seen = (f"listed {folder} from {day_of(since)} ({listing.calls} listings, "
-                f"{listing.entries} entries, {len(listing.days)} day folders)")
+        seen = (
+            f"listed {folder} from {day_of(since)} ({listing.calls} listings, "
+            f"{listing.entries} entries, {len(listing.days)} day folders)"
+        )
         if listing.invalid:
             shown = ", ".join(listing.invalid[:10])
             context.log.warning(f"skipped folders that are not a day's epoch ms: {shown}")
-        context.log.info(f"{seen}: {len(result.requests)} to import, {result.unchanged} "
-                         f"unchanged, {result.deferred} deferred")
+        context.log.info(
+            f"{seen}: {len(result.requests)} to import, {result.unchanged} "
+            f"unchanged, {result.deferred} deferred"
+        )
         if not result.requests:
-            why = [f"nothing new or changed: {seen}" if listing.days
-                   else f"no Segment day folders under {folder} from {day_of(since)} on"]
+            why = [
+                f"nothing new or changed: {seen}"
+                if listing.days
+                else f"no Segment day folders under {folder} from {day_of(since)} on"
+            ]
             if listing.invalid:
-                why.append(f"{len(listing.invalid)} folders are not a day's epoch ms "
-                           f"({listing.invalid[0]!r}, ...): skipped")
+                why.append(
+                    f"{len(listing.invalid)} folders are not a day's epoch ms "
+                    f"({listing.invalid[0]!r}, ...): skipped"
+                )
             return SensorResult(skip_reason="; ".join(why), cursor=new_cursor)
         return SensorResult(
             run_requests=[
                 RunRequest(
                     run_key=f"{source.id}:segment:{r.day}:{r.fingerprint}",
                     partition_key=r.day,
-                    tags={sn.TRIGGER_TAG: "sensor", sn.PRIORITY_TAG: IMPORT_PRIORITY,
-                          sn.FINGERPRINT_TAG: r.fingerprint},
+                    tags={
+                        sn.TRIGGER_TAG: "sensor",
+                        sn.PRIORITY_TAG: IMPORT_PRIORITY,
+                        sn.FINGERPRINT_TAG: r.fingerprint,
+                    },
                 )
                 for r in result.requests
             ],

@@ -49,7 +49,11 @@ def build_import_automation(
     """The import asset, its job and both sensors of a source with a ``segment_archive``."""
     import_asset = build_import_asset(settings, source, lister)
     job = build_import_job(source, import_asset)
-    return [import_asset], [job], [
-        build_import_sensor(settings, source, job, clock=clock, lister=lister),
-        build_import_sync_sensor(settings, source, job, sync_job, clock=clock),
-    ]
+    return (
+        [import_asset],
+        [job],
+        [
+            build_import_sensor(settings, source, job, clock=clock, lister=lister),
+            build_import_sync_sensor(settings, source, job, sync_job, clock=clock),
+        ],
+    )

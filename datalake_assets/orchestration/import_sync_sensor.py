@@ -70,18 +70,25 @@ def sync_requests_after_import(
     limit = min(handoff_hour(now, automation), ArchiveHour.of(now))  # the open hour: not yet
     wanted = [h for h in hours if start <= h < limit]
     left = [h for h in hours if h >= limit]
-    tags = {sn.TRIGGER_TAG: IMPORT_TRIGGER, sn.PRIORITY_TAG: SYNC_PRIORITY,
-            IMPORT_RUN_TAG: run_id}
+    tags = {sn.TRIGGER_TAG: IMPORT_TRIGGER, sn.PRIORITY_TAG: SYNC_PRIORITY, IMPORT_RUN_TAG: run_id}
     requests = []
     for first, last in hour_ranges(wanted, automation.backfill_hours_per_run):
         run_key = f"{source.id}:import:{run_id}:{first}"
         if first == last:
-            requests.append(RunRequest(run_key=run_key, partition_key=first.partition_key,
-                                       tags=tags))
+            requests.append(
+                RunRequest(run_key=run_key, partition_key=first.partition_key, tags=tags)
+            )
         else:
-            requests.append(RunRequest(run_key=run_key, tags={
-                **tags, ASSET_PARTITION_RANGE_START_TAG: first.partition_key,
-                ASSET_PARTITION_RANGE_END_TAG: last.partition_key}))
+            requests.append(
+                RunRequest(
+                    run_key=run_key,
+                    tags={
+                        **tags,
+                        ASSET_PARTITION_RANGE_START_TAG: first.partition_key,
+                        ASSET_PARTITION_RANGE_END_TAG: last.partition_key,
+                    },
+                )
+            )
     return requests, left
 
 
@@ -113,14 +120,17 @@ def build_import_sync_sensor(
         run = context.dagster_run
         hours = changed_hours_of_run(context.instance, run.run_id, key)
         requests, left = sync_requests_after_import(
-            source, hours, run_id=run.run_id, now=sn.clock_time(clock), automation=auto)
+            source, hours, run_id=run.run_id, now=sn.clock_time(clock), automation=auto
+        )
         context.log.info(
             f"import run {run.run_id} changed {len(hours)} hours: {len(requests)} sync runs "
             f"requested, {len(left)} recent hours left to {sn.sensor_name(source)}"
         )
         if not requests:
-            return SkipReason(f"import run {run.run_id}: no hour to sync here "
-                              f"({len(hours)} changed, {len(left)} left to the archive sensor)")
+            return SkipReason(
+                f"import run {run.run_id}: no hour to sync here "
+                f"({len(hours)} changed, {len(left)} left to the archive sensor)"
+            )
         return requests
 
     return import_sync_sensor

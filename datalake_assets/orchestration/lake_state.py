@@ -25,10 +25,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from datalake_assets.lake.listing import lister_for
+from datalake_assets.lake.records import read_schema_record
 from datalake_assets.settings import AUTO_START, LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.spec.naming import STANDARD_TABLES
-from datalake_assets.lake.records import read_schema_record
 
 STATE_VERSION = 1
 _EPOCH = ArchiveHour(datetime(1970, 1, 1, tzinfo=UTC))
@@ -48,10 +48,15 @@ class LakeState:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"v": STATE_VERSION,
-             "sources": {sid: {"tables": list(s.tables), "start": s.start}
-                         for sid, s in sorted(self.sources.items())}},
-            separators=(",", ":"), sort_keys=True,
+            {
+                "v": STATE_VERSION,
+                "sources": {
+                    sid: {"tables": list(s.tables), "start": s.start}
+                    for sid, s in sorted(self.sources.items())
+                },
+            },
+            separators=(",", ":"),
+            sort_keys=True,
         )
 
     @staticmethod
@@ -59,8 +64,9 @@ class LakeState:
         data = json.loads(text)
         if data.get("v") != STATE_VERSION:
             raise ValueError(f"unknown lake state version {data.get('v')!r}")
-        return LakeState({sid: SourceState(tuple(s["tables"]), s["start"])
-                          for sid, s in data["sources"].items()})
+        return LakeState(
+            {sid: SourceState(tuple(s["tables"]), s["start"]) for sid, s in data["sources"].items()}
+        )
 
     def source(self, source: SourceSettings) -> SourceState:
         return self.sources[source.id]
@@ -107,9 +113,12 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def read_source_state(settings: LakeSettings, source: SourceSettings,
-                      now: Callable[[], datetime] = _utc_now,
-                      previous: SourceState | None = None) -> SourceState:
+def read_source_state(
+    settings: LakeSettings,
+    source: SourceSettings,
+    now: Callable[[], datetime] = _utc_now,
+    previous: SourceState | None = None,
+) -> SourceState:
     """``previous``: the state loaded before, whose start an empty archive keeps (so that the
     start does not follow the clock while a source has sent nothing yet)."""
     try:
@@ -128,9 +137,13 @@ def read_source_state(settings: LakeSettings, source: SourceSettings,
     return SourceState(tuple(sorted(set(STANDARD_TABLES) | set(recorded))), start)
 
 
-def read_lake_state(settings: LakeSettings, now: Callable[[], datetime] = _utc_now,
-                    previous: LakeState | None = None) -> LakeState:
+def read_lake_state(
+    settings: LakeSettings,
+    now: Callable[[], datetime] = _utc_now,
+    previous: LakeState | None = None,
+) -> LakeState:
     """The state now; ``previous`` (the loaded state) keeps the start of empty archives."""
     before = previous.sources if previous else {}
-    return LakeState({s.id: read_source_state(settings, s, now, before.get(s.id))
-                      for s in settings.sources})
+    return LakeState(
+        {s.id: read_source_state(settings, s, now, before.get(s.id)) for s in settings.sources}
+    )

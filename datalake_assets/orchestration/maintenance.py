@@ -37,10 +37,12 @@ def build_maintenance_automation(settings: LakeSettings) -> tuple[list[Any], lis
     if not table_format(config, settings.lake_root).keeps_versions:
         return [], []
 
-    @op(name="compact_tables",
+    @op(
+        name="compact_tables",
         description="Rewrites the small files of each table's cold hours (older than [iceberg] "
-                    "compact_after_hours) into files of about target_file_mb, one commit a "
-                    "table (docs/compaction.md).")
+        "compact_after_hours) into files of about target_file_mb, one commit a "
+        "table (docs/compaction.md).",
+    )
     def compact_op(context: OpExecutionContext) -> None:
         done: dict[str, Any] = {}
         for s in settings.sources:
@@ -51,44 +53,64 @@ def build_maintenance_automation(settings: LakeSettings) -> tuple[list[Any], lis
                 context.log.info(line)
             # on each table's own asset page (Events), not only in this run's output
             for t in report.tables:
-                context.log_event(AssetObservation(AssetKey([s.slug, t.table]), metadata={
-                    "compaction/files_before": t.files_before,
-                    "compaction/files_after": t.files_after,
-                    "compaction/bytes_before": t.bytes_before,
-                    "compaction/bytes_after": t.bytes_after,
-                    "compaction/partitions": MetadataValue.json(t.partitions),
-                    "compaction/seconds": round(t.seconds, 2),
-                    "compaction/report": location}))
+                context.log_event(
+                    AssetObservation(
+                        AssetKey([s.slug, t.table]),
+                        metadata={
+                            "compaction/files_before": t.files_before,
+                            "compaction/files_after": t.files_after,
+                            "compaction/bytes_before": t.bytes_before,
+                            "compaction/bytes_after": t.bytes_after,
+                            "compaction/partitions": MetadataValue.json(t.partitions),
+                            "compaction/seconds": round(t.seconds, 2),
+                            "compaction/report": location,
+                        },
+                    )
+                )
             done[s.id] = {**report.to_json(), "report": location}
-        totals = {k: sum(r["totals"][k] for r in done.values())
-                  for k in ("files_before", "files_after", "bytes_before", "bytes_after")}
+        totals = {
+            k: sum(r["totals"][k] for r in done.values())
+            for k in ("files_before", "files_after", "bytes_before", "bytes_after")
+        }
         context.add_output_metadata({"sources": MetadataValue.json(done), **totals})
 
-    @op(name="maintain_tables", ins={"compacted": In(Nothing)},
+    @op(
+        name="maintain_tables",
+        ins={"compacted": In(Nothing)},
         description="Expires each table's snapshots older than [iceberg] retention_hours and "
-                    "deletes the files no snapshot references (a killed sync's, replaced ones).")
+        "deletes the files no snapshot references (a killed sync's, replaced ones).",
+    )
     def maintain_op(context: OpExecutionContext) -> None:
         done: dict[str, Any] = {}
         for s in settings.sources:
             src = SourceTables(s.lake_dir, s.database, s.effective_table_prefix, s.date_layout)
             tables = maintain_source(settings.lake_root, config, src, f"maintain-{context.run_id}")
             files = sum(t["orphan_files_removed"] for t in tables.values())
-            context.log.info(f"{s.id}: {len(tables)} tables; "
-                             f"{sum(t['snapshots_expired'] for t in tables.values())} snapshots "
-                             f"expired, {files} unreferenced files deleted")
+            context.log.info(
+                f"{s.id}: {len(tables)} tables; "
+                f"{sum(t['snapshots_expired'] for t in tables.values())} snapshots "
+                f"expired, {files} unreferenced files deleted"
+            )
             done[s.id] = tables
         context.add_output_metadata({"sources": MetadataValue.json(done)})
 
-    @job(name=MAINTENANCE_JOB, executor_def=in_process_executor,
-         tags={"datalake/kind": "maintenance"},
-         description="Table format maintenance: old snapshots expired, unreferenced files "
-                     "deleted, so storage does not grow with every replay; cold data compacted "
-                     "first.")
+    @job(
+        name=MAINTENANCE_JOB,
+        executor_def=in_process_executor,
+        tags={"datalake/kind": "maintenance"},
+        description="Table format maintenance: old snapshots expired, unreferenced files "
+        "deleted, so storage does not grow with every replay; cold data compacted "
+        "first.",
+    )
     def table_maintenance() -> None:
         maintain_op(compacted=compact_op())
 
     schedule = ScheduleDefinition(
-        name=MAINTENANCE_SCHEDULE, job=table_maintenance, cron_schedule=MAINTENANCE_CRON,
-        execution_timezone="UTC", default_status=schedule_status(settings.automation),
-        description="Nightly: the table format's maintenance (lake/formats/maintain.py).")
+        name=MAINTENANCE_SCHEDULE,
+        job=table_maintenance,
+        cron_schedule=MAINTENANCE_CRON,
+        execution_timezone="UTC",
+        default_status=schedule_status(settings.automation),
+        description="Nightly: the table format's maintenance (lake/formats/maintain.py).",
+    )
     return [table_maintenance], [schedule]

@@ -72,11 +72,16 @@ def build_models_sensor(settings: LakeSettings, sources: list[SourceSettings]) -
     every sensor here (``[automation] sensors``): Dagster's own default one starts stopped."""
     if not sources:
         return []
-    return [AutomationConditionSensorDefinition(
-        MODELS_SENSOR, target=AssetSelection.groups(*[models_group(s) for s in sources]),
-        default_status=sensor_status(settings.automation), minimum_interval_seconds=30,
-        description="Builds a day of the models once its 24 hours are synced (again when one "
-                    "is re-synced), and the whole-table models once a day (docs/models.md)")]
+    return [
+        AutomationConditionSensorDefinition(
+            MODELS_SENSOR,
+            target=AssetSelection.groups(*[models_group(s) for s in sources]),
+            default_status=sensor_status(settings.automation),
+            minimum_interval_seconds=30,
+            description="Builds a day of the models once its 24 hours are synced (again when one "
+            "is re-synced), and the whole-table models once a day (docs/models.md)",
+        )
+    ]
 
 
 def daily_partitions(source: SourceSettings) -> DailyPartitionsDefinition:
@@ -90,7 +95,8 @@ def daily_partitions(source: SourceSettings) -> DailyPartitionsDefinition:
 
 def _is_daily(props: Mapping[str, Any]) -> bool:
     return DAILY_TAG in props.get("tags", []) or DAILY_TAG in props.get("config", {}).get(
-        "tags", [])
+        "tags", []
+    )
 
 
 def daily_condition() -> AutomationCondition:
@@ -122,8 +128,9 @@ class LakeTranslator(DagsterDbtTranslator):
     """dbt nodes -> the source's asset keys, groups, partition mappings and automation."""
 
     def __init__(self, source: SourceSettings):
-        super().__init__(DagsterDbtTranslatorSettings(enable_asset_checks=True,
-                                                      enable_code_references=False))
+        super().__init__(
+            DagsterDbtTranslatorSettings(enable_asset_checks=True, enable_code_references=False)
+        )
         self.source = source
 
     def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> AssetKey:
@@ -137,8 +144,10 @@ class LakeTranslator(DagsterDbtTranslator):
         return list(self.source.owners) or None
 
     def get_partition_mapping(self, dbt_resource_props, dbt_parent_resource_props):
-        if _is_daily(dbt_resource_props) and dbt_parent_resource_props.get(
-                "resource_type") == "source":
+        if (
+            _is_daily(dbt_resource_props)
+            and dbt_parent_resource_props.get("resource_type") == "source"
+        ):
             # the day's 24 hours; a source's first day starts at its first hour (the hours
             # before are no partitions), which must not make that day unselectable
             return TimeWindowPartitionMapping(allow_nonexistent_upstream_partitions=True)
@@ -171,12 +180,13 @@ def _environ(extra: Mapping[str, str]) -> Iterator[None]:
 
 def day_vars(start: datetime, end: datetime) -> dict[str, str]:
     """``--vars`` of a time window ``[start, end)`` of days."""
-    return {"min_day": start.strftime("%Y-%m-%d"),
-            "max_day": (end - timedelta(days=1)).strftime("%Y-%m-%d")}
+    return {
+        "min_day": start.strftime("%Y-%m-%d"),
+        "max_day": (end - timedelta(days=1)).strftime("%Y-%m-%d"),
+    }
 
 
-def build_model_assets(settings: LakeSettings, source: SourceSettings,
-                       tables: list[str]) -> list:
+def build_model_assets(settings: LakeSettings, source: SourceSettings, tables: list[str]) -> list:
     """The source's model assets (none with ``[models] enabled = false``)."""
     if not settings.models.enabled:
         return []
@@ -189,35 +199,49 @@ def build_model_assets(settings: LakeSettings, source: SourceSettings,
     except ModelsError as e:
         # a model that does not parse (a user's .sql with an error) must not take the lake's
         # sync down with it: the models are left out of this load, the log says why
-        log.error("%s; the models of source %s are left out of the graph until it parses",
-                  e, source.id)
+        log.error(
+            "%s; the models of source %s are left out of the graph until it parses", e, source.id
+        )
         return []
     translator = LakeTranslator(source)
     daily = daily_partitions(source)
 
-    @dbt_assets(manifest=project.manifest_path, select=f"tag:{DAILY_TAG}",
-                name=f"{source.slug}_daily_models", partitions_def=daily,
-                dagster_dbt_translator=translator, backfill_policy=BackfillPolicy.single_run(),
-                pool="spark_local")
+    @dbt_assets(
+        manifest=project.manifest_path,
+        select=f"tag:{DAILY_TAG}",
+        name=f"{source.slug}_daily_models",
+        partitions_def=daily,
+        dagster_dbt_translator=translator,
+        backfill_policy=BackfillPolicy.single_run(),
+        pool="spark_local",
+    )
     def daily_models(context: AssetExecutionContext):
         window = context.partition_time_window
         args = ["build", "--vars", json.dumps(day_vars(window.start, window.end))]
         yield from _run(context, settings, project, args)
 
-    @dbt_assets(manifest=project.manifest_path, exclude=f"tag:{DAILY_TAG}",
-                name=f"{source.slug}_models", dagster_dbt_translator=translator,
-                pool="spark_local")
+    @dbt_assets(
+        manifest=project.manifest_path,
+        exclude=f"tag:{DAILY_TAG}",
+        name=f"{source.slug}_models",
+        dagster_dbt_translator=translator,
+        pool="spark_local",
+    )
     def table_models(context: AssetExecutionContext):
         yield from _run(context, settings, project, ["build"])
 
     return [daily_models, table_models]
 
 
-def _run(context: AssetExecutionContext, settings: LakeSettings, project: SourceProject,
-         args: list[str]):
+def _run(
+    context: AssetExecutionContext, settings: LakeSettings, project: SourceProject, args: list[str]
+):
     context.log.info(f"dbt {' '.join(args)} ({project.project_dir})")
     with _environ(dbt_env(settings)):
         invocation = DbtCliResource(
-            project_dir=project.project_dir, profiles_dir=project.profiles_dir,
-            target=project.target, dbt_executable=dbt_executable()).cli(args, context=context)
+            project_dir=project.project_dir,
+            profiles_dir=project.profiles_dir,
+            target=project.target,
+            dbt_executable=dbt_executable(),
+        ).cli(args, context=context)
     yield from invocation.stream()

@@ -45,8 +45,10 @@ class StorageContextInjector(PipesContextInjector):
         yield {LOCATION_KEY: location}
 
     def no_messages_debug_text(self) -> str:
-        return (f"the Pipes context was written to {self.folder}/context.json; the job reads it "
-                "with datalake_assets.transform.pipes_storage.StorageContextLoader")
+        return (
+            f"the Pipes context was written to {self.folder}/context.json; the job reads it "
+            "with datalake_assets.transform.pipes_storage.StorageContextLoader"
+        )
 
 
 class StorageMessageReader(PipesBlobStoreMessageReader):
@@ -71,5 +73,7 @@ class StorageMessageReader(PipesBlobStoreMessageReader):
             return None
 
     def no_messages_debug_text(self) -> str:
-        return (f"Pipes messages were expected under {self.folder}/ (written by "
-                "datalake_assets.transform.pipes_storage.StorageMessageWriter)")
+        return (
+            f"Pipes messages were expected under {self.folder}/ (written by "
+            "datalake_assets.transform.pipes_storage.StorageMessageWriter)"
+        )

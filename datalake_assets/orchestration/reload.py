@@ -66,13 +66,17 @@ mutation ReloadRepositoryLocationMutation($location: String!) {
 """
 
 
-def reload_code_location(webserver_url: str, location: str,
-                         timeout_s: float = RELOAD_TIMEOUT_S) -> None:
+def reload_code_location(
+    webserver_url: str, location: str, timeout_s: float = RELOAD_TIMEOUT_S
+) -> None:
     """Ask the webserver to reload ``location``; raise ``RuntimeError`` saying why it did not."""
     body = json.dumps({"query": RELOAD_MUTATION, "variables": {"location": location}}).encode()
     request = urllib.request.Request(
-        webserver_url.rstrip("/") + "/graphql", data=body,
-        headers={"Content-Type": "application/json"}, method="POST")
+        webserver_url.rstrip("/") + "/graphql",
+        data=body,
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             answer: dict[str, Any] = json.loads(response.read())
@@ -82,20 +86,25 @@ def reload_code_location(webserver_url: str, location: str,
         raise RuntimeError(f"the webserver refused the reload: {answer['errors']}")
     result = answer["data"]["reloadRepositoryLocation"]
     if result["__typename"] != "WorkspaceLocationEntry":
-        raise RuntimeError(f"reload of {location!r} failed: {result['__typename']}: "
-                           f"{result.get('message', '')}")
+        raise RuntimeError(
+            f"reload of {location!r} failed: {result['__typename']}: {result.get('message', '')}"
+        )
     loaded = result["locationOrLoadError"]
     if loaded["__typename"] != "RepositoryLocation":
-        raise RuntimeError(f"code location {location!r} failed to load after the reload: "
-                           f"{loaded.get('message', loaded['__typename'])}")
+        raise RuntimeError(
+            f"code location {location!r} failed to load after the reload: "
+            f"{loaded.get('message', loaded['__typename'])}"
+        )
 
 
 def state_hash(state: LakeState) -> str:
     return hashlib.sha256(state.to_json().encode()).hexdigest()[:16]
 
 
-@op(description="Reloads this code location through the Dagster webserver, so that event "
-                "tables the syncs created are declared assets of their source.")
+@op(
+    description="Reloads this code location through the Dagster webserver, so that event "
+    "tables the syncs created are declared assets of their source."
+)
 def reload_definitions(context: OpExecutionContext) -> None:
     tags = context.run.tags
     url = tags.get("datalake/webserver_url", "")
@@ -103,8 +112,9 @@ def reload_definitions(context: OpExecutionContext) -> None:
     if origin is None:  # launched outside a workspace (tests' execute_in_process)
         raise Failure("this run has no code location to reload (not launched from Dagster)")
     location = origin.location_name
-    context.log.info(f"reloading code location {location!r} at {url}: "
-                     f"{tags.get('datalake/changes', '')}")
+    context.log.info(
+        f"reloading code location {location!r} at {url}: {tags.get('datalake/changes', '')}"
+    )
     try:
         reload_code_location(url, location)
     except RuntimeError as e:
@@ -112,9 +122,12 @@ def reload_definitions(context: OpExecutionContext) -> None:
     context.log.info(f"code location {location!r} reloaded")
 
 
-@job(name=JOB_NAME, executor_def=in_process_executor,  # one small step: no extra process
-     description="Reloads the code location (requested by the definitions sensor when the "
-                 "lake has new event tables).")
+@job(
+    name=JOB_NAME,
+    executor_def=in_process_executor,  # one small step: no extra process
+    description="Reloads the code location (requested by the definitions sensor when the "
+    "lake has new event tables).",
+)
 def reload_job() -> None:
     reload_definitions()
 
@@ -128,31 +141,41 @@ def build_definitions_sensor(settings: LakeSettings, loaded: LakeState) -> Senso
         name=SENSOR_NAME,
         job=reload_job,
         minimum_interval_seconds=auto.definitions_interval_seconds,
-        default_status=(DefaultSensorStatus.RUNNING if auto.sensors == "running"
-                        else DefaultSensorStatus.STOPPED),
-        description=("Compares the event tables and partition starts this code location was "
-                     "loaded with against the lake's, and has the code location reloaded "
-                     "when they differ (new event tables become assets)."),
+        default_status=(
+            DefaultSensorStatus.RUNNING
+            if auto.sensors == "running"
+            else DefaultSensorStatus.STOPPED
+        ),
+        description=(
+            "Compares the event tables and partition starts this code location was "
+            "loaded with against the lake's, and has the code location reloaded "
+            "when they differ (new event tables become assets)."
+        ),
     )
     def lake_definitions_sensor(context: SensorEvaluationContext) -> RunRequest | SkipReason:
         current = read_lake_state(settings, previous=loaded)
         changes = current.changes_since(loaded)
         if not changes:
             tables = sum(len(s.tables) for s in loaded.sources.values())
-            return SkipReason(f"definitions match the lake ({tables} tables in "
-                              f"{len(loaded.sources)} sources)")
+            return SkipReason(
+                f"definitions match the lake ({tables} tables in {len(loaded.sources)} sources)"
+            )
         summary = "; ".join(changes)
         if not auto.webserver_url:
             return SkipReason(
                 f"the lake changed since the code location loaded ({summary}). Reload "
                 "definitions in the UI to apply it, or set [automation] webserver_url "
-                "(DATALAKE_WEBSERVER_URL) to have it reloaded automatically")
+                "(DATALAKE_WEBSERVER_URL) to have it reloaded automatically"
+            )
         context.log.info(f"requesting a reload: {summary}")
         return RunRequest(
             run_key=f"reload:{state_hash(current)}",
-            tags={"datalake/trigger": "definitions", "dagster/priority": RELOAD_PRIORITY,
-                  "datalake/webserver_url": auto.webserver_url,
-                  "datalake/changes": summary[:2000]},
+            tags={
+                "datalake/trigger": "definitions",
+                "dagster/priority": RELOAD_PRIORITY,
+                "datalake/webserver_url": auto.webserver_url,
+                "datalake/changes": summary[:2000],
+            },
         )
 
     return lake_definitions_sensor

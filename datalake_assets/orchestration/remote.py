@@ -83,9 +83,9 @@ class RemoteSparkCompute(SparkCompute):
     run_timeout_s: float = Field(default=4 * 3600, description="max seconds the job may run")
     poll_interval_s: float = Field(default=15.0, description="seconds between status polls")
     pipes_interval_s: float = Field(
-        default=10.0, description="seconds between reads (and remote uploads) of Pipes messages")
-    conf: dict[str, str] = Field(default_factory=dict,
-                                 description="spark.* settings of the job")
+        default=10.0, description="seconds between reads (and remote uploads) of Pipes messages"
+    )
+    conf: dict[str, str] = Field(default_factory=dict, description="spark.* settings of the job")
 
     def _remote_request(self, request: SyncRequest) -> SyncRequest:
         """The request as the cluster runs it: resolved (its ``run_id`` fixed, so the report's
@@ -93,10 +93,13 @@ class RemoteSparkCompute(SparkCompute):
         req = request.resolved()
         catalog = req.catalog
         if catalog.backend == "hive" and not catalog.hive_metastore_uri:
-            raise Failure(description=(
-                "the catalog is an embedded Derby metastore (backend 'hive' without "
-                "hive_metastore_uri), which only exists on this machine: use a catalog the "
-                "cluster reaches ('glue', 'none', or a remote Hive metastore)"))
+            raise Failure(
+                description=(
+                    "the catalog is an embedded Derby metastore (backend 'hive' without "
+                    "hive_metastore_uri), which only exists on this machine: use a catalog the "
+                    "cluster reaches ('glue', 'none', or a remote Hive metastore)"
+                )
+            )
         return req
 
     def _read(self, location: str) -> bytes | None:  # pragma: no cover - interface
@@ -122,19 +125,25 @@ class RemoteSparkCompute(SparkCompute):
                 if running_since is None and status.state in run.running:
                     running_since = now
                 if running_since is None and now - start > self.submit_timeout_s:
-                    raise _Timeout(f"did not start within submit_timeout_s="
-                                   f"{self.submit_timeout_s} (still {status.state})")
+                    raise _Timeout(
+                        f"did not start within submit_timeout_s="
+                        f"{self.submit_timeout_s} (still {status.state})"
+                    )
                 if running_since is not None and now - running_since > self.run_timeout_s:
-                    raise _Timeout(f"ran longer than run_timeout_s={self.run_timeout_s} "
-                                   f"(still {status.state})")
+                    raise _Timeout(
+                        f"ran longer than run_timeout_s={self.run_timeout_s} (still {status.state})"
+                    )
                 time.sleep(self.poll_interval_s)
         except _Timeout as e:
             cancelled = self._cancel(run, logger)
             where = last.log_location if last else ""
             raise Failure(
                 description=f"{run.label} timed out: {e}; {cancelled}. Logs: {where}",
-                metadata={"state": last.state if last else "", "cancel": cancelled,
-                          "logs": MetadataValue.path(where)},
+                metadata={
+                    "state": last.state if last else "",
+                    "cancel": cancelled,
+                    "logs": MetadataValue.path(where),
+                },
             ) from None
         except BaseException:  # the Dagster run was terminated (or polling broke): stop it
             logger.warning(f"interrupted while waiting: cancelling {run.label}")
@@ -151,19 +160,30 @@ class RemoteSparkCompute(SparkCompute):
 
     # ---------------------------------------------------------------------------- result
 
-    def _result(self, req: SyncRequest, run: RemoteRun, final: RemoteStatus,
-                message: dict | None, submitted_at: datetime) -> SyncReport:
+    def _result(
+        self,
+        req: SyncRequest,
+        run: RemoteRun,
+        final: RemoteStatus,
+        message: dict | None,
+        submitted_at: datetime,
+    ) -> SyncReport:
         where = f"{run.label} ended {final.state}" + (f": {final.reason}" if final.reason else "")
         where += f"; logs: {final.log_location}"
-        metadata = {"state": final.state, "reason": final.reason,
-                    "logs": MetadataValue.path(final.log_location)}
+        metadata = {
+            "state": final.state,
+            "reason": final.reason,
+            "logs": MetadataValue.path(final.log_location),
+        }
         if final.state != run.success:
             if message and message.get("status") == "failed":
-                raise SyncError(f"{message.get('error')} ({where})",
-                                message.get("error_code") or "internal")
+                raise SyncError(
+                    f"{message.get('error')} ({where})", message.get("error_code") or "internal"
+                )
             raise Failure(description=where, metadata=metadata)
-        path = message.get("report_path") if message and message.get("status") == "finished" \
-            else None
+        path = (
+            message.get("report_path") if message and message.get("status") == "finished" else None
+        )
         candidates = [path] if path else report_candidates(req, submitted_at)
         for location in candidates:
             body = self._read(location)
@@ -173,8 +193,10 @@ class RemoteSparkCompute(SparkCompute):
                 if warning and not result.source.warning:
                     result.source.warning = warning  # added after the report was written
                 return result
-        raise Failure(description=f"{where}, but no sync report was found at "
-                                  f"{' or '.join(candidates)}", metadata=metadata)
+        raise Failure(
+            description=f"{where}, but no sync report was found at {' or '.join(candidates)}",
+            metadata=metadata,
+        )
 
 
 def report_candidates(req: SyncRequest, submitted_at: datetime) -> list[str]:

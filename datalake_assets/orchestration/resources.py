@@ -51,17 +51,21 @@ class LocalSparkCompute(SparkCompute):
     catalog: list[str] = Field(
         default_factory=list,
         description="the catalog (CatalogConfig.to_args): its Hive settings join the session's "
-                    "when it starts, unless a server holds the metastore (metastore_server.py)")
+        "when it starts, unless a server holds the metastore (metastore_server.py)",
+    )
     _pyspark: LazyPySparkResource | None = PrivateAttr(default=None)
 
     @classmethod
     def from_settings(cls, settings: LakeSettings) -> LocalSparkCompute:
         """The local compute of ``[spark]`` and the catalog (a Hive catalog may need the
         session; whether it does is known in the run, when the session starts)."""
-        return cls(master=settings.spark.master, driver_memory=settings.spark.driver_memory,
-                   # [spark]'s settings now; the catalog's when the session starts
-                   conf=spark_settings_conf(settings.spark, CatalogConfig(backend="none")),
-                   catalog=config_from_settings(settings.catalog).to_args())
+        return cls(
+            master=settings.spark.master,
+            driver_memory=settings.spark.driver_memory,
+            # [spark]'s settings now; the catalog's when the session starts
+            conf=spark_settings_conf(settings.spark, CatalogConfig(backend="none")),
+            catalog=config_from_settings(settings.catalog).to_args(),
+        )
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._pyspark = None

@@ -98,8 +98,11 @@ def sensor_status(auto: AutomationSettings) -> DefaultSensorStatus:
 def schedule_status(auto: AutomationSettings) -> DefaultScheduleStatus:
     """Every schedule's default status: ``[automation] sensors`` too (one switch for all
     automation)."""
-    return (DefaultScheduleStatus.RUNNING if auto.sensors == "running"
-            else DefaultScheduleStatus.STOPPED)
+    return (
+        DefaultScheduleStatus.RUNNING
+        if auto.sensors == "running"
+        else DefaultScheduleStatus.STOPPED
+    )
 
 
 def job_name(source: SourceSettings) -> str:
@@ -128,6 +131,7 @@ class SensorCursor:
             data = json.loads(text)
             if data.get("v") != CURSOR_VERSION:
                 raise ValueError(f"unknown cursor version {data.get('v')!r}")
+
             def hour(key: str) -> ArchiveHour | None:
                 return ArchiveHour.parse(data[key]) if data.get(key) else None
 
@@ -238,9 +242,15 @@ def evaluate(
         requests.append(HourRequest(hour, tuple(files), fp, previous))
         fingerprints[hour] = fp
 
-    blockers = [h for h in (cursor.hold if cursor.resume else None,
-                            waiting[0][0] if waiting else None,
-                            deferred[0] if deferred else None) if h is not None]
+    blockers = [
+        h
+        for h in (
+            cursor.hold if cursor.resume else None,
+            waiting[0][0] if waiting else None,
+            deferred[0] if deferred else None,
+        )
+        if h is not None
+    ]
     hold = min(blockers) if blockers else None
     limits = [window_start, *blockers]
     if listing.truncated_at is not None:
@@ -277,29 +287,42 @@ def build_sync_job(source: SourceSettings, lake_sync: AssetsDefinition) -> Asset
     )
 
 
-def raw_archive_event(settings: LakeSettings, source: SourceSettings,
-                      r: HourRequest) -> AssetMaterialization:
+def raw_archive_event(
+    settings: LakeSettings, source: SourceSettings, r: HourRequest
+) -> AssetMaterialization:
     """The ``[<slug>, raw_archive]`` materialization of a requested hour: its files, bytes and
     fingerprint (and the fingerprint it replaces, for late files)."""
     metadata: dict[str, Any] = {
-        "files": len(r.files), "bytes": r.bytes, "fingerprint": r.fingerprint,
-        "path": MetadataValue.path(layout.archive_hour_dir(settings.archive_root, source.id,
-                                                           r.hour)),
+        "files": len(r.files),
+        "bytes": r.bytes,
+        "fingerprint": r.fingerprint,
+        "path": MetadataValue.path(
+            layout.archive_hour_dir(settings.archive_root, source.id, r.hour)
+        ),
     }
     if r.previous:
         metadata["previous_fingerprint"] = r.previous
     return AssetMaterialization(
-        asset_key=AssetKey([source.slug, RAW_ARCHIVE]), partition=r.hour.partition_key,
+        asset_key=AssetKey([source.slug, RAW_ARCHIVE]),
+        partition=r.hour.partition_key,
         metadata=metadata,
-        description=("files changed after the hour was requested (late files): synced again"
-                     if r.previous else "new archive hour"))
+        description=(
+            "files changed after the hour was requested (late files): synced again"
+            if r.previous
+            else "new archive hour"
+        ),
+    )
 
 
 def queued_runs(context: SensorEvaluationContext, job: str) -> int:
     """The runs of ``job`` requested by a sensor that wait in the queue."""
-    return context.instance.get_runs_count(RunsFilter(
-        job_name=job, statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED],
-        tags={TRIGGER_TAG: "sensor"}))
+    return context.instance.get_runs_count(
+        RunsFilter(
+            job_name=job,
+            statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED],
+            tags={TRIGGER_TAG: "sensor"},
+        )
+    )
 
 
 def lazy_lister(given: Any, make: Callable[[], Any]) -> Callable[[], Any]:
@@ -362,8 +385,10 @@ def build_archive_sensor(
         listing = get_lister().list_hours(settings.archive_root, source.id, since, list_limit)
         result = evaluate(listing, cursor, start=start, now=now, automation=auto, budget=budget)
         new_cursor = result.cursor.serialize()
-        seen = (f"listed {source_dir} from {since} ({listing.calls} listings, "
-                f"{listing.entries} entries, {len(listing.hours)} hours with files)")
+        seen = (
+            f"listed {source_dir} from {since} ({listing.calls} listings, "
+            f"{listing.entries} entries, {len(listing.hours)} hours with files)"
+        )
         context.log.info(
             f"{seen}: {len(result.requests)} to sync, {result.unchanged} unchanged, "
             f"{len(result.waiting)} waiting to settle, {result.deferred} deferred; "
@@ -371,15 +396,22 @@ def build_archive_sensor(
             f"{result.cursor.listing_start(start, recheck_window_start(now, auto))}"
         )
         if not result.requests:
-            why = [f"nothing new or changed: {seen}" if listing.hours
-                   else f"no archive files under {source_dir} from {since} on"]
+            why = [
+                f"nothing new or changed: {seen}"
+                if listing.hours
+                else f"no archive files under {source_dir} from {since} on"
+            ]
             if result.waiting:
                 hour, when = result.waiting[0]
-                why.append(f"hour {hour} is due at {when:%Y-%m-%d %H:%M} UTC "
-                           f"(closed + settle_minutes = {auto.settle_minutes})")
+                why.append(
+                    f"hour {hour} is due at {when:%Y-%m-%d %H:%M} UTC "
+                    f"(closed + settle_minutes = {auto.settle_minutes})"
+                )
             if listing.truncated_at is not None:
-                why.append(f"listing stopped at {listing.truncated_at} (list limit "
-                           f"{list_limit} entries a tick): the next tick goes on from there")
+                why.append(
+                    f"listing stopped at {listing.truncated_at} (list limit "
+                    f"{list_limit} entries a tick): the next tick goes on from there"
+                )
             return SensorResult(skip_reason="; ".join(why), cursor=new_cursor)
 
         run_requests, events = [], []
@@ -389,8 +421,11 @@ def build_archive_sensor(
                 RunRequest(
                     run_key=f"{source.id}:{r.hour}:{r.fingerprint}",
                     partition_key=r.hour.partition_key,
-                    tags={TRIGGER_TAG: "sensor", PRIORITY_TAG: SENSOR_PRIORITY,
-                          FINGERPRINT_TAG: r.fingerprint},
+                    tags={
+                        TRIGGER_TAG: "sensor",
+                        PRIORITY_TAG: SENSOR_PRIORITY,
+                        FINGERPRINT_TAG: r.fingerprint,
+                    },
                 )
             )
         return SensorResult(run_requests=run_requests, asset_events=events, cursor=new_cursor)

@@ -11,17 +11,35 @@ from typing import Annotated, Any
 from pydantic import PlainValidator, model_validator
 
 from datalake_assets.settings_base import (
-    Int, Match, OneOf, SettingsError, SparkConf, default_home, settings_model, type_name)
+    Int,
+    Match,
+    OneOf,
+    SettingsError,
+    SparkConf,
+    default_home,
+    settings_model,
+    type_name,
+)
 
 SENSOR_STATUSES = ("running", "stopped")
 SENSOR_RUNS = ("auto", "batched", "per_source")
 COMPUTE_BACKENDS = ("local", "emr", "emr_serverless", "databricks")
 # What the job imports beyond the standard library and PySpark, pinned like pyproject.toml:
 # installed for each Databricks task (docs/emr.md installs the same on EMR nodes).
-JOB_LIBRARIES = ("pyarrow>=16", "orjson>=3.9", "numpy>=1.26", "pandas>=2.2,<3",
-                 "pandera[pandas]>=0.20", "pydantic>=2.11,<3", "boto3>=1.34", "duckdb==1.5.5")
-_REQUIREMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?"
-                             r"([<>=!~]=?[A-Za-z0-9.*+!-]+(,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?")
+JOB_LIBRARIES = (
+    "pyarrow>=16",
+    "orjson>=3.9",
+    "numpy>=1.26",
+    "pandas>=2.2,<3",
+    "pandera[pandas]>=0.20",
+    "pydantic>=2.11,<3",
+    "boto3>=1.34",
+    "duckdb==1.5.5",
+)
+_REQUIREMENT_RE = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?"
+    r"([<>=!~]=?[A-Za-z0-9.*+!-]+(,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?"
+)
 DEPLOY_MODES = ("client", "cluster")
 _URL = "an http:// or https:// URL"
 _CLUSTER = "an EMR cluster id such as 'j-2AXXXXXXGAPLF'"
@@ -29,10 +47,10 @@ _S3 = r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/[^\s]*)?"
 # Spark settings the remote job may not take from [compute.conf]: they are set for it.
 _COMPUTE_CONF_OWNED = {
     "spark.master": "is not allowed here: EMR runs Spark on YARN (or serverless): the master is "
-                    "not ours to set",
+    "not ours to set",
     "spark.submit.deployMode": "is not allowed here: set [compute] deploy_mode instead",
     "spark.submit.pyFiles": "is not allowed here: the job's package is added by the compute "
-                            "resource",
+    "resource",
 }
 
 
@@ -41,8 +59,11 @@ def _libraries(value: Any) -> tuple[str, ...]:
         raise SettingsError(f"must be an array of PyPI requirements, got {type_name(value)}")
     for i, spec in enumerate(value):
         if not isinstance(spec, str) or not _REQUIREMENT_RE.fullmatch(spec):
-            raise SettingsError("invalid requirement; allowed: a PyPI name with optional extras "
-                                "and version bounds, e.g. \"pandas>=2.2,<3\"", key=f"[{i}]")
+            raise SettingsError(
+                "invalid requirement; allowed: a PyPI name with optional extras "
+                'and version bounds, e.g. "pandas>=2.2,<3"',
+                key=f"[{i}]",
+            )
     return tuple(value)
 
 
@@ -66,8 +87,9 @@ class AutomationSettings:
     # event tables appear (GraphQL reloadRepositoryLocation). "": no automatic reload, the
     # sensor says what changed and the UI's "Reload definitions" applies it. `datalake dev`
     # sets it (DATALAKE_WEBSERVER_URL) to the server it starts.
-    webserver_url: Match(r"https?://[^\s'\"\\]+", "URL",
-                         "http(s)://host:port of the Dagster webserver", empty=True) = ""
+    webserver_url: Match(
+        r"https?://[^\s'\"\\]+", "URL", "http(s)://host:port of the Dagster webserver", empty=True
+    ) = ""
 
 
 def dagster_home(env: Mapping[str, str] | None = None) -> Path:
@@ -105,26 +127,39 @@ class ComputeSettings:
 
     backend: OneOf(COMPUTE_BACKENDS, "compute backend") = "local"
     # "" -> AWS_REGION / ~/.aws/config
-    region: Match(r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}", "region",
-                  "an AWS region such as 'us-east-1'", empty=True) = ""
+    region: Match(
+        r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}",
+        "region",
+        "an AWS region such as 'us-east-1'",
+        empty=True,
+    ) = ""
     cluster_id: Match(r"j-[A-Za-z0-9]{1,64}", "cluster id", _CLUSTER, empty=True) = ""  # emr
     # emr: replays (backfills) go here; "" -> cluster_id
-    replay_cluster_id: Match(r"j-[A-Za-z0-9]{1,64}", "replay cluster id", _CLUSTER,
-                             empty=True) = ""
-    application_id: Match(r"[0-9a-z]{1,64}", "application id",  # emr_serverless
-                          "an EMR Serverless application id", empty=True) = ""
+    replay_cluster_id: Match(r"j-[A-Za-z0-9]{1,64}", "replay cluster id", _CLUSTER, empty=True) = ""
+    application_id: Match(
+        r"[0-9a-z]{1,64}",
+        "application id",  # emr_serverless
+        "an EMR Serverless application id",
+        empty=True,
+    ) = ""
     # emr_serverless: the job runtime role
-    execution_role_arn: Match(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}",
-                              "execution role arn", "an IAM role ARN (arn:aws:iam::<id>:role/..)",
-                              empty=True) = ""
+    execution_role_arn: Match(
+        r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}",
+        "execution role arn",
+        "an IAM role ARN (arn:aws:iam::<id>:role/..)",
+        empty=True,
+    ) = ""
     # s3://bucket/prefix/ for job files; "" -> s3://<lake bucket>/_jobs/
-    staging_prefix: Match(_S3, "staging prefix", "an S3 URI such as 's3://my-lake/_jobs/'",
-                          empty=True) = ""
+    staging_prefix: Match(
+        _S3, "staging prefix", "an S3 URI such as 's3://my-lake/_jobs/'", empty=True
+    ) = ""
     # emr_serverless: job run logs; "" -> <staging_prefix>logs/
-    log_uri: Match(_S3, "log uri", "an S3 URI such as 's3://my-lake/_jobs/logs/'",
-                   empty=True) = ""
-    deploy_mode: OneOf(DEPLOY_MODES, "deploy mode", "'client' (the driver on the primary node) "
-                       "or 'cluster' (in a YARN container)") = "client"  # emr: spark-submit
+    log_uri: Match(_S3, "log uri", "an S3 URI such as 's3://my-lake/_jobs/logs/'", empty=True) = ""
+    deploy_mode: OneOf(
+        DEPLOY_MODES,
+        "deploy mode",
+        "'client' (the driver on the primary node) or 'cluster' (in a YARN container)",
+    ) = "client"  # emr: spark-submit
     submit_timeout_s: Int(60, 7 * 86400) = 3600  # the job must start within this
     run_timeout_s: Int(60, 7 * 86400) = 4 * 3600  # and finish within this once started
     poll_interval_s: Int(1, 600) = 15
@@ -135,43 +170,65 @@ class ComputeSettings:
     # databricks: the workspace URL; "" -> DATABRICKS_HOST. Credentials: environment only.
     databricks_host: Match(r"https?://[^\s'\"\\;`]+", "databricks host", _URL, empty=True) = ""
     # databricks: an existing cluster; "" -> a job cluster per run
-    databricks_cluster_id: Match(r"[0-9]{4}-[0-9]{6}-[A-Za-z0-9]{4,32}", "cluster id",
-                                 "a Databricks cluster id such as '0123-456789-abcd1234'",
-                                 empty=True) = ""
-    databricks_policy_id: Match(r"[0-9A-Za-z]{1,64}", "policy id",  # the job cluster's
-                                "a Databricks cluster policy id", empty=True) = ""
+    databricks_cluster_id: Match(
+        r"[0-9]{4}-[0-9]{6}-[A-Za-z0-9]{4,32}",
+        "cluster id",
+        "a Databricks cluster id such as '0123-456789-abcd1234'",
+        empty=True,
+    ) = ""
+    databricks_policy_id: Match(
+        r"[0-9A-Za-z]{1,64}",
+        "policy id",  # the job cluster's
+        "a Databricks cluster policy id",
+        empty=True,
+    ) = ""
     # databricks job cluster: runtime and VM size; "" -> the policy's
-    databricks_spark_version: Match(r"[0-9A-Za-z][0-9A-Za-z._-]{0,127}", "spark version",
-                                    "a Databricks runtime such as '15.4.x-scala2.12'",
-                                    empty=True) = ""
-    databricks_node_type: Match(r"[0-9A-Za-z][0-9A-Za-z._-]{0,127}", "node type",
-                                "a node type such as 'Standard_D4ds_v5'", empty=True) = ""
+    databricks_spark_version: Match(
+        r"[0-9A-Za-z][0-9A-Za-z._-]{0,127}",
+        "spark version",
+        "a Databricks runtime such as '15.4.x-scala2.12'",
+        empty=True,
+    ) = ""
+    databricks_node_type: Match(
+        r"[0-9A-Za-z][0-9A-Za-z._-]{0,127}",
+        "node type",
+        "a node type such as 'Standard_D4ds_v5'",
+        empty=True,
+    ) = ""
     databricks_max_workers: Int(1, 10000) = 8  # databricks job cluster: autoscaling ceiling
     # databricks: where the job's package is uploaded
-    databricks_package_dir: Match(r"(/Volumes/|/Workspace/|dbfs:/)[^\s'\"\\;`]*",
-                                  "package folder", "a /Workspace/..., /Volumes/... or dbfs:/... "
-                                  "folder") = "/Workspace/Shared/datalake/jobs"
+    databricks_package_dir: Match(
+        r"(/Volumes/|/Workspace/|dbfs:/)[^\s'\"\\;`]*",
+        "package folder",
+        "a /Workspace/..., /Volumes/... or dbfs:/... folder",
+    ) = "/Workspace/Shared/datalake/jobs"
     # databricks: PyPI requirements installed for each run's task
     databricks_libraries: Annotated[tuple[str, ...], PlainValidator(_libraries)] = JOB_LIBRARIES
 
     @model_validator(mode="after")
     def _backend_needs(self) -> "ComputeSettings":
-        required = {"emr": ("cluster_id",),
-                    "emr_serverless": ("application_id", "execution_role_arn")}
+        required = {
+            "emr": ("cluster_id",),
+            "emr_serverless": ("application_id", "execution_role_arn"),
+        }
         for name in required.get(self.backend, ()):
             if not getattr(self, name):
                 raise SettingsError(f"required when backend = {self.backend!r}", key=name)
         if self.backend == "databricks" and not self.databricks_cluster_id:
-            if not self.databricks_policy_id and not (self.databricks_spark_version
-                                                      and self.databricks_node_type):
+            if not self.databricks_policy_id and not (
+                self.databricks_spark_version and self.databricks_node_type
+            ):
                 raise SettingsError(
                     "a job cluster (no databricks_cluster_id) needs databricks_policy_id, or "
                     "databricks_spark_version and databricks_node_type",
-                    key="databricks_policy_id")
+                    key="databricks_policy_id",
+                )
         if self.backend == "databricks" and self.databricks_cluster_id and self.conf:
             raise SettingsError(
                 "a run on an existing cluster cannot set its Spark settings: set them on the "
-                "cluster (or leave databricks_cluster_id empty for a job cluster)", key="conf")
+                "cluster (or leave databricks_cluster_id empty for a job cluster)",
+                key="conf",
+            )
         return self
 
     @property
@@ -192,26 +249,39 @@ def check_compute_fits(compute: ComputeSettings, catalog: Any, roots: dict[str, 
                 raise SettingsError(
                     "must be a URI of the cloud storage the cluster reads (abfss://..., "
                     f"s3://...) when [compute] backend = 'databricks', not the local folder "
-                    f"{value!r}", key=name)
+                    f"{value!r}",
+                    key=name,
+                )
         _check_catalog_reachable(catalog, backend, "Databricks")
         return
     for name, value in roots.items():
         if not value.startswith("s3://"):
             raise SettingsError(
                 f"must be an s3:// URI when [compute] backend = {backend!r} (the job runs on "
-                f"AWS and cannot reach {value!r})", key=name)
+                f"AWS and cannot reach {value!r})",
+                key=name,
+            )
     _check_catalog_reachable(catalog, backend, "AWS")
 
 
 def _check_catalog_reachable(catalog: Any, backend: str, cloud: str) -> None:
     # A thrift metastore or a MySQL/MariaDB one (metastore_jdbc_url) is shared by whoever can
     # reach it; the embedded Derby database is a folder of this machine.
-    if (catalog.backend == "hive" and not catalog.hive_metastore_uri
-            and not getattr(catalog, "metastore_jdbc_url", "")):
-        glue = ("set backend = 'glue' (the Glue Data Catalog, which EMR uses as its Hive "
-                "metastore), 'none'" if cloud == "AWS" else "set backend = 'none'")
+    if (
+        catalog.backend == "hive"
+        and not catalog.hive_metastore_uri
+        and not getattr(catalog, "metastore_jdbc_url", "")
+    ):
+        glue = (
+            "set backend = 'glue' (the Glue Data Catalog, which EMR uses as its Hive "
+            "metastore), 'none'"
+            if cloud == "AWS"
+            else "set backend = 'none'"
+        )
         raise SettingsError(
             f"the embedded Derby metastore of backend 'hive' lives on this machine, but "
             f"[compute] backend = {backend!r} runs the job on {cloud}: {glue}, a "
             "hive_metastore_uri, or a metastore_jdbc_url (MySQL/MariaDB) the cluster can "
-            "reach", key="catalog.backend")
+            "reach",
+            key="catalog.backend",
+        )

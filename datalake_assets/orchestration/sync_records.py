@@ -37,8 +37,9 @@ def existing_instance(env: Mapping[str, str] | None = None) -> DagsterInstance |
     return DagsterInstance.from_config(str(home))
 
 
-def record_sync(instance: DagsterInstance, settings: LakeSettings, source: SourceSettings,
-                report: SyncReport) -> int:
+def record_sync(
+    instance: DagsterInstance, settings: LakeSettings, source: SourceSettings, report: SyncReport
+) -> int:
     """Records ``report``'s hours on the source's assets in ``instance``; returns how many
     events were recorded."""
     state = read_source_state(settings, source)
@@ -47,8 +48,16 @@ def record_sync(instance: DagsterInstance, settings: LakeSettings, source: Sourc
     if not keys:
         return 0
     n = 0
-    for event in sync_events(settings, source, list(state.tables), keys, report, None,
-                             unselected_note=CLI_NOTE, instance=instance):
+    for event in sync_events(
+        settings,
+        source,
+        list(state.tables),
+        keys,
+        report,
+        None,
+        unselected_note=CLI_NOTE,
+        instance=instance,
+    ):
         if isinstance(event, (AssetMaterialization, AssetCheckEvaluation)):
             instance.report_runless_asset_event(event)
             n += 1

@@ -27,27 +27,29 @@ from datalake_assets.spec import layout
 PRIVACY_TABLE = "privacy_requests"
 PARTITION_KEYS = ("day",)
 _TS = pa.timestamp("us", tz="UTC")
-PRIVACY_SCHEMA = pa.schema([
-    ("request_id", pa.string()),
-    ("received_at", _TS),
-    ("started_at", _TS),
-    ("completed_at", _TS),
-    ("identity_hashes", pa.list_(pa.string())),  # requested and linked, keyed hashes
-    ("follow_links", pa.bool_()),
-    ("sources", pa.list_(pa.string())),  # empty: every source
-    ("erase", pa.bool_()),
-    ("suppress", pa.bool_()),
-    ("status", pa.string()),  # completed / failed
-    ("hours_rewritten", pa.int64()),
-    ("files_rewritten", pa.int64()),
-    ("rows_removed", pa.string()),  # JSON object: table (and "quarantine") -> rows
-    ("archive_lines_removed", pa.int64()),
-    ("spool_lines_removed", pa.int64()),
-    ("index_entries_removed", pa.int64()),
-    ("rows_remaining", pa.int64()),  # the proof: traces found after the erasure
-    ("proof_checked_at", _TS),
-    ("error", pa.string()),
-])
+PRIVACY_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("received_at", _TS),
+        ("started_at", _TS),
+        ("completed_at", _TS),
+        ("identity_hashes", pa.list_(pa.string())),  # requested and linked, keyed hashes
+        ("follow_links", pa.bool_()),
+        ("sources", pa.list_(pa.string())),  # empty: every source
+        ("erase", pa.bool_()),
+        ("suppress", pa.bool_()),
+        ("status", pa.string()),  # completed / failed
+        ("hours_rewritten", pa.int64()),
+        ("files_rewritten", pa.int64()),
+        ("rows_removed", pa.string()),  # JSON object: table (and "quarantine") -> rows
+        ("archive_lines_removed", pa.int64()),
+        ("spool_lines_removed", pa.int64()),
+        ("index_entries_removed", pa.int64()),
+        ("rows_remaining", pa.int64()),  # the proof: traces found after the erasure
+        ("proof_checked_at", _TS),
+        ("error", pa.string()),
+    ]
+)
 
 
 def audit_partition_dir(lake_root: str, day: str) -> str:
@@ -71,10 +73,12 @@ def write_audit_row(lake_root: str, row: dict[str, Any], previous: str | None) -
     values = dict(row)
     for name in ("received_at", "started_at", "completed_at", "proof_checked_at"):
         values[name] = _ts(values.get(name))
-    values["rows_removed"] = orjson.dumps(values.get("rows_removed") or {},
-                                          option=orjson.OPT_SORT_KEYS).decode()
-    table = pa.Table.from_pylist([{f.name: values.get(f.name) for f in PRIVACY_SCHEMA}],
-                                 schema=PRIVACY_SCHEMA)
+    values["rows_removed"] = orjson.dumps(
+        values.get("rows_removed") or {}, option=orjson.OPT_SORT_KEYS
+    ).decode()
+    table = pa.Table.from_pylist(
+        [{f.name: values.get(f.name) for f in PRIVACY_SCHEMA}], schema=PRIVACY_SCHEMA
+    )
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="snappy")
     storage.write_bytes_atomic(location, sink.getvalue().to_pybytes())
@@ -86,8 +90,9 @@ def write_audit_row(lake_root: str, row: dict[str, Any], previous: str | None) -
 def read_audit_rows(lake_root: str) -> list[dict[str, Any]]:
     """Every row of the table, read from its files (for tests and tools without a catalog)."""
     rows = []
-    for location, _ in storage.list_files(layout.privacy_requests_table_root(lake_root),
-                                          recursive=True):
+    for location, _ in storage.list_files(
+        layout.privacy_requests_table_root(lake_root), recursive=True
+    ):
         if location.endswith(".parquet") and "/." not in location:
             fs, path = storage.resolve(location)
             rows += pq.read_table(path, filesystem=fs, schema=PRIVACY_SCHEMA).to_pylist()
@@ -99,8 +104,15 @@ def register_audit(catalog: Catalog, reports_database: str, lake_root: str, day:
     returns how many partitions were new (0 or 1)."""
     catalog.ensure_database(reports_database, "Sync reports of datalake-assets")
     catalog.create_or_update_table(
-        reports_database, PRIVACY_TABLE, columns_of(PRIVACY_SCHEMA), list(PARTITION_KEYS),
+        reports_database,
+        PRIVACY_TABLE,
+        columns_of(PRIVACY_SCHEMA),
+        list(PARTITION_KEYS),
         layout.privacy_requests_table_root(lake_root),
-        "Privacy requests (erasure, suppression) and their proof (datalake-assets)")
-    return catalog.add_partitions(reports_database, PRIVACY_TABLE,
-                                  [PartitionSpec((day,), audit_partition_dir(lake_root, day))])
+        "Privacy requests (erasure, suppression) and their proof (datalake-assets)",
+    )
+    return catalog.add_partitions(
+        reports_database,
+        PRIVACY_TABLE,
+        [PartitionSpec((day,), audit_partition_dir(lake_root, day))],
+    )

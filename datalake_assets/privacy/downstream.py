@@ -16,8 +16,9 @@ from datalake_assets.privacy.state import FAILED, load_state, now, save_state
 from datalake_assets.settings import LakeSettings
 
 
-def record_downstream_proof(settings: LakeSettings, request_id: str, kind: str,
-                            remaining: int, error: str | None = None) -> None:
+def record_downstream_proof(
+    settings: LakeSettings, request_id: str, kind: str, remaining: int, error: str | None = None
+) -> None:
     """Add the proof of ``kind`` (e.g. ``"models"``) to request ``request_id``'s."""
     lake_root = settings.lake_root
     state = load_state(lake_root, request_id)
@@ -31,6 +32,5 @@ def record_downstream_proof(settings: LakeSettings, request_id: str, kind: str,
         reason = error or f"the proof found {remaining} rows left in the {kind}"
         state.error = f"{state.error}; {reason}" if state.error else reason
         state.error = state.error[:2000]
-    state.audit_location = audit.write_audit_row(lake_root, audit_row(state),
-                                                 state.audit_location)
+    state.audit_location = audit.write_audit_row(lake_root, audit_row(state), state.audit_location)
     save_state(lake_root, state)

@@ -44,7 +44,6 @@ from datalake_assets.lake.lock import SourceLock
 from datalake_assets.privacy import audit
 from datalake_assets.privacy.hours import SourcePlace, table_names, unindexed_hours
 from datalake_assets.privacy.lookup import find_hours, follow_links, scan_hours
-from datalake_assets.privacy.summary import compact, month_of, summary_months
 from datalake_assets.privacy.matching import Matcher, needles_of
 from datalake_assets.privacy.request import ForgetRequest, RequestError
 from datalake_assets.privacy.rewrite import (
@@ -65,6 +64,7 @@ from datalake_assets.privacy.state import (
     save_state,
     unfinished,
 )
+from datalake_assets.privacy.summary import compact, month_of, summary_months
 from datalake_assets.settings import LakeSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.identity import TRAIT_PREFIX, identity_hash
@@ -114,8 +114,9 @@ class _Run:
     files_read: int = 0
 
 
-def forget(settings: LakeSettings, request: ForgetRequest, *,
-           catalog: Catalog | None = None) -> ForgetResult:
+def forget(
+    settings: LakeSettings, request: ForgetRequest, *, catalog: Catalog | None = None
+) -> ForgetResult:
     """Carry out ``request`` (module doc). ``catalog``: where ``privacy_requests`` is
     registered; default: the settings' catalog (the Hive backend needs a Spark session, so a
     caller with one passes ``HiveCatalog(spark)``). Raises ``RequestError`` for a request that
@@ -123,26 +124,39 @@ def forget(settings: LakeSettings, request: ForgetRequest, *,
     a ``failed`` result, recorded in the state and the audit table."""
     traits = settings.privacy.identity_traits
     for ident in request.identities:
-        name = ident.kind[len(TRAIT_PREFIX):]
+        name = ident.kind[len(TRAIT_PREFIX) :]
         if ident.kind.startswith(TRAIT_PREFIX) and name not in traits:
             # the sync neither indexes nor matches other traits: the request would find nothing
-            raise RequestError(f"trait {name!r} is not in [privacy] identity_traits "
-                               f"({', '.join(traits)}); add it there to forget by it")
+            raise RequestError(
+                f"trait {name!r} is not in [privacy] identity_traits "
+                f"({', '.join(traits)}); add it there to forget by it"
+            )
     key = lake_key(settings.lake_root)
     requested = sorted({identity_hash(key, i) for i in request.identities})
     state = load_state(settings.lake_root, request.request_id)
     fresh = RequestState(
-        request_id=request.request_id, requested=requested,
+        request_id=request.request_id,
+        requested=requested,
         needles=sorted(needles_of(key, request.identities), key=lambda n: n.digest),
-        follow_links=request.follow_links, sources=list(request.sources),
-        erase=request.erase, suppress=request.suppress,
-        received_at=request.received_at.isoformat(timespec="microseconds"))
+        follow_links=request.follow_links,
+        sources=list(request.sources),
+        erase=request.erase,
+        suppress=request.suppress,
+        received_at=request.received_at.isoformat(timespec="microseconds"),
+    )
     if state is None:
         state = fresh
     elif (state.requested, state.follow_links, state.sources, state.erase, state.suppress) != (
-            fresh.requested, fresh.follow_links, fresh.sources, fresh.erase, fresh.suppress):
-        raise RequestError(f"request id {request.request_id!r} was used for another request "
-                           "(other identities or options); use a new request id")
+        fresh.requested,
+        fresh.follow_links,
+        fresh.sources,
+        fresh.erase,
+        fresh.suppress,
+    ):
+        raise RequestError(
+            f"request id {request.request_id!r} was used for another request "
+            "(other identities or options); use a new request id"
+        )
     _places(settings, state.sources)  # an unknown source fails before anything is written
     return _execute(_Run(settings, state, key, catalog))
 
@@ -162,15 +176,24 @@ def _places(settings: LakeSettings, sources: list[str]) -> list[SourcePlace]:
         except Exception as e:  # SettingsError: the source id is ours, not a person's
             raise RequestError(str(e)) from None
     fmt = FormatConfig.of_settings(settings)
-    return [SourcePlace(s.id, s.lake_dir, s.date_layout, settings.lake_root,
-                        settings.archive_root, s.database, s.effective_table_prefix, fmt)
-            for s in chosen]
+    return [
+        SourcePlace(
+            s.id,
+            s.lake_dir,
+            s.date_layout,
+            settings.lake_root,
+            settings.archive_root,
+            s.database,
+            s.effective_table_prefix,
+            fmt,
+        )
+        for s in chosen
+    ]
 
 
 def _matcher(run: _Run, hashes: list[str]) -> Matcher:
     s = run.settings
-    return Matcher(run.key, hashes, run.state.needles, s.privacy.identity_traits,
-                   s.sync.max_depth)
+    return Matcher(run.key, hashes, run.state.needles, s.privacy.identity_traits, s.sync.max_depth)
 
 
 def _execute(run: _Run) -> ForgetResult:
@@ -184,8 +207,7 @@ def _execute(run: _Run) -> ForgetResult:
         faults.checkpoint("forget_recorded")
         places = _places(run.settings, state.sources)
         if not state.hashes:
-            state.hashes = sorted(_expand(run, places) if state.follow_links
-                                  else state.requested)
+            state.hashes = sorted(_expand(run, places) if state.follow_links else state.requested)
             save_state(lake_root, state)
             if state.suppress:
                 write_suppressed(lake_root, state.request_id, state.hashes)
@@ -203,8 +225,9 @@ def _execute(run: _Run) -> ForgetResult:
         faults.checkpoint("forget_proved")
         state.status = COMPLETED if not state.erase or state.rows_remaining == 0 else FAILED
         if state.status == FAILED:
-            state.error = (f"the proof found {state.rows_remaining} traces left after the "
-                           f"erasure: {remaining}")
+            state.error = (
+                f"the proof found {state.rows_remaining} traces left after the erasure: {remaining}"
+            )
     except Exception as e:  # noqa: BLE001 - recorded as a failed request, with its reason
         log.exception("privacy request %s failed", state.request_id)
         state.status, state.error = FAILED, f"{type(e).__name__}: {e}"[:2000]
@@ -212,11 +235,18 @@ def _execute(run: _Run) -> ForgetResult:
     _audit(run)
     save_state(lake_root, state)
     result = _result(run)
-    log.info("privacy request %s %s: %d hours, %d files rewritten, rows removed %s, "
-             "%d archive lines, %d spool lines, %d remaining", result.request_id,
-             result.status, result.hours_rewritten, result.files_rewritten,
-             result.rows_removed, result.archive_lines_removed, result.spool_lines_removed,
-             result.rows_remaining)
+    log.info(
+        "privacy request %s %s: %d hours, %d files rewritten, rows removed %s, "
+        "%d archive lines, %d spool lines, %d remaining",
+        result.request_id,
+        result.status,
+        result.hours_rewritten,
+        result.files_rewritten,
+        result.rows_removed,
+        result.archive_lines_removed,
+        result.spool_lines_removed,
+        result.rows_remaining,
+    )
     return result
 
 
@@ -263,7 +293,8 @@ def _erase_spool(run: _Run, hashes: list[str]) -> int:
             run.warnings.append(
                 f"{done.skipped_live} segment(s) of a running collector were not searched and "
                 "the request does not suppress: their lines may reach the archive; stop the "
-                "collector or suppress, then re-run the request")
+                "collector or suppress, then re-run the request"
+            )
     return done.lines_removed
 
 
@@ -285,8 +316,13 @@ def _source(run: _Run, place: SourcePlace, matcher: Matcher) -> dict[str, int]:
             if not state.erase:
                 continue
             prior = done.get(hour)
-            plan = plan_hour(place, hour, matcher, f"forget-{rid[:40]}-{uuid.uuid4().hex[:8]}",
-                             set(prior.message_ids) if prior else set())
+            plan = plan_hour(
+                place,
+                hour,
+                matcher,
+                f"forget-{rid[:40]}-{uuid.uuid4().hex[:8]}",
+                set(prior.message_ids) if prior else set(),
+            )
             if plan.nothing_to_do:
                 if prior is not None or not plan.record.empty or plan.record.message_ids:
                     state.record(place.source_id, hour, plan.record).done = True
@@ -299,24 +335,30 @@ def _source(run: _Run, place: SourcePlace, matcher: Matcher) -> dict[str, int]:
             save_state(place.lake_root, state)
         if state.erase and hours:  # no older version of a table still holds the rows:
             # snapshots expired, unreferenced files deleted now (Iceberg; we hold the lock)
-            place.tables_format.maintain(place.src, [*table_names(place), QUARANTINE],
-                                         retention=timedelta(0))
+            place.tables_format.maintain(
+                place.src, [*table_names(place), QUARANTINE], retention=timedelta(0)
+            )
         if state.erase:  # a compacted identity index (files covering many hours), if any
             entries, files = erase_many_hour_index(place, matcher)
             if entries:
-                state.record(place.source_id, MANY_HOURS, HourRecord(
-                    index_entries=entries, files=files, done=True))
+                state.record(
+                    place.source_id,
+                    MANY_HOURS,
+                    HourRecord(index_entries=entries, files=files, done=True),
+                )
                 save_state(place.lake_root, state)
         if state.erase:  # the monthly summaries hold the old hours' hashes: rebuilt from
             # the rewritten per-hour files (a month without a summary gets none)
-            months = {month_of(h) for h in hours} & set(summary_months(
-                place.lake_root, place.source_dir))
+            months = {month_of(h) for h in hours} & set(
+                summary_months(place.lake_root, place.source_dir)
+            )
             if months:
                 compact(place.lake_root, place.source_dir, sorted(months))
         remaining = {"index_entries": erase_many_hour_index(place, matcher, prove=True)[0]}
         if state.erase:  # the identity index (per hour and summaries) names them nowhere
-            remaining["index_hours"] = len(find_hours(
-                place.lake_root, place.source_dir, frozenset(state.hashes)).hours)
+            remaining["index_hours"] = len(
+                find_hours(place.lake_root, place.source_dir, frozenset(state.hashes)).hours
+            )
         for hour in hours:
             mids = set(done[hour].message_ids) if hour in done else set()
             for kind, n in prove_hour(place, hour, matcher, mids).items():
@@ -335,20 +377,34 @@ def _totals(state: RequestState) -> dict[str, object]:
             files += rec.files
             index += rec.index_entries
             hours += 0 if rec.empty or hour == MANY_HOURS else 1
-    return {"rows_removed": dict(sorted(rows.items())), "archive_lines_removed": archive,
-            "files_rewritten": files, "index_entries_removed": index, "hours_rewritten": hours}
+    return {
+        "rows_removed": dict(sorted(rows.items())),
+        "archive_lines_removed": archive,
+        "files_rewritten": files,
+        "index_entries_removed": index,
+        "hours_rewritten": hours,
+    }
 
 
 def audit_row(state: RequestState) -> dict[str, object]:
     """The request's row of ``privacy_requests`` (``audit.PRIVACY_SCHEMA``) from its state."""
-    return {**_totals(state), "request_id": state.request_id, "received_at": state.received_at,
-            "started_at": state.started_at, "completed_at": state.completed_at,
-            "identity_hashes": state.hashes or state.requested,
-            "follow_links": state.follow_links, "sources": state.sources, "erase": state.erase,
-            "suppress": state.suppress, "status": state.status,
-            "spool_lines_removed": state.spool_lines_removed,
-            "rows_remaining": state.rows_remaining, "proof_checked_at": state.proof_checked_at,
-            "error": state.error}
+    return {
+        **_totals(state),
+        "request_id": state.request_id,
+        "received_at": state.received_at,
+        "started_at": state.started_at,
+        "completed_at": state.completed_at,
+        "identity_hashes": state.hashes or state.requested,
+        "follow_links": state.follow_links,
+        "sources": state.sources,
+        "erase": state.erase,
+        "suppress": state.suppress,
+        "status": state.status,
+        "spool_lines_removed": state.spool_lines_removed,
+        "rows_remaining": state.rows_remaining,
+        "proof_checked_at": state.proof_checked_at,
+        "error": state.error,
+    }
 
 
 def _audit(run: _Run) -> None:
@@ -362,8 +418,7 @@ def _audit(run: _Run) -> None:
     try:
         cfg = config_from_settings(run.settings.catalog)
         catalog = run.catalog if run.catalog is not None else catalog_from_config(cfg)
-        audit.register_audit(catalog, cfg.reports_database, lake_root,
-                             state.completed_at[:10])  # type: ignore[index]
+        audit.register_audit(catalog, cfg.reports_database, lake_root, state.completed_at[:10])  # type: ignore[index]
     except CatalogError as e:
         run.warnings.append(f"privacy_requests row written, not registered in the catalog: {e}")
 
@@ -372,16 +427,24 @@ def _result(run: _Run) -> ForgetResult:
     state = run.state
     t = _totals(state)
     return ForgetResult(
-        request_id=state.request_id, status=state.status,
+        request_id=state.request_id,
+        status=state.status,
         identity_hashes=list(state.hashes or state.requested),
-        hours_rewritten=t["hours_rewritten"], files_rewritten=t["files_rewritten"],  # type: ignore[arg-type]
+        hours_rewritten=t["hours_rewritten"],
+        files_rewritten=t["files_rewritten"],  # type: ignore[arg-type]
         rows_removed=t["rows_removed"],  # type: ignore[arg-type]
         archive_lines_removed=t["archive_lines_removed"],  # type: ignore[arg-type]
         spool_lines_removed=state.spool_lines_removed,
         rows_remaining=state.rows_remaining if state.rows_remaining is not None else -1,
-        started_at=state.started_at, completed_at=state.completed_at or now(),
+        started_at=state.started_at,
+        completed_at=state.completed_at or now(),
         received_at=state.received_at,
         index_entries_removed=t["index_entries_removed"],  # type: ignore[arg-type]
-        hours_examined=run.hours_examined, lookup_bytes_read=run.bytes_read,
-        lookup_files_read=run.files_read, proof_checked_at=state.proof_checked_at,
-        remaining=dict(state.remaining), error=state.error, warnings=list(run.warnings))
+        hours_examined=run.hours_examined,
+        lookup_bytes_read=run.bytes_read,
+        lookup_files_read=run.files_read,
+        proof_checked_at=state.proof_checked_at,
+        remaining=dict(state.remaining),
+        error=state.error,
+        warnings=list(run.warnings),
+    )

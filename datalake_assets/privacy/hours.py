@@ -43,8 +43,9 @@ class SourcePlace:
 
     @property
     def src(self) -> SourceTables:
-        return SourceTables(self.source_dir, self.database or self.source_id, self.table_prefix,
-                            self.date_layout)
+        return SourceTables(
+            self.source_dir, self.database or self.source_id, self.table_prefix, self.date_layout
+        )
 
 
 @dataclass
@@ -64,7 +65,10 @@ class HourFiles:
         the others as ``#quarantine``, ``#index``, ``#identities``."""
         out = dict(self.tables)
         out["#quarantine"], out["#index"], out["#identities"] = (
-            self.quarantine, self.index, self.identities)
+            self.quarantine,
+            self.index,
+            self.identities,
+        )
         return out
 
 
@@ -91,8 +95,9 @@ def list_dirs(location: str) -> list[str]:
         infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     except FileNotFoundError:
         return []
-    return sorted(storage.to_location(location, i.path) for i in infos
-                  if i.type == pafs.FileType.Directory)
+    return sorted(
+        storage.to_location(location, i.path) for i in infos if i.type == pafs.FileType.Directory
+    )
 
 
 def _visible(location: str) -> bool:
@@ -102,13 +107,19 @@ def _visible(location: str) -> bool:
 def _hour_files(directory: str, hour: str) -> list[str]:
     """The Parquet files of ``hour`` in a partition directory (a coarse layout's day holds 24
     hours: the file names' hour prefix tells them apart)."""
-    return [loc for loc, _ in storage.list_files(directory)
-            if loc.endswith(".parquet") and _visible(loc) and layout.hour_of_data_file(loc) == hour]
+    return [
+        loc
+        for loc, _ in storage.list_files(directory)
+        if loc.endswith(".parquet") and _visible(loc) and layout.hour_of_data_file(loc) == hour
+    ]
 
 
 def _per_hour_files(directory: str) -> list[str]:
-    return [loc for loc, _ in storage.list_files(directory)
-            if loc.endswith(".parquet") and _visible(loc)]
+    return [
+        loc
+        for loc, _ in storage.list_files(directory)
+        if loc.endswith(".parquet") and _visible(loc)
+    ]
 
 
 def table_names(place: SourcePlace) -> list[str]:
@@ -119,15 +130,17 @@ def table_names(place: SourcePlace) -> list[str]:
     return sorted(folders | set(read_schema_record(place.lake_root, place.source_dir)))
 
 
-def hour_files(place: SourcePlace, hour: str, tables: list[str] | None = None,
-               stored: bool = False) -> HourFiles:
+def hour_files(
+    place: SourcePlace, hour: str, tables: list[str] | None = None, stored: bool = False
+) -> HourFiles:
     """The hour's files everywhere; ``stored``: every table file stored for the hour, read by
     readers or not (an erasure's proof), else the files readers read."""
     h = ArchiveHour.parse(hour)
     out = HourFiles(hour=h.compact)
     archive_dir = layout.archive_hour_dir(place.archive_root, place.source_id, h)
-    out.archive = [(loc, size) for loc, size in storage.list_files(archive_dir)
-                   if layout.is_archive_file(loc)]
+    out.archive = [
+        (loc, size) for loc, size in storage.list_files(archive_dir) if layout.is_archive_file(loc)
+    ]
     fmt = place.tables_format
     for t in table_names(place) if tables is None else tables:
         d = layout.table_partition_dir(place.lake_root, place.source_dir, t, place.date_layout, h)
@@ -138,11 +151,14 @@ def hour_files(place: SourcePlace, hour: str, tables: list[str] | None = None,
     q = layout.quarantine_dir(place.lake_root, place.source_dir, h)
     listed = (fmt.stored_files if stored else fmt.live_files)(place.src, QUARANTINE, h.compact)
     out.quarantine = (q, [loc for loc, _ in listed if _visible(loc)])
-    i = layout.join(layout.index_root(place.lake_root, place.source_dir),
-                    layout.index_partition_path(h))
+    i = layout.join(
+        layout.index_root(place.lake_root, place.source_dir), layout.index_partition_path(h)
+    )
     out.index = (i, _per_hour_files(i))
-    ident = layout.join(layout.identity_index_root(place.lake_root, place.source_dir),
-                        layout.index_partition_path(h))
+    ident = layout.join(
+        layout.identity_index_root(place.lake_root, place.source_dir),
+        layout.index_partition_path(h),
+    )
     out.identities = (ident, _per_hour_files(ident))
     return out
 
@@ -155,8 +171,11 @@ def _modified(root: str) -> list[tuple[str, float]]:
         infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
     except FileNotFoundError:
         return []
-    return [(storage.to_location(root, i.path), i.mtime.timestamp() if i.mtime else 0.0)
-            for i in infos if i.type == pafs.FileType.File]
+    return [
+        (storage.to_location(root, i.path), i.mtime.timestamp() if i.mtime else 0.0)
+        for i in infos
+        if i.type == pafs.FileType.File
+    ]
 
 
 def archive_newest(place: SourcePlace) -> dict[str, float]:
@@ -189,8 +208,11 @@ def indexed_before(place: SourcePlace) -> dict[str, float]:
 
 
 def _index_hours(root: str) -> set[str]:
-    return {h for loc, _ in storage.list_files(root, recursive=True)
-            if (h := layout.hour_of_index_file(loc)) is not None}
+    return {
+        h
+        for loc, _ in storage.list_files(root, recursive=True)
+        if (h := layout.hour_of_index_file(loc)) is not None
+    }
 
 
 def id_index_hours(place: SourcePlace) -> set[str]:
@@ -212,8 +234,12 @@ def identity_index_hours(place: SourcePlace) -> set[str]:
             continue
         fs, path = storage.resolve(loc)
         if "hour" in pq.read_schema(path, filesystem=fs).names:
-            out |= set(pq.read_table(path, columns=["hour"], filesystem=fs)
-                       .column("hour").unique().to_pylist()) - {None}
+            out |= set(
+                pq.read_table(path, columns=["hour"], filesystem=fs)
+                .column("hour")
+                .unique()
+                .to_pylist()
+            ) - {None}
     return out
 
 

@@ -50,8 +50,12 @@ class InboxFile:
 
 
 def is_request_name(name: str) -> bool:
-    return (not name.startswith((".", "_")) and name.endswith(REQUEST_SUFFIXES)
-            and "/" not in name and "\\" not in name)
+    return (
+        not name.startswith((".", "_"))
+        and name.endswith(REQUEST_SUFFIXES)
+        and "/" not in name
+        and "\\" not in name
+    )
 
 
 def list_inbox(lake_root: str) -> list[InboxFile]:
@@ -66,8 +70,11 @@ def list_inbox(lake_root: str) -> list[InboxFile]:
     for info in infos:
         name = info.path.rsplit("/", 1)[-1]
         if info.type == pafs.FileType.File and is_request_name(name):
-            out.append(InboxFile(storage.to_location(inbox, info.path), name, info.size or 0,
-                                 info.mtime_ns or 0))
+            out.append(
+                InboxFile(
+                    storage.to_location(inbox, info.path), name, info.size or 0, info.mtime_ns or 0
+                )
+            )
     return sorted(out, key=lambda f: (f.mtime_ns, f.name))
 
 
@@ -84,8 +91,10 @@ def inbox_location(lake_root: str, location: str) -> str:
     inbox = layout.privacy_inbox_dir(lake_root).rstrip("/")
     folder, _, name = location.rpartition("/")
     if folder != inbox or not is_request_name(name):  # so no "..", no subfolder, no other lake
-        raise ValueError(f"request_file must be a .json or .txt file directly in {inbox}/ "
-                         f"(got a path of {len(location)} characters elsewhere)")
+        raise ValueError(
+            f"request_file must be a .json or .txt file directly in {inbox}/ "
+            f"(got a path of {len(location)} characters elsewhere)"
+        )
     return location
 
 

@@ -98,7 +98,7 @@ def open_parquet(location: str, reads: Reads) -> pq.ParquetFile:
     if footer_len + 8 > len(tail):
         counted.seek(size - 8 - footer_len)
         tail = counted.read(footer_len + 8 - len(tail)) + tail
-    footer = tail[len(tail) - 8 - footer_len:]
+    footer = tail[len(tail) - 8 - footer_len :]
     metadata = pq.read_metadata(pa.BufferReader(b"PAR1" + footer))
     return pq.ParquetFile(pa.PythonFile(counted, mode="r"), metadata=metadata, pre_buffer=False)
 
@@ -112,10 +112,10 @@ def _hour_files(infos: Iterable[pafs.FileInfo]) -> HourFiles:
             continue
         path = info.path
         cut = path.rfind("/")
-        name = path[cut + 1:]
+        name = path[cut + 1 :]
         if name[:1] in (".", "_") or not name.endswith(".parquet"):
             continue  # hidden: a commit's ``.tmp-`` file, a ``_COMMITTED_BY`` marker
-        folder = path[path.rfind("/", 0, cut) + 1:cut]
+        folder = path[path.rfind("/", 0, cut) + 1 : cut]
         if len(folder) != 15 or not folder.startswith("hour=") or not folder[5:].isdigit():
             continue
         found.setdefault(folder[5:], []).append((name, info.size or 0, info.mtime_ns or 0))
@@ -125,8 +125,7 @@ def _hour_files(infos: Iterable[pafs.FileInfo]) -> HourFiles:
 def _infos(directory: str, recursive: bool) -> list[pafs.FileInfo]:
     fs, path = storage.resolve(directory)
     try:
-        return fs.get_file_info(pafs.FileSelector(path, allow_not_found=True,
-                                                  recursive=recursive))
+        return fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=recursive))
     except FileNotFoundError:
         return []
 

@@ -15,7 +15,6 @@ the identity columns of their table files.
 from __future__ import annotations
 
 import bisect
-
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -81,10 +80,13 @@ WHOLE_FILE_BYTES = 64 << 10  # pyarrow reads a file's last 64 KiB first anyway
 def index_files(lake_root: str, source_dir: str) -> list[tuple[str, int]]:
     """``[(location, size)]`` of the source's identity-index files."""
     root = layout.identity_index_root(lake_root, source_dir)
-    return [(loc, size) for loc, size in storage.list_files(root, recursive=True)
-            if loc.endswith(".parquet") and not loc.rsplit("/", 1)[-1].startswith((".", "_"))
-            and not layout.is_identity_summary(loc)]
-
+    return [
+        (loc, size)
+        for loc, size in storage.list_files(root, recursive=True)
+        if loc.endswith(".parquet")
+        and not loc.rsplit("/", 1)[-1].startswith((".", "_"))
+        and not layout.is_identity_summary(loc)
+    ]
 
 
 def _may_hold(stats, wanted_sorted: list[str]) -> bool:
@@ -102,8 +104,13 @@ class _Read:
     tables: list[tuple[str | None, pa.Table]] = field(default_factory=list)  # (hour, rows)
 
 
-def _read_index(lake_root: str, source_dir: str, columns: list[str],
-                prune: Iterable[str] | None, only_hours: Iterable[str] | None = None) -> _Read:
+def _read_index(
+    lake_root: str,
+    source_dir: str,
+    columns: list[str],
+    prune: Iterable[str] | None,
+    only_hours: Iterable[str] | None = None,
+) -> _Read:
     """``columns`` of every index file (plus ``hour`` where a file has one); with ``prune``,
     only the row groups whose identity range may hold one of those hashes; with
     ``only_hours``, only the per-hour files of those hours (and every many-hour file)."""
@@ -126,9 +133,12 @@ def _read_index(lake_root: str, source_dir: str, columns: list[str],
             names = pf.schema_arrow.names
             cols = columns + (["hour"] if "hour" in names else [])
             ident = names.index("identity")
-            groups = [i for i in range(pf.metadata.num_row_groups)
-                      if wanted is None or _may_hold(
-                          pf.metadata.row_group(i).column(ident).statistics, wanted)]
+            groups = [
+                i
+                for i in range(pf.metadata.num_row_groups)
+                if wanted is None
+                or _may_hold(pf.metadata.row_group(i).column(ident).statistics, wanted)
+            ]
             table = pf.read_row_groups(groups, columns=cols) if groups else None
         finally:
             source.close()
@@ -165,8 +175,9 @@ def find_hours(lake_root: str, source_dir: str, hashes: frozenset[str]) -> Looku
     return LookupResult(frozenset(hours), read.bytes, read.files)
 
 
-def follow_links(lake_root: str, source_dir: str, hashes: frozenset[str], depth: int
-                 ) -> frozenset[str]:
+def follow_links(
+    lake_root: str, source_dir: str, hashes: frozenset[str], depth: int
+) -> frozenset[str]:
     """``hashes`` and every identity linked to them, ``depth`` steps away at most.
 
     Links come from the index's link rows (``table = LINK``): the sync writes one for each
@@ -188,8 +199,9 @@ def follow_links(lake_root: str, source_dir: str, hashes: frozenset[str], depth:
         if not frontier:
             break
         hours = find_hours(lake_root, source_dir, frozenset(frontier)).hours
-        read = _read_index(lake_root, source_dir, ["identity", "table", "linked"], None,
-                           only_hours=hours)
+        read = _read_index(
+            lake_root, source_dir, ["identity", "table", "linked"], None, only_hours=hours
+        )
         new: set[str] = set()
         value_set = pa.array(sorted(frontier), pa.string())
         for _, table in read.tables:
@@ -217,8 +229,9 @@ class ScanResult:
     files_read: int = 0
 
 
-def scan_hours(place: SourcePlace, hours: Iterable[str], matcher: Matcher,
-               want_links: bool = False) -> ScanResult:
+def scan_hours(
+    place: SourcePlace, hours: Iterable[str], matcher: Matcher, want_links: bool = False
+) -> ScanResult:
     """Find the person in hours that have no identity index: the archive lines of each hour
     (decoded and matched as ``matching`` says), or, for an hour whose archive is gone, the
     identity columns of its table files and its quarantine. ``want_links``: also collect the
@@ -226,15 +239,19 @@ def scan_hours(place: SourcePlace, hours: Iterable[str], matcher: Matcher,
     out = ScanResult()
     for hour in hours:
         files = hour_files(place, hour)
-        found = (_scan_archive(files.archive, matcher, want_links, out) if files.archive
-                 else _scan_lake(files, matcher, out))
+        found = (
+            _scan_archive(files.archive, matcher, want_links, out)
+            if files.archive
+            else _scan_lake(files, matcher, out)
+        )
         if found:
             out.hours.add(hour)
     return out
 
 
-def _scan_archive(archive: list[tuple[str, int]], matcher: Matcher, want_links: bool,
-                  out: ScanResult) -> bool:
+def _scan_archive(
+    archive: list[tuple[str, int]], matcher: Matcher, want_links: bool, out: ScanResult
+) -> bool:
     found = False
     for location, size in archive:
         out.files_read += 1

@@ -67,8 +67,9 @@ class Needle:
 
 
 def _needle_hash(key: bytes, text: str) -> str:
-    return hmac.new(key, b"needle\x00" + text.encode("utf-8", "surrogatepass"),
-                    hashlib.sha256).hexdigest()[:NEEDLE_BYTES * 2]
+    return hmac.new(
+        key, b"needle\x00" + text.encode("utf-8", "surrogatepass"), hashlib.sha256
+    ).hexdigest()[: NEEDLE_BYTES * 2]
 
 
 def needles_of(key: bytes, idents: Iterable[Identity]) -> frozenset[Needle]:
@@ -78,8 +79,12 @@ def needles_of(key: bytes, idents: Iterable[Identity]) -> frozenset[Needle]:
     for ident in idents:
         fold = ident.kind != ID
         value = ident.value
-        variants = {value, orjson.dumps(value).decode()[1:-1],
-                    json.dumps(value)[1:-1], json.dumps(value)[1:-1].replace("/", "\\/")}
+        variants = {
+            value,
+            orjson.dumps(value).decode()[1:-1],
+            json.dumps(value)[1:-1],
+            json.dumps(value)[1:-1].replace("/", "\\/"),
+        }
         for v in variants:
             v = v.casefold() if fold else v
             out.add(Needle(fold, len(v), _needle_hash(key, v)))
@@ -110,8 +115,14 @@ class Matcher:
     """The rules of the module doc for one request: ``hashes`` (identity hashes), ``needles``
     (for undecodable text), ``traits`` (``[privacy] identity_traits``)."""
 
-    def __init__(self, key: bytes, hashes: Iterable[str], needles: Iterable[Needle] = (),
-                 traits: Iterable[str] = ("email",), max_depth: int = DEFAULT_MAX_DEPTH):
+    def __init__(
+        self,
+        key: bytes,
+        hashes: Iterable[str],
+        needles: Iterable[Needle] = (),
+        traits: Iterable[str] = ("email",),
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ):
         self.key = key
         self.hashes = frozenset(hashes)
         self.traits = tuple(traits)
@@ -132,8 +143,11 @@ class Matcher:
 
     def is_requested(self, kind: str, value: object) -> bool:
         text = normalize(ID if kind == ID else TRAIT_PREFIX, value)
-        return (text is not None and len(text) <= MAX_IDENTITY_CHARS  # never requested
-                and self.hash_of(Identity(kind, text)) in self.hashes)
+        return (
+            text is not None
+            and len(text) <= MAX_IDENTITY_CHARS  # never requested
+            and self.hash_of(Identity(kind, text)) in self.hashes
+        )
 
     # ------------------------------------------------------------------------------ lines
 
@@ -146,8 +160,11 @@ class Matcher:
                 flat, _, _ = flatten_values(json.loads(raw), self.max_depth)
         except Exception:  # noqa: BLE001 - a line the sync cannot flatten is quarantined whole
             return self.text_matches((raw or b"").decode("utf-8", "replace"))
-        return any(self.is_requested(kind, flat.get(col)) for col, kind in self.columns.items()
-                   if flat.get(col) is not None)
+        return any(
+            self.is_requested(kind, flat.get(col))
+            for col, kind in self.columns.items()
+            if flat.get(col) is not None
+        )
 
     def text_matches(self, text: str) -> bool:
         """Whether a requested value occurs in ``text`` (see ``Needle``)."""
@@ -158,8 +175,8 @@ class Matcher:
             hay = folded if fold else text
             for i in range(len(hay) - length + 1):
                 h = self._base.copy()
-                h.update(b"needle\x00" + hay[i:i + length].encode("utf-8", "surrogatepass"))
-                if h.hexdigest()[:NEEDLE_BYTES * 2] in digests:
+                h.update(b"needle\x00" + hay[i : i + length].encode("utf-8", "surrogatepass"))
+                if h.hexdigest()[: NEEDLE_BYTES * 2] in digests:
                     return True
         return False
 
@@ -206,25 +223,35 @@ class Matcher:
         """True for the rows of a table file that are the person's (module doc); ``mids``: the
         keyed hashes of the person's message ids in the hour."""
         names = set(table.column_names)
-        mask = (self.mid_mask(table.column("message_id"), mids) if "message_id" in names
-                else pa.array([False] * table.num_rows, pa.bool_()))
+        mask = (
+            self.mid_mask(table.column("message_id"), mids)
+            if "message_id" in names
+            else pa.array([False] * table.num_rows, pa.bool_())
+        )
         for col, kind in self.columns.items():
             if col in names and table.num_rows:
-                m = self._mask(table.column(col), self._hits(
-                    table.column(col), lambda v, k=kind: self.is_requested(k, v)))
+                m = self._mask(
+                    table.column(col),
+                    self._hits(table.column(col), lambda v, k=kind: self.is_requested(k, v)),
+                )
                 if m is not None:
                     mask = pc.or_(mask, m)
         return mask
 
     def quarantine_mask(self, table: pa.Table, mids: frozenset[str] | set[str]) -> pa.Array:
         """True for the quarantine records that are the person's (module doc)."""
+
         def column(name: str) -> list:
-            return (table.column(name).to_pylist() if name in table.column_names
-                    else [None] * table.num_rows)
+            return (
+                table.column(name).to_pylist()
+                if name in table.column_names
+                else [None] * table.num_rows
+            )
 
         out = []
-        for mid, raw, exact in zip(column("message_id"), column("raw_line"),
-                                   column("raw_line_base64")):
+        for mid, raw, exact in zip(
+            column("message_id"), column("raw_line"), column("raw_line_base64")
+        ):
             if mid is not None and self.mid_hash(mid) in mids:
                 out.append(True)
             elif exact:

@@ -36,8 +36,7 @@ REQUEST_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_IDENTITIES = 100_000  # a request file of many ids; more is a bulk job, not a request
 MAX_REQUEST_BYTES = 64 << 20
 MAX_KIND_CHARS = 128  # a trait name's limit in [privacy] identity_traits
-_KEYS = ("request_id", "identities", "follow_links", "sources", "erase", "suppress",
-         "received_at")
+_KEYS = ("request_id", "identities", "follow_links", "sources", "erase", "suppress", "received_at")
 
 
 class RequestError(ValueError):
@@ -63,8 +62,9 @@ class ForgetRequest:
         if not self.identities:
             raise RequestError("a request names at least one identity")
         if not (self.erase or self.suppress):
-            raise RequestError("a request that neither erases nor suppresses does nothing: "
-                               "set erase or suppress")
+            raise RequestError(
+                "a request that neither erases nor suppresses does nothing: set erase or suppress"
+            )
 
 
 def check_request_id(request_id: object) -> str:
@@ -90,8 +90,10 @@ def parse_identity_text(text: str) -> Identity:
     """``parse_identity`` with a short kind: a 10 MB "kind" is refused like a 10 MB value."""
     kind = text.partition("=")[0]
     if len(kind) > MAX_KIND_CHARS:
-        raise IdentityError(f"an identity kind is {len(kind)} characters; at most "
-                            f"{MAX_KIND_CHARS} (user_id, anonymous_id or a trait name)")
+        raise IdentityError(
+            f"an identity kind is {len(kind)} characters; at most "
+            f"{MAX_KIND_CHARS} (user_id, anonymous_id or a trait name)"
+        )
     return parse_identity(text)
 
 
@@ -102,12 +104,14 @@ def _identity_of(item: Any, where: str) -> Identity:
         if isinstance(item, dict):
             extra = sorted(set(item) - {"kind", "value"})
             if extra or "kind" not in item or "value" not in item:
-                raise IdentityError("expected {\"kind\": ..., \"value\": ...}"
-                                    + (f" (unknown keys {extra[:5]})" if extra else ""))
+                raise IdentityError(
+                    'expected {"kind": ..., "value": ...}'
+                    + (f" (unknown keys {extra[:5]})" if extra else "")
+                )
             if not isinstance(item["kind"], str) or len(item["kind"]) > MAX_KIND_CHARS:
                 raise IdentityError("kind must be a short text such as user_id or email")
             return identity(item["kind"], item["value"])
-        raise IdentityError(f"expected \"KIND=VALUE\" or an object, got {type(item).__name__}")
+        raise IdentityError(f'expected "KIND=VALUE" or an object, got {type(item).__name__}')
     except IdentityError as e:
         raise IdentityError(f"{where}: {e}") from None
 
@@ -127,8 +131,9 @@ def request_from_dict(d: dict, default_request_id: str | None = None) -> ForgetR
         raise RequestError(f"unknown request keys {shown}; allowed: {', '.join(_KEYS)}")
     items = d.get("identities")
     if not isinstance(items, list) or not items:
-        raise RequestError("identities must be a non-empty list of \"KIND=VALUE\" texts or "
-                           "{\"kind\", \"value\"} objects")
+        raise RequestError(
+            'identities must be a non-empty list of "KIND=VALUE" texts or {"kind", "value"} objects'
+        )
     if len(items) > MAX_IDENTITIES:
         raise RequestError(f"{len(items)} identities in one request; at most {MAX_IDENTITIES}")
     idents = [_identity_of(item, f"identities[{i}]") for i, item in enumerate(items)]
@@ -145,9 +150,14 @@ def request_from_dict(d: dict, default_request_id: str | None = None) -> ForgetR
             raise RequestError("received_at must be an ISO-8601 time") from None
         kw["received_at"] = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
     return ForgetRequest(
-        request_id=check_request_id(request_id), identities=_unique(idents),
-        follow_links=_flag(d, "follow_links", False), sources=tuple(dict.fromkeys(sources)),
-        erase=_flag(d, "erase", True), suppress=_flag(d, "suppress", True), **kw)
+        request_id=check_request_id(request_id),
+        identities=_unique(idents),
+        follow_links=_flag(d, "follow_links", False),
+        sources=tuple(dict.fromkeys(sources)),
+        erase=_flag(d, "erase", True),
+        suppress=_flag(d, "suppress", True),
+        **kw,
+    )
 
 
 def identities_from_text(text: str) -> tuple[Identity, ...]:
@@ -190,30 +200,45 @@ def load_request_file(location: str) -> ForgetRequest:
         try:
             body = orjson.loads(text)
         except orjson.JSONDecodeError as e:  # the position only: the text may hold values
-            raise RequestError(f"the request file is not valid JSON (at character {e.pos})") \
-                from None
+            raise RequestError(
+                f"the request file is not valid JSON (at character {e.pos})"
+            ) from None
         return request_from_dict(body, _stem_id(location))
-    return ForgetRequest(request_id=_stem_id(location) or new_request_id(),
-                         identities=identities_from_text(text))
+    return ForgetRequest(
+        request_id=_stem_id(location) or new_request_id(), identities=identities_from_text(text)
+    )
 
 
-def request_from_options(*, user_ids: Sequence[str] = (), anonymous_ids: Sequence[str] = (),
-                         traits: Sequence[str] = (), file: str | None = None,
-                         request_id: str | None = None, follow_links: bool = False,
-                         sources: Sequence[str] = (), erase: bool = True,
-                         suppress: bool = True) -> ForgetRequest:
+def request_from_options(
+    *,
+    user_ids: Sequence[str] = (),
+    anonymous_ids: Sequence[str] = (),
+    traits: Sequence[str] = (),
+    file: str | None = None,
+    request_id: str | None = None,
+    follow_links: bool = False,
+    sources: Sequence[str] = (),
+    erase: bool = True,
+    suppress: bool = True,
+) -> ForgetRequest:
     """The request of ``datalake forget``'s options: ids, ``NAME=VALUE`` traits and a request
     file's identities together (the file's request id unless one is given)."""
-    idents = ([identity("user_id", v) for v in user_ids]
-              + [identity("anonymous_id", v) for v in anonymous_ids]
-              + [parse_identity_text(t) for t in traits])
+    idents = (
+        [identity("user_id", v) for v in user_ids]
+        + [identity("anonymous_id", v) for v in anonymous_ids]
+        + [parse_identity_text(t) for t in traits]
+    )
     from_file = load_request_file(file) if file else None
     if from_file is not None:
         idents += from_file.identities
     if not idents:
-        raise RequestError("name someone: --user-id, --anonymous-id, --trait NAME=VALUE or "
-                           "--file")
+        raise RequestError("name someone: --user-id, --anonymous-id, --trait NAME=VALUE or --file")
     rid = request_id or (from_file.request_id if from_file else "") or new_request_id()
-    return ForgetRequest(request_id=check_request_id(rid), identities=_unique(idents),
-                         follow_links=follow_links, sources=tuple(dict.fromkeys(sources)),
-                         erase=erase, suppress=suppress)
+    return ForgetRequest(
+        request_id=check_request_id(rid),
+        identities=_unique(idents),
+        follow_links=follow_links,
+        sources=tuple(dict.fromkeys(sources)),
+        erase=erase,
+        suppress=suppress,
+    )

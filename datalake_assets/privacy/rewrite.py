@@ -78,8 +78,9 @@ def scan_archive(files: HourFiles, matcher: Matcher) -> tuple[Counter[str], set[
     return lines, mids
 
 
-def _read(location: str, matcher: Matcher | None = None, hour: str | None = None
-          ) -> tuple[pa.Table | None, str, pa.Schema]:
+def _read(
+    location: str, matcher: Matcher | None = None, hour: str | None = None
+) -> tuple[pa.Table | None, str, pa.Schema]:
     """A Parquet file (with ``matcher``: only its message id and identity columns, None when
     it has none), its compression (kept when the file is rewritten) and its schema. ``hour``:
     only the hour's rows of a file that holds several (an Iceberg file of compacted data,
@@ -87,12 +88,16 @@ def _read(location: str, matcher: Matcher | None = None, hour: str | None = None
     fs, path = storage.resolve(location)
     pf = pq.ParquetFile(fs.open_input_file(path))
     md = pf.metadata
-    codec = (md.row_group(0).column(0).compression.lower()
-             if md.num_row_groups and md.num_columns else "snappy")
+    codec = (
+        md.row_group(0).column(0).compression.lower()
+        if md.num_row_groups and md.num_columns
+        else "snappy"
+    )
     codec = "none" if codec == "uncompressed" else codec
     names = pf.schema_arrow.names
-    cols = None if matcher is None else [c for c in names
-                                         if c in matcher.columns or c == "message_id"]
+    cols = (
+        None if matcher is None else [c for c in names if c in matcher.columns or c == "message_id"]
+    )
     if cols == []:
         return None, codec, pf.schema_arrow
     by_hour = hour is not None and "day" in names and "hr" in names
@@ -104,8 +109,9 @@ def _read(location: str, matcher: Matcher | None = None, hour: str | None = None
     return table, codec, pf.schema_arrow
 
 
-def traces(kind: str, location: str, matcher: Matcher, mids: set[str],
-           hour: str | None = None) -> tuple[int, pa.Table | None, str]:
+def traces(
+    kind: str, location: str, matcher: Matcher, mids: set[str], hour: str | None = None
+) -> tuple[int, pa.Table | None, str]:
     """``(rows of the person, the file's other rows or None when it is not to be rewritten,
     its compression)`` of one Parquet file of an hour's partition ``kind`` (a table, or
     ``#quarantine``, ``#index``, ``#identities``)."""
@@ -130,8 +136,9 @@ def _mask_of(kind: str, table: pa.Table, matcher: Matcher, mids: set[str]) -> pa
         hashes = pa.array(sorted(matcher.hashes), pa.string())
         mask = pc.is_in(table.column("identity"), value_set=hashes)
         if "linked" in table.column_names:
-            mask = pc.or_(mask, pc.fill_null(pc.is_in(table.column("linked"),
-                                                      value_set=hashes), False))
+            mask = pc.or_(
+                mask, pc.fill_null(pc.is_in(table.column("linked"), value_set=hashes), False)
+            )
         return pc.fill_null(mask, False)
     return matcher.row_mask(table, mids)
 
@@ -153,17 +160,18 @@ def table_mids(files: HourFiles, matcher: Matcher) -> set[str]:
     return out
 
 
-def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
-              known_mids: set[str]) -> HourPlan:
+def plan_hour(
+    place: SourcePlace, hour: str, matcher: Matcher, run_id: str, known_mids: set[str]
+) -> HourPlan:
     """Stage the hour's next version (module doc, step 1). ``known_mids``: hashed message ids
     of the person in this hour that an earlier (killed) run of the request found."""
     files = hour_files(place, hour)
     lines, mids = scan_archive(files, matcher)
     mids |= known_mids | table_mids(files, matcher)
-    record = HourRecord(archive={loc.rsplit("/", 1)[-1]: n for loc, n in lines.items()},
-                        message_ids=sorted(mids))
-    plan = HourPlan(hour=files.hour, run_id=run_id, record=record,
-                    archive=sorted(lines))
+    record = HourRecord(
+        archive={loc.rsplit("/", 1)[-1]: n for loc, n in lines.items()}, message_ids=sorted(mids)
+    )
+    plan = HourPlan(hour=files.hour, run_id=run_id, record=record, archive=sorted(lines))
     staging = layout.staging_dir(place.lake_root, place.source_dir, run_id)
     # the tables' next versions are staged as a sync stages them, for the table format
     staged_data = layout.join(staging, "data", place.source_dir)
@@ -179,8 +187,9 @@ def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
                 continue
             # an index file keeps existing, empty: its folder says the hour is indexed
             keep_empty = kind in ("#index", "#identities")
-            changed[location] = ((kept, codec) if kept is not None and (
-                kept.num_rows or keep_empty) else None)
+            changed[location] = (
+                (kept, codec) if kept is not None and (kept.num_rows or keep_empty) else None
+            )
             if kind in ("#index", "#identities"):
                 record.index_entries += removed
             else:
@@ -191,13 +200,16 @@ def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
         # tables and the quarantine: staged as a sync stages them, committed by the format
         is_table = not kind.startswith("#")
         if is_table:
-            staged = layout.join(layout.segment_type_dir(staged_data, kind),
-                                 layout.date_partition_path(place.date_layout, h))
+            staged = layout.join(
+                layout.segment_type_dir(staged_data, kind),
+                layout.date_partition_path(place.date_layout, h),
+            )
         elif kind == "#quarantine":
-            staged = layout.join(layout.staged_quarantine_root(staging),
-                                 layout.hour_partition_path(h))
+            staged = layout.join(
+                layout.staged_quarantine_root(staging), layout.hour_partition_path(h)
+            )
         else:
-            staged = layout.join(staging, directory[len(place.lake_root):])
+            staged = layout.join(staging, directory[len(place.lake_root) :])
         _make_dir(staged)
         for location in locations:
             if location not in changed:
@@ -219,10 +231,16 @@ def plan_hour(place: SourcePlace, hour: str, matcher: Matcher, run_id: str,
             plan.swaps.append(commit.Swap(staged=staged, target=directory, hours=(files.hour,)))
     if tables or quarantine:  # their hour replaced by its staged version, as the format commits
         columns = read_schema_record(place.lake_root, place.source_dir)
-        swaps, steps = place.tables_format.plan(TablesToCommit(
-            src=place.src, run_id=run_id, staged_data_root=staged_data, hours=(files.hour,),
-            tables={t: tuple(tuple(c) for c in columns.get(t, ())) for t in tables},
-            quarantine_staged=quarantine))
+        swaps, steps = place.tables_format.plan(
+            TablesToCommit(
+                src=place.src,
+                run_id=run_id,
+                staged_data_root=staged_data,
+                hours=(files.hour,),
+                tables={t: tuple(tuple(c) for c in columns.get(t, ())) for t in tables},
+                quarantine_staged=quarantine,
+            )
+        )
         plan.swaps, plan.steps = swaps + plan.swaps, steps
     record.files += len(plan.archive)
     return plan
@@ -253,8 +271,14 @@ def commit_hour(place: SourcePlace, plan: HourPlan) -> None:
     """Swap the staged partitions in (journal first: a kill is rolled forward)."""
     if plan.swaps or plan.steps:
         faults.checkpoint("forget_staged")
-        commit.commit(place.lake_root, place.source_dir, plan.run_id, plan.swaps, plan.steps,
-                      place.tables_format.apply)
+        commit.commit(
+            place.lake_root,
+            place.source_dir,
+            plan.run_id,
+            plan.swaps,
+            plan.steps,
+            place.tables_format.apply,
+        )
     storage.delete_dir(layout.staging_dir(place.lake_root, place.source_dir, plan.run_id))
     faults.checkpoint("forget_committed")
 
@@ -319,8 +343,11 @@ def prove_hour(place: SourcePlace, hour: str, matcher: Matcher, mids: set[str]) 
     lines, _ = scan_archive(files, matcher)
     left["archive_lines"] += sum(lines.values())
     for kind, (_, locations) in files.parts().items():
-        name = {"#quarantine": "quarantine", "#index": "index_entries",
-                "#identities": "index_entries"}.get(kind, "table_rows")
+        name = {
+            "#quarantine": "quarantine",
+            "#index": "index_entries",
+            "#identities": "index_entries",
+        }.get(kind, "table_rows")
         for location in locations:
             left[name] += traces(kind, location, matcher, mids, files.hour)[0]
     return left
@@ -332,14 +359,19 @@ def prove_hour(place: SourcePlace, hour: str, matcher: Matcher, mids: set[str]) 
 def many_hour_index_files(place: SourcePlace) -> list[str]:
     """Identity-index files that cover many hours (a compacted index: no ``hour=`` folder)."""
     root = layout.identity_index_root(place.lake_root, place.source_dir)
-    return [loc for loc, _ in storage.list_files(root, recursive=True)
-            if loc.endswith(".parquet") and layout.hour_of_index_file(loc) is None
-            and not loc.rsplit("/", 1)[-1].startswith((".", "_"))
-            and not layout.is_identity_summary(loc)]  # rebuilt by summary.compact
+    return [
+        loc
+        for loc, _ in storage.list_files(root, recursive=True)
+        if loc.endswith(".parquet")
+        and layout.hour_of_index_file(loc) is None
+        and not loc.rsplit("/", 1)[-1].startswith((".", "_"))
+        and not layout.is_identity_summary(loc)
+    ]  # rebuilt by summary.compact
 
 
-def erase_many_hour_index(place: SourcePlace, matcher: Matcher, prove: bool = False
-                          ) -> tuple[int, int]:
+def erase_many_hour_index(
+    place: SourcePlace, matcher: Matcher, prove: bool = False
+) -> tuple[int, int]:
     """``(entries, files)`` of the requested hashes in many-hour index files, each file
     replaced whole (atomically) without them; with ``prove``, only counted."""
     entries = files = 0

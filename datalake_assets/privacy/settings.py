@@ -17,8 +17,10 @@ def _traits(traits: Any) -> tuple[str, ...]:
         raise SettingsError(f"must be an array of trait names, got {type_name(traits)}")
     for i, t in enumerate(traits):
         if not isinstance(t, str) or not _TRAIT_RE.fullmatch(t):
-            raise SettingsError("invalid trait name; allowed: 1-128 characters from "
-                                "[A-Za-z0-9_], e.g. \"email\"", key=f"[{i}]")
+            raise SettingsError(
+                'invalid trait name; allowed: 1-128 characters from [A-Za-z0-9_], e.g. "email"',
+                key=f"[{i}]",
+            )
     if len(set(traits)) != len(traits):
         raise SettingsError("a trait is listed twice")
     return tuple(traits)

@@ -36,15 +36,18 @@ class HourRecord:
     message_ids: list[str] = field(default_factory=list)  # keyed hashes
     done: bool = False
 
-    def merge(self, other: "HourRecord") -> "HourRecord":
+    def merge(self, other: HourRecord) -> HourRecord:
         def top(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
             return {k: max(a.get(k, 0), b.get(k, 0)) for k in sorted(set(a) | set(b))}
 
-        return HourRecord(top(self.rows, other.rows), top(self.archive, other.archive),
-                          max(self.index_entries, other.index_entries),
-                          max(self.files, other.files),
-                          sorted(set(self.message_ids) | set(other.message_ids)),
-                          self.done or other.done)
+        return HourRecord(
+            top(self.rows, other.rows),
+            top(self.archive, other.archive),
+            max(self.index_entries, other.index_entries),
+            max(self.files, other.files),
+            sorted(set(self.message_ids) | set(other.message_ids)),
+            self.done or other.done,
+        )
 
     @property
     def empty(self) -> bool:
@@ -86,11 +89,13 @@ class RequestState:
         return orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
 
     @staticmethod
-    def from_json(data: bytes) -> "RequestState":
+    def from_json(data: bytes) -> RequestState:
         body = orjson.loads(data)
         body["needles"] = [Needle(bool(f), int(n), str(d)) for f, n, d in body["needles"]]
-        body["hours"] = {s: {h: HourRecord(**r) for h, r in hs.items()}
-                         for s, hs in body.get("hours", {}).items()}
+        body["hours"] = {
+            s: {h: HourRecord(**r) for h, r in hs.items()}
+            for s, hs in body.get("hours", {}).items()
+        }
         known = set(RequestState.__dataclass_fields__)
         return RequestState(**{k: v for k, v in body.items() if k in known})
 

@@ -90,11 +90,13 @@ FOOTER_BYTES_PER_GROUP = 300  # measured: three column chunks' metadata, identit
 BYTES_PER_ROW = 14  # measured: a 32-hex hash ~10 bytes zstd, hour and linked dictionaries
 MIN_GROUP_ROWS, MAX_GROUP_ROWS = 256, 1 << 16
 READ_ATTEMPTS = 3  # re-listings of an hour whose files vanish while it is read
-SUMMARY_SCHEMA = pa.schema([
-    pa.field("identity", pa.string(), nullable=False),
-    pa.field("hour", pa.string(), nullable=False),
-    pa.field("linked", pa.string()),
-])
+SUMMARY_SCHEMA = pa.schema(
+    [
+        pa.field("identity", pa.string(), nullable=False),
+        pa.field("hour", pa.string(), nullable=False),
+        pa.field("linked", pa.string()),
+    ]
+)
 _MONTH_RE = re.compile(r"^\d{4}-\d{2}$")
 
 
@@ -125,8 +127,14 @@ def _list_summaries(lake_root: str, source_dir: str) -> dict[str, str]:
     return out
 
 
-def _read_hour(lake_root: str, source_dir: str, hour: str, files: tuple[FileKey, ...],
-               reads: Reads, wanted: list[str] | None = None) -> pa.Table:
+def _read_hour(
+    lake_root: str,
+    source_dir: str,
+    hour: str,
+    files: tuple[FileKey, ...],
+    reads: Reads,
+    wanted: list[str] | None = None,
+) -> pa.Table:
     """The summary rows of one hour, from its per-hour index files; with ``wanted`` (sorted
     hashes), only the row groups whose ``identity`` or ``linked`` range may hold one."""
     directory = hour_dir(lake_root, source_dir, hour)
@@ -137,8 +145,11 @@ def _read_hour(lake_root: str, source_dir: str, hour: str, files: tuple[FileKey,
             parts.append(pf.read(columns=["identity", "linked"]))
             continue
         cols = [pf.metadata.schema.names.index(c) for c in ("identity", "linked")]
-        groups = [i for i in range(pf.metadata.num_row_groups)
-                  if any(_may_hold(pf.metadata.row_group(i), c, wanted) for c in cols)]
+        groups = [
+            i
+            for i in range(pf.metadata.num_row_groups)
+            if any(_may_hold(pf.metadata.row_group(i), c, wanted) for c in cols)
+        ]
         reads.row_groups += len(groups)
         if groups:
             parts.append(pf.read_row_groups(groups, columns=["identity", "linked"]))
@@ -152,15 +163,23 @@ def _read_hour(lake_root: str, source_dir: str, hour: str, files: tuple[FileKey,
 
     # Every row's identity is present in the hour; a link is kept both ways (docstring).
     identities = column(t["identity"], links["identity"], links["linked"])
-    linked = column(pa.chunked_array([pa.nulls(t.num_rows, pa.string())]), links["linked"],
-                    links["identity"])
-    return pa.table([identities, pa.repeat(pa.scalar(hour, pa.string()), len(identities)),
-                     linked], schema=SUMMARY_SCHEMA)
+    linked = column(
+        pa.chunked_array([pa.nulls(t.num_rows, pa.string())]), links["linked"], links["identity"]
+    )
+    return pa.table(
+        [identities, pa.repeat(pa.scalar(hour, pa.string()), len(identities)), linked],
+        schema=SUMMARY_SCHEMA,
+    )
 
 
-def _read_hour_retrying(lake_root: str, source_dir: str, hour: str,
-                        files: tuple[FileKey, ...], reads: Reads,
-                        wanted: list[str] | None = None) -> pa.Table:
+def _read_hour_retrying(
+    lake_root: str,
+    source_dir: str,
+    hour: str,
+    files: tuple[FileKey, ...],
+    reads: Reads,
+    wanted: list[str] | None = None,
+) -> pa.Table:
     """``_read_hour``; when a file vanished (a sync replaced the hour after the listing), the
     hour is listed again and read again."""
     for _ in range(READ_ATTEMPTS):
@@ -168,13 +187,17 @@ def _read_hour_retrying(lake_root: str, source_dir: str, hour: str,
             return _read_hour(lake_root, source_dir, hour, files, reads, wanted)
         except FileNotFoundError:
             files = list_hour(lake_root, source_dir, hour)
-    raise RuntimeError(f"hour {hour} of source {source_dir}'s identity index changed "
-                       f"{READ_ATTEMPTS} times while it was read; run the request again")
+    raise RuntimeError(
+        f"hour {hour} of source {source_dir}'s identity index changed "
+        f"{READ_ATTEMPTS} times while it was read; run the request again"
+    )
 
 
 def _encode_manifest(manifest: HourFiles) -> bytes:
-    body = {"v": FORMAT_VERSION, "hours": {h: [list(f) for f in files]
-                                           for h, files in sorted(manifest.items())}}
+    body = {
+        "v": FORMAT_VERSION,
+        "hours": {h: [list(f) for f in files] for h, files in sorted(manifest.items())},
+    }
     return base64.b64encode(zlib.compress(orjson.dumps(body), 9))
 
 
@@ -185,8 +208,10 @@ def _decode_manifest(metadata: dict[bytes, bytes] | None) -> HourFiles | None:
         body = orjson.loads(zlib.decompress(base64.b64decode((metadata or {})[MANIFEST_KEY])))
         if body.get("v") != FORMAT_VERSION:
             return None
-        return {h: tuple((str(n), int(s), int(t)) for n, s, t in files)
-                for h, files in body["hours"].items()}
+        return {
+            h: tuple((str(n), int(s), int(t)) for n, s, t in files)
+            for h, files in body["hours"].items()
+        }
     except (ValueError, TypeError, KeyError, zlib.error):
         return None
 
@@ -217,8 +242,9 @@ class CompactStats:
         return asdict(self)
 
 
-def compact(lake_root: str, source_dir: str, months: Iterable[str] | None = None,
-            *, force: bool = False) -> CompactStats:
+def compact(
+    lake_root: str, source_dir: str, months: Iterable[str] | None = None, *, force: bool = False
+) -> CompactStats:
     """Bring the source's summaries up to date: every month (``months=None``) or the months
     listed (``YYYY-MM``). ``force`` re-reads every hour of those months."""
     started = time.monotonic()
@@ -246,8 +272,9 @@ def compact(lake_root: str, source_dir: str, months: Iterable[str] | None = None
         stats.hours += len(hours_now)
         # The footer says whether the month changed; its rows are read only if it did.
         old, old_manifest = _open_summary(location, reads) if month in existing else (None, {})
-        changed = sorted(h for h, files in hours_now.items()
-                         if force or old_manifest.get(h) != files)
+        changed = sorted(
+            h for h, files in hours_now.items() if force or old_manifest.get(h) != files
+        )
         if not changed and set(old_manifest) == set(hours_now):
             stats.months_unchanged += 1
             continue
@@ -312,10 +339,14 @@ def _summary_bytes(parts: list[pa.Table], manifest: HourFiles) -> tuple[bytes, i
     rows = rows.sort_by([(n, "ascending") for n in names]).cast(SUMMARY_SCHEMA)
     out = pa.BufferOutputStream()
     with pq.ParquetWriter(
-            out, SUMMARY_SCHEMA, compression="zstd",
-            write_statistics=["identity"],  # the only statistics a lookup uses: a smaller footer
-            use_dictionary=["hour", "linked"], store_schema=False,
-            sorting_columns=[pq.SortingColumn(i) for i in range(len(names))]) as writer:
+        out,
+        SUMMARY_SCHEMA,
+        compression="zstd",
+        write_statistics=["identity"],  # the only statistics a lookup uses: a smaller footer
+        use_dictionary=["hour", "linked"],
+        store_schema=False,
+        sorting_columns=[pq.SortingColumn(i) for i in range(len(names))],
+    ) as writer:
         writer.write_table(rows, row_group_size=row_group_rows(rows.num_rows))
         writer.add_key_value_metadata({MANIFEST_KEY: _encode_manifest(manifest)})
     return out.getvalue().to_pybytes(), rows.num_rows

@@ -9,12 +9,15 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from datalake_assets.privacy.index_files import HourFiles, Reads, list_index_hours
 from datalake_assets.privacy.summary import (
-    SUMMARY_SCHEMA, _list_summaries, _may_hold, _open_summary, _read_hour_retrying)
-
+    SUMMARY_SCHEMA,
+    _list_summaries,
+    _may_hold,
+    _open_summary,
+    _read_hour_retrying,
+)
 
 # ------------------------------------------------------------------------------------ lookup
 
@@ -38,16 +41,16 @@ def _matches(rows: pa.Table, wanted: pa.Array) -> dict[str, set[tuple[str, str]]
     """hour -> the links (hash, linked hash) of the rows naming one of ``wanted``."""
     hit = rows.filter(pc.is_in(rows["identity"], value_set=wanted))
     out: dict[str, set[tuple[str, str]]] = {}
-    for hour, ident, linked in zip(hit["hour"].to_pylist(), hit["identity"].to_pylist(),
-                                   hit["linked"].to_pylist()):
+    for hour, ident, linked in zip(
+        hit["hour"].to_pylist(), hit["identity"].to_pylist(), hit["linked"].to_pylist()
+    ):
         links = out.setdefault(hour, set())
         if linked is not None:
             links.add((ident, linked))
     return out
 
 
-def find_hours_compacted(lake_root: str, source_dir: str, hashes: Iterable[str]
-                         ) -> SummaryLookup:
+def find_hours_compacted(lake_root: str, source_dir: str, hashes: Iterable[str]) -> SummaryLookup:
     """The hours holding any of ``hashes``: from the summaries for hours compacted and
     unchanged since, from the per-hour index for the others (module docstring)."""
     wanted = sorted(set(hashes))
@@ -63,8 +66,11 @@ def find_hours_compacted(lake_root: str, source_dir: str, hashes: Iterable[str]
         if pf is None:  # removed since the listing, or damaged: its hours count as stale
             continue
         column = pf.metadata.schema.names.index("identity")
-        groups = [i for i in range(pf.metadata.num_row_groups)
-                  if _may_hold(pf.metadata.row_group(i), column, wanted)]
+        groups = [
+            i
+            for i in range(pf.metadata.num_row_groups)
+            if _may_hold(pf.metadata.row_group(i), column, wanted)
+        ]
         if groups:
             try:
                 rows = pf.read_row_groups(groups, columns=SUMMARY_SCHEMA.names)
@@ -91,5 +97,13 @@ def find_hours_compacted(lake_root: str, source_dir: str, hashes: Iterable[str]
         for hit_hour, links in _matches(rows, wanted_array).items():
             found.add(hit_hour)
             found_links |= links
-    return SummaryLookup(frozenset(found), reads.bytes, reads.files, frozenset(found_links),
-                         len(stale), summaries, reads.row_groups, listed)
+    return SummaryLookup(
+        frozenset(found),
+        reads.bytes,
+        reads.files,
+        frozenset(found_links),
+        len(stale),
+        summaries,
+        reads.row_groups,
+        listed,
+    )

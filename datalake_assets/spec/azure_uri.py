@@ -28,10 +28,8 @@ ACCOUNT_ENV = "AZURE_STORAGE_ACCOUNT_NAME"  # the account of az:// roots
 # abfs and the legacy wasb drivers are not what pyarrow's filesystem speaks).
 OTHER_AZURE_SCHEMES = {
     "abfs": "use abfss:// (TLS): abfss://<container>@<account>.dfs.core.windows.net/<path>",
-    "wasb": "use az://<container>/<path> (blob-only account) or abfss:// (hierarchical "
-            "namespace)",
-    "wasbs": "use az://<container>/<path> (blob-only account) or abfss:// (hierarchical "
-             "namespace)",
+    "wasb": "use az://<container>/<path> (blob-only account) or abfss:// (hierarchical namespace)",
+    "wasbs": "use az://<container>/<path> (blob-only account) or abfss:// (hierarchical namespace)",
     "adl": "ADLS Gen1 is retired; use abfss://<container>@<account>.dfs.core.windows.net/<path>",
 }
 HNS_FORM = "abfss://<container>@<account>.dfs.core.windows.net/<path>"
@@ -41,8 +39,7 @@ BLOB_FORM = "az://<container>/<path>"
 # digit, no "--"; accounts 3-24 of [a-z0-9].
 _CONTAINER = r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}"
 _ACCOUNT = r"[a-z0-9]{3,24}"
-_DFS_SUFFIXES = ("dfs.core.windows.net", "dfs.core.chinacloudapi.cn",
-                 "dfs.core.usgovcloudapi.net")
+_DFS_SUFFIXES = ("dfs.core.windows.net", "dfs.core.chinacloudapi.cn", "dfs.core.usgovcloudapi.net")
 _HNS_HOST_RE = re.compile(rf"({_CONTAINER})@({_ACCOUNT})\.(dfs\.core\.[a-z.]+)")
 _CONTAINER_RE = re.compile(_CONTAINER)
 _BAD_PATH_CHARS = re.compile(r"[\s?#\\]")
@@ -101,25 +98,35 @@ def parse(uri: str) -> AzureUri:
     rest = uri.split("://", 1)[1]
     host, _, path = rest.partition("/")
     if "?" in rest or "#" in rest:
-        raise ValueError("no query string or fragment: a SAS token is a credential and comes "
-                         "from the environment (AZURE_STORAGE_SAS_TOKEN), never from a URI")
+        raise ValueError(
+            "no query string or fragment: a SAS token is a credential and comes "
+            "from the environment (AZURE_STORAGE_SAS_TOKEN), never from a URI"
+        )
     if path.endswith("/") or "//" in path or _BAD_PATH_CHARS.search(path):
         raise ValueError(f"invalid path {path!r}: no empty segments, spaces or backslashes")
     if any(p in (".", "..") for p in path.split("/")):
         raise ValueError(f"invalid path {path!r}: no '.' or '..' segments")
     if scheme == HNS_SCHEME:
         if host.count("@") == 1 and ":" in host.split("@")[0]:
-            raise ValueError("credentials never go into the URI: write "
-                             f"{HNS_FORM} and set the key in the environment")
+            raise ValueError(
+                "credentials never go into the URI: write "
+                f"{HNS_FORM} and set the key in the environment"
+            )
         m = _HNS_HOST_RE.fullmatch(host)
         if not m:
-            raise ValueError(f"expected {HNS_FORM} (container: 3-63 of a-z, 0-9 and '-'; "
-                             f"account: 3-24 of a-z and 0-9), got host {host!r}")
+            raise ValueError(
+                f"expected {HNS_FORM} (container: 3-63 of a-z, 0-9 and '-'; "
+                f"account: 3-24 of a-z and 0-9), got host {host!r}"
+            )
         if m.group(3) not in _DFS_SUFFIXES:
-            raise ValueError(f"the host must end in .{_DFS_SUFFIXES[0]} (or a sovereign "
-                             f"cloud's .dfs.core host), got {host!r}; {HNS_FORM}")
+            raise ValueError(
+                f"the host must end in .{_DFS_SUFFIXES[0]} (or a sovereign "
+                f"cloud's .dfs.core host), got {host!r}; {HNS_FORM}"
+            )
         return AzureUri(scheme, m.group(1), m.group(2), m.group(3), path)
     if "@" in host or not _CONTAINER_RE.fullmatch(host):
-        raise ValueError(f"expected {BLOB_FORM} (container: 3-63 of a-z, 0-9 and '-'; the "
-                         f"account comes from {ACCOUNT_ENV}), got {host!r}")
+        raise ValueError(
+            f"expected {BLOB_FORM} (container: 3-63 of a-z, 0-9 and '-'; the "
+            f"account comes from {ACCOUNT_ENV}), got {host!r}"
+        )
     return AzureUri(scheme, host, "", "", path)

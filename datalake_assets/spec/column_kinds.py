@@ -111,8 +111,7 @@ def parse_timestamps(texts: pa.Array) -> pa.Array:
             # stage B: 30 % of its time in this function, for 4 % of such values).
             out = _scatter(fast, pc.cast(texts.filter(fast), TS_TYPE), None)
             other = pc.and_(pc.invert(fast), pc.is_valid(texts))
-            return pc.if_else(other, _scatter(other, _parse_rules(texts.filter(other)), None),
-                              out)
+            return pc.if_else(other, _scatter(other, _parse_rules(texts.filter(other)), None), out)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
     return _parse_rules(texts)
@@ -152,10 +151,12 @@ def _cast_ts(normalized: pa.Array, original: pa.Array) -> pa.Array:
         micros = [None if t is None else parse_timestamp(t) for t in original.to_pylist()]
         return pa.array(micros, pa.int64()).cast(TS_TYPE)
     mid = n // 2
-    return pa.concat_arrays([
-        _cast_ts(normalized.slice(0, mid), original.slice(0, mid)),
-        _cast_ts(normalized.slice(mid), original.slice(mid)),
-    ])
+    return pa.concat_arrays(
+        [
+            _cast_ts(normalized.slice(0, mid), original.slice(0, mid)),
+            _cast_ts(normalized.slice(mid), original.slice(mid)),
+        ]
+    )
 
 
 def timestamp_like(texts: pa.Array) -> pa.Array | None:
@@ -166,8 +167,15 @@ def timestamp_like(texts: pa.Array) -> pa.Array | None:
     if pc.all(strict).as_py():
         loose = strict
     else:  # the loose pattern only where the strict one failed
-        loose = pc.or_(strict, pc.fill_null(pc.match_substring_regex(
-            pc.if_else(strict, pa.scalar(None, pa.string()), texts), _TS_RE), False))
+        loose = pc.or_(
+            strict,
+            pc.fill_null(
+                pc.match_substring_regex(
+                    pc.if_else(strict, pa.scalar(None, pa.string()), texts), _TS_RE
+                ),
+                False,
+            ),
+        )
         if not pc.any(loose).as_py():
             return None
     late_day = pc.and_(strict, pc.greater_equal(pc.utf8_slice_codeunits(texts, 8, 10), "29"))
@@ -197,10 +205,15 @@ def _bytes_at(texts: pa.Array, positions: tuple[int, ...]) -> tuple[np.ndarray, 
     """``(lengths, [byte at each position])`` of a string array (0 past the end). A slice
     (``offset``; stage A writes a table's rows in slices) reads its own part of the buffers."""
     _, offsets, data = texts.buffers()
-    starts = np.frombuffer(offsets, dtype=np.int32, count=texts.offset + len(texts) + 1
-                           )[texts.offset:]
+    starts = np.frombuffer(offsets, dtype=np.int32, count=texts.offset + len(texts) + 1)[
+        texts.offset :
+    ]
     lengths = starts[1:] - starts[:-1]
-    body = np.frombuffer(data, dtype=np.uint8) if data is not None and len(data) else np.zeros(1, np.uint8)
+    body = (
+        np.frombuffer(data, dtype=np.uint8)
+        if data is not None and len(data)
+        else np.zeros(1, np.uint8)
+    )
     out = []
     for p in positions:
         idx = np.minimum(starts[:-1] + p, len(body) - 1)
@@ -209,7 +222,7 @@ def _bytes_at(texts: pa.Array, positions: tuple[int, ...]) -> tuple[np.ndarray, 
 
 
 _DIGIT = np.zeros(256, dtype=bool)
-_DIGIT[ord("0"):ord("9") + 1] = True
+_DIGIT[ord("0") : ord("9") + 1] = True
 _NUMBER_FIRST = _DIGIT.copy()
 _NUMBER_FIRST[ord("-")] = True
 _BOOL_FIRST = np.zeros(256, dtype=bool)
@@ -235,15 +248,20 @@ def string_kinds(texts: pa.Array) -> pa.Array:
     if num_route.any():
         cand = t.filter(pa.array(num_route))
         is_int = pc.fill_null(pc.match_substring_regex(cand, _INT_RE), False)
-        is_float = pc.and_(pc.fill_null(pc.match_substring_regex(cand, _FLOAT_RE), False),
-                           pc.invert(is_int))
+        is_float = pc.and_(
+            pc.fill_null(pc.match_substring_regex(cand, _FLOAT_RE), False), pc.invert(is_int)
+        )
         ck = np.full(len(cand), K_STR, dtype=np.int8)
         if pc.any(is_float).as_py():
             finite = _finite_double(cand.filter(is_float)).to_numpy(zero_copy_only=False)
-            ck[np.flatnonzero(is_float.to_numpy(zero_copy_only=False))] = np.where(finite, K_FLOATSTR, K_STR)
+            ck[np.flatnonzero(is_float.to_numpy(zero_copy_only=False))] = np.where(
+                finite, K_FLOATSTR, K_STR
+            )
         if pc.any(is_int).as_py():
             in_range = _int_in_range(cand.filter(is_int)).to_numpy(zero_copy_only=False)
-            ck[np.flatnonzero(is_int.to_numpy(zero_copy_only=False))] = np.where(in_range, K_INTSTR, K_BIGNUM)
+            ck[np.flatnonzero(is_int.to_numpy(zero_copy_only=False))] = np.where(
+                in_range, K_INTSTR, K_BIGNUM
+            )
         k[np.flatnonzero(num_route)] = ck
     if ts_route.any():
         cand = t.filter(pa.array(ts_route))
@@ -252,7 +270,9 @@ def string_kinds(texts: pa.Array) -> pa.Array:
             k[np.flatnonzero(ts_route)] = np.where(ok.to_numpy(zero_copy_only=False), K_TS, K_STR)
     if bool_route.any():
         cand = t.filter(pa.array(bool_route))
-        is_bool = pc.is_in(pc.utf8_lower(cand), value_set=_BOOL_WORDS).to_numpy(zero_copy_only=False)
+        is_bool = pc.is_in(pc.utf8_lower(cand), value_set=_BOOL_WORDS).to_numpy(
+            zero_copy_only=False
+        )
         k[np.flatnonzero(bool_route)] = np.where(is_bool, K_BOOLSTR, K_STR)
     return pc.if_else(looks, _scatter(looks, pa.array(k), None), kinds)
 
@@ -269,7 +289,9 @@ def value_kinds(arr: pa.Array) -> pa.Array:
     if t == pa.bool_():
         return _const_kind(arr, K_BOOL)
     if t == pa.float64():
-        return pc.if_else(pc.is_finite(arr), pa.scalar(K_FLOAT, pa.int8()), pa.scalar(K_NONFINITE, pa.int8()))
+        return pc.if_else(
+            pc.is_finite(arr), pa.scalar(K_FLOAT, pa.int8()), pa.scalar(K_NONFINITE, pa.int8())
+        )
     if t == pa.null():
         return pa.nulls(len(arr), pa.int8())
     raise TypeError(f"not a column array: {t}")
@@ -318,8 +340,9 @@ def kind_counts_of(columns: dict[str, pa.Array]) -> dict[str, list[int]]:
     kinds = pc.fill_null(string_kinds(joined), N_KINDS).to_numpy(zero_copy_only=False)
     sizes = np.array([len(a) for a in texts.values()])
     column = np.repeat(np.arange(len(texts)), sizes)
-    counts = np.bincount(column * (N_KINDS + 1) + kinds.astype(np.int64),
-                         minlength=len(texts) * (N_KINDS + 1)).reshape(len(texts), N_KINDS + 1)
+    counts = np.bincount(
+        column * (N_KINDS + 1) + kinds.astype(np.int64), minlength=len(texts) * (N_KINDS + 1)
+    ).reshape(len(texts), N_KINDS + 1)
     for name, row in zip(texts, counts[:, :N_KINDS].tolist()):
         out[name] = row
     return out

@@ -55,9 +55,22 @@ from datalake_assets.spec.types import (
 
 # The column kernels' API (the sync's stages use these names from here).
 __all__ = [
-    "ARROW_TYPES", "FITS", "MIXED", "TS_TYPE", "NeedsRowPath", "cast_array", "column_array",
-    "columnize", "is_mixed", "kind_counts", "kind_counts_of", "mixed_array", "parse_timestamps",
-    "string_kinds", "timestamp_like", "value_kinds",
+    "ARROW_TYPES",
+    "FITS",
+    "MIXED",
+    "TS_TYPE",
+    "NeedsRowPath",
+    "cast_array",
+    "column_array",
+    "columnize",
+    "is_mixed",
+    "kind_counts",
+    "kind_counts_of",
+    "mixed_array",
+    "parse_timestamps",
+    "string_kinds",
+    "timestamp_like",
+    "value_kinds",
 ]
 
 # kinds that fit each type (the inverse of types.CASTABLE)
@@ -99,7 +112,9 @@ def cast_array(arr: pa.Array, typ: str) -> tuple[pa.Array, list[tuple[int, str, 
         if typ == DOUBLE:
             return arr, []
         if typ == STRING:
-            return pa.array([None if v is None else cast(v, STRING) for v in arr.to_pylist()], pa.string()), []
+            return pa.array(
+                [None if v is None else cast(v, STRING) for v in arr.to_pylist()], pa.string()
+            ), []
     elif kind is None:
         raise TypeError(f"not a column array: {t}")
     elif typ in CASTABLE[kind]:

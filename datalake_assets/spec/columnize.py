@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from datalake_assets.spec.column_build import column_array, mixed_array
 
+
 class NeedsRowPath(Exception):
     """The batch needs the exact per-row rules (``messages.flatten_values``): two keys share a
     column, a key is unusable, nesting reaches ``max_depth``, or a float may be a rounded
@@ -61,8 +62,16 @@ def _values_at(objs: list[dict], path: tuple) -> list:
     return out
 
 
-def _column(values: list, objs: list[dict], path: tuple, parent: str, depth: int,
-            max_depth: int, child_name, out: dict) -> None:
+def _column(
+    values: list,
+    objs: list[dict],
+    path: tuple,
+    parent: str,
+    depth: int,
+    max_depth: int,
+    child_name,
+    out: dict,
+) -> None:
     name, full = child_name(parent, path[-1])
     if name is None:
         raise NeedsRowPath
@@ -89,8 +98,18 @@ def _column(values: list, objs: list[dict], path: tuple, parent: str, depth: int
             _column(child, objs, path + (k,), full, depth + 1, max_depth, child_name, out)
 
 
-def _emit(arr: pa.Array, values: list | None, objs: list[dict], path: tuple, name: str,
-          full: str, depth: int, max_depth: int, child_name, out: dict) -> None:
+def _emit(
+    arr: pa.Array,
+    values: list | None,
+    objs: list[dict],
+    path: tuple,
+    name: str,
+    full: str,
+    depth: int,
+    max_depth: int,
+    child_name,
+    out: dict,
+) -> None:
     t = arr.type
     if pa.types.is_struct(t):
         if t.num_fields == 0:
@@ -105,8 +124,18 @@ def _emit(arr: pa.Array, values: list | None, objs: list[dict], path: tuple, nam
             cname, cfull = child_name(full, key)
             if cname is None:
                 raise NeedsRowPath
-            _emit(children[i], None, objs, path + (key,), cname, cfull,
-                  depth + 1, max_depth, child_name, out)
+            _emit(
+                children[i],
+                None,
+                objs,
+                path + (key,),
+                cname,
+                cfull,
+                depth + 1,
+                max_depth,
+                child_name,
+                out,
+            )
         return
     if t == pa.null():
         return
@@ -156,8 +185,9 @@ def _leaf(values: list) -> pa.Array:
     return column_array(norm)
 
 
-def columnize_values(values: list, key: str, parent: str, depth: int, max_depth: int,
-                     child_name) -> dict[str, pa.Array]:
+def columnize_values(
+    values: list, key: str, parent: str, depth: int, max_depth: int, child_name
+) -> dict[str, pa.Array]:
     """The columns of one key's decoded values across a batch (``key`` under the column
     ``parent``, in objects at ``depth``), as ``columnize`` gives them; ``NeedsRowPath`` when
     the per-row rules must decide."""

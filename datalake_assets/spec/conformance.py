@@ -35,24 +35,31 @@ def _schema(table: str, columns: set[str]):
     call_type = call_type_of(table)
     spec = {
         "message_id": pap.Column(
-            nullable=False, required=True,
+            nullable=False,
+            required=True,
             checks=pap.Check(lambda s: s.str.len().between(1, 255), name="length_1_to_255"),
         ),
         "type": pap.Column(
-            nullable=False, required=True,
+            nullable=False,
+            required=True,
             checks=pap.Check(lambda s: s == call_type, name=f"equals_{call_type}"),
         ),
         "received_at": pap.Column(nullable=False, required=True),
     }
     if call_type == "track":
         spec["event"] = pap.Column(
-            nullable=False, required=True,
+            nullable=False,
+            required=True,
             checks=pap.Check(lambda s: s.str.strip().str.len() > 0, name="not_blank"),
         )
     checks = []
     if {"user_id", "anonymous_id"} <= columns:
-        checks.append(pap.Check(lambda df: df["user_id"].notna() | df["anonymous_id"].notna(),
-                                name="user_id_or_anonymous_id"))
+        checks.append(
+            pap.Check(
+                lambda df: df["user_id"].notna() | df["anonymous_id"].notna(),
+                name="user_id_or_anonymous_id",
+            )
+        )
     return pap.DataFrameSchema(spec, checks=checks, coerce=False, strict=False)
 
 
@@ -76,8 +83,9 @@ def check_conformance(table: str, data: pa.Table) -> list[dict]:
             row_check = r.get("schema_context") == "DataFrameSchema"
             column = "(row)" if row_check else str(r.get("column"))
             key = (column, str(r.get("check")))
-            entry = out.setdefault(key, {"column": key[0], "check": key[1], "failures": 0,
-                                         "example": None})
+            entry = out.setdefault(
+                key, {"column": key[0], "check": key[1], "failures": 0, "example": None}
+            )
             seen = rows.setdefault(key, set())
             index = r.get("index")
             if index is None or index not in seen:

@@ -35,8 +35,7 @@ def id_hashes(ids: pa.Array | pa.ChunkedArray) -> pa.Array:
     blake = hashlib.blake2b
     raw = ids.cast(pa.binary()).to_pylist()
     zero = bytes(8)
-    digests = b"".join([blake(b, digest_size=8).digest() if b is not None else zero
-                        for b in raw])
+    digests = b"".join([blake(b, digest_size=8).digest() if b is not None else zero for b in raw])
     values = np.frombuffer(digests, dtype="<i8")
     mask = np.asarray(ids.is_null()) if ids.null_count else None
     return pa.array(values, pa.int64(), mask=mask)

@@ -63,8 +63,9 @@ def normalize(kind: str, value: object) -> str | None:
     (missing, empty, a bool, an object, an imprecise number)."""
     if type(value) is str:
         text = value
-    elif type(value) is int or (type(value) is float and value.is_integer()
-                                and abs(value) < _SUSPECT_FLOAT):
+    elif type(value) is int or (
+        type(value) is float and value.is_integer() and abs(value) < _SUSPECT_FLOAT
+    ):
         text = str(int(value))
     elif type(value) is float:
         if value.is_integer():  # an integer this big was rounded: it may be another's id
@@ -84,15 +85,19 @@ def identity(kind: str, value: object) -> Identity:
         kind = ID
     elif not kind.startswith(TRAIT_PREFIX):
         kind = trait_kind(kind)
-    name = kind[len(TRAIT_PREFIX):] if kind != ID else ID
+    name = kind[len(TRAIT_PREFIX) :] if kind != ID else ID
     if not name or not name.replace("_", "").isalnum():
-        raise IdentityError(f"unknown identity kind (trait name {len(name)} chars): use "
-                            "user_id, anonymous_id or a trait name such as email")
+        raise IdentityError(
+            f"unknown identity kind (trait name {len(name)} chars): use "
+            "user_id, anonymous_id or a trait name such as email"
+        )
     if not isinstance(value, (str, int)) or isinstance(value, bool):
         raise IdentityError(f"an identity value must be text, got {type(value).__name__}")
     if isinstance(value, str) and len(value) > MAX_IDENTITY_CHARS:
-        raise IdentityError(f"an identity value is {len(value)} characters; at most "
-                            f"{MAX_IDENTITY_CHARS} are accepted")
+        raise IdentityError(
+            f"an identity value is {len(value)} characters; at most "
+            f"{MAX_IDENTITY_CHARS} are accepted"
+        )
     text = normalize(kind, value)
     if text is None:
         raise IdentityError("an identity value is empty")
@@ -108,8 +113,7 @@ def parse_identity(text: str) -> Identity:
     return identity(kind.strip(), value)
 
 
-def identities_of(message: dict, traits: Iterable[str] = DEFAULT_IDENTITY_TRAITS
-                  ) -> set[Identity]:
+def identities_of(message: dict, traits: Iterable[str] = DEFAULT_IDENTITY_TRAITS) -> set[Identity]:
     """Every identity a decoded message carries."""
     out: set[Identity] = set()
     for field in ("userId", "anonymousId", "previousId"):
@@ -142,8 +146,9 @@ def _value_hash(key: bytes, kind: str, value: object) -> str:
     return identity_hash(key, Identity(kind, text))
 
 
-def identity_hashes(message: dict, traits: tuple[str, ...], key: bytes,
-                    cache: dict[object, str]) -> set[str]:
+def identity_hashes(
+    message: dict, traits: tuple[str, ...], key: bytes, cache: dict[object, str]
+) -> set[str]:
     """``{identity_hash(key, i) for i in identities_of(message, traits)}``, for hot paths
     (the sync's stage A, the collector): ``cache`` (the caller's, one per key; a plain dict
     the caller bounds) maps each raw text value already seen to its hash, so a value is
@@ -164,8 +169,10 @@ def identity_hashes(message: dict, traits: tuple[str, ...], key: bytes,
     if not traits:
         return out
     context = message.get("context")
-    for holder in (message.get("traits") if message.get("type") == "identify" else None,
-                   context.get("traits") if type(context) is dict else None):
+    for holder in (
+        message.get("traits") if message.get("type") == "identify" else None,
+        context.get("traits") if type(context) is dict else None,
+    ):
         if type(holder) is not dict:
             continue
         for name in traits:
@@ -190,7 +197,7 @@ def links_of(message: dict, identities: set[Identity]) -> set[tuple[Identity, Id
     if message.get("type") not in LINKING_TYPES or len(identities) < 2:
         return set()
     ordered = sorted(identities)
-    return {(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]}
+    return {(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1 :]}
 
 
 def identity_hash(key: bytes, ident: Identity) -> str:

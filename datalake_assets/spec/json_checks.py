@@ -72,8 +72,9 @@ def plainly_valid(msgs: pa.StructArray) -> np.ndarray:
     lengths = pc.fill_null(pc.utf8_length(mid), 0).to_numpy(zero_copy_only=False)
     ok &= (lengths > 2) & (lengths <= 257)
     ok &= present(msgs, "userId") | present(msgs, "anonymousId")
-    ts = pc.is_valid(parse_timestamps(pc.if_else(pa.array(ok), unquoted(at),
-                                                 pa.scalar(None, pa.string()))))
+    ts = pc.is_valid(
+        parse_timestamps(pc.if_else(pa.array(ok), unquoted(at), pa.scalar(None, pa.string())))
+    )
     ok &= ts.to_numpy(zero_copy_only=False)
     return ok
 
@@ -93,9 +94,12 @@ def in_table(msgs: pa.StructArray, table: str) -> np.ndarray:
     if event is None:
         return np.zeros(n, bool)
     ok &= is_text(event, n)
-    enc = pc.if_else(pa.array(ok), unquoted(event), pa.scalar(None, pa.string())
-                     ).dictionary_encode()
+    enc = pc.if_else(
+        pa.array(ok), unquoted(event), pa.scalar(None, pa.string())
+    ).dictionary_encode()
     codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)
-    same = np.array([bool(e.strip()) and event_table_name(e) == table
-                     for e in enc.dictionary.to_pylist()] + [False])
+    same = np.array(
+        [bool(e.strip()) and event_table_name(e) == table for e in enc.dictionary.to_pylist()]
+        + [False]
+    )
     return ok & same[codes]

@@ -49,7 +49,7 @@ def first_bytes(texts: pa.Array) -> np.ndarray:
         return np.zeros(0, np.uint8)
     texts = texts.cast(pa.string()) if texts.type != pa.string() else texts
     _, offsets, data = texts.buffers()
-    starts = np.frombuffer(offsets, dtype=np.int32, count=texts.offset + n + 1)[texts.offset:]
+    starts = np.frombuffer(offsets, dtype=np.int32, count=texts.offset + n + 1)[texts.offset :]
     lengths = starts[1:] - starts[:-1]
     if data is None or len(data) == 0:
         return np.zeros(n, np.uint8)
@@ -88,8 +88,10 @@ def _count(struct: pa.StructArray, out: np.ndarray) -> np.ndarray:
             inner = _valid(child)
             containers = (first == _OPEN_OBJ) | (first == _OPEN_ARR)
             if containers.any():
-                inner &= pc.fill_null(pc.not_equal(child, "{}"), True).to_numpy(
-                    zero_copy_only=False) | ~containers
+                inner &= (
+                    pc.fill_null(pc.not_equal(child, "{}"), True).to_numpy(zero_copy_only=False)
+                    | ~containers
+                )
                 nested = pc.fill_null(pc.count_substring_regex(child, KEY_COUNT_RE), 0)
                 out += np.where(containers, nested.to_numpy(zero_copy_only=False), 0)
         out += inner
@@ -116,8 +118,10 @@ class _Columns:
             return
         both = _valid(held) & _valid(arr)
         self.bad |= both
-        merged = [None if b else (x if x is not None else y)
-                  for x, y, b in zip(_values(held), _values(arr), both)]
+        merged = [
+            None if b else (x if x is not None else y)
+            for x, y, b in zip(_values(held), _values(arr), both)
+        ]
         self.out[name] = column_array(merged)
 
     def walk(self, struct: pa.StructArray, parent: str, depth: int) -> None:
@@ -154,8 +158,9 @@ class _Columns:
                     pass
             elif pc.all(pc.or_(frac, pc.is_null(texts))).as_py():
                 arr = texts.cast(pa.float64())
-                wide = pc.and_(pc.equal(pc.floor(arr), arr),
-                               pc.greater_equal(pc.abs(arr), _SUSPECT))
+                wide = pc.and_(
+                    pc.equal(pc.floor(arr), arr), pc.greater_equal(pc.abs(arr), _SUSPECT)
+                )
                 wide = pc.fill_null(wide, False).to_numpy(zero_copy_only=False)
                 if wide.any():  # may be a rounded integer wider than 64 bits
                     self.bad |= wide
@@ -167,8 +172,9 @@ class _Columns:
             return
         self.decoded(texts, first, key, parent, depth)
 
-    def decoded(self, texts: pa.Array, first: np.ndarray, key: str, parent: str,
-                depth: int) -> None:
+    def decoded(
+        self, texts: pa.Array, first: np.ndarray, key: str, parent: str, depth: int
+    ) -> None:
         """A column of mixed kinds, arrays or objects: each value decoded, then the reference
         rules (``columnize``)."""
         values: list = []
@@ -188,15 +194,13 @@ class _Columns:
                 bad[i] = True
                 values.append(None)
         try:
-            columns = columnize_values(values, key, parent, depth, self.max_depth,
-                                       self.child_name)
+            columns = columnize_values(values, key, parent, depth, self.max_depth, self.child_name)
         except NeedsRowPath:
             columns = self.one_by_one(values, key, parent, depth)
         for name, arr in columns.items():
             self.put(name, arr)
 
-    def one_by_one(self, values: list, key: str, parent: str, depth: int
-                   ) -> dict[str, pa.Array]:
+    def one_by_one(self, values: list, key: str, parent: str, depth: int) -> dict[str, pa.Array]:
         """``columnize`` value by value, when the column as a whole needs the per-row rules:
         only the values that need them flag their rows."""
         per: dict[str, list] = {}
@@ -204,8 +208,7 @@ class _Columns:
             if v is None:
                 continue
             try:
-                one = columnize_values([v], key, parent, depth, self.max_depth,
-                                       self.child_name)
+                one = columnize_values([v], key, parent, depth, self.max_depth, self.child_name)
             except NeedsRowPath:
                 self.bad[i] = True
                 continue
@@ -233,8 +236,9 @@ def _values(arr: pa.Array) -> list:
     return out
 
 
-def flatten_texts(struct: pa.StructArray, max_depth: int, child_name, escapes: bool = True
-                  ) -> tuple[dict[str, pa.Array], np.ndarray]:
+def flatten_texts(
+    struct: pa.StructArray, max_depth: int, child_name, escapes: bool = True
+) -> tuple[dict[str, pa.Array], np.ndarray]:
     """``(columns, rows for the per-row rules)`` of a batch of messages (module docstring).
     The columns still hold the flagged rows' values: the caller filters them out.
     ``escapes=False``: the caller knows no message holds a backslash (no string value is

@@ -56,7 +56,7 @@ class ArchiveHour:
     start: datetime  # tz-aware UTC, minute = second = 0
 
     @staticmethod
-    def parse(text: "str | ArchiveHour") -> "ArchiveHour":
+    def parse(text: str | ArchiveHour) -> ArchiveHour:
         """The one parser of an hour's spellings: ``2026-11-21T09`` (``str()``), a Dagster
         hourly partition key (``2026-11-21-09:00``) or compact ``2026112109`` (file names,
         the id index, stage rows). An ``ArchiveHour`` is returned as it is."""
@@ -79,7 +79,7 @@ class ArchiveHour:
         ) from None
 
     @staticmethod
-    def of(ts: datetime) -> "ArchiveHour":
+    def of(ts: datetime) -> ArchiveHour:
         ts = ts.astimezone(UTC) if ts.tzinfo else ts.replace(tzinfo=UTC)
         return ArchiveHour(ts.replace(minute=0, second=0, microsecond=0))
 
@@ -101,7 +101,7 @@ class ArchiveHour:
         """``YYYYMMDDHH``: used in file names so an hour's files are recognisable in any layout."""
         return self.start.strftime("%Y%m%d%H")
 
-    def next(self) -> "ArchiveHour":
+    def next(self) -> ArchiveHour:
         return ArchiveHour(self.start + timedelta(hours=1))
 
     def __str__(self) -> str:

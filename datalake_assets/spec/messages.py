@@ -260,7 +260,9 @@ def _flatten_tracked(obj: dict, max_depth: int) -> tuple[dict[str, object], list
     return out, problems
 
 
-def flatten_values(obj: dict, max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[dict[str, object], list, bool]:
+def flatten_values(
+    obj: dict, max_depth: int = DEFAULT_MAX_DEPTH
+) -> tuple[dict[str, object], list, bool]:
     """``(columns, value problems, suspect)``; ``suspect`` means a float may be a rounded
     integer wider than 64 bits and the line should be re-parsed exactly."""
     try:
@@ -287,8 +289,10 @@ def _text_id(value: object, missing_reason: str, invalid_reason: str) -> str:
         return value
     if type(value) is float and value.is_integer() and abs(value) >= _SUSPECT_FLOAT:
         # orjson rounds integers beyond 64 bits to floats: two such ids could collide
-        raise Rejected(invalid_reason, "a number beyond 64-bit precision cannot be an exact id;"
-                       " send ids as strings")
+        raise Rejected(
+            invalid_reason,
+            "a number beyond 64-bit precision cannot be an exact id; send ids as strings",
+        )
     if type(value) in (int, float):
         return _json_text(value)
     raise Rejected(invalid_reason, f"{type(value).__name__} is not an id")

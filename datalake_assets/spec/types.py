@@ -42,11 +42,21 @@ BIGINT, DOUBLE, BOOLEAN, TIMESTAMP, STRING = "bigint", "double", "boolean", "tim
 TYPES = (BIGINT, DOUBLE, BOOLEAN, TIMESTAMP, STRING)
 
 # Value kinds. Small ints so per-task statistics are compact lists of counters.
-K_INT, K_FLOAT, K_BOOL, K_TS, K_INTSTR, K_FLOATSTR, K_BOOLSTR, K_STR, K_BIGNUM, K_NONFINITE = range(10)
+K_INT, K_FLOAT, K_BOOL, K_TS, K_INTSTR, K_FLOATSTR, K_BOOLSTR, K_STR, K_BIGNUM, K_NONFINITE = range(
+    10
+)
 N_KINDS = 10
 KIND_NAMES = (
-    "int", "float", "bool", "timestamp_text", "int_text", "float_text", "bool_text", "text",
-    "int_beyond_64_bits", "non_finite_number",
+    "int",
+    "float",
+    "bool",
+    "timestamp_text",
+    "int_text",
+    "float_text",
+    "bool_text",
+    "text",
+    "int_beyond_64_bits",
+    "non_finite_number",
 )
 
 CASTABLE: tuple[frozenset[str], ...] = (
@@ -62,7 +72,16 @@ CASTABLE: tuple[frozenset[str], ...] = (
     frozenset({DOUBLE, STRING}),  # K_NONFINITE
 )
 NATURAL: tuple[str, ...] = (
-    BIGINT, DOUBLE, BOOLEAN, TIMESTAMP, STRING, STRING, STRING, STRING, STRING, DOUBLE,
+    BIGINT,
+    DOUBLE,
+    BOOLEAN,
+    TIMESTAMP,
+    STRING,
+    STRING,
+    STRING,
+    STRING,
+    STRING,
+    DOUBLE,
 )
 
 FIXED_TYPES: dict[str, str] = {
@@ -217,7 +236,11 @@ def cast(v: object, to: str) -> object:
         if t is bool:
             return "true" if v else "false"
         if t is float:
-            return repr(v) if math.isfinite(v) else ("NaN" if v != v else ("Infinity" if v > 0 else "-Infinity"))  # type: ignore[operator]
+            return (
+                repr(v)
+                if math.isfinite(v)
+                else ("NaN" if v != v else ("Infinity" if v > 0 else "-Infinity"))
+            )  # type: ignore[operator]
         return str(v)
     if to == BIGINT:
         if t is int and INT64_MIN <= v <= INT64_MAX:  # type: ignore[operator]

@@ -40,13 +40,22 @@ class CatalogBehind(SyncError):
 
 
 def catalog_source(req: SyncRequest) -> in_step.CatalogSource:
-    return in_step.CatalogSource(lake_root=req.lake_root, source_dir=req.source_dir,
-                              date_layout=req.date_layout, database=req.database,
-                              table_prefix=req.table_prefix)
+    return in_step.CatalogSource(
+        lake_root=req.lake_root,
+        source_dir=req.source_dir,
+        date_layout=req.date_layout,
+        database=req.database,
+        table_prefix=req.table_prefix,
+    )
 
 
-def hour_entries(run: SyncRun, hours: list[str], tables: list[str],
-                 registered: dict[str, dict] | None, error: str | None) -> dict[str, dict]:
+def hour_entries(
+    run: SyncRun,
+    hours: list[str],
+    tables: list[str],
+    registered: dict[str, dict] | None,
+    error: str | None,
+) -> dict[str, dict]:
     """Each hour's ``catalog`` object (hours: any spelling; keyed ``str(hour)``): what was
     registered for it and, unless registration failed, what the catalog still lacks."""
     req = run.req
@@ -63,20 +72,35 @@ def hour_entries(run: SyncRun, hours: list[str], tables: list[str],
             problems = {str(h): [f"the catalog could not be read: {e}"] for h in parsed}
     registered = registered or {}
     created = sorted(v["catalog_table"] for v in registered.values() if v.get("is_new"))
-    added = sorted(f"{v['catalog_table']}.{c[0]}" for v in registered.values()
-                   for c in v.get("new_columns", []))
-    widened = sorted(f"{v['catalog_table']}.{w[0]} {w[1]} -> {w[2]}"
-                     for v in registered.values() for w in v.get("widened_columns", []))
+    added = sorted(
+        f"{v['catalog_table']}.{c[0]}"
+        for v in registered.values()
+        for c in v.get("new_columns", [])
+    )
+    widened = sorted(
+        f"{v['catalog_table']}.{w[0]} {w[1]} -> {w[2]}"
+        for v in registered.values()
+        for w in v.get("widened_columns", [])
+    )
     out = {}
     # an Iceberg table's commit is its catalog's update: the hour is in every table it wrote
     committed = sorted(v["catalog_table"] for v in registered.values() if v.get("table_format"))
     for h in parsed:
-        mine = committed or sorted(registered[p.table]["catalog_table"] for p in parts
-                                   if p.hour == h and p.table in registered)
+        mine = committed or sorted(
+            registered[p.table]["catalog_table"]
+            for p in parts
+            if p.hour == h and p.table in registered
+        )
         entry: dict[str, Any] = {
-            "kind": run.tables.name if committed else req.catalog.backend, "database": req.database, "tables": mine,
-            "tables_created": created, "columns_added": added, "columns_widened": widened,
-            "partitions_registered": len(mine), "problems": problems.get(str(h), [])}
+            "kind": run.tables.name if committed else req.catalog.backend,
+            "database": req.database,
+            "tables": mine,
+            "tables_created": created,
+            "columns_added": added,
+            "columns_widened": widened,
+            "partitions_registered": len(mine),
+            "problems": problems.get(str(h), []),
+        }
         if error is not None:
             entry["error"] = error
         out[str(h)] = entry
@@ -106,14 +130,19 @@ def catalog_only(run: SyncRun) -> SyncReport:
     error, registered = None, {}
     try:
         if req.catalog_only == "register":
-            registered = in_step.register_from_lake(run.catalog, src, parts,
-                                                    in_step.quarantine_hours(src, hours))
+            registered = in_step.register_from_lake(
+                run.catalog, src, parts, in_step.quarantine_hours(src, hours)
+            )
     except CatalogError as e:
         error = f"catalog registration failed: {e}"
-    source = SourceReport(run_id=req.run_id, source_id=req.source_id, database=req.database,
-                          hours_synced=[str(h) for h in hours],
-                          warning=f"catalog only ({req.catalog_only}): nothing read from the "
-                                  "archive, no data written")
+    source = SourceReport(
+        run_id=req.run_id,
+        source_id=req.source_id,
+        database=req.database,
+        hours_synced=[str(h) for h in hours],
+        warning=f"catalog only ({req.catalog_only}): nothing read from the "
+        "archive, no data written",
+    )
     attach(source, hour_entries(run, req.hours, tables, registered, error))
     report = SyncReport({}, source)
     if error is not None:

@@ -35,7 +35,8 @@ class Duplicates:
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     cross_hour: Counter[tuple[str, str]] = field(default_factory=Counter)  # held by other hours
     drop: defaultdict[tuple[str, int], list[int]] = field(
-        default_factory=lambda: defaultdict(list))  # (table, file_idx) -> line numbers
+        default_factory=lambda: defaultdict(list)
+    )  # (table, file_idx) -> line numbers
     prior_files: list[str] = field(default_factory=list)  # index files of the lookback window
     # The batch's ids that those files hold (``index_lookup.prior_ids``): the cross-hour
     # duplicates' ids, and what the post-write check compares the output with.
@@ -52,9 +53,16 @@ class Duplicates:
 DRIVER_MAX_KEYS = 10_000_000
 
 
-def find_duplicates(spark, stage_a_output, messages: int, lookback_hours: int, lake_root: str,
-                    source_dir: str, batch_hours: list[str],
-                    driver_max_keys: int | None = None) -> Duplicates:
+def find_duplicates(
+    spark,
+    stage_a_output,
+    messages: int,
+    lookback_hours: int,
+    lake_root: str,
+    source_dir: str,
+    batch_hours: list[str],
+    driver_max_keys: int | None = None,
+) -> Duplicates:
     """The duplicates among the key rows of stage A's (persisted) output and against the id
     index of the hours within ``lookback_hours`` of the batch (``batch_hours``: compact).
     ``messages``: how many key rows there are (stage A's statistics); ``driver_max_keys``:
@@ -63,8 +71,12 @@ def find_duplicates(spark, stage_a_output, messages: int, lookback_hours: int, l
     if messages <= (DRIVER_MAX_KEYS if driver_max_keys is None else driver_max_keys):
         from pyspark.sql import functions as F
 
-        payloads = (bytes(r.payload) for r in stage_a_output.filter(F.col("kind") == keys.KEYS)
-                    .select("payload").toLocalIterator())
+        payloads = (
+            bytes(r.payload)
+            for r in stage_a_output.filter(F.col("kind") == keys.KEYS)
+            .select("payload")
+            .toLocalIterator()
+        )
         out = duplicates_of(keys.decode(payloads), prior_files)
     else:
         out = _duplicates_by_spark(spark, keys.as_rows(spark, stage_a_output), prior_files)
@@ -75,22 +87,31 @@ def find_duplicates(spark, stage_a_output, messages: int, lookback_hours: int, l
 def duplicates_of(key_rows: pa.Table, prior_files: list[str]) -> Duplicates:
     """``find_duplicates`` on the driver: ``key_rows`` (``keys.KEY_SCHEMA``) in Arrow."""
     ordered, first = keys.first_copies(key_rows)
-    held = prior_ids(prior_files, ordered.column("message_id")) if prior_files else \
-        pa.array([], pa.string())
+    held = (
+        prior_ids(prior_files, ordered.column("message_id"))
+        if prior_files
+        else pa.array([], pa.string())
+    )
     seen = pc.is_in(ordered.column("message_id"), value_set=held)
     lost = pc.or_(pc.invert(first), seen)  # a later copy, or an id another hour holds
     losers = ordered.filter(lost).append_column("cross_hour", pc.and_(first, seen).filter(lost))
     out = Duplicates(held=held)
-    by_hour = losers.group_by(["table", "hour"]).aggregate([("cross_hour", "count"),
-                                                            ("cross_hour", "sum")])
-    for t, h, n, cross in zip(*(by_hour.column(c).to_pylist() for c in
-                                ("table", "hour", "cross_hour_count", "cross_hour_sum"))):
+    by_hour = losers.group_by(["table", "hour"]).aggregate(
+        [("cross_hour", "count"), ("cross_hour", "sum")]
+    )
+    for t, h, n, cross in zip(
+        *(
+            by_hour.column(c).to_pylist()
+            for c in ("table", "hour", "cross_hour_count", "cross_hour_sum")
+        )
+    ):
         out.counts[(t, h)] = n
         if cross:
             out.cross_hour[(t, h)] = cross
     by_file = losers.group_by(["table", "file_idx"]).aggregate([("line_no", "list")])
-    for t, f, lines in zip(*(by_file.column(c).to_pylist() for c in
-                             ("table", "file_idx", "line_no_list"))):
+    for t, f, lines in zip(
+        *(by_file.column(c).to_pylist() for c in ("table", "file_idx", "line_no_list"))
+    ):
         out.drop[(t, f)] = lines
     return out
 
@@ -114,14 +135,14 @@ def _duplicates_by_spark(spark, key_rows, prior_files: list[str]) -> Duplicates:
         out.held = pa.array([r["message_id"] for r in found.collect()], pa.string())
     if len(out.held):
         held = spark.createDataFrame(pa.table({"message_id": out.held}).to_pandas())
-        ranked = ranked.join(F.broadcast(held.withColumn("_seen", F.lit(True))), "message_id",
-                             "left")
+        ranked = ranked.join(
+            F.broadcast(held.withColumn("_seen", F.lit(True))), "message_id", "left"
+        )
     else:
         ranked = ranked.withColumn("_seen", F.lit(None).cast("boolean"))
     losers = (
         ranked.filter((F.col("_n") > 1) | F.col("_seen").isNotNull())
-        .select("table", "hour", "file_idx", "line_no",
-                (F.col("_n") == 1).alias("cross_hour"))
+        .select("table", "hour", "file_idx", "line_no", (F.col("_n") == 1).alias("cross_hour"))
         .collect()
     )
     for r in losers:
@@ -132,8 +153,9 @@ def _duplicates_by_spark(spark, key_rows, prior_files: list[str]) -> Duplicates:
     return out
 
 
-def index_files(lake_root: str, source_dir: str, lookback_hours: int,
-                batch_hours: list[str]) -> list[str]:
+def index_files(
+    lake_root: str, source_dir: str, lookback_hours: int, batch_hours: list[str]
+) -> list[str]:
     """Index files of the hours within ``lookback_hours`` of the batch (before its first
     hour or after its last), the batch's own hours (compact) excluded."""
     if lookback_hours <= 0 or not batch_hours:
@@ -175,7 +197,8 @@ def spark_reads(spark, location: str) -> bool:
     try:
         conf = spark._jsc.hadoopConfiguration()
         spark._jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(
-            location.split("://", 1)[0], conf)
+            location.split("://", 1)[0], conf
+        )
         return True
     except Exception:  # noqa: BLE001 - no such filesystem, or no JVM at hand (Spark Connect)
         return False
@@ -184,6 +207,7 @@ def spark_reads(spark, location: str) -> bool:
 def ids_read_by_pyarrow(spark, files: list[tuple[str, str]]):
     """``(t, message_id)`` of Parquet files ``[(t, location)]``, read with pyarrow in Python
     workers (``storage.resolve``: the lake's credentials come from the workers' environment)."""
+
     def read(batches):
         for batch in batches:
             for t, loc in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
@@ -191,15 +215,20 @@ def ids_read_by_pyarrow(spark, files: list[tuple[str, str]]):
                 ids = pq.read_table(path, columns=["message_id"], filesystem=fs).column(0)
                 ids = ids.combine_chunks().cast(pa.string())
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array([t] * len(ids), pa.string()), ids], names=["t", "message_id"])
+                    [pa.array([t] * len(ids), pa.string()), ids], names=["t", "message_id"]
+                )
 
     tasks = max(1, min(len(files), spark.sparkContext.defaultParallelism))
-    return (spark.createDataFrame(files, "t string, location string").repartition(tasks)
-            .mapInArrow(read, "t string, message_id string"))
+    return (
+        spark.createDataFrame(files, "t string, location string")
+        .repartition(tasks)
+        .mapInArrow(read, "t string, message_id string")
+    )
 
 
-def repeated_message_ids(spark, staged_data: str, tables: list[str],
-                         held: pa.Array | None = None) -> dict[str, int]:
+def repeated_message_ids(
+    spark, staged_data: str, tables: list[str], held: pa.Array | None = None
+) -> dict[str, int]:
     """Per table: how many message ids were written more than once (in one table or in two),
     or also live in another hour of the lookback window. It reads the written Parquet back
     (the ``message_id`` column only), so it checks what was written, not what the dedup
@@ -225,20 +254,32 @@ def repeated_message_ids(spark, staged_data: str, tables: list[str],
         return local
     if spark_reads(spark, staged_data):
         ids = (
-            spark.read.option("basePath", staged_data).schema("message_id string").parquet(*dirs)
-            .select(F.regexp_extract(F.input_file_name(), r"/segment_type=([^/]+)/", 1)
-                    .alias("t"), "message_id")
+            spark.read.option("basePath", staged_data)
+            .schema("message_id string")
+            .parquet(*dirs)
+            .select(
+                F.regexp_extract(F.input_file_name(), r"/segment_type=([^/]+)/", 1).alias("t"),
+                "message_id",
+            )
         )
     else:
-        ids = ids_read_by_pyarrow(spark, [
-            (t, loc) for t in tables
-            for loc, _ in storage.list_files(layout.segment_type_dir(staged_data, t),
-                                             recursive=True) if loc.endswith(".parquet")])
+        ids = ids_read_by_pyarrow(
+            spark,
+            [
+                (t, loc)
+                for t in tables
+                for loc, _ in storage.list_files(
+                    layout.segment_type_dir(staged_data, t), recursive=True
+                )
+                if loc.endswith(".parquet")
+            ],
+        )
     counted = ids.groupBy("message_id").agg(F.count("*").alias("n"), F.min("t").alias("t"))
     bad = F.col("n") > 1
     if len(held):
         seen = spark.createDataFrame(pa.table({"message_id": held}).to_pandas()).withColumn(
-            "_seen", F.lit(1))
+            "_seen", F.lit(1)
+        )
         counted = counted.join(F.broadcast(seen), "message_id", "left")
         bad = bad | F.col("_seen").isNotNull()
     rows = counted.filter(bad).groupBy("t").count().collect()
@@ -249,8 +290,9 @@ _DRIVER_CHECK_MAX_ROWS = 20_000_000
 _CHECK_THREADS = 4  # staged files read at once by the driver's check
 
 
-def repeated_in_output(staged_data: str, tables: list[str], held: pa.Array | None = None
-                       ) -> dict[str, int] | None:
+def repeated_in_output(
+    staged_data: str, tables: list[str], held: pa.Array | None = None
+) -> dict[str, int] | None:
     """``repeated_message_ids`` on the driver with Arrow: reads the ``message_id`` column of
     the written files; an id counts when written twice or when in ``held``. ``None`` when
     the output is too big for the driver (the caller then uses Spark)."""
@@ -260,8 +302,9 @@ def repeated_in_output(staged_data: str, tables: list[str], held: pa.Array | Non
     fmt = ds.ParquetFileFormat()
     files = []  # (table index, fragment)
     for i, t in enumerate(tables):
-        for loc, size in storage.list_files(layout.segment_type_dir(staged_data, t),
-                                            recursive=True):
+        for loc, size in storage.list_files(
+            layout.segment_type_dir(staged_data, t), recursive=True
+        ):
             if loc.endswith(".parquet"):
                 fs, path = storage.resolve(loc)
                 files.append((i, fmt.make_fragment(path, filesystem=fs, file_size=size)))
@@ -269,16 +312,16 @@ def repeated_in_output(staged_data: str, tables: list[str], held: pa.Array | Non
     with ThreadPoolExecutor(_CHECK_THREADS, thread_name_prefix="output-check") as pool:
         if sum(pool.map(lambda f: f[1].metadata.num_rows, files)) > _DRIVER_CHECK_MAX_ROWS:
             return None
-        columns = list(pool.map(lambda f: f[1].to_table(columns=["message_id"]).column(0),
-                                files))
+        columns = list(pool.map(lambda f: f[1].to_table(columns=["message_id"]).column(0), files))
     ids, owner = [], []
     for (i, _), col in zip(files, columns):  # chunks, never concatenated: 2 M ids copied again
         ids.extend(col.chunks)
         owner.extend(pa.repeat(pa.scalar(i, pa.int32()), len(c)) for c in col.chunks)
     if not ids:
         return {}
-    table = pa.table({"id": pa.chunked_array(ids, pa.string()),
-                      "t": pa.chunked_array(owner, pa.int32())})
+    table = pa.table(
+        {"id": pa.chunked_array(ids, pa.string()), "t": pa.chunked_array(owner, pa.int32())}
+    )
     per_id = table.group_by("id").aggregate([("t", "count"), ("t", "min")])
     bad = pc.greater(per_id["t_count"], 1)
     if held is not None and len(held):

@@ -32,25 +32,33 @@ def _readable(hour: str) -> str:
 def _suppressed(tally: Tally, table: str, hour: str) -> int:
     """As ``Tally.table_suppressed``, for one hour."""
     if table == TRACKS_TABLE:
-        return sum(n for (t, h), n in tally.suppressed.items() if h == hour
-                   and t not in STANDARD_TABLES and t != identities.QUARANTINE)
+        return sum(
+            n
+            for (t, h), n in tally.suppressed.items()
+            if h == hour and t not in STANDARD_TABLES and t != identities.QUARANTINE
+        )
     return tally.suppressed.get((table, hour), 0)
 
 
-def table_hours(table: str, change: TableChange, tally: Tally, duplicates: Duplicates,
-                hours: list[str]) -> list[dict[str, Any]]:
+def table_hours(
+    table: str, change: TableChange, tally: Tally, duplicates: Duplicates, hours: list[str]
+) -> list[dict[str, Any]]:
     """``table``'s figures for each of ``hours`` (compact) that it has anything in."""
     valued = {h: tally.valued.get((table, h), set()) for h in hours}
     with_rows = [h for h in hours if tally.rows.get((table, h))]
     new_in: dict[str, list[dict[str, str]]] = {}
     for name, typ in change.new_columns:
-        first = next((h for h in hours if name in valued[h]),
-                     with_rows[0] if with_rows else hours[0])
+        first = next(
+            (h for h in hours if name in valued[h]), with_rows[0] if with_rows else hours[0]
+        )
         new_in.setdefault(first, []).append({"name": name, "type": typ})
     widened_in: dict[str, list[dict[str, str]]] = {}
     for name, old, new in change.widened:
-        holding = [h for h in hours if name in valued[h]
-                   or tally.misfits_by_hour.get((table, h), {}).get(name)]
+        holding = [
+            h
+            for h in hours
+            if name in valued[h] or tally.misfits_by_hour.get((table, h), {}).get(name)
+        ]
         for h in holding or [with_rows[0] if with_rows else hours[0]]:
             widened_in.setdefault(h, []).append({"name": name, "from": old, "to": new})
     out = []
@@ -68,13 +76,24 @@ def table_hours(table: str, change: TableChange, tally: Tally, duplicates: Dupli
         }
         readable = _readable(h)
         conformance = [f for f in tally.conformance.get(table, []) if f.get("hour") == readable]
-        if not any(figures.values()) and h not in new_in and h not in widened_in \
-                and not misfits and not conformance:
+        if (
+            not any(figures.values())
+            and h not in new_in
+            and h not in widened_in
+            and not misfits
+            and not conformance
+        ):
             continue  # nothing of this table in this hour
-        out.append({"hour": readable, **figures,
-                    "new_columns": new_in.get(h, []), "widened_columns": widened_in.get(h, []),
-                    "misfits_by_column": dict(sorted(misfits.items())),
-                    "conformance_failures": conformance})
+        out.append(
+            {
+                "hour": readable,
+                **figures,
+                "new_columns": new_in.get(h, []),
+                "widened_columns": widened_in.get(h, []),
+                "misfits_by_column": dict(sorted(misfits.items())),
+                "conformance_failures": conformance,
+            }
+        )
     return out
 
 
@@ -87,17 +106,22 @@ def source_hours(tally: Tally, duplicates: Duplicates, hours: list[str]) -> list
         row = {
             "hour": _readable(h),
             "lines_in": tally.lines_by_hour.get(h, 0),
-            "messages_written": sum(n for (t, hh), n in tally.rows.items()
-                                    if hh == h and t != TRACKS_TABLE),
+            "messages_written": sum(
+                n for (t, hh), n in tally.rows.items() if hh == h and t != TRACKS_TABLE
+            ),
             "duplicates": sum(n for (_, hh), n in duplicates.counts.items() if hh == h),
-            "cross_hour_duplicates": sum(n for (_, hh), n in duplicates.cross_hour.items()
-                                         if hh == h),
+            "cross_hour_duplicates": sum(
+                n for (_, hh), n in duplicates.cross_hour.items() if hh == h
+            ),
             "lines_quarantined": tally.quarantined_by_hour.get(h, 0),
             "suppressed": sum(n for (_, hh), n in tally.suppressed.items() if hh == h),
-            "values_quarantined": sum(n for (_, hh), n in tally.values_by_hour.items()
-                                      if hh == h),
+            "values_quarantined": sum(n for (_, hh), n in tally.values_by_hour.items() if hh == h),
         }
-        row["reconciled"] = row["lines_in"] == (row["messages_written"] + row["duplicates"]
-                                                + row["lines_quarantined"] + row["suppressed"])
+        row["reconciled"] = row["lines_in"] == (
+            row["messages_written"]
+            + row["duplicates"]
+            + row["lines_quarantined"]
+            + row["suppressed"]
+        )
         out.append(row)
     return out

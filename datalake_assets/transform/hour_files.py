@@ -42,8 +42,15 @@ class WrittenFile:
 class HourFiles:
     """``part-<hour>-<run>-<task>-<seq>.parquet`` files in ``directory``, seq 0, 1, 2, ..."""
 
-    def __init__(self, directory: str, hour: layout.ArchiveHour, run_id: str, task: int,
-                 schema: pa.Schema, target_bytes: int = DEFAULT_TARGET_FILE_BYTES) -> None:
+    def __init__(
+        self,
+        directory: str,
+        hour: layout.ArchiveHour,
+        run_id: str,
+        task: int,
+        schema: pa.Schema,
+        target_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    ) -> None:
         self.directory = directory
         self.hour = hour
         self.run_id = run_id

@@ -37,8 +37,7 @@ from datalake_assets.transform.run import SyncRun
 from datalake_assets.transform.stage_a import StageAStats
 
 INDEX_ROW_GROUP_ROWS = 65_536
-_NOT_TRACK_TABLES = pa.array(sorted(STANDARD_TABLES | {QUARANTINE, LINK, SUPPRESSED}),
-                             pa.string())
+_NOT_TRACK_TABLES = pa.array(sorted(STANDARD_TABLES | {QUARANTINE, LINK, SUPPRESSED}), pa.string())
 
 
 def load_privacy(run: SyncRun) -> None:
@@ -54,8 +53,9 @@ def index_identities(run: SyncRun, stats: StageAStats) -> int:
     """Stage A's identity entries (``stats.identity_parts``) written as the staged index of
     each hour; returns the rows written."""
     t = time.monotonic()
-    written = write_staged_index(run.staging, run.req.run_id,
-                                 merge_rows(read_entries(stats.identity_parts)))
+    written = write_staged_index(
+        run.staging, run.req.run_id, merge_rows(read_entries(stats.identity_parts))
+    )
     run.timings["identities_s"] = time.monotonic() - t
     return written
 
@@ -66,21 +66,32 @@ def merge_rows(rows: pa.Table) -> pa.Table:
     if rows.num_rows == 0:
         return rows
     # group_by keys may not be null: links carry their other hash, presence rows "" meanwhile
-    rows = rows.set_column(rows.column_names.index("linked"), "linked",
-                           pc.fill_null(rows.column("linked"), ""))
+    rows = rows.set_column(
+        rows.column_names.index("linked"), "linked", pc.fill_null(rows.column("linked"), "")
+    )
     keys = ["hour", "identity", "table", "linked"]
     summed = rows.group_by(keys).aggregate([("rows", "sum")]).rename_columns([*keys, "rows"])
     tracks = summed.filter(pc.invert(pc.is_in(summed.column("table"), _NOT_TRACK_TABLES)))
     if tracks.num_rows:
         per = tracks.group_by(["hour", "identity"]).aggregate([("rows", "sum")])
         n = per.num_rows
-        summed = pa.concat_tables([summed, pa.table({
-            "hour": per.column("hour"), "identity": per.column("identity"),
-            "table": pa.array([TRACKS_TABLE] * n, pa.string()),
-            "linked": pa.array([""] * n, pa.string()), "rows": per.column("rows_sum"),
-        }).select(summed.column_names)])
-    linked = pc.if_else(pc.equal(summed.column("linked"), ""), pa.scalar(None, pa.string()),
-                        summed.column("linked"))
+        summed = pa.concat_tables(
+            [
+                summed,
+                pa.table(
+                    {
+                        "hour": per.column("hour"),
+                        "identity": per.column("identity"),
+                        "table": pa.array([TRACKS_TABLE] * n, pa.string()),
+                        "linked": pa.array([""] * n, pa.string()),
+                        "rows": per.column("rows_sum"),
+                    }
+                ).select(summed.column_names),
+            ]
+        )
+    linked = pc.if_else(
+        pc.equal(summed.column("linked"), ""), pa.scalar(None, pa.string()), summed.column("linked")
+    )
     return summed.set_column(summed.column_names.index("linked"), "linked", linked)
 
 
@@ -91,17 +102,21 @@ def write_staged_index(staging: str, run_id: str, rows: pa.Table) -> int:
         return 0
     for hour in pc.unique(rows.column("hour")).to_pylist():
         part = rows.filter(pc.equal(rows.column("hour"), hour))
-        part = part.sort_by([("identity", "ascending"), ("table", "ascending"),
-                             ("linked", "ascending")])
+        part = part.sort_by(
+            [("identity", "ascending"), ("table", "ascending"), ("linked", "ascending")]
+        )
         h = layout.ArchiveHour.parse(hour)
-        directory = layout.join(layout.staged_identity_root(staging),
-                                layout.index_partition_path(h))
+        directory = layout.join(
+            layout.staged_identity_root(staging), layout.index_partition_path(h)
+        )
         location = layout.join(directory, layout.data_file_name(h, run_id, 0, 0))
         fs, path = storage.resolve(location)
         storage.create_dir(directory)
-        table = pa.table([part.column(f.name).cast(f.type) for f in INDEX_SCHEMA],
-                         schema=INDEX_SCHEMA)
+        table = pa.table(
+            [part.column(f.name).cast(f.type) for f in INDEX_SCHEMA], schema=INDEX_SCHEMA
+        )
         # row groups of 64k entries: a lookup of a few hashes in a busy hour reads one of them
-        pq.write_table(table, path, filesystem=fs, compression="zstd",
-                       row_group_size=INDEX_ROW_GROUP_ROWS)
+        pq.write_table(
+            table, path, filesystem=fs, compression="zstd", row_group_size=INDEX_ROW_GROUP_ROWS
+        )
     return rows.num_rows

@@ -28,8 +28,15 @@ from datalake_assets.lake.identities import LINK, QUARANTINE, SUPPRESSED
 from datalake_assets.spec.identity import LINKING_TYPES, identity_hashes
 
 IDENTITY = 3  # the stage-A row kind of index entries (KEYS = 1: keys.py, STATS = 2: stage_a.py)
-ENTRY_SCHEMA = pa.schema([("hour", pa.string()), ("identity", pa.string()),
-                          ("table", pa.string()), ("rows", pa.int64()), ("linked", pa.string())])
+ENTRY_SCHEMA = pa.schema(
+    [
+        ("hour", pa.string()),
+        ("identity", pa.string()),
+        ("table", pa.string()),
+        ("rows", pa.int64()),
+        ("linked", pa.string()),
+    ]
+)
 ENTRIES_PER_ROW = 200_000  # about 12 MB of IPC per cell at most
 _IPC = pa.ipc.IpcWriteOptions(compression="zstd")
 # Lines the decoder refuses before or after parsing (too big, too deeply nested) may still
@@ -43,8 +50,7 @@ MAX_CACHED_VALUES = 500_000  # raw values -> hash kept by a task (about 100 MB a
 class IdentityTally:
     """One stage-A task's identity counts and suppressed messages (module docstring)."""
 
-    __slots__ = ("key", "traits", "suppressed", "_hashes", "presence", "links",
-                 "suppressed_counts")
+    __slots__ = ("key", "traits", "suppressed", "_hashes", "presence", "links", "suppressed_counts")
 
     def __init__(self, key: bytes, traits: tuple[str, ...], suppressed: frozenset[str]) -> None:
         self.key = key  # empty: no index, no suppression (a stage A run outside a sync)
@@ -86,7 +92,7 @@ class IdentityTally:
             ordered = sorted(hashes)
             links = self.links
             for i, a in enumerate(ordered):
-                for b in ordered[i + 1:]:
+                for b in ordered[i + 1 :]:
                     k3 = (hour, a, b)
                     links[k3] = links.get(k3, 0) + n
         return True
@@ -128,10 +134,15 @@ class IdentityTally:
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, ENTRY_SCHEMA, options=_IPC) as w:
                 w.write_table(chunk)
-            out.append(pa.RecordBatch.from_arrays(
-                [pa.array([IDENTITY], pa.int8()),
-                 pa.array([sink.getvalue().to_pybytes()], pa.binary())],
-                names=schema_names))
+            out.append(
+                pa.RecordBatch.from_arrays(
+                    [
+                        pa.array([IDENTITY], pa.int8()),
+                        pa.array([sink.getvalue().to_pybytes()], pa.binary()),
+                    ],
+                    names=schema_names,
+                )
+            )
         return out
 
 

@@ -50,7 +50,7 @@ def prior_ids(prior_files: list[str], batch_ids: pa.Array | pa.ChunkedArray) -> 
         except OSError:
             if attempt == _ATTEMPTS - 1:
                 raise
-            time.sleep(2 ** attempt)
+            time.sleep(2**attempt)
     raise AssertionError("unreachable")
 
 
@@ -65,17 +65,22 @@ def _prior_ids(prior_files: list[str], batch_ids: pa.Array) -> pa.Array:
     if new:
         found.append(_by_hash(fs, new, batch_ids))
     if old:
-        found.append(_semi_join(ds.dataset(old, pa.schema([(MESSAGE_ID, pa.string())]),
-                                           format="parquet", filesystem=fs),
-                                MESSAGE_ID, pa.table({MESSAGE_ID: batch_ids})))
+        found.append(
+            _semi_join(
+                ds.dataset(
+                    old, pa.schema([(MESSAGE_ID, pa.string())]), format="parquet", filesystem=fs
+                ),
+                MESSAGE_ID,
+                pa.table({MESSAGE_ID: batch_ids}),
+            )
+        )
     return pc.unique(pa.chunked_array(found, pa.string()))
 
 
 def _by_hash(fs, paths: list[str], batch_ids: pa.Array) -> pa.Array:
     """Step 1 of the module doc: hash hits by file, then confirmed against the strings."""
     batch = pa.table({MESSAGE_ID: batch_ids, ID_HASH: id_hashes(batch_ids)})
-    dataset = ds.dataset(paths, pa.schema([(ID_HASH, pa.int64())]), format="parquet",
-                         filesystem=fs)
+    dataset = ds.dataset(paths, pa.schema([(ID_HASH, pa.int64())]), format="parquet", filesystem=fs)
     hits = _semi_join(dataset, ID_HASH, batch.select([ID_HASH]), with_file=True)
     by_file: dict[str, list[int]] = defaultdict(list)
     for h, f in zip(hits.column(ID_HASH).to_pylist(), hits.column("file").to_pylist()):
@@ -85,8 +90,9 @@ def _by_hash(fs, paths: list[str], batch_ids: pa.Array) -> pa.Array:
 
     def confirm(item: tuple[str, list[int]]) -> pa.Array:
         path, hashes = item
-        candidates = batch.filter(pc.is_in(batch.column(ID_HASH),
-                                           value_set=pa.array(hashes, pa.int64())))
+        candidates = batch.filter(
+            pc.is_in(batch.column(ID_HASH), value_set=pa.array(hashes, pa.int64()))
+        )
         ids = pq.read_table(path, columns=[MESSAGE_ID], filesystem=fs).column(0)
         ids = ids.cast(pa.string()).combine_chunks()
         return ids.filter(pc.is_in(ids, value_set=candidates.column(MESSAGE_ID)))
@@ -95,18 +101,23 @@ def _by_hash(fs, paths: list[str], batch_ids: pa.Array) -> pa.Array:
         return pa.concat_arrays(list(pool.map(confirm, sorted(by_file.items()))))
 
 
-def _semi_join(dataset: ds.Dataset, key: str, build: pa.Table, with_file: bool = False
-               ) -> pa.Table | pa.Array:
+def _semi_join(
+    dataset: ds.Dataset, key: str, build: pa.Table, with_file: bool = False
+) -> pa.Table | pa.Array:
     """The rows (``key``, and with ``with_file`` the file's path as ``file``) of ``dataset``
     whose ``key`` is in ``build``: ``dataset`` streams through a hash table of ``build``."""
     columns = [pc.field(key)] + ([pc.field("__filename")] if with_file else [])
     names = [key] + (["file"] if with_file else [])
-    scan = acero.Declaration.from_sequence([
-        acero.Declaration("scan", acero.ScanNodeOptions(dataset, columns=[key])),
-        acero.Declaration("project", acero.ProjectNodeOptions(columns, names)),
-    ])
+    scan = acero.Declaration.from_sequence(
+        [
+            acero.Declaration("scan", acero.ScanNodeOptions(dataset, columns=[key])),
+            acero.Declaration("project", acero.ProjectNodeOptions(columns, names)),
+        ]
+    )
     join = acero.Declaration(
-        "hashjoin", acero.HashJoinNodeOptions("left semi", [key], [key]),
-        inputs=[scan, acero.Declaration("table_source", acero.TableSourceNodeOptions(build))])
+        "hashjoin",
+        acero.HashJoinNodeOptions("left semi", [key], [key]),
+        inputs=[scan, acero.Declaration("table_source", acero.TableSourceNodeOptions(build))],
+    )
     out = join.to_table()
     return out if with_file else out.column(key).combine_chunks()

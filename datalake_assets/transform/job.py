@@ -53,8 +53,15 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         code = "storage" if isinstance(e, OSError) else "internal"
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        print(json.dumps({"status": "failed", "error": f"{type(e).__name__}: {first}"[:2000],
-                          "error_code": code}))
+        print(
+            json.dumps(
+                {
+                    "status": "failed",
+                    "error": f"{type(e).__name__}: {first}"[:2000],
+                    "error_code": code,
+                }
+            )
+        )
         return 1
     print(json.dumps(result.source.to_dict()))
     return 0

@@ -19,15 +19,22 @@ import pyarrow.compute as pc
 
 KEYS = 1  # the stage-A row kind whose payload is an Arrow IPC stream of KEY_SCHEMA rows
 
-KEY_SCHEMA = pa.schema([
-    ("table", pa.string()), ("hour", pa.string()), ("message_id", pa.string()),
-    ("received_at", pa.int64()), ("file_idx", pa.int32()), ("line_no", pa.int64()),
-])
+KEY_SCHEMA = pa.schema(
+    [
+        ("table", pa.string()),
+        ("hour", pa.string()),
+        ("message_id", pa.string()),
+        ("received_at", pa.int64()),
+        ("file_idx", pa.int32()),
+        ("line_no", pa.int64()),
+    ]
+)
 
 _INT64_MAX = 2**63 - 1
 
-KEY_ROW_DDL = ("table string, hour string, message_id string, received_at long, "
-               "file_idx int, line_no long")
+KEY_ROW_DDL = (
+    "table string, hour string, message_id string, received_at long, file_idx int, line_no long"
+)
 
 
 def encode(batch: pa.RecordBatch) -> bytes:
@@ -52,18 +59,27 @@ def first_copies(keys: pa.Table) -> tuple[pa.Table, pa.BooleanArray]:
     # Missing receivedAt sorts last as the largest value (null_placement's spelling differs
     # between pyarrow versions).
     last = pc.fill_null(keys.column("received_at"), _INT64_MAX)
-    ordered = keys.take(pc.sort_indices(
-        keys.append_column("_received", last),
-        sort_keys=[("message_id", "ascending"), ("_received", "ascending"),
-                   ("file_idx", "ascending"), ("line_no", "ascending")]))
+    ordered = keys.take(
+        pc.sort_indices(
+            keys.append_column("_received", last),
+            sort_keys=[
+                ("message_id", "ascending"),
+                ("_received", "ascending"),
+                ("file_idx", "ascending"),
+                ("line_no", "ascending"),
+            ],
+        )
+    )
     ids = ordered.column("message_id").combine_chunks()
     n = len(ids)
     if n == 0:
         return ordered, pa.array([], pa.bool_())
     later, earlier = ids.slice(1), ids.slice(0, n - 1)
     # Missing ids (never past validation, but the rule is total) are one group, as in Spark.
-    same_as_previous = pc.or_(pc.fill_null(pc.equal(later, earlier), False),
-                              pc.and_(pc.is_null(later), pc.is_null(earlier)))
+    same_as_previous = pc.or_(
+        pc.fill_null(pc.equal(later, earlier), False),
+        pc.and_(pc.is_null(later), pc.is_null(earlier)),
+    )
     first = pa.concat_arrays([pa.array([True]), pc.invert(same_as_previous)])
     return ordered, first
 
@@ -78,5 +94,8 @@ def as_rows(spark, stage_a_output):
             for payload in batch.column(0).to_pylist():
                 yield from pa.ipc.open_stream(pa.py_buffer(payload))
 
-    return (stage_a_output.filter(F.col("kind") == KEYS).select("payload")
-            .mapInArrow(explode, KEY_ROW_DDL))
+    return (
+        stage_a_output.filter(F.col("kind") == KEYS)
+        .select("payload")
+        .mapInArrow(explode, KEY_ROW_DDL)
+    )

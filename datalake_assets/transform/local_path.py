@@ -63,16 +63,20 @@ def _task(what: str, fn: Callable[[], _T]) -> _T:
         except Exception as e:  # noqa: BLE001 - as Spark: any task failure is retried
             if attempt == TASK_ATTEMPTS:
                 code = "storage" if isinstance(e, (OSError, storage.ShortRead)) else "internal"
-                raise SyncError(f"a task ({what}) failed {TASK_ATTEMPTS} times, nothing "
-                                f"committed: {type(e).__name__}: {str(e)[:1000]}", code) from e
+                raise SyncError(
+                    f"a task ({what}) failed {TASK_ATTEMPTS} times, nothing "
+                    f"committed: {type(e).__name__}: {str(e)[:1000]}",
+                    code,
+                ) from e
     raise AssertionError("unreachable")
 
 
 # ------------------------------------------------------------------------------ stage A
 
 
-def read(run: SyncRun, cfg: StageAConfig,
-         files: list[tuple[str, str, int]]) -> tuple[StageAStats, pa.Table]:
+def read(
+    run: SyncRun, cfg: StageAConfig, files: list[tuple[str, str, int]]
+) -> tuple[StageAStats, pa.Table]:
     """Stage A over ``files``, one call per file: the merged statistics (with the identity
     index entries) and the key rows (``keys.KEY_SCHEMA``)."""
     t = time.monotonic()
@@ -80,12 +84,13 @@ def read(run: SyncRun, cfg: StageAConfig,
     for i, (location, hour, _) in enumerate(files):
         task_in = pa.RecordBatch.from_arrays(
             [pa.array([i], pa.int32()), pa.array([location]), pa.array([hour])],
-            names=["file_idx", "location", "hour"])
-        out = _task(f"stage A of {location}",
-                    lambda b=task_in: list(run_stage_a(iter([b]), cfg)))
+            names=["file_idx", "location", "hour"],
+        )
+        out = _task(f"stage A of {location}", lambda b=task_in: list(run_stage_a(iter([b]), cfg)))
         for batch in out:
-            for k, payload in zip(batch.column("kind").to_pylist(),
-                                  batch.column("payload").to_pylist()):
+            for k, payload in zip(
+                batch.column("kind").to_pylist(), batch.column("payload").to_pylist()
+            ):
                 (stats if k == STATS else identity if k == IDENTITY else keys).append(payload)
     merged = merge_stats(stats)
     merged.identity_parts = identity
@@ -113,17 +118,21 @@ def dedup(run: SyncRun, keys: pa.Table, hours: list[str]) -> Duplicates:
 # ------------------------------------------------------------------------------ stage B
 
 
-def write(run: SyncRun, cfg: StageBConfig,
-          tasks: list[tuple[int, str, str]]) -> list[ManifestEntry]:
+def write(
+    run: SyncRun, cfg: StageBConfig, tasks: list[tuple[int, str, str]]
+) -> list[ManifestEntry]:
     """Stage B, one call per task; the manifest of what was written."""
     t = time.monotonic()
 
     def one(task: tuple[int, str, str]) -> list[dict]:
         task_in = pa.RecordBatch.from_arrays(
             [pa.array([task[0]], pa.int32()), pa.array([task[1]]), pa.array([task[2]])],
-            names=["task", "table", "items"])
-        return _task(f"stage B of {task[1]}", lambda: [
-            r for out in run_stage_b(iter([task_in]), cfg) for r in out.to_pylist()])
+            names=["task", "table", "items"],
+        )
+        return _task(
+            f"stage B of {task[1]}",
+            lambda: [r for out in run_stage_b(iter([task_in]), cfg) for r in out.to_pylist()],
+        )
 
     # Tasks in threads: each writes its own table's files. On local disk they mostly take
     # turns (Python holds the GIL); on S3 each file is a few round trips of tens of ms, and

@@ -22,17 +22,31 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-FILE, MISFITS, CONFORMANCE, INDEX, QUARANTINE = "file", "misfits", "conformance", "index", "quarantine"
+FILE, MISFITS, CONFORMANCE, INDEX, QUARANTINE = (
+    "file",
+    "misfits",
+    "conformance",
+    "index",
+    "quarantine",
+)
 
 MANIFEST_SCHEMA = (
     "entry string, table string, hour string, location string, column string, "
     "failures string, rows long, bytes long, values_quarantined long, columns string"
 )
 _MANIFEST_ARROW = pa.schema(
-    [("entry", pa.string()), ("table", pa.string()), ("hour", pa.string()),
-     ("location", pa.string()), ("column", pa.string()), ("failures", pa.string()),
-     ("rows", pa.int64()), ("bytes", pa.int64()), ("values_quarantined", pa.int64()),
-     ("columns", pa.string())]
+    [
+        ("entry", pa.string()),
+        ("table", pa.string()),
+        ("hour", pa.string()),
+        ("location", pa.string()),
+        ("column", pa.string()),
+        ("failures", pa.string()),
+        ("rows", pa.int64()),
+        ("bytes", pa.int64()),
+        ("values_quarantined", pa.int64()),
+        ("columns", pa.string()),
+    ]
 )
 
 
@@ -50,20 +64,33 @@ class ManifestEntry:
     columns: list[str] = field(default_factory=list)  # FILE: the columns holding a value
 
     def to_row(self) -> dict[str, Any]:
-        return {"entry": self.entry, "table": self.table, "hour": self.hour,
-                "location": self.location, "column": self.column,
-                "failures": orjson.dumps(self.failures).decode() if self.failures else None,
-                "rows": self.rows, "bytes": self.bytes,
-                "values_quarantined": self.values_quarantined,
-                "columns": orjson.dumps(self.columns).decode() if self.columns else None}
+        return {
+            "entry": self.entry,
+            "table": self.table,
+            "hour": self.hour,
+            "location": self.location,
+            "column": self.column,
+            "failures": orjson.dumps(self.failures).decode() if self.failures else None,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "values_quarantined": self.values_quarantined,
+            "columns": orjson.dumps(self.columns).decode() if self.columns else None,
+        }
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ManifestEntry:
-        return cls(entry=row["entry"], table=row["table"], hour=row["hour"], rows=row["rows"],
-                   bytes=row["bytes"], values_quarantined=row["values_quarantined"],
-                   location=row["location"], column=row["column"],
-                   failures=orjson.loads(row["failures"]) if row["failures"] else [],
-                   columns=orjson.loads(row["columns"]) if row.get("columns") else [])
+        return cls(
+            entry=row["entry"],
+            table=row["table"],
+            hour=row["hour"],
+            rows=row["rows"],
+            bytes=row["bytes"],
+            values_quarantined=row["values_quarantined"],
+            location=row["location"],
+            column=row["column"],
+            failures=orjson.loads(row["failures"]) if row["failures"] else [],
+            columns=orjson.loads(row["columns"]) if row.get("columns") else [],
+        )
 
 
 def manifest_batch(entries: list[ManifestEntry]) -> pa.RecordBatch:

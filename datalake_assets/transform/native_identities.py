@@ -34,16 +34,16 @@ _ID_FIELDS = ("userId", "anonymousId", "previousId")
 _LINKING_TEXTS = pa.array([f'"{t}"' for t in LINKING_TYPES])
 
 
-def tally_batch(tally: IdentityTally, msgs: pa.StructArray, keep: np.ndarray, table: str,
-                hour: str) -> tuple[np.ndarray, np.ndarray]:
+def tally_batch(
+    tally: IdentityTally, msgs: pa.StructArray, keep: np.ndarray, table: str, hour: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Count the identities of the ``keep`` rows of ``msgs`` (all of ``table``). Returns
     ``(suppressed, unresolved)`` row masks: rows dropped as suppressed (counted), rows left
     to the Python path (not counted)."""
     n = len(msgs)
     unresolved = np.zeros(n, bool)
     mtype = _field_texts(msgs, ("type",), unresolved)
-    is_identify = pc.fill_null(pc.equal(mtype, '"identify"'), False).to_numpy(
-        zero_copy_only=False)
+    is_identify = pc.fill_null(pc.equal(mtype, '"identify"'), False).to_numpy(zero_copy_only=False)
     sources: list[tuple[str, str | None, pa.Array, np.ndarray | None]] = []
     for f in _ID_FIELDS:
         sources.append((ID, None, _field_texts(msgs, (f,), unresolved), None))
@@ -75,8 +75,9 @@ def tally_batch(tally: IdentityTally, msgs: pa.StructArray, keep: np.ndarray, ta
         if suppressed.any():
             k = (table, hour)
             tally.suppressed_counts[k] = tally.suppressed_counts.get(k, 0) + int(suppressed.sum())
-            gone_rows = pc.is_in(pairs.column("row"),
-                                 value_set=pa.array(np.flatnonzero(suppressed)))
+            gone_rows = pc.is_in(
+                pairs.column("row"), value_set=pa.array(np.flatnonzero(suppressed))
+            )
             # stored nowhere, but named in the index (IdentityTally.keep says why)
             _presence(tally, pairs.filter(gone_rows), hour, SUPPRESSED)
             pairs = pairs.filter(pc.invert(gone_rows))
@@ -111,7 +112,7 @@ def _links(tally: IdentityTally, pairs: pa.Table, mtype: pa.Array, hour: str) ->
             continue
         ordered = sorted(hashes)
         for i, a in enumerate(ordered):
-            for b in ordered[i + 1:]:
+            for b in ordered[i + 1 :]:
                 k3 = (hour, a, b)
                 links[k3] = links.get(k3, 0) + 1
 
@@ -129,8 +130,11 @@ def _hashes(tally: IdentityTally, kind: str, name: str | None, texts: pa.Array) 
         h = cache.get(ck) if type(value) is str else None
         if h is None:
             norm = normalize(kind, value)
-            h = "" if norm is None or len(norm) > MAX_IDENTITY_CHARS else identity_hash(
-                tally.key, Identity(kind, norm))
+            h = (
+                ""
+                if norm is None or len(norm) > MAX_IDENTITY_CHARS
+                else identity_hash(tally.key, Identity(kind, norm))
+            )
             if type(value) is str:
                 cache[ck] = h
         out.append(h)
@@ -139,8 +143,7 @@ def _hashes(tally: IdentityTally, kind: str, name: str | None, texts: pa.Array) 
     return table[codes]
 
 
-def _field_texts(msgs: pa.StructArray, path: tuple[str, ...], unresolved: np.ndarray
-                 ) -> pa.Array:
+def _field_texts(msgs: pa.StructArray, path: tuple[str, ...], unresolved: np.ndarray) -> pa.Array:
     """The JSON text at ``path`` (objects followed), null where absent or an object. Where a
     step of the path is a leaf (objects in some messages, not in others), the objects in it
     are decoded and followed; a value that cannot be re-encoded marks its row

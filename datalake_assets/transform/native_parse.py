@@ -51,8 +51,10 @@ try:  # the workers' native parser; without it every line takes the Python path
 except ImportError:  # pragma: no cover - duckdb is a dependency
     duckdb = None
 
-_ROUTE_RE = (r'\\[u"]|[:,\[]\s*[-+]?(?:[nN][aA][nN]|[iI][nN][fF])'
-             r'|[:,\[]\s*-?[0-9.]+[eE][-+]?[0-9]{3}|[0-9]{40}|,\s*[\]}]|"\s+:|":\s')
+_ROUTE_RE = (
+    r'\\[u"]|[:,\[]\s*[-+]?(?:[nN][aA][nN]|[iI][nN][fF])'
+    r'|[:,\[]\s*-?[0-9.]+[eE][-+]?[0-9]{3}|[0-9]{40}|,\s*[\]}]|"\s+:|":\s'
+)
 # Fewer lines than this in a chunk (a small file) take the Python path: the native parse's
 # fixed costs (a few DuckDB queries per table, the shapes) outweigh it there (a 1,000-event
 # hour: 1.1-1.8 s of stage A in Python, 4-7 s native).
@@ -61,8 +63,11 @@ MAX_SHAPE_LEAVES = 3_000  # a task's shape stops growing here (objects of unboun
 GROW_LINES = 2_000  # lines of one chunk whose structure is read to grow a shape
 FIRST_LINES = 256  # lines whose structure starts a table's shape
 # What a chunk the native reader fails on raises; the chunk then takes the Python path.
-_NATIVE_ERRORS = (duckdb.Error, pa.ArrowException, ValueError, TypeError, RecursionError,
-                  OverflowError) if duckdb is not None else ()
+_NATIVE_ERRORS = (
+    (duckdb.Error, pa.ArrowException, ValueError, TypeError, RecursionError, OverflowError)
+    if duckdb is not None
+    else ()
+)
 
 
 def _connect():
@@ -154,7 +159,8 @@ class NativeParser:
         self.con.register("grow_lines", pa.table({"line": lines}))
         try:
             rows = self.con.execute(
-                "SELECT DISTINCT json_structure(line) FROM grow_lines").fetchall()
+                "SELECT DISTINCT json_structure(line) FROM grow_lines"
+            ).fetchall()
         finally:
             self.con.unregister("grow_lines")
         changed = False
@@ -192,8 +198,7 @@ class NativeParser:
         return changed
 
     # ---------------------------------------------------------------------------- parse
-    def parse(self, chunk: Chunk, tally: IdentityTally | None, hour: str
-              ) -> Iterator[TableResult]:
+    def parse(self, chunk: Chunk, tally: IdentityTally | None, hour: str) -> Iterator[TableResult]:
         """The chunk's rows, one table at a time (``TableResult``; ``lines`` are indices into
         ``chunk``): a table's struct and columns are gone before the next table's are built
         (a 100k-line chunk: one table's at a time, not all 18). The lines no result lists as
@@ -212,11 +217,14 @@ class NativeParser:
         try:
             for code, table in enumerate(names):
                 try:
-                    msgs, rows, columns = self._table(table, code, np.flatnonzero(groups == code),
-                                                      texts, raw_keys, escaped)
+                    msgs, rows, columns = self._table(
+                        table, code, np.flatnonzero(groups == code), texts, raw_keys, escaped
+                    )
                 except _NATIVE_ERRORS:
                     continue  # this table's lines: the reference rules
-                yield _finish(table, msgs, rows, columns, tally, hour)  # the tally: its only side effect
+                yield _finish(
+                    table, msgs, rows, columns, tally, hour
+                )  # the tally: its only side effect
         finally:
             self._unregister()
 
@@ -224,12 +232,16 @@ class NativeParser:
         """The chunk's texts, each line's table code (``_groups``) and the tables by code;
         the chunk is left registered for the tables' transforms, with each line's code."""
         texts = _texts(chunk)
-        route = ~pc.fill_null(pc.and_(
-            pc.and_(pc.starts_with(texts, "{"), pc.ends_with(texts, "}")),
-            pc.less_equal(pc.binary_length(texts), self.max_bytes)), False
+        route = ~pc.fill_null(
+            pc.and_(
+                pc.and_(pc.starts_with(texts, "{"), pc.ends_with(texts, "}")),
+                pc.less_equal(pc.binary_length(texts), self.max_bytes),
+            ),
+            False,
         ).to_numpy(zero_copy_only=False)
         route |= pc.fill_null(pc.match_substring_regex(texts, _ROUTE_RE), True).to_numpy(
-            zero_copy_only=False)
+            zero_copy_only=False
+        )
         self.con.register("chunk", pa.table({"line": texts, "skip": pa.array(route)}))
         groups, names = self._groups()
         self.con.unregister("chunk")
@@ -245,11 +257,18 @@ class NativeParser:
     def _groups(self) -> tuple[np.ndarray, list[str]]:
         """Each line's table code, as its ``type`` and ``event`` name it (-1: none, or a
         routed or invalid line), and the tables by code."""
-        te = self.con.execute(
-            "SELECT CASE WHEN NOT skip THEN TRY(json_extract_string(line, ['$.type', '$.event']))"
-            " END AS te FROM chunk").to_arrow_table().column(0).combine_chunks()
-        key = pc.binary_join_element_wise(pc.list_element(te, 0),
-                                          pc.fill_null(pc.list_element(te, 1), ""), "\x00")
+        te = (
+            self.con.execute(
+                "SELECT CASE WHEN NOT skip THEN TRY(json_extract_string(line, ['$.type', '$.event']))"
+                " END AS te FROM chunk"
+            )
+            .to_arrow_table()
+            .column(0)
+            .combine_chunks()
+        )
+        key = pc.binary_join_element_wise(
+            pc.list_element(te, 0), pc.fill_null(pc.list_element(te, 1), ""), "\x00"
+        )
         enc = key.dictionary_encode()
         codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
         tables: dict[str, int] = {}
@@ -264,13 +283,24 @@ class NativeParser:
         return remap[codes], list(tables)
 
     def _transform(self, shape: _Shape, code: int) -> pa.StructArray:
-        out = self.con.execute("SELECT json_transform(line, ?) AS m FROM chunk WHERE grp = ?",
-                               [shape.text, code]).to_arrow_table().column(0)
+        out = (
+            self.con.execute(
+                "SELECT json_transform(line, ?) AS m FROM chunk WHERE grp = ?", [shape.text, code]
+            )
+            .to_arrow_table()
+            .column(0)
+        )
         return out.chunk(0) if out.num_chunks == 1 else out.combine_chunks()
 
-    def _table(self, table: str, code: int, rows: np.ndarray, texts: pa.Array,
-               raw_keys: np.ndarray, escaped: np.ndarray
-               ) -> tuple[pa.StructArray, np.ndarray, dict]:
+    def _table(
+        self,
+        table: str,
+        code: int,
+        rows: np.ndarray,
+        texts: pa.Array,
+        raw_keys: np.ndarray,
+        escaped: np.ndarray,
+    ) -> tuple[pa.StructArray, np.ndarray, dict]:
         """One table's lines of the chunk (``rows``): the messages that parsed whole and are
         plainly valid, their line indices and their columns (rows the columns flag are
         left out)."""
@@ -293,33 +323,46 @@ class NativeParser:
         return _without(msgs, rows, columns, bad)
 
 
-def _without(msgs: pa.StructArray, rows: np.ndarray, columns: dict, drop: np.ndarray
-             ) -> tuple[pa.StructArray, np.ndarray, dict]:
+def _without(
+    msgs: pa.StructArray, rows: np.ndarray, columns: dict, drop: np.ndarray
+) -> tuple[pa.StructArray, np.ndarray, dict]:
     """``msgs``, ``rows`` and ``columns`` without the ``drop`` rows (and without the columns
     left empty)."""
     if not drop.any():
         return msgs, rows, columns
     keep = pa.array(~drop)
     columns = {c: a.filter(keep) for c, a in columns.items()}
-    return (msgs.filter(keep), rows[~drop],
-            {c: a for c, a in columns.items() if a.null_count < len(a)})
+    return (
+        msgs.filter(keep),
+        rows[~drop],
+        {c: a for c, a in columns.items() if a.null_count < len(a)},
+    )
 
 
-def _finish(table: str, msgs: pa.StructArray, rows: np.ndarray, columns: dict,
-            tally: IdentityTally | None, hour: str) -> TableResult:
+def _finish(
+    table: str,
+    msgs: pa.StructArray,
+    rows: np.ndarray,
+    columns: dict,
+    tally: IdentityTally | None,
+    hour: str,
+) -> TableResult:
     """Count a table's identities (``native_identities``): its rows (None: all dropped) and
     the line indices handled here (written, or dropped as suppressed)."""
     handled = rows
     if tally is not None and tally.key and len(rows):
-        suppressed, unresolved = tally_batch(tally, msgs, np.ones(len(rows), bool), table,
-                                             hour)
+        suppressed, unresolved = tally_batch(tally, msgs, np.ones(len(rows), bool), table, hour)
         handled = rows[~unresolved]
         msgs, rows, columns = _without(msgs, rows, columns, suppressed | unresolved)
     if not len(rows):
         return TableResult(table, None, handled)
-    return TableResult(table, TableRows(columns, pa.array(rows, pa.int64()),
-                                        unquoted(field(msgs, "messageId")), received(msgs)),
-                       handled)
+    return TableResult(
+        table,
+        TableRows(
+            columns, pa.array(rows, pa.int64()), unquoted(field(msgs, "messageId")), received(msgs)
+        ),
+        handled,
+    )
 
 
 def _leaves(tree: dict) -> int:
@@ -347,7 +390,7 @@ class Chunk:
         return len(self.ends) - 1
 
     def line(self, i: int) -> bytes:
-        return bytes(self.data[self.ends[i]:self.ends[i + 1]])
+        return bytes(self.data[self.ends[i] : self.ends[i + 1]])
 
 
 def _texts(chunk: Chunk) -> pa.Array:
@@ -381,8 +424,13 @@ def _key_counts(chunk: Chunk) -> np.ndarray:
     data, ends = chunk.data, chunk.ends
     count = data.count
     return np.fromiter(
-        (count(b'":', a, b) - count(b'":n', a, b) - count(b'":{}', a, b)
-         for a, b in pairwise(ends)), np.int64, len(chunk))
+        (
+            count(b'":', a, b) - count(b'":n', a, b) - count(b'":{}', a, b)
+            for a, b in pairwise(ends)
+        ),
+        np.int64,
+        len(chunk),
+    )
 
 
 def _escaped(chunk: Chunk) -> np.ndarray:

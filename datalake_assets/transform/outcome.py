@@ -48,8 +48,13 @@ from datalake_assets.transform.tally import Tally
 # --------------------------------------------------------------------------------- reconcile
 
 
-def reconcile(run: SyncRun, stats: StageAStats, duplicates: Duplicates,
-              manifest: list[ManifestEntry], repeated_ids: dict[str, int]) -> Tally:
+def reconcile(
+    run: SyncRun,
+    stats: StageAStats,
+    duplicates: Duplicates,
+    manifest: list[ManifestEntry],
+    repeated_ids: dict[str, int],
+) -> Tally:
     """The tally of what was written; fails, with nothing committed, unless every line read
     is a row, a duplicate, quarantined or suppressed."""
     tally = _tally(stats, manifest, repeated_ids)
@@ -64,13 +69,18 @@ def reconcile(run: SyncRun, stats: StageAStats, duplicates: Duplicates,
     return tally
 
 
-def _tally(stats: StageAStats, manifest: list[ManifestEntry],
-           repeated_ids: dict[str, int]) -> Tally:
-    tally = Tally(lines_in=stats.lines_in, lines_quarantined=sum(stats.lines_quarantined.values()),
-                  quarantine_hours={h for h, _, _, _ in stats.quarantine_files},
-                  repeated_ids=dict(repeated_ids), suppressed=Counter(stats.suppressed),
-                  lines_by_hour=dict(stats.lines_by_hour),
-                  quarantined_by_hour=dict(stats.lines_quarantined))
+def _tally(
+    stats: StageAStats, manifest: list[ManifestEntry], repeated_ids: dict[str, int]
+) -> Tally:
+    tally = Tally(
+        lines_in=stats.lines_in,
+        lines_quarantined=sum(stats.lines_quarantined.values()),
+        quarantine_hours={h for h, _, _, _ in stats.quarantine_files},
+        repeated_ids=dict(repeated_ids),
+        suppressed=Counter(stats.suppressed),
+        lines_by_hour=dict(stats.lines_by_hour),
+        quarantined_by_hour=dict(stats.lines_quarantined),
+    )
     for m in manifest:
         if m.entry == FILE:
             tally.rows[(m.table, m.hour)] += m.rows
@@ -93,15 +103,21 @@ def _tally(stats: StageAStats, manifest: list[ManifestEntry],
     # repeated in a track table is repeated in tracks.
     track_rows = sum(n for (t, _), n in tally.rows.items() if t not in STANDARD_TABLES)
     tally.repeated_ids[TRACKS_TABLE] = abs(tally.table_rows(TRACKS_TABLE) - track_rows) + sum(
-        n for t, n in tally.repeated_ids.items() if t not in STANDARD_TABLES)
+        n for t, n in tally.repeated_ids.items() if t not in STANDARD_TABLES
+    )
     return tally
 
 
 # ------------------------------------------------------------------------------------ commit
 
 
-def commit_sync(run: SyncRun, existing: dict[str, list[tuple[str, str]]],
-                changes: dict[str, TableChange], tally: Tally, hours: list[str]) -> None:
+def commit_sync(
+    run: SyncRun,
+    existing: dict[str, list[tuple[str, str]]],
+    changes: dict[str, TableChange],
+    tally: Tally,
+    hours: list[str],
+) -> None:
     """Commit the staged hours: the tables through the lake's table format (``lake/formats``),
     the quarantine and the indexes as folder swaps, in one journal (``lake/commit.py``); then
     record the tables' schemas."""
@@ -137,21 +153,29 @@ def _files_readers_read(run: SyncRun, tally: Tally, hours: list[str]) -> None:
             return
         for h in hours:
             if (table, h) in tally.files:
-                tally.files[(table, h)] = [ManifestEntry(FILE, table, h, bytes=size,
-                                                         location=loc)
-                                           for loc, size in live.get(h, [])]
+                tally.files[(table, h)] = [
+                    ManifestEntry(FILE, table, h, bytes=size, location=loc)
+                    for loc, size in live.get(h, [])
+                ]
 
 
-def tables_to_commit(run: SyncRun, tables_after: dict[str, list[tuple[str, str]]],
-                     changes: dict[str, TableChange], hours: list[str]) -> TablesToCommit:
+def tables_to_commit(
+    run: SyncRun,
+    tables_after: dict[str, list[tuple[str, str]]],
+    changes: dict[str, TableChange],
+    hours: list[str],
+) -> TablesToCommit:
     """Every table of the source has its ``hours`` replaced: those this run wrote, and the
     others (a replayed hour may have lost all its rows of one)."""
     return TablesToCommit(
-        src=run.src, run_id=run.req.run_id,
-        staged_data_root=layout.staged_data_root(run.staging), hours=tuple(sorted(hours)),
+        src=run.src,
+        run_id=run.req.run_id,
+        staged_data_root=layout.staged_data_root(run.staging),
+        hours=tuple(sorted(hours)),
         quarantine_staged=layout.staged_quarantine_root(run.staging),
         tables={t: tuple(tuple(c) for c in cols) for t, cols in sorted(tables_after.items())},
-        widened={t: tuple(n for n, _, _ in c.widened) for t, c in changes.items() if c.widened})
+        widened={t: tuple(n for n, _, _ in c.widened) for t, c in changes.items() if c.widened},
+    )
 
 
 def _plan_side_swaps(run: SyncRun, hours: list[str]) -> list[commit.Swap]:
@@ -161,22 +185,35 @@ def _plan_side_swaps(run: SyncRun, hours: list[str]) -> list[commit.Swap]:
     by_dir: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, staged) -> hours
     for h in hours:
         hour = layout.ArchiveHour.parse(h)
-        by_dir[(layout.join(layout.index_root(req.lake_root, req.source_dir),
-                            layout.index_partition_path(hour)),
-                layout.join(layout.staged_index_root(staging),
-                            layout.index_partition_path(hour)))].add(h)
-        by_dir[(layout.join(layout.identity_index_root(req.lake_root, req.source_dir),
-                            layout.index_partition_path(hour)),
-                layout.join(layout.staged_identity_root(staging),
-                            layout.index_partition_path(hour)))].add(h)
+        by_dir[
+            (
+                layout.join(
+                    layout.index_root(req.lake_root, req.source_dir),
+                    layout.index_partition_path(hour),
+                ),
+                layout.join(layout.staged_index_root(staging), layout.index_partition_path(hour)),
+            )
+        ].add(h)
+        by_dir[
+            (
+                layout.join(
+                    layout.identity_index_root(req.lake_root, req.source_dir),
+                    layout.index_partition_path(hour),
+                ),
+                layout.join(
+                    layout.staged_identity_root(staging), layout.index_partition_path(hour)
+                ),
+            )
+        ].add(h)
     return commit.swaps_of(by_dir)
 
 
 # ---------------------------------------------------------------------------------- register
 
 
-def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally
-             ) -> tuple[dict[str, dict], CatalogError | None]:
+def register(
+    run: SyncRun, changes: dict[str, TableChange], tally: Tally
+) -> tuple[dict[str, dict], CatalogError | None]:
     """The committed tables, partitions and quarantine in the catalog, and the error if
     registration failed (the data stays committed: ``catalog_phase.CatalogBehind``)."""
     req = run.req
@@ -186,12 +223,17 @@ def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally
     tables = changes if run.tables.registered_by_catalog else {}
     try:
         registered = register_sync(
-            run.catalog, database=req.database, table_prefix=req.table_prefix,
-            lake_root=req.lake_root, source_dir=req.source_dir, date_layout=req.date_layout,
+            run.catalog,
+            database=req.database,
+            table_prefix=req.table_prefix,
+            lake_root=req.lake_root,
+            source_dir=req.source_dir,
+            date_layout=req.date_layout,
             tables={t: c.columns for t, c in tables.items()},
             partitions={t: tally.hours_written(t) for t in tables},
-            quarantine_hours=(sorted(tally.quarantine_hours)
-                              if run.tables.registered_by_catalog else []),
+            quarantine_hours=(
+                sorted(tally.quarantine_hours) if run.tables.registered_by_catalog else []
+            ),
             count_partitions=True,  # Glue: one paginated listing per table written
         )
     except CatalogError as e:
@@ -205,12 +247,24 @@ def register(run: SyncRun, changes: dict[str, TableChange], tally: Tally
 
 def _format_tables(run: SyncRun, changes: dict[str, TableChange]) -> dict[str, dict]:
     """The tables as the format's own catalog holds them (Iceberg: name, location, snapshot)."""
-    batch = TablesToCommit(src=run.src, run_id=run.req.run_id, staged_data_root="", hours=(),
-                           tables={t: tuple(c.columns) for t, c in changes.items()})
-    return {t: {"catalog_table": c.name.split(".", 1)[1], "database": c.name.split(".", 1)[0],
-                "location": c.location, "snapshot_id": c.snapshot_id, "is_new": changes[t].is_new,
-                "table_format": run.tables.name}
-            for t, c in run.tables.committed(batch).items()}
+    batch = TablesToCommit(
+        src=run.src,
+        run_id=run.req.run_id,
+        staged_data_root="",
+        hours=(),
+        tables={t: tuple(c.columns) for t, c in changes.items()},
+    )
+    return {
+        t: {
+            "catalog_table": c.name.split(".", 1)[1],
+            "database": c.name.split(".", 1)[0],
+            "location": c.location,
+            "snapshot_id": c.snapshot_id,
+            "is_new": changes[t].is_new,
+            "table_format": run.tables.name,
+        }
+        for t, c in run.tables.committed(batch).items()
+    }
 
 
 # ------------------------------------------------------------------------------------ report
@@ -220,13 +274,19 @@ def _run_fields(run: SyncRun) -> dict:
     """The fields every row of the run's report shares."""
     req = run.req
     return {
-        "run_id": req.run_id, "source_id": req.source_id, "database": req.database,
-        "start_time": run.started.isoformat(), "replay": req.replay,
+        "run_id": req.run_id,
+        "source_id": req.source_id,
+        "database": req.database,
+        "start_time": run.started.isoformat(),
+        "replay": req.replay,
         "replay_from": req.hours[0] if req.replay else None,
         "replay_to": req.hours[-1] if req.replay else None,
         "emr_cluster_id": os.environ.get("EMR_CLUSTER_ID"),
-        "s3_bucket": (req.lake_root.split("://", 1)[1].split("/", 1)[0]  # S3 lakes only
-                      if storage.on_s3(req.lake_root) else None),
+        "s3_bucket": (
+            req.lake_root.split("://", 1)[1].split("/", 1)[0]  # S3 lakes only
+            if storage.on_s3(req.lake_root)
+            else None
+        ),
     }
 
 
@@ -234,59 +294,91 @@ def _partitions(hours: list[str]) -> list[dict[str, str]]:
     return [{"day": h.day, "hr": h.hr} for h in map(layout.ArchiveHour.parse, hours)]
 
 
-def table_reports(run: SyncRun, changes: dict[str, TableChange], tally: Tally,
-                  duplicates: Duplicates, registered: dict[str, dict],
-                  hours: list[str]) -> list[TableReport]:
+def table_reports(
+    run: SyncRun,
+    changes: dict[str, TableChange],
+    tally: Tally,
+    duplicates: Duplicates,
+    registered: dict[str, dict],
+    hours: list[str],
+) -> list[TableReport]:
     out = []
     for t in sorted(changes):
         c = changes[t]
         files = [m for (tt, _), v in tally.files.items() if tt == t for m in v]
-        out.append(TableReport(
-            table_name=t, **_run_fields(run),
-            partitions=_partitions(tally.hours_written(t)),
-            new_columns=[{"name": n, "type": ty} for n, ty in c.new_columns],
-            widened_columns=[{"name": n, "from": a, "to": b} for n, a, b in c.widened],
-            columns=[{"name": n, "type": ty} for n, ty in c.columns],
-            row_count=tally.table_rows(t),
-            duplicates=sum(n for (tt, _), n in duplicates.counts.items() if tt == t),
-            suppressed=tally.table_suppressed(t),
-            cross_hour_duplicates=sum(n for (tt, _), n in duplicates.cross_hour.items() if tt == t),
-            values_quarantined=tally.values_quarantined.get(t, 0),
-            files=len(files), bytes=sum(m.bytes for m in files), is_new=c.is_new,
-            catalog=_catalog_entry(registered.get(t)),
-            checks=TableChecks(
-                # message ids written more than once in this sync's output (re-read from it)
-                repeated_message_ids=tally.repeated_ids.get(t, 0),
-                misfits_by_column=dict(sorted(tally.misfits_by_column[t].items())),
-                conformance_failures=tally.conformance[t],
-            ),
-            by_hour=table_hours(t, c, tally, duplicates, hours),
-        ))
+        out.append(
+            TableReport(
+                table_name=t,
+                **_run_fields(run),
+                partitions=_partitions(tally.hours_written(t)),
+                new_columns=[{"name": n, "type": ty} for n, ty in c.new_columns],
+                widened_columns=[{"name": n, "from": a, "to": b} for n, a, b in c.widened],
+                columns=[{"name": n, "type": ty} for n, ty in c.columns],
+                row_count=tally.table_rows(t),
+                duplicates=sum(n for (tt, _), n in duplicates.counts.items() if tt == t),
+                suppressed=tally.table_suppressed(t),
+                cross_hour_duplicates=sum(
+                    n for (tt, _), n in duplicates.cross_hour.items() if tt == t
+                ),
+                values_quarantined=tally.values_quarantined.get(t, 0),
+                files=len(files),
+                bytes=sum(m.bytes for m in files),
+                is_new=c.is_new,
+                catalog=_catalog_entry(registered.get(t)),
+                checks=TableChecks(
+                    # message ids written more than once in this sync's output (re-read from it)
+                    repeated_message_ids=tally.repeated_ids.get(t, 0),
+                    misfits_by_column=dict(sorted(tally.misfits_by_column[t].items())),
+                    conformance_failures=tally.conformance[t],
+                ),
+                by_hour=table_hours(t, c, tally, duplicates, hours),
+            )
+        )
     return out
 
 
 def _catalog_entry(info: dict | None) -> dict | None:
     if not info:
         return None
-    return {k: info.get(k) for k in ("catalog_table", "database", "partitions", "partitions_added",
-                                     "is_new", "location", "snapshot_id", "table_format")
-            if k in info or k not in ("snapshot_id", "table_format")}
+    return {
+        k: info.get(k)
+        for k in (
+            "catalog_table",
+            "database",
+            "partitions",
+            "partitions_added",
+            "is_new",
+            "location",
+            "snapshot_id",
+            "table_format",
+        )
+        if k in info or k not in ("snapshot_id", "table_format")
+    }
 
 
-def source_report(run: SyncRun, tally: Tally, duplicates: Duplicates,
-                  files: list[tuple[str, str, int]], hours: list[str],
-                  recovered: list[str]) -> SourceReport:
+def source_report(
+    run: SyncRun,
+    tally: Tally,
+    duplicates: Duplicates,
+    files: list[tuple[str, str, int]],
+    hours: list[str],
+    recovered: list[str],
+) -> SourceReport:
     return SourceReport(
         **_run_fields(run),
-        lines_in=tally.lines_in, messages_written=tally.messages_written,
-        duplicates=duplicates.total, lines_quarantined=tally.lines_quarantined,
+        lines_in=tally.lines_in,
+        messages_written=tally.messages_written,
+        duplicates=duplicates.total,
+        lines_quarantined=tally.lines_quarantined,
         suppressed=tally.lines_suppressed,
         values_quarantined=sum(tally.values_quarantined.values()),
         cross_hour_duplicates=sum(duplicates.cross_hour.values()),
         dedup_lookback_hours=run.req.dedup_lookback_hours,
         index_ids_written=tally.index_ids_written,
         hours_synced=[str(layout.ArchiveHour.parse(h)) for h in hours],
-        recovered_commits=recovered, files_in=len(files), bytes_in=sum(s for _, _, s in files),
+        recovered_commits=recovered,
+        files_in=len(files),
+        bytes_in=sum(s for _, _, s in files),
         timings={k: round(v, 3) for k, v in run.timings.items()},
         by_hour=source_hours(tally, duplicates, hours),
     )
@@ -294,8 +386,7 @@ def source_report(run: SyncRun, tally: Tally, duplicates: Duplicates,
 
 def empty_source_report(run: SyncRun, recovered: list[str]) -> SourceReport:
     """The report of a sync that found no archive file: nothing was written."""
-    return SourceReport(**_run_fields(run), warning="no_archive_files",
-                        recovered_commits=recovered)
+    return SourceReport(**_run_fields(run), warning="no_archive_files", recovered_commits=recovered)
 
 
 def finish(run: SyncRun, tables: list[TableReport], source: SourceReport) -> SyncReport:
@@ -314,13 +405,17 @@ def finish(run: SyncRun, tables: list[TableReport], source: SourceReport) -> Syn
     write_report(req.lake_root, report, day)
     try:  # the reports table: a row per table and one per source, queryable by SQL
         # (an Iceberg table of the format's catalog, else Parquet files in the [catalog])
-        if not run.tables.append(req.catalog.reports_database, REPORTS_TABLE,
-                                 report_table(req.source_id, report.rows(), day),
-                                 REPORTS_PARTITION_KEYS):
+        if not run.tables.append(
+            req.catalog.reports_database,
+            REPORTS_TABLE,
+            report_table(req.source_id, report.rows(), day),
+            REPORTS_PARTITION_KEYS,
+        ):
             write_report_table(req.lake_root, req.source_id, req.run_id, report.rows(), day)
             if run.catalog is not None:
-                register_reports(run.catalog, req.catalog.reports_database, req.lake_root,
-                                 req.source_id, day)
+                register_reports(
+                    run.catalog, req.catalog.reports_database, req.lake_root, req.source_id, day
+                )
     except Exception as e:  # noqa: BLE001 - the sync itself is committed: say so, don't fail
         source.warning = f"sync report table not updated: {e}"
     return report

@@ -50,18 +50,30 @@ EMR_JOB_FLOW_INFO = "/mnt/var/lib/info/job-flow.json"  # on EMR on EC2 nodes: {"
 
 def _entry_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="pipes_entry.py", description="The datalake sync under spark-submit, with Pipes.")
+        prog="pipes_entry.py", description="The datalake sync under spark-submit, with Pipes."
+    )
     p.add_argument(PIPES_CONTEXT_ARG, dest="pipes_context", default=None)
     p.add_argument(PIPES_MESSAGES_ARG, dest="pipes_messages", default=None)
     p.add_argument("--aws-region", default=None, help="region of the S3 client for Pipes")
     p.add_argument("--emr-cluster-id", default=None, help="recorded in the sync report")
-    p.add_argument("--pipes-interval", type=float, default=10.0,
-                   help="seconds between two uploads of buffered Pipes messages")
-    p.add_argument("--pipes-via", choices=("s3", "storage"), default="s3",
-                   help="where the Pipes context and messages are: S3 (boto3) or the lake's "
-                        "storage (pyarrow.fs)")
-    p.add_argument("--package", default=None,
-                   help="the package zip (Databricks: the entry script put it on the path)")
+    p.add_argument(
+        "--pipes-interval",
+        type=float,
+        default=10.0,
+        help="seconds between two uploads of buffered Pipes messages",
+    )
+    p.add_argument(
+        "--pipes-via",
+        choices=("s3", "storage"),
+        default="s3",
+        help="where the Pipes context and messages are: S3 (boto3) or the lake's "
+        "storage (pyarrow.fs)",
+    )
+    p.add_argument(
+        "--package",
+        default=None,
+        help="the package zip (Databricks: the entry script put it on the path)",
+    )
     p.add_argument("--runs-on", default=None, help="where the job runs, for its first log line")
     return p
 
@@ -70,7 +82,7 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """``(entry options, job argv)``: the job's argv is everything after ``--``."""
     if "--" in argv:
         i = argv.index("--")
-        own, job_argv = argv[:i], argv[i + 1:]
+        own, job_argv = argv[:i], argv[i + 1 :]
     else:
         own, job_argv = [], argv
     return _entry_parser().parse_args(own), job_argv
@@ -124,36 +136,53 @@ def _main_with_pipes(opts: argparse.Namespace, job_argv: list[str]) -> int:
     )
 
     # The params come from our argv (not sys.argv): the same call works in-process in tests.
-    params = PipesMappingParamsLoader({
-        DAGSTER_PIPES_CONTEXT_ENV_VAR: opts.pipes_context,
-        DAGSTER_PIPES_MESSAGES_ENV_VAR: opts.pipes_messages or "",
-    })
+    params = PipesMappingParamsLoader(
+        {
+            DAGSTER_PIPES_CONTEXT_ENV_VAR: opts.pipes_context,
+            DAGSTER_PIPES_MESSAGES_ENV_VAR: opts.pipes_messages or "",
+        }
+    )
     context_loader, message_writer = _pipes_io(opts)
     with open_dagster_pipes(
-        context_loader=context_loader, message_writer=message_writer, params_loader=params,
+        context_loader=context_loader,
+        message_writer=message_writer,
+        params_loader=params,
     ) as pipes:
         req = parse_args(job_argv).resolved()
         where = opts.runs_on or os.environ.get("EMR_CLUSTER_ID") or "EMR Serverless"
-        pipes.log.info(f"sync {req.source_id} hours {req.hours[0]}..{req.hours[-1]} "
-                       f"(run_id {req.run_id}) starting on {where}")
+        pipes.log.info(
+            f"sync {req.source_id} hours {req.hours[0]}..{req.hours[-1]} "
+            f"(run_id {req.run_id}) starting on {where}"
+        )
         try:
             result = run_sync(job_spark_session(req.catalog), req)
         except SyncError as e:
             pipes.log.error(f"sync failed ({e.code}): {e}")
-            pipes.report_custom_message({
-                "kind": MESSAGE_KIND, "status": "failed", "error": str(e), "error_code": e.code,
-            })
+            pipes.report_custom_message(
+                {
+                    "kind": MESSAGE_KIND,
+                    "status": "failed",
+                    "error": str(e),
+                    "error_code": e.code,
+                }
+            )
             print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
             return 1
         src = result.source
         path = report_location(req.lake_root, src)
-        pipes.log.info(f"sync finished: {src.lines_in} lines in, {src.messages_written} "
-                       f"rows, {src.duplicates} duplicates, {src.lines_quarantined} "
-                       f"quarantined, {src.suppressed} suppressed; report {path}")
-        pipes.report_custom_message({
-            "kind": MESSAGE_KIND, "status": "finished", "report_path": path,
-            "source": src.to_dict(),
-        })
+        pipes.log.info(
+            f"sync finished: {src.lines_in} lines in, {src.messages_written} "
+            f"rows, {src.duplicates} duplicates, {src.lines_quarantined} "
+            f"quarantined, {src.suppressed} suppressed; report {path}"
+        )
+        pipes.report_custom_message(
+            {
+                "kind": MESSAGE_KIND,
+                "status": "finished",
+                "report_path": path,
+                "source": src.to_dict(),
+            }
+        )
         print(json.dumps(src.to_dict()))
     return 0
 

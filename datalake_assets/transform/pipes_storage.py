@@ -53,13 +53,15 @@ class StorageMessageWriterChannel(PipesBlobStoreMessageWriterChannel):
 
     def upload_messages_chunk(self, payload: IO, index: int) -> None:
         # atomic: the reader polls for <index>.json and must never see half a chunk
-        storage.write_bytes_atomic(layout.join(self.folder, f"{index}.json"),
-                                   payload.read().encode("utf-8"))
+        storage.write_bytes_atomic(
+            layout.join(self.folder, f"{index}.json"), payload.read().encode("utf-8")
+        )
 
 
 class StorageMessageWriter(PipesBlobStoreMessageWriter):
     """Writes buffered message chunks to the folder the orchestrator reads."""
 
     def make_channel(self, params: PipesParams) -> StorageMessageWriterChannel:
-        return StorageMessageWriterChannel(_location(params, "StorageMessageWriter"),
-                                           interval=self.interval)
+        return StorageMessageWriterChannel(
+            _location(params, "StorageMessageWriter"), interval=self.interval
+        )

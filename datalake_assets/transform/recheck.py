@@ -60,8 +60,9 @@ class LakeSource:
 
 def _hour_files(src: LakeSource, table: str, hour: layout.ArchiveHour) -> list[tuple[str, int]]:
     """The files readers read for the table's rows of ``hour`` (its table format says)."""
-    tables = SourceTables(src.source_dir, src.database or src.source_id, src.table_prefix,
-                          src.date_layout)
+    tables = SourceTables(
+        src.source_dir, src.database or src.source_id, src.table_prefix, src.date_layout
+    )
     return table_format(src.table_format, src.lake_root).live_files(tables, table, hour.compact)
 
 
@@ -70,8 +71,11 @@ def _misfits(src: LakeSource, hour: layout.ArchiveHour) -> dict[str, Counter[str
     out: dict[str, Counter[str]] = {}
     for loc, _ in _hour_files(src, QUARANTINE, hour):
         fs, path = storage.resolve(loc)
-        rows = _of_hour(pq.ParquetFile(path, filesystem=fs),
-                        ["level", "reason", "table_name", "column_name"], hour)
+        rows = _of_hour(
+            pq.ParquetFile(path, filesystem=fs),
+            ["level", "reason", "table_name", "column_name"],
+            hour,
+        )
         for r in rows.to_pylist():
             if r["level"] == "value" and r["reason"] == "type_mismatch":
                 out.setdefault(r["table_name"], Counter())[r["column_name"]] += 1
@@ -89,8 +93,13 @@ def _of_hour(f: pq.ParquetFile, columns: list[str], hour: layout.ArchiveHour) ->
     return t.select(columns)
 
 
-def table_hour(src: LakeSource, table: str, hour: layout.ArchiveHour,
-               columns: dict[str, str], misfits: Counter[str]) -> dict[str, Any] | None:
+def table_hour(
+    src: LakeSource,
+    table: str,
+    hour: layout.ArchiveHour,
+    columns: dict[str, str],
+    misfits: Counter[str],
+) -> dict[str, Any] | None:
     """The check figures of ``table`` in ``hour`` from its files (``None``: no file)."""
     files = _hour_files(src, table, hour)
     if not files:
@@ -111,15 +120,19 @@ def table_hour(src: LakeSource, table: str, hour: layout.ArchiveHour,
     data = pa.concat_tables(parts, promote_options="default")
     ids = data.column("message_id")
     repeated = len(ids) - len(pc.unique(ids))
-    held = prior_ids(index_files(src.lake_root, src.source_dir, src.lookback_hours,
-                                 [hour.compact]), ids)
-    return {"hour": str(hour), "rows": rows, "files": len(files),
-            "bytes": sum(s for _, s in files),
-            "repeated_message_ids": repeated + len(held),
-            "widened_columns": sorted(widened.values(), key=lambda w: w["name"]),
-            "misfits_by_column": dict(sorted(misfits.items())),
-            "conformance_failures": [{**f, "hour": str(hour)}
-                                     for f in check_conformance(table, data)]}
+    held = prior_ids(
+        index_files(src.lake_root, src.source_dir, src.lookback_hours, [hour.compact]), ids
+    )
+    return {
+        "hour": str(hour),
+        "rows": rows,
+        "files": len(files),
+        "bytes": sum(s for _, s in files),
+        "repeated_message_ids": repeated + len(held),
+        "widened_columns": sorted(widened.values(), key=lambda w: w["name"]),
+        "misfits_by_column": dict(sorted(misfits.items())),
+        "conformance_failures": [{**f, "hour": str(hour)} for f in check_conformance(table, data)],
+    }
 
 
 def _source_reports(src: LakeSource) -> Iterator[SourceReport]:
@@ -140,19 +153,22 @@ def latest_synced_hours(src: LakeSource, limit: int) -> list[layout.ArchiveHour]
     """The ``limit`` latest hours the lake holds synced data of (each synced hour has its id
     index folder, ``_index/<source>/hour=``: one listing), oldest first."""
     root = layout.index_root(src.lake_root, src.source_dir)
-    hours = {h for loc, _ in storage.list_files(root, recursive=True)
-             if (h := layout.hour_of_index_file(loc))}
+    hours = {
+        h
+        for loc, _ in storage.list_files(root, recursive=True)
+        if (h := layout.hour_of_index_file(loc))
+    }
     return sorted(layout.ArchiveHour.parse(h) for h in hours)[-limit:]
 
 
-def latest_source_hours(src: LakeSource, hours: list[layout.ArchiveHour]
-                        ) -> dict[str, dict[str, Any]]:
+def latest_source_hours(
+    src: LakeSource, hours: list[layout.ArchiveHour]
+) -> dict[str, dict[str, Any]]:
     """Each hour's reconciliation from the newest sync report that synced it."""
     wanted = {str(h) for h in hours}
     found: dict[str, dict[str, Any]] = {}
     for report in _source_reports(src):  # newest first: the first entry of an hour wins
-        entries = report.by_hour or ([_totals(report)] if len(report.hours_synced) == 1
-                                     else [])
+        entries = report.by_hour or ([_totals(report)] if len(report.hours_synced) == 1 else [])
         for e in entries:
             if e.get("hour") in wanted:
                 found.setdefault(e["hour"], e)
@@ -162,10 +178,16 @@ def latest_source_hours(src: LakeSource, hours: list[layout.ArchiveHour]
 
 
 def _totals(report: SourceReport) -> dict[str, Any]:
-    return {"hour": report.hours_synced[0], "lines_in": report.lines_in,
-            "messages_written": report.messages_written, "duplicates": report.duplicates,
-            "lines_quarantined": report.lines_quarantined, "suppressed": report.suppressed,
-            "values_quarantined": report.values_quarantined, "reconciled": report.reconciled}
+    return {
+        "hour": report.hours_synced[0],
+        "lines_in": report.lines_in,
+        "messages_written": report.messages_written,
+        "duplicates": report.duplicates,
+        "lines_quarantined": report.lines_quarantined,
+        "suppressed": report.suppressed,
+        "values_quarantined": report.values_quarantined,
+        "reconciled": report.reconciled,
+    }
 
 
 def recheck(src: LakeSource, tables: list[str], hours: list[layout.ArchiveHour]) -> SyncReport:
@@ -177,13 +199,21 @@ def recheck(src: LakeSource, tables: list[str], hours: list[layout.ArchiveHour])
     reports = {}
     for t in tables:
         columns = dict(record.get(t, []))
-        entries = [e for h in hours
-                   if (e := table_hour(src, t, h, columns, misfits[h].get(t, Counter())))]
+        entries = [
+            e for h in hours if (e := table_hour(src, t, h, columns, misfits[h].get(t, Counter())))
+        ]
         if entries:
-            reports[t] = TableReport(table_name=t, source_id=src.source_id,
-                                     row_count=sum(e["rows"] for e in entries),
-                                     checks=TableChecks(), by_hour=entries)
+            reports[t] = TableReport(
+                table_name=t,
+                source_id=src.source_id,
+                row_count=sum(e["rows"] for e in entries),
+                checks=TableChecks(),
+                by_hour=entries,
+            )
     by_hour = latest_source_hours(src, hours)
-    source = SourceReport(source_id=src.source_id, hours_synced=[str(h) for h in hours],
-                          by_hour=[by_hour[str(h)] for h in hours if str(h) in by_hour])
+    source = SourceReport(
+        source_id=src.source_id,
+        hours_synced=[str(h) for h in hours],
+        by_hour=[by_hour[str(h)] for h in hours if str(h) in by_hour],
+    )
     return SyncReport(reports, source)

@@ -21,7 +21,9 @@ from datalake_assets.transform.hour_files import DEFAULT_TARGET_FILE_BYTES
 from datalake_assets.transform.settings import DEFAULT_LOCAL_MAX_BYTES
 
 CATALOG_ONLY = ("register", "check")  # SyncRequest.catalog_only
-_DESCRIPTION = "The sync: one Spark job per source and batch of archive hours (never one per table)."
+_DESCRIPTION = (
+    "The sync: one Spark job per source and batch of archive hours (never one per table)."
+)
 
 
 class SyncError(RuntimeError):
@@ -63,8 +65,10 @@ class SyncRequest:
     # the lake's table format (lake/formats/): what committing the staged hours means
     table_format: FormatConfig = field(default_factory=FormatConfig)
 
-    def resolved(self) -> "SyncRequest":
-        run_id = self.run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    def resolved(self) -> SyncRequest:
+        run_id = (
+            self.run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        )
         return replace(
             self,
             source_dir=self.source_dir or self.source_id,
@@ -75,17 +79,35 @@ class SyncRequest:
 
     def to_args(self) -> list[str]:
         args = [
-            "--lake-root", self.lake_root, "--archive-root", self.archive_root,
-            "--source-id", self.source_id, "--source-dir", self.source_dir or self.source_id,
-            "--database", self.database or self.source_id, "--date-layout", self.date_layout,
-            "--max-message-bytes", str(self.max_message_bytes), "--max-depth", str(self.max_depth),
-            "--dedup-lookback-hours", str(self.dedup_lookback_hours),
-            "--lock-wait-seconds", str(self.lock_wait_seconds),
+            "--lake-root",
+            self.lake_root,
+            "--archive-root",
+            self.archive_root,
+            "--source-id",
+            self.source_id,
+            "--source-dir",
+            self.source_dir or self.source_id,
+            "--database",
+            self.database or self.source_id,
+            "--date-layout",
+            self.date_layout,
+            "--max-message-bytes",
+            str(self.max_message_bytes),
+            "--max-depth",
+            str(self.max_depth),
+            "--dedup-lookback-hours",
+            str(self.dedup_lookback_hours),
+            "--lock-wait-seconds",
+            str(self.lock_wait_seconds),
             # trait names are [A-Za-z0-9_]: a comma list is unambiguous ("" for none)
-            "--identity-traits", ",".join(self.identity_traits),
-            "--local-max-bytes", str(self.local_max_bytes),
-            "--target-file-bytes", str(self.target_file_bytes),
-            *self.catalog.to_args(), *self.table_format.to_args(),
+            "--identity-traits",
+            ",".join(self.identity_traits),
+            "--local-max-bytes",
+            str(self.local_max_bytes),
+            "--target-file-bytes",
+            str(self.target_file_bytes),
+            *self.catalog.to_args(),
+            *self.table_format.to_args(),
         ]
         if self.table_prefix:
             args += ["--table-prefix", self.table_prefix]
@@ -105,44 +127,77 @@ def parse_args(argv: list[str]) -> SyncRequest:
     p.add_argument("--source-id", required=True)
     p.add_argument("--source-dir", default="")
     p.add_argument("--database", default="")
-    p.add_argument("--date-layout", default=layout.DEFAULT_DATE_LAYOUT, choices=sorted(layout.DATE_LAYOUTS))
+    p.add_argument(
+        "--date-layout", default=layout.DEFAULT_DATE_LAYOUT, choices=sorted(layout.DATE_LAYOUTS)
+    )
     p.add_argument("--run-id", default="")
     p.add_argument("--max-message-bytes", type=int, default=32 * 1024)
     p.add_argument("--max-depth", type=int, default=16)
     p.add_argument("--replay", action="store_true")
-    p.add_argument("--catalog-only", choices=CATALOG_ONLY, default="",
-                   help="register the hours from the lake's files and check the catalog "
-                        "(register), or check it (check); nothing else")
+    p.add_argument(
+        "--catalog-only",
+        choices=CATALOG_ONLY,
+        default="",
+        help="register the hours from the lake's files and check the catalog "
+        "(register), or check it (check); nothing else",
+    )
     p.add_argument("--table-prefix", default="")
     p.add_argument("--dedup-lookback-hours", type=int, default=7 * 24)
     p.add_argument("--lock-wait-seconds", type=float, default=600.0)
-    p.add_argument("--identity-traits", default=",".join(DEFAULT_IDENTITY_TRAITS),
-                   help="comma-separated trait names that identify a person ([privacy])")
-    p.add_argument("--local-max-bytes", type=int, default=DEFAULT_LOCAL_MAX_BYTES,
-                   help="archive bytes under which the sync runs without Spark jobs (0: never)")
-    p.add_argument("--target-file-bytes", type=int, default=DEFAULT_TARGET_FILE_BYTES,
-                   help="a table-hour's Parquet files are cut at this size")
+    p.add_argument(
+        "--identity-traits",
+        default=",".join(DEFAULT_IDENTITY_TRAITS),
+        help="comma-separated trait names that identify a person ([privacy])",
+    )
+    p.add_argument(
+        "--local-max-bytes",
+        type=int,
+        default=DEFAULT_LOCAL_MAX_BYTES,
+        help="archive bytes under which the sync runs without Spark jobs (0: never)",
+    )
+    p.add_argument(
+        "--target-file-bytes",
+        type=int,
+        default=DEFAULT_TARGET_FILE_BYTES,
+        help="a table-hour's Parquet files are cut at this size",
+    )
     p.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
     CatalogConfig.add_arguments(p)
     FormatConfig.add_arguments(p)
     a = p.parse_args(argv)
     return SyncRequest(
-        lake_root=a.lake_root, archive_root=a.archive_root, source_id=a.source_id,
-        source_dir=a.source_dir, database=a.database, date_layout=a.date_layout, run_id=a.run_id,
-        max_message_bytes=a.max_message_bytes, max_depth=a.max_depth, replay=a.replay,
-        hours=tuple(a.hours), table_prefix=a.table_prefix,
-        dedup_lookback_hours=a.dedup_lookback_hours, catalog=CatalogConfig.from_args(a),
+        lake_root=a.lake_root,
+        archive_root=a.archive_root,
+        source_id=a.source_id,
+        source_dir=a.source_dir,
+        database=a.database,
+        date_layout=a.date_layout,
+        run_id=a.run_id,
+        max_message_bytes=a.max_message_bytes,
+        max_depth=a.max_depth,
+        replay=a.replay,
+        hours=tuple(a.hours),
+        table_prefix=a.table_prefix,
+        dedup_lookback_hours=a.dedup_lookback_hours,
+        catalog=CatalogConfig.from_args(a),
         lock_wait_seconds=a.lock_wait_seconds,
         identity_traits=tuple(t for t in a.identity_traits.split(",") if t),
-        local_max_bytes=a.local_max_bytes, catalog_only=a.catalog_only,
+        local_max_bytes=a.local_max_bytes,
+        catalog_only=a.catalog_only,
         target_file_bytes=a.target_file_bytes,
         table_format=FormatConfig.from_args(a),
     )
 
 
-def request_from_settings(settings: LakeSettings, source: SourceSettings, hours, *,
-                          replay: bool, run_id: str = "", catalog_only: str = ""
-                          ) -> SyncRequest:
+def request_from_settings(
+    settings: LakeSettings,
+    source: SourceSettings,
+    hours,
+    *,
+    replay: bool,
+    run_id: str = "",
+    catalog_only: str = "",
+) -> SyncRequest:
     """The sync of ``source``'s ``hours`` (any ``ArchiveHour`` spelling) as the settings say."""
     fmt = FormatConfig.of_settings(settings)
     return SyncRequest(

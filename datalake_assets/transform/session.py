@@ -27,8 +27,9 @@ APP_NAME = "datalake-sync"
 # heap it had grown: 2.2-2.6 GB of RSS through a 2M-event hour. A collection every second
 # while idle, and a heap given back above 30 % free, cut that run's peak from 4.9 to 3.5 GB
 # at no cost in time (bench/README.md, session 10). JDK 12+ (Spark 3.5 and 4 need 17).
-IDLE_HEAP_JAVA_OPTIONS = ("-XX:G1PeriodicGCInterval=1000 -XX:MinHeapFreeRatio=10"
-                          " -XX:MaxHeapFreeRatio=30")
+IDLE_HEAP_JAVA_OPTIONS = (
+    "-XX:G1PeriodicGCInterval=1000 -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
+)
 _DEFAULT_SPARK = SparkSettings()
 
 
@@ -45,8 +46,11 @@ def spark_settings_conf(spark: SparkSettings, catalog: CatalogConfig) -> dict[st
     """The ``extra`` settings of a local session from ``[spark]`` and the catalog (a Hive
     catalog needs the session, unless a server holds its metastore: ``metastore_server.py``):
     shuffle partitions, ``extra_conf``, then the catalog's."""
-    return {"spark.sql.shuffle.partitions": str(spark.shuffle_partitions), **spark.extra_conf,
-            **catalog.session_conf()}
+    return {
+        "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
+        **spark.extra_conf,
+        **catalog.session_conf(),
+    }
 
 
 def prepare_local_spark_env(conf: Mapping[str, str] | None = None) -> None:
@@ -59,9 +63,11 @@ def prepare_local_spark_env(conf: Mapping[str, str] | None = None) -> None:
         prepare_session_env(conf)
 
 
-def local_session_conf(master: str = _DEFAULT_SPARK.master,
-                       driver_memory: str = _DEFAULT_SPARK.driver_memory,
-                       extra: dict | None = None) -> dict[str, str]:
+def local_session_conf(
+    master: str = _DEFAULT_SPARK.master,
+    driver_memory: str = _DEFAULT_SPARK.driver_memory,
+    extra: dict | None = None,
+) -> dict[str, str]:
     """Every ``spark.*`` setting of a local session sized for a small machine; ``extra``
     (e.g. ``spark_settings_conf``, whose Hive conf sets its own Java options) last, so it
     may override any of them; ``IDLE_HEAP_JAVA_OPTIONS`` are then added to the Java options."""
@@ -81,9 +87,13 @@ def local_session_conf(master: str = _DEFAULT_SPARK.master,
     return conf
 
 
-def local_spark_session(master: str = _DEFAULT_SPARK.master,
-                        driver_memory: str = _DEFAULT_SPARK.driver_memory,
-                        extra: dict | None = None, *, quiet: bool = False):
+def local_spark_session(
+    master: str = _DEFAULT_SPARK.master,
+    driver_memory: str = _DEFAULT_SPARK.driver_memory,
+    extra: dict | None = None,
+    *,
+    quiet: bool = False,
+):
     """A local session (one per process: an existing one is returned). ``quiet`` (the
     ``datalake`` commands): Spark logs errors only (``spark_logs.py``)."""
     conf = local_session_conf(master, driver_memory, extra)
@@ -110,8 +120,11 @@ def settings_spark_session(settings: LakeSettings, *, quiet: bool = False):
     """The local session of ``settings``' ``[spark]`` and catalog (``datalake sync``)."""
     s = settings.spark
     return local_spark_session(
-        s.master, s.driver_memory, spark_settings_conf(s, config_from_settings(settings.catalog)),
-        quiet=quiet)
+        s.master,
+        s.driver_memory,
+        spark_settings_conf(s, config_from_settings(settings.catalog)),
+        quiet=quiet,
+    )
 
 
 def settings_catalog(settings: LakeSettings, *, quiet: bool = False):
@@ -121,8 +134,10 @@ def settings_catalog(settings: LakeSettings, *, quiet: bool = False):
     none."""
     from datalake_assets.catalog.config import catalog_from_config
 
-    return catalog_from_config(config_from_settings(settings.catalog),
-                               lambda: settings_spark_session(settings, quiet=quiet))
+    return catalog_from_config(
+        config_from_settings(settings.catalog),
+        lambda: settings_spark_session(settings, quiet=quiet),
+    )
 
 
 def job_spark_session(catalog: CatalogConfig):

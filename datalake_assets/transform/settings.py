@@ -6,8 +6,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from datalake_assets.settings_base import (
-    Int, Match, SettingsError, SparkConf, Str, settings_model)
+from datalake_assets.settings_base import Int, Match, SettingsError, SparkConf, Str, settings_model
 
 
 def _default_spark_conf() -> dict[str, str]:
@@ -25,7 +24,8 @@ def _master(value: str) -> str:
     if not value.strip() or value != value.strip():
         raise SettingsError(
             f"invalid Spark master {value!r}; allowed: a Spark master URL such as 'local[2]', "
-            "'local[*]' or 'spark://host:7077' (no surrounding spaces)")
+            "'local[*]' or 'spark://host:7077' (no surrounding spaces)"
+        )
     return value
 
 
@@ -34,18 +34,24 @@ class SparkSettings:
     """``[spark]``: how the sync's local Spark runs."""
 
     master: Annotated[Str, AfterValidator(_master)] = "local[2]"
-    driver_memory: Match(r"(?i)[0-9]+(?:b|[kmgtp]b?)?", "driver memory",
-                          "a JVM size such as '512m', '4g' or '4096mb'") = "4g"
+    driver_memory: Match(
+        r"(?i)[0-9]+(?:b|[kmgtp]b?)?",
+        "driver memory",
+        "a JVM size such as '512m', '4g' or '4096mb'",
+    ) = "4g"
     shuffle_partitions: Int(1) = 4
     # any spark.* key -> value; defaults to DEFAULT_SPARK_CONF. Callers apply it after
     # master / driver_memory / shuffle_partitions (which it may not contain). In the file:
     # [spark.conf], added to the defaults.
     extra_conf: Annotated[
-        SparkConf({"spark.master": "has its own setting: set [spark] master instead",
-                   "spark.driver.memory": "has its own setting: set [spark] driver_memory instead",
-                   "spark.sql.shuffle.partitions":
-                       "has its own setting: set [spark] shuffle_partitions instead"},
-                  _default_spark_conf),
+        SparkConf(
+            {
+                "spark.master": "has its own setting: set [spark] master instead",
+                "spark.driver.memory": "has its own setting: set [spark] driver_memory instead",
+                "spark.sql.shuffle.partitions": "has its own setting: set [spark] shuffle_partitions instead",
+            },
+            _default_spark_conf,
+        ),
         Field(alias="conf"),
     ] = dataclasses.field(default_factory=_default_spark_conf)
 

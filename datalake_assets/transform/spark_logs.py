@@ -102,13 +102,14 @@ class _Copier(threading.Thread):
                     self.closed = True
                     return
                 *lines, self.pending = (self.pending + chunk).split(b"\n")
-                self._write(b"".join(line + b"\n" for line in lines
-                                     if not line.startswith(JVM_NOTICE)))
+                self._write(
+                    b"".join(line + b"\n" for line in lines if not line.startswith(JVM_NOTICE))
+                )
 
     def _write(self, data: bytes) -> None:
         try:
             while data:
-                data = data[os.write(self.real_stderr, data):]
+                data = data[os.write(self.real_stderr, data) :]
         except OSError:
             pass  # stderr gone (a closed pipe): keep reading, or the JVM would block on it
 

@@ -95,6 +95,7 @@ class _TableBuffer:
 @dataclass
 class _File:
     """What a task holds while it reads one archive file."""
+
     file_idx: int
     hour: str
     buffers: dict[str, _TableBuffer] = field(default_factory=dict)
@@ -117,8 +118,7 @@ class _StageA:
         self.quarantine_files: list[tuple[str, str, int, int]] = []  # hour, location, rows, bytes
         self.identities = IdentityTally(cfg.identity_key, cfg.identity_traits, cfg.suppressed)
         # The one seam of the native parse: without DuckDB, every line takes the Python path.
-        self.native = native_parse.parser_for(cfg.source_id, cfg.max_message_bytes,
-                                              cfg.max_depth)
+        self.native = native_parse.parser_for(cfg.source_id, cfg.max_message_bytes, cfg.max_depth)
 
     def read_file(self, file_idx: int, location: str, hour: str) -> Iterator[pa.RecordBatch]:
         """The file's lines: in chunks through the native parser (``native_parse``) when the
@@ -148,19 +148,28 @@ class _StageA:
             # A corrupt or unreadable file: what was read stays; the rest is quarantined as
             # one entry that names the file, so a replay can pick it up once fixed.
             self.lines_in += 1
-            f.rejected.append(self._line_record(file_idx, f.line_no + 1, b"", "unreadable_file",
-                                                f"{type(error).__name__}: {error}"))
+            f.rejected.append(
+                self._line_record(
+                    file_idx,
+                    f.line_no + 1,
+                    b"",
+                    "unreadable_file",
+                    f"{type(error).__name__}: {error}",
+                )
+            )
         for table, b in f.buffers.items():
             if b.objs:
                 yield self._flush(table, b, file_idx, hour)
         if f.rejected:
-            location_q, size = write_quarantine(cfg.quarantine_root, hour, file_idx, 1,
-                                                 cfg.run_id, f.rejected)
+            location_q, size = write_quarantine(
+                cfg.quarantine_root, hour, file_idx, 1, cfg.run_id, f.rejected
+            )
             self.quarantine_files.append((hour, location_q, len(f.rejected), size))
             self.lines_quarantined[hour] = self.lines_quarantined.get(hour, 0) + len(f.rejected)
 
-    def _native_chunk(self, f: _File, chunk: native_parse.Chunk, first: int
-                      ) -> Iterator[pa.RecordBatch]:
+    def _native_chunk(
+        self, f: _File, chunk: native_parse.Chunk, first: int
+    ) -> Iterator[pa.RecordBatch]:
         """A chunk of lines through the native parser, a table at a time: its rows written as
         work files; the lines it leaves through ``_python_line``."""
         handled = np.zeros(len(chunk), bool)
@@ -175,10 +184,17 @@ class _StageA:
             for a in range(0, len(lines), step):
                 n = min(step, len(lines) - a)
                 columns = {c: v.slice(a, n) for c, v in rows.columns.items()}
-                yield self._write(result.table, buf, f.file_idx, f.hour,  # no all-null columns
-                                  {c: v for c, v in columns.items() if v.null_count < n},
-                                  lines.slice(a, n), rows.ids.slice(a, n),
-                                  pa.nulls(n, pa.binary()), rows.received.slice(a, n))
+                yield self._write(
+                    result.table,
+                    buf,
+                    f.file_idx,
+                    f.hour,  # no all-null columns
+                    {c: v for c, v in columns.items() if v.null_count < n},
+                    lines.slice(a, n),
+                    rows.ids.slice(a, n),
+                    pa.nulls(n, pa.binary()),
+                    rows.received.slice(a, n),
+                )
         left = np.flatnonzero(~handled)
         self.lines_in += len(chunk) - len(left)
         for i in left.tolist():
@@ -196,8 +212,7 @@ class _StageA:
             _, table, message_id = validate(obj)
         except Rejected as r:
             if identities.keep_rejected(obj, raw, r.reason, f.hour):
-                f.rejected.append(self._line_record(f.file_idx, line_no, raw, r.reason,
-                                                    r.detail))
+                f.rejected.append(self._line_record(f.file_idx, line_no, raw, r.reason, r.detail))
             return
         if not identities.keep(obj, table, f.hour):
             return  # suppressed: stored nowhere, counted
@@ -219,17 +234,24 @@ class _StageA:
                     yield self._flush(t, b, f.file_idx, f.hour)
             f.buffered = 0
 
-    def _line_record(self, file_idx: int, line_no: int, raw: bytes, reason: str, detail: str) -> dict:
+    def _line_record(
+        self, file_idx: int, line_no: int, raw: bytes, reason: str, detail: str
+    ) -> dict:
         try:
             text, b64 = raw.decode("utf-8"), None
         except UnicodeDecodeError:
             text, b64 = raw.decode("utf-8", "replace"), base64.b64encode(raw).decode("ascii")
         files = self.cfg.archive_files
         return {
-            "source_id": self.cfg.source_id, "run_id": self.cfg.run_id, "level": "line",
-            "reason": reason, "detail": detail,
+            "source_id": self.cfg.source_id,
+            "run_id": self.cfg.run_id,
+            "level": "line",
+            "reason": reason,
+            "detail": detail,
             "archive_file": files[file_idx] if file_idx < len(files) else None,
-            "line_number": line_no, "raw_line": text, "raw_line_base64": b64,
+            "line_number": line_no,
+            "raw_line": text,
+            "raw_line_base64": b64,
         }
 
     def _flush(self, table: str, buf: _TableBuffer, file_idx: int, hour: str) -> pa.RecordBatch:
@@ -256,17 +278,35 @@ class _StageA:
         try:
             micros = parse_timestamps(pa.array(received, pa.string())).cast(pa.int64())
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # not all text: one by one
-            micros = pa.array([parse_timestamp(v) if type(v) is str else None for v in received],
-                              pa.int64())
-        keys = self._write(table, buf, file_idx, hour, columns, pa.array(buf.lines, pa.int64()),
-                           pa.array(buf.ids, pa.string()), pa.array(problems, pa.binary()),
-                           micros)
+            micros = pa.array(
+                [parse_timestamp(v) if type(v) is str else None for v in received], pa.int64()
+            )
+        keys = self._write(
+            table,
+            buf,
+            file_idx,
+            hour,
+            columns,
+            pa.array(buf.lines, pa.int64()),
+            pa.array(buf.ids, pa.string()),
+            pa.array(problems, pa.binary()),
+            micros,
+        )
         buf.objs, buf.raws, buf.lines, buf.ids = [], [], [], []
         return keys
 
-    def _write(self, table: str, buf: _TableBuffer, file_idx: int, hour: str,
-               columns: dict[str, pa.Array], lines: pa.Array, ids: pa.Array,
-               problems: pa.Array, micros: pa.Array) -> pa.RecordBatch:
+    def _write(
+        self,
+        table: str,
+        buf: _TableBuffer,
+        file_idx: int,
+        hour: str,
+        columns: dict[str, pa.Array],
+        lines: pa.Array,
+        ids: pa.Array,
+        problems: pa.Array,
+        micros: pa.Array,
+    ) -> pa.RecordBatch:
         """Write one table's rows as a work file, counting each column's kinds; returns their
         key rows (one ``KEYS`` row, ``keys.py``)."""
         n = len(lines)
@@ -284,7 +324,9 @@ class _StageA:
             names_out.append(column)
             arrays.append(columns[column])
         self.messages[table] = self.messages.get(table, 0) + n
-        location = layout.join(self.cfg.work_root, table, f"{hour}-{file_idx:05d}-{buf.seq:04d}.arrow")
+        location = layout.join(
+            self.cfg.work_root, table, f"{hour}-{file_idx:05d}-{buf.seq:04d}.arrow"
+        )
         fs, path = storage.resolve(location)
         storage.create_dir(layout.join(self.cfg.work_root, table))
         batch = pa.RecordBatch.from_arrays(arrays, names=names_out)
@@ -293,26 +335,39 @@ class _StageA:
         self.work_files.append((table, hour, file_idx, location, n))
         buf.seq += 1
         rows = pa.RecordBatch.from_arrays(
-            [pa.array([table] * n, pa.string()), pa.array([hour] * n, pa.string()), ids,
-             micros, pa.array([file_idx] * n, pa.int32()), lines],
+            [
+                pa.array([table] * n, pa.string()),
+                pa.array([hour] * n, pa.string()),
+                ids,
+                micros,
+                pa.array([file_idx] * n, pa.int32()),
+                lines,
+            ],
             schema=KEY_SCHEMA,
         )
         return _one_row(KEYS, keys.encode(rows))
 
     def stats(self) -> pa.RecordBatch:
-        payload = marshal.dumps({
-            "lines_in": self.lines_in, "lines_by_hour": self.lines_by_hour, "counts": self.counts, "messages": self.messages,
-            "lines_quarantined": self.lines_quarantined, "work_files": self.work_files,
-            "quarantine_files": self.quarantine_files,
-            "suppressed": self.identities.suppressed_counts,
-        })
+        payload = marshal.dumps(
+            {
+                "lines_in": self.lines_in,
+                "lines_by_hour": self.lines_by_hour,
+                "counts": self.counts,
+                "messages": self.messages,
+                "lines_quarantined": self.lines_quarantined,
+                "work_files": self.work_files,
+                "quarantine_files": self.quarantine_files,
+                "suppressed": self.identities.suppressed_counts,
+            }
+        )
         return _one_row(STATS, payload)
 
 
 def _one_row(kind: int, payload: bytes) -> pa.RecordBatch:
     """A stage-A output row that carries only a payload (``KEYS``, ``STATS``)."""
-    return pa.RecordBatch.from_arrays([pa.array([kind], pa.int8()), pa.array([payload], pa.binary())],
-                                      names=_OUT_NAMES)
+    return pa.RecordBatch.from_arrays(
+        [pa.array([kind], pa.int8()), pa.array([payload], pa.binary())], names=_OUT_NAMES
+    )
 
 
 def run_stage_a(batches: Iterator[pa.RecordBatch], cfg: StageAConfig) -> Iterator[pa.RecordBatch]:

@@ -82,8 +82,10 @@ def plan_stage_b_tasks(
         for hour_files in by_hour.values():
             rows = sum(e[3] for e in hour_files)
             if rows > target_rows:
-                groups.extend((n, table, [_item(e, drop) for e in part])
-                              for n, part in _balanced(hour_files, target_rows))
+                groups.extend(
+                    (n, table, [_item(e, drop) for e in part])
+                    for n, part in _balanced(hour_files, target_rows)
+                )
                 continue
             current.extend(_item(e, drop) for e in hour_files)
             size += rows
@@ -98,12 +100,17 @@ def plan_stage_b_tasks(
 
 def _item(entry: tuple[str, int, str, int, str], drop: dict[tuple[str, int], list[int]]) -> dict:
     hour, file_idx, location, _, src = entry
-    return {"hour": hour, "file_idx": file_idx, "location": location,
-            "drop": drop.get((src, file_idx), [])}
+    return {
+        "hour": hour,
+        "file_idx": file_idx,
+        "location": location,
+        "drop": drop.get((src, file_idx), []),
+    }
 
 
-def _balanced(files: list[tuple[str, int, str, int, str]], target_rows: int
-              ) -> list[tuple[int, list[tuple[str, int, str, int, str]]]]:
+def _balanced(
+    files: list[tuple[str, int, str, int, str]], target_rows: int
+) -> list[tuple[int, list[tuple[str, int, str, int, str]]]]:
     """One hour's work files in ``ceil(rows / target_rows)`` runs of about equal rows (cut at
     the file nearest each share's boundary; a work file is never split)."""
     total = sum(f[3] for f in files)
@@ -159,7 +166,9 @@ class _StageBTask:
         # ranged GET smaller than the error body fails inside the AWS SDK without a retry.
         data = pa.ipc.open_file(pa.py_buffer(storage.read_bytes(item["location"]))).read_all()
         if item["drop"]:
-            keep = pc.invert(pc.is_in(data.column(W_LINE), value_set=pa.array(item["drop"], pa.int64())))
+            keep = pc.invert(
+                pc.is_in(data.column(W_LINE), value_set=pa.array(item["drop"], pa.int64()))
+            )
             data = data.filter(keep)
         n = data.num_rows
         if n == 0:
@@ -204,19 +213,32 @@ class _StageBTask:
         files = self.writers.get(hour)
         if files is None:
             h = layout.ArchiveHour.parse(hour)
-            directory = layout.join(self.cfg.staging_root, f"segment_type={self.table}",
-                                    layout.date_partition_path(self.cfg.date_layout, h))
-            files = self.writers[hour] = HourFiles(directory, h, self.cfg.run_id, self.task,
-                                                   self.schema, self.cfg.target_file_bytes)
+            directory = layout.join(
+                self.cfg.staging_root,
+                f"segment_type={self.table}",
+                layout.date_partition_path(self.cfg.date_layout, h),
+            )
+            files = self.writers[hour] = HourFiles(
+                directory, h, self.cfg.run_id, self.task, self.schema, self.cfg.target_file_bytes
+            )
         return files
 
-    def _value(self, hour: str, column: str, value: str, reason: str, detail: str,
-               message_id: str | None) -> None:
-        self.quarantine.setdefault(hour, []).append({
-            "source_id": self.cfg.source_id, "run_id": self.cfg.run_id, "level": "value",
-            "reason": reason, "detail": detail, "table_name": self.table, "column_name": column,
-            "value": value, "message_id": message_id,
-        })
+    def _value(
+        self, hour: str, column: str, value: str, reason: str, detail: str, message_id: str | None
+    ) -> None:
+        self.quarantine.setdefault(hour, []).append(
+            {
+                "source_id": self.cfg.source_id,
+                "run_id": self.cfg.run_id,
+                "level": "value",
+                "reason": reason,
+                "detail": detail,
+                "table_name": self.table,
+                "column_name": column,
+                "value": value,
+                "message_id": message_id,
+            }
+        )
         self.values_quarantined[hour] = self.values_quarantined.get(hour, 0) + 1
 
     def _close(self) -> pa.RecordBatch:
@@ -226,10 +248,18 @@ class _StageBTask:
             for i, f in enumerate(files.close()):
                 # the hour's counts once, on its first file: the driver adds entries up
                 first = i == 0
-                manifest.append(ManifestEntry(
-                    FILE, t, hour, location=f.location, rows=f.rows, bytes=f.bytes,
-                    values_quarantined=self.values_quarantined.get(hour, 0) if first else 0,
-                    columns=sorted(self.valued.get(hour, ())) if first else []))
+                manifest.append(
+                    ManifestEntry(
+                        FILE,
+                        t,
+                        hour,
+                        location=f.location,
+                        rows=f.rows,
+                        bytes=f.bytes,
+                        values_quarantined=self.values_quarantined.get(hour, 0) if first else 0,
+                        columns=sorted(self.valued.get(hour, ())) if first else [],
+                    )
+                )
         for hour, n in self.values_quarantined.items():
             if hour not in self.writers:  # values quarantined from rows never written
                 manifest.append(ManifestEntry(FILE, t, hour, values_quarantined=n))
@@ -238,21 +268,39 @@ class _StageBTask:
         for hour, parts in self.checked_data.items():  # schema conformance (pandera)
             failures = check_conformance(t, pa.concat_tables(parts))
             if failures:
-                manifest.append(ManifestEntry(CONFORMANCE, t, hour, failures=failures,
-                                              rows=sum(f["failures"] for f in failures)))
+                manifest.append(
+                    ManifestEntry(
+                        CONFORMANCE,
+                        t,
+                        hour,
+                        failures=failures,
+                        rows=sum(f["failures"] for f in failures),
+                    )
+                )
         for hour, parts in self.kept_ids.items():  # the id index of the hour (this task's part)
             kept = pa.concat_arrays(parts)
             h = layout.ArchiveHour.parse(hour)
             directory = layout.join(self.cfg.index_staging_root, layout.index_partition_path(h))
-            location = layout.join(directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0))
+            location = layout.join(
+                directory, layout.data_file_name(h, self.cfg.run_id, self.task, 0)
+            )
             fs, path = storage.resolve(location)
             storage.create_dir(directory)
             pq.write_table(index_table(kept), path, filesystem=fs, compression="zstd")
             manifest.append(ManifestEntry(INDEX, t, hour, location=location, rows=len(kept)))
         for hour, records in self.quarantine.items():
-            location, size = write_quarantine(self.cfg.quarantine_staging_root, hour, self.task,
-                                              0, self.cfg.run_id, records)
-            manifest.append(ManifestEntry(QUARANTINE, t, hour, location=location,
-                                          rows=len(records), bytes=size,
-                                          values_quarantined=len(records)))
+            location, size = write_quarantine(
+                self.cfg.quarantine_staging_root, hour, self.task, 0, self.cfg.run_id, records
+            )
+            manifest.append(
+                ManifestEntry(
+                    QUARANTINE,
+                    t,
+                    hour,
+                    location=location,
+                    rows=len(records),
+                    bytes=size,
+                    values_quarantined=len(records),
+                )
+            )
         return manifest_batch(manifest)

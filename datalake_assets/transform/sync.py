@@ -91,10 +91,12 @@ def run_sync(spark, request: SyncRequest) -> SyncReport:
     """
     req = request.resolved()
     try:
-        with SourceLock(req.lake_root, req.source_dir, req.run_id,
-                        wait_s=req.lock_wait_seconds) as held:
-            return _run_sync_locked(SyncRun(spark, req, held, timings={
-                "lock_wait_s": held.waited_s}))
+        with SourceLock(
+            req.lake_root, req.source_dir, req.run_id, wait_s=req.lock_wait_seconds
+        ) as held:
+            return _run_sync_locked(
+                SyncRun(spark, req, held, timings={"lock_wait_s": held.waited_s})
+            )
     except LockTimeout as e:
         raise SyncError(str(e), "locked") from e
     except LockLost as e:
@@ -103,8 +105,10 @@ def run_sync(spark, request: SyncRequest) -> SyncReport:
         cause = _task_failure(e)
         if cause is None:
             raise
-        raise SyncError(f"a Spark task failed, nothing committed: {cause}",
-                        "storage" if "ShortRead" in cause or "OSError" in cause else "internal") from e
+        raise SyncError(
+            f"a Spark task failed, nothing committed: {cause}",
+            "storage" if "ShortRead" in cause or "OSError" in cause else "internal",
+        ) from e
 
 
 _PY_ERROR_LINE = re.compile(r"^\s*((?:[\w.]+\.)?\w*(?:Error|ShortRead|Exception)): (.+)$", re.M)
@@ -117,9 +121,14 @@ def _task_failure(e: Exception) -> str | None:
     text = str(e)
     if "Traceback" not in text:
         return None
-    lines = [m for m in _PY_ERROR_LINE.finditer(text) if "py4j" not in m.group(1).lower()
-             and "org.apache" not in m.group(1)]
-    return f"{lines[-1].group(1).rsplit('.', 1)[-1]}: {lines[-1].group(2)[:1000]}" if lines else None
+    lines = [
+        m
+        for m in _PY_ERROR_LINE.finditer(text)
+        if "py4j" not in m.group(1).lower() and "org.apache" not in m.group(1)
+    ]
+    return (
+        f"{lines[-1].group(1).rsplit('.', 1)[-1]}: {lines[-1].group(2)[:1000]}" if lines else None
+    )
 
 
 def _run_sync_locked(run: SyncRun) -> SyncReport:
@@ -134,28 +143,35 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
         return finish(run, [], empty_source_report(run, recovered))
     # Hive: the served metastore's session, else this process's (started only then)
     run.catalog = catalog_from_config(req.catalog, lambda: run.spark)
-    threading.Thread(target=run.catalog.warm_up, args=(req.database,), daemon=True,
-                     name="catalog-warm-up").start()  # Derby boots while stage A runs
+    threading.Thread(
+        target=run.catalog.warm_up, args=(req.database,), daemon=True, name="catalog-warm-up"
+    ).start()  # Derby boots while stage A runs
     load_privacy(run)
     hours = sorted({h for _, h, _ in files})
     local = local_path.is_small(req, files)  # no Spark job for a small batch
-    stats, changes, duplicates = (_read_local if local else _read_spark)(run, files, existing,
-                                                                         hours)
+    stats, changes, duplicates = (_read_local if local else _read_spark)(
+        run, files, existing, hours
+    )
     index_identities(run, stats)
     manifest, repeated_ids = write(run, stats, changes, duplicates, local)
     tally = reconcile(run, stats, duplicates, manifest, repeated_ids)
     commit_sync(run, existing, changes, tally, hours)
     registered, failed = register(run, changes, tally)
-    error = None if failed is None else (
-        f"data committed, but the catalog registration failed: {failed}. Re-run the sync, or "
-        "materialize the source's catalog asset for these hours, to register it (every step "
-        "is idempotent)")
+    error = (
+        None
+        if failed is None
+        else (
+            f"data committed, but the catalog registration failed: {failed}. Re-run the sync, or "
+            "materialize the source's catalog asset for these hours, to register it (every step "
+            "is idempotent)"
+        )
+    )
     source = source_report(run, tally, duplicates, files, hours, recovered)
     source.warning = error
-    catalog_phase.attach(source, catalog_phase.hour_entries(run, hours, sorted(changes),
-                                                            registered, error))
-    report = finish(run, table_reports(run, changes, tally, duplicates, registered, hours),
-                    source)
+    catalog_phase.attach(
+        source, catalog_phase.hour_entries(run, hours, sorted(changes), registered, error)
+    )
+    report = finish(run, table_reports(run, changes, tally, duplicates, registered, hours), source)
     if failed is not None:
         raise catalog_phase.CatalogBehind(error, failed.code, report)
     return report
@@ -179,8 +195,12 @@ def _clear_staging(req: SyncRequest, attempts: int = 5) -> None:
 # ------------------------------------------------------------------------------ read (stage A)
 
 
-def _read_spark(run: SyncRun, files: list[tuple[str, str, int]],
-                existing: dict[str, list[tuple[str, str]]], hours: list[str]):
+def _read_spark(
+    run: SyncRun,
+    files: list[tuple[str, str, int]],
+    existing: dict[str, list[tuple[str, str]]],
+    hours: list[str],
+):
     """Stage A, the types and the dedup as Spark jobs: ``(stats, changes, duplicates)``."""
     keys = read(run, files)
     try:
@@ -191,8 +211,12 @@ def _read_spark(run: SyncRun, files: list[tuple[str, str, int]],
         keys.unpersist()
 
 
-def _read_local(run: SyncRun, files: list[tuple[str, str, int]],
-                existing: dict[str, list[tuple[str, str]]], hours: list[str]):
+def _read_local(
+    run: SyncRun,
+    files: list[tuple[str, str, int]],
+    existing: dict[str, list[tuple[str, str]]],
+    hours: list[str],
+):
     """The same, in the driver's process (``local_path.py``)."""
     stats, keys = local_path.read(run, stage_a_config(run, files), files)
     changes = plan_types(run, existing, stats)
@@ -222,13 +246,16 @@ def read(run: SyncRun, files: list[tuple[str, str, int]]):
 def stage_a_config(run: SyncRun, files: list[tuple[str, str, int]]) -> StageAConfig:
     staging = run.staging
     return StageAConfig(
-        max_message_bytes=run.req.max_message_bytes, max_depth=run.req.max_depth,
-        source_id=run.req.source_id, run_id=run.req.run_id,
+        max_message_bytes=run.req.max_message_bytes,
+        max_depth=run.req.max_depth,
+        source_id=run.req.source_id,
+        run_id=run.req.run_id,
         work_root=layout.staged_work_root(staging),
         quarantine_root=layout.staged_quarantine_root(staging),
         archive_files=tuple(loc for loc, _, _ in files),
         archive_sizes=tuple(size for _, _, size in files),
-        identity_key=run.identity_key, identity_traits=tuple(run.req.identity_traits),
+        identity_key=run.identity_key,
+        identity_traits=tuple(run.req.identity_traits),
         suppressed=run.suppressed,
     )
 
@@ -256,15 +283,17 @@ def _key_rows(stats: StageAStats) -> int:
 # -------------------------------------------------------------------------------- plan types
 
 
-def plan_types(run: SyncRun, existing: dict[str, list[tuple[str, str]]],
-               stats: StageAStats) -> dict[str, TableChange]:
+def plan_types(
+    run: SyncRun, existing: dict[str, list[tuple[str, str]]], stats: StageAStats
+) -> dict[str, TableChange]:
     """Each table's columns and types. The catalog may know a column wider than the lake's
     record (widened by another writer or by hand): the sync never writes a type narrower
     than the catalog's. ``existing`` is updated with the catalog's types."""
     for table, cols in _catalog_schemas(run, stats.counts).items():
         existing[table] = _widest(existing.get(table, []), cols)
-    return {table: plan_table(table, existing.get(table), cols)
-            for table, cols in stats.counts.items()}
+    return {
+        table: plan_table(table, existing.get(table), cols) for table, cols in stats.counts.items()
+    }
 
 
 def _catalog_schemas(run: SyncRun, tables) -> dict[str, list[tuple[str, str]]]:
@@ -289,8 +318,15 @@ def _widest(record: list[tuple[str, str]], catalog: list[tuple[str, str]]) -> li
 def dedup(run: SyncRun, keys, messages: int, hours: list[str]) -> Duplicates:
     t = time.monotonic()
     run.describe_jobs(f"sync {run.req.source_id}: find duplicates")
-    found = find_duplicates(run.spark, keys, messages, run.req.dedup_lookback_hours,
-                            run.req.lake_root, run.req.source_dir, hours)
+    found = find_duplicates(
+        run.spark,
+        keys,
+        messages,
+        run.req.dedup_lookback_hours,
+        run.req.lake_root,
+        run.req.source_dir,
+        hours,
+    )
     run.timings["dedup_s"] = time.monotonic() - t
     return found
 
@@ -298,15 +334,20 @@ def dedup(run: SyncRun, keys, messages: int, hours: list[str]) -> Duplicates:
 # ----------------------------------------------------------------------------- write (stage B)
 
 
-def write(run: SyncRun, stats: StageAStats, changes: dict[str, TableChange],
-          duplicates: Duplicates,
-          local: bool = False) -> tuple[list[ManifestEntry], dict[str, int]]:
+def write(
+    run: SyncRun,
+    stats: StageAStats,
+    changes: dict[str, TableChange],
+    duplicates: Duplicates,
+    local: bool = False,
+) -> tuple[list[ManifestEntry], dict[str, int]]:
     """Stage B: the tables into staging; returns its manifest and, per table, the message ids
     written more than once (re-read from the output). The work files are deleted. ``local``:
     in the driver's process (``local_path.py``), not as a Spark job."""
     staging = run.staging
     b_cfg = StageBConfig(
-        source_id=run.req.source_id, run_id=run.req.run_id,
+        source_id=run.req.source_id,
+        run_id=run.req.run_id,
         staging_root=layout.staged_data_root(staging),
         quarantine_staging_root=layout.staged_quarantine_root(staging),
         date_layout=run.req.date_layout,
@@ -342,10 +383,11 @@ def _write_spark(run: SyncRun, b_cfg: StageBConfig, tasks: list) -> list[Manifes
     run.describe_jobs(f"sync {run.req.source_id}: write tables")
     try:
         sc = run.spark.sparkContext
-        tasks_df = run.spark.createDataFrame(sc.parallelize(tasks, len(tasks)),
-                                             STAGE_B_TASK_SCHEMA)
-        manifest = [ManifestEntry.from_row(r.asDict())
-                    for r in tasks_df.mapInArrow(stage_b, MANIFEST_SCHEMA).collect()]
+        tasks_df = run.spark.createDataFrame(sc.parallelize(tasks, len(tasks)), STAGE_B_TASK_SCHEMA)
+        manifest = [
+            ManifestEntry.from_row(r.asDict())
+            for r in tasks_df.mapInArrow(stage_b, MANIFEST_SCHEMA).collect()
+        ]
     finally:
         run.describe_jobs(None)
     run.timings["write_s"] = time.monotonic() - t

@@ -22,10 +22,12 @@ class Tally:
     suppressed: Counter[tuple[str, str]] = field(default_factory=Counter)
     rows: Counter[tuple[str, str]] = field(default_factory=Counter)  # (table, hour) -> rows
     files: defaultdict[tuple[str, str], list[ManifestEntry]] = field(
-        default_factory=lambda: defaultdict(list))  # (table, hour) -> Parquet files
+        default_factory=lambda: defaultdict(list)
+    )  # (table, hour) -> Parquet files
     values_quarantined: Counter[str] = field(default_factory=Counter)  # by table
     misfits_by_column: defaultdict[str, Counter[str]] = field(
-        default_factory=lambda: defaultdict(Counter))
+        default_factory=lambda: defaultdict(Counter)
+    )
     conformance: defaultdict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
     quarantine_hours: set[str] = field(default_factory=set)
     index_ids_written: int = 0
@@ -35,9 +37,11 @@ class Tally:
     quarantined_by_hour: dict[str, int] = field(default_factory=dict)  # hour -> lines
     values_by_hour: Counter[tuple[str, str]] = field(default_factory=Counter)  # (table, hour)
     misfits_by_hour: defaultdict[tuple[str, str], Counter[str]] = field(
-        default_factory=lambda: defaultdict(Counter))  # (table, hour) -> column -> values
+        default_factory=lambda: defaultdict(Counter)
+    )  # (table, hour) -> column -> values
     valued: defaultdict[tuple[str, str], set[str]] = field(
-        default_factory=lambda: defaultdict(set))  # (table, hour) -> columns holding a value
+        default_factory=lambda: defaultdict(set)
+    )  # (table, hour) -> columns holding a value
 
     @property
     def messages_written(self) -> int:
@@ -50,8 +54,11 @@ class Tally:
     def table_suppressed(self, table: str) -> int:
         """Suppressed lines of ``table``; of ``tracks``: those of every track table."""
         if table == TRACKS_TABLE:
-            return sum(n for (t, _), n in self.suppressed.items()
-                       if t not in STANDARD_TABLES and t != identities.QUARANTINE)
+            return sum(
+                n
+                for (t, _), n in self.suppressed.items()
+                if t not in STANDARD_TABLES and t != identities.QUARANTINE
+            )
         return sum(n for (t, _), n in self.suppressed.items() if t == table)
 
     def table_rows(self, table: str) -> int:

@@ -16,8 +16,10 @@ class AzureStore:
     def list(self, prefix: str) -> list[str]:
         container, key = self._split(prefix)
         client = self.service.get_container_client(container)
-        return sorted(f"az://{container}/{b.name}"
-                      for b in client.list_blobs(name_starts_with=key.rstrip("/") + "/"))
+        return sorted(
+            f"az://{container}/{b.name}"
+            for b in client.list_blobs(name_starts_with=key.rstrip("/") + "/")
+        )
 
     def read(self, location: str) -> bytes:
         container, key = self._split(location)

@@ -27,8 +27,9 @@ IN_CI = bool(os.environ.get("CI"))
 # Azurite's well-known development account and key: published with the emulator, the same
 # in every copy of it, accepted by nothing but an emulator. Not a secret.
 ACCOUNT = "devstoreaccount1"
-AZURITE_DEV_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
-                   "K1SZFPTOtr/KBHBeksoGMGw==")
+AZURITE_DEV_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
 
 
 def _missing(reason: str) -> None:
@@ -56,10 +57,24 @@ class Azurite:
         self.log = Path(workdir) / "azurite.log"
         with open(self.log, "wb") as log:  # a file, never a pipe nobody drains
             self.proc = subprocess.Popen(
-                [str(BIN), "--silent", "--inMemoryPersistence", "--extentMemoryLimit", "512",
-                 "--disableTelemetry", "--skipApiVersionCheck", "--blobHost", "127.0.0.1",
-                 "--blobPort", str(self.port)],
-                cwd=workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    str(BIN),
+                    "--silent",
+                    "--inMemoryPersistence",
+                    "--extentMemoryLimit",
+                    "512",
+                    "--disableTelemetry",
+                    "--skipApiVersionCheck",
+                    "--blobHost",
+                    "127.0.0.1",
+                    "--blobPort",
+                    str(self.port),
+                ],
+                cwd=workdir,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -74,16 +89,20 @@ class Azurite:
 
     def env(self) -> dict[str, str]:
         """The environment a process reaches Azurite's account with (az:// roots)."""
-        return {"AZURE_STORAGE_ACCOUNT_NAME": ACCOUNT, "AZURE_STORAGE_ACCOUNT_KEY": AZURITE_DEV_KEY,
-                "DATALAKE_AZURE_BLOB_ENDPOINT": self.endpoint}
+        return {
+            "AZURE_STORAGE_ACCOUNT_NAME": ACCOUNT,
+            "AZURE_STORAGE_ACCOUNT_KEY": AZURITE_DEV_KEY,
+            "DATALAKE_AZURE_BLOB_ENDPOINT": self.endpoint,
+        }
 
     def service(self):
         """The Azure SDK's client of the account (for the tests' own checks and setup)."""
         from azure.storage.blob import BlobServiceClient
 
-        return BlobServiceClient(f"{self.endpoint}/{ACCOUNT}",
-                                 credential={"account_name": ACCOUNT,
-                                             "account_key": AZURITE_DEV_KEY})
+        return BlobServiceClient(
+            f"{self.endpoint}/{ACCOUNT}",
+            credential={"account_name": ACCOUNT, "account_key": AZURITE_DEV_KEY},
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:

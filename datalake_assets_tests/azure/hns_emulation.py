@@ -44,8 +44,9 @@ class HnsRulesHandler(pafs.FileSystemHandler):
             raise FileNotFoundError(f"PathNotFound: {src}")
         parent = dest.rstrip("/").rpartition("/")[0]
         if parent and self.fs.get_file_info(parent).type != pafs.FileType.Directory:
-            raise OSError(f"RenameDestinationParentPathNotFound: the parent of {dest} does "
-                          "not exist")
+            raise OSError(
+                f"RenameDestinationParentPathNotFound: the parent of {dest} does not exist"
+            )
         if dest_info.type == pafs.FileType.Directory:
             if src_info.type != pafs.FileType.Directory:
                 raise IsADirectoryError(f"{dest} is a directory")
@@ -107,8 +108,9 @@ class HnsRulesHandler(pafs.FileSystemHandler):
         raise NotImplementedError("append: not used by the lake")
 
 
-def hns_filesystem(root: str, after_rename: Callable[[str, str], None] | None = None
-                   ) -> tuple[pafs.PyFileSystem, HnsRulesHandler]:
+def hns_filesystem(
+    root: str, after_rename: Callable[[str, str], None] | None = None
+) -> tuple[pafs.PyFileSystem, HnsRulesHandler]:
     handler = HnsRulesHandler(root, after_rename)
     return pafs.PyFileSystem(handler), handler
 
@@ -196,8 +198,10 @@ def install(monkeypatch_setattr: Callable, fs: pafs.FileSystem, root: str = "") 
 ROOT_ENV = "DATALAKE_TEST_HNS_ROOT"
 # Set wherever the emulation is: a path it does not cover would reach a closed loopback port
 # with a dummy key (failing at once), never a public endpoint or the instance metadata service.
-LOOPBACK_GUARD = {"DATALAKE_AZURE_BLOB_ENDPOINT": "http://127.0.0.1:9",
-                  "AZURE_STORAGE_ACCOUNT_KEY": "bm90LWEta2V5"}
+LOOPBACK_GUARD = {
+    "DATALAKE_AZURE_BLOB_ENDPOINT": "http://127.0.0.1:9",
+    "AZURE_STORAGE_ACCOUNT_KEY": "bm90LWEta2V5",
+}
 
 
 def install_from_environment() -> None:

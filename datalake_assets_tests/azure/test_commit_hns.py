@@ -38,8 +38,9 @@ class Account:
     def __init__(self, root: Path, monkeypatch) -> None:
         self.root = root
         self.views: list[dict[str, list[str]]] = []
-        self.fs, self.handler = hns_filesystem(str(root), lambda s, d: self.views.append(
-            self.view()))
+        self.fs, self.handler = hns_filesystem(
+            str(root), lambda s, d: self.views.append(self.view())
+        )
         install(monkeypatch.setattr, self.fs)
         self.watched: list[str] = []
 
@@ -93,20 +94,27 @@ def test_a_commit_renames_hours_in_and_readers_never_see_a_mix(account):
     account.put(f"_staging/run2/{live10}", [part(H10, "run2")])
     account.put(f"_staging/run2/{new11}", [part(H11, "run2")])
     old = account.view()
-    commit.commit(LAKE, "src", "run2", [swap(f"_staging/run2/{live10}", live10, H10),
-                                        swap(f"_staging/run2/{new11}", new11, H11)])
+    commit.commit(
+        LAKE,
+        "src",
+        "run2",
+        [swap(f"_staging/run2/{live10}", live10, H10), swap(f"_staging/run2/{new11}", new11, H11)],
+    )
     new = account.view()
     assert new == {live10: [part(H10, "run2")], new11: [part(H11, "run2")]}
     for seen in account.views:  # after every rename
         for rel in account.watched:
             assert seen.get(rel) in (old.get(rel), None, new[rel]), (rel, seen)
     # renames only: aside, in, and in (a new partition); no data copied, nothing left behind
-    assert [(s.rsplit("/", 1)[1], d.rsplit("/", 1)[1]) for s, d in account.handler.renames
-            if not s.endswith(".json") and ".tmp-" not in s] == [
-        ("hr=10", "hr=10.replaced"), ("hr=10", "hr=10"), ("hr=11", "hr=11")]
+    assert [
+        (s.rsplit("/", 1)[1], d.rsplit("/", 1)[1])
+        for s, d in account.handler.renames
+        if not s.endswith(".json") and ".tmp-" not in s
+    ] == [("hr=10", "hr=10.replaced"), ("hr=10", "hr=10"), ("hr=11", "hr=11")]
     assert not account.handler.copies
     assert not (account.root / LOCAL_LAKE / "_staging/run2/data").exists() or not any(
-        p.is_file() for p in (account.root / LOCAL_LAKE / "_staging/run2/data").rglob("*"))
+        p.is_file() for p in (account.root / LOCAL_LAKE / "_staging/run2/data").rglob("*")
+    )
     assert storage.list_files(f"{LAKE}/_commits/src") == []  # journal removed
     assert (account.local(live10) / commit.MARKER).read_text() == "run2"
 
@@ -136,8 +144,7 @@ commit.commit({lake!r}, "src", "run2", [commit.Swap(s, t, tuple(h)) for s, t, h 
 
 @pytest.mark.reliability
 @pytest.mark.parametrize("point", ["swap_aside", "mid_commit"])
-def test_a_commit_killed_between_renames_converges_through_recover(account, point,
-                                                                   reliability):
+def test_a_commit_killed_between_renames_converges_through_recover(account, point, reliability):
     h10, h11 = f"{TABLE}/day=2026-11-21/hr=10", f"{TABLE}/day=2026-11-21/hr=11"
     account.watched = [h10, h11]
     account.put(h10, [part(H10, "old")])
@@ -145,11 +152,17 @@ def test_a_commit_killed_between_renames_converges_through_recover(account, poin
     for rel, hour in ((h10, H10), (h11, H11)):
         account.put(f"_staging/run2/{rel}", [part(hour, "run2")])
     old = account.view()
-    swaps = [(f"{LAKE}/_staging/run2/{rel}", f"{LAKE}/{rel}", [hour])
-             for rel, hour in ((h10, H10), (h11, H11))]
+    swaps = [
+        (f"{LAKE}/_staging/run2/{rel}", f"{LAKE}/{rel}", [hour])
+        for rel, hour in ((h10, H10), (h11, H11))
+    ]
     script = KILL_SCRIPT.format(repo=REPO, root=str(account.root), lake=LAKE, swaps=swaps)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120,
-                          env={**os.environ, FAULT_ENV: point})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, FAULT_ENV: point},
+    )
     assert done.returncode == -9, done.stderr.decode()[-2000:]  # SIGKILL at the point
     reliability.fault()
     reliability.cases += 1

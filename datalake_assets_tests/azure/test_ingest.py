@@ -35,7 +35,8 @@ H10, H11, H12 = (ArchiveHour.parse(f"2026-11-21T{h}") for h in ("10", "11", "12"
 def put_hour(root: str, hour: ArchiveHour, names=("part-0000.jsonl.gz",), body=b'{"a":1}\n'):
     for name in names:
         storage.write_bytes_atomic(
-            layout.join(layout.archive_hour_dir(root, SOURCE, hour), name), gzip.compress(body))
+            layout.join(layout.archive_hour_dir(root, SOURCE, hour), name), gzip.compress(body)
+        )
 
 
 def test_the_archive_lister_walks_days_and_hours_from_since(container):
@@ -79,8 +80,10 @@ def test_the_collector_rolls_its_segments_into_an_azure_archive(container, tmp_p
     root = f"az://{container}/raw"
     seg = make_segment(tmp_path, b'{"a":1}\n{"b":2}\n{"torn')
     final = roll_segment(root, seg)
-    assert final == (f"{root}/src1/day=2026-11-21/hr=10/"
-                     "collector-2026112110-20261121T100000-cccccccccccc.jsonl.gz")
+    assert final == (
+        f"{root}/src1/day=2026-11-21/hr=10/"
+        "collector-2026112110-20261121T100000-cccccccccccc.jsonl.gz"
+    )
     assert gzip.decompress(storage.read_bytes(final)) == b'{"a":1}\n{"b":2}\n'
     assert not os.path.exists(seg.path)
     assert [loc for loc, _ in storage.list_files(root, recursive=True)] == [final]
@@ -97,8 +100,10 @@ def test_the_importer_reads_and_writes_azure(container, tmp_path):
     files = build_segment_archive(segment)
     listing = sl.segment_lister_for(segment).list_days(segment, SEGMENT_ID)
     assert isinstance(sl.segment_lister_for(segment), sl.FileSystemSegmentLister)
-    assert sorted(o.name for o in listing.days[MS1]) == ["1763600000000.aaaa.gz",
-                                                          "1763610000000.bbbb.gz"]
+    assert sorted(o.name for o in listing.days[MS1]) == [
+        "1763600000000.aaaa.gz",
+        "1763610000000.bbbb.gz",
+    ]
     assert listing.ignored == 2 and len(listing.invalid) == 3
     spool = tmp_path / "spool"
     spool.mkdir()
@@ -111,7 +116,8 @@ def test_the_importer_reads_and_writes_azure(container, tmp_path):
     assert not [r for r in archive_files(archive) if ".tmp-" in r]
     # the sensor's lister sees exactly the outputs
     hours = lister_for(archive).list_hours(archive, SOURCE, ArchiveHour.parse("2026-11-01T00"))
-    assert sorted(f"day={h.day}/hr={h.hr}/{f.name}" for h, fs in hours.hours.items()
-                  for f in fs) == sorted(outputs)
+    assert sorted(
+        f"day={h.day}/hr={h.hr}/{f.name}" for h, fs in hours.hours.items() for f in fs
+    ) == sorted(outputs)
     again = si.SegmentImporter(segment, SEGMENT_ID, archive, SOURCE, spool_dir=str(spool))
     assert again.import_range().count("unchanged") == 3

@@ -21,7 +21,12 @@ HNS = "abfss://lake@acct1.dfs.core.windows.net/prod/data"
 def test_uris_parse_and_round_trip():
     u = azure_uri.parse(HNS)
     assert (u.hns, u.container, u.account, u.path, u.fs_path) == (
-        True, "lake", "acct1", "prod/data", "lake/prod/data")
+        True,
+        "lake",
+        "acct1",
+        "prod/data",
+        "lake/prod/data",
+    )
     assert u.location_of("lake/prod/data/x.parquet") == f"{HNS}/x.parquet"
     b = azure_uri.parse("az://lake/raw")
     assert (b.hns, b.container, b.account, b.fs_path) == (False, "lake", "", "lake/raw")
@@ -31,21 +36,24 @@ def test_uris_parse_and_round_trip():
     assert azure_uri.parse("abfss://lake@acct1.dfs.core.chinacloudapi.cn").path == ""
 
 
-@pytest.mark.parametrize("uri, why", [
-    ("abfss://lake@acct1.blob.core.windows.net/x", "dfs.core.windows.net"),
-    ("abfss://lake@acct1.dfs.core.example.com/x", "must end in"),
-    ("abfss://lake/x", "expected abfss://"),
-    ("abfss://Lake@acct1.dfs.core.windows.net/x", "expected abfss://"),
-    ("abfss://la@acct1.dfs.core.windows.net/x", "expected abfss://"),
-    ("abfss://a--b@acct1.dfs.core.windows.net/x", "expected abfss://"),
-    ("abfss://lake:secret@acct1.dfs.core.windows.net/x", "credentials never go into the URI"),
-    ("abfss://lake@acct1.dfs.core.windows.net/x?sv=2024&sig=abc", "SAS token"),
-    ("az://lake@acct1/x", "AZURE_STORAGE_ACCOUNT_NAME"),
-    ("az://lake/a//b", "empty segments"),
-    ("az://lake/a/../b", "'..'"),
-    ("abfs://lake@acct1.dfs.core.windows.net/x", "use abfss://"),
-    ("wasbs://lake@acct1.blob.core.windows.net/x", "use az://"),
-])
+@pytest.mark.parametrize(
+    "uri, why",
+    [
+        ("abfss://lake@acct1.blob.core.windows.net/x", "dfs.core.windows.net"),
+        ("abfss://lake@acct1.dfs.core.example.com/x", "must end in"),
+        ("abfss://lake/x", "expected abfss://"),
+        ("abfss://Lake@acct1.dfs.core.windows.net/x", "expected abfss://"),
+        ("abfss://la@acct1.dfs.core.windows.net/x", "expected abfss://"),
+        ("abfss://a--b@acct1.dfs.core.windows.net/x", "expected abfss://"),
+        ("abfss://lake:secret@acct1.dfs.core.windows.net/x", "credentials never go into the URI"),
+        ("abfss://lake@acct1.dfs.core.windows.net/x?sv=2024&sig=abc", "SAS token"),
+        ("az://lake@acct1/x", "AZURE_STORAGE_ACCOUNT_NAME"),
+        ("az://lake/a//b", "empty segments"),
+        ("az://lake/a/../b", "'..'"),
+        ("abfs://lake@acct1.dfs.core.windows.net/x", "use abfss://"),
+        ("wasbs://lake@acct1.blob.core.windows.net/x", "use az://"),
+    ],
+)
 def test_malformed_uris_fail_with_what_to_write(uri, why):
     with pytest.raises(ValueError, match=why):
         azure_uri.parse(uri)
@@ -81,15 +89,26 @@ def test_credentials_come_from_the_environment_in_order():
 def test_endpoints_public_sovereign_and_emulator():
     pub = azure.endpoint(azure_uri.parse(HNS), {})
     assert (pub.account, pub.blob_authority, pub.dfs_authority, pub.scheme) == (
-        "acct1", ".blob.core.windows.net", ".dfs.core.windows.net", "https")
+        "acct1",
+        ".blob.core.windows.net",
+        ".dfs.core.windows.net",
+        "https",
+    )
     assert pub.blob_account_url == "https://acct1.blob.core.windows.net"
     cn = azure.endpoint(azure_uri.parse("abfss://lake@acct1.dfs.core.chinacloudapi.cn/x"), {})
     assert cn.blob_authority == ".blob.core.chinacloudapi.cn"
-    emu = azure.endpoint(azure_uri.parse("az://lake/x"), {
-        "AZURE_STORAGE_ACCOUNT_NAME": "devstoreaccount1",
-        "DATALAKE_AZURE_BLOB_ENDPOINT": "http://127.0.0.1:10000/"})
+    emu = azure.endpoint(
+        azure_uri.parse("az://lake/x"),
+        {
+            "AZURE_STORAGE_ACCOUNT_NAME": "devstoreaccount1",
+            "DATALAKE_AZURE_BLOB_ENDPOINT": "http://127.0.0.1:10000/",
+        },
+    )
     assert (emu.blob_authority, emu.dfs_authority, emu.scheme) == (
-        "127.0.0.1:10000", "127.0.0.1:10000", "http")
+        "127.0.0.1:10000",
+        "127.0.0.1:10000",
+        "http",
+    )
     assert emu.blob_account_url == "http://127.0.0.1:10000/devstoreaccount1"
     with pytest.raises(azure.AzureConfigError, match="AZURE_STORAGE_ACCOUNT_NAME"):
         azure.endpoint(azure_uri.parse("az://lake/x"), {})
@@ -116,7 +135,8 @@ def test_files_round_trip_and_list(container):
         list(storage.iter_lines(deep[0][0], expected_size=size + 1))
     assert storage.exists(f"{root}/a/b") and not storage.exists(f"{root}/a/c")
     assert storage.delete_file(f"{root}/a/one.json") and not storage.delete_file(
-        f"{root}/a/one.json")
+        f"{root}/a/one.json"
+    )
     storage.delete_dir(f"{root}/a")
     storage.delete_dir(f"{root}/a")  # gone: nothing to do
     assert storage.list_files(root, recursive=True) == []
@@ -138,9 +158,14 @@ def test_a_file_appears_whole_never_empty_or_partial(container, monkeypatch):
     staged = storage.StagedFile(f"{root}/y.jsonl.gz")
     staged.write(b"2" * 3000)
     staged.commit()
-    visible = [[rel for rel in (loc[len(root) + 1:] for loc, _ in s)
-                if not any(p.startswith(".") for p in rel.split("/"))]
-               for s in seen]  # hidden names (.tmp-) are skipped by every reader
+    visible = [
+        [
+            rel
+            for rel in (loc[len(root) + 1 :] for loc, _ in s)
+            if not any(p.startswith(".") for p in rel.split("/"))
+        ]
+        for s in seen
+    ]  # hidden names (.tmp-) are skipped by every reader
     assert visible == [[], ["x.json"]]
     assert storage.list_files(root) == [(f"{root}/x.json", 1000), (f"{root}/y.jsonl.gz", 3000)]
     fs, path = storage.resolve(root)

@@ -34,17 +34,26 @@ def put_file(archive: str, hour: str, name: str, lines: list) -> None:
 
 
 def sync(spark, lake: str, archive: str, *hours: str):
-    return run_sync(spark, SyncRequest(lake, archive, SRC, hours, lock_wait_seconds=30,
-                                       catalog=CatalogConfig(backend="none")))
+    return run_sync(
+        spark,
+        SyncRequest(
+            lake, archive, SRC, hours, lock_wait_seconds=30, catalog=CatalogConfig(backend="none")
+        ),
+    )
 
 
-def test_a_whole_sync_reads_and_writes_azurite(spark_on_azurite, container, azure_env,
-                                               reliability):
+def test_a_whole_sync_reads_and_writes_azurite(spark_on_azurite, container, azure_env, reliability):
     spark = spark_on_azurite
     archive, lake = f"az://{container}/archive", f"az://{container}/lake"
     assert not spark_reads(spark, lake)  # no hadoop-azure: Python workers read the lake
-    s = generate_archive(archive, SRC, [ArchiveHour.parse(h) for h in (H10, H11)],
-                         events_per_hour=150, files_per_hour=2, seed=5)
+    s = generate_archive(
+        archive,
+        SRC,
+        [ArchiveHour.parse(h) for h in (H10, H11)],
+        events_per_hour=150,
+        files_per_hour=2,
+        seed=5,
+    )
     put_file(archive, H10, "part-0009.jsonl.gz", [msg("cross-1"), b'{"broken'])
     put_file(archive, H11, "part-0009.jsonl.gz", [msg("cross-1", hour=H11)])  # seen in 10
     store = AzureStore(azure_env)

@@ -56,8 +56,9 @@ def hns_spark(spark, tmp_path, monkeypatch):
 
 
 def request(archive: str) -> SyncRequest:
-    return SyncRequest(LAKE, archive, SRC, HOURS, lock_wait_seconds=30,
-                       catalog=CatalogConfig(backend="none"))
+    return SyncRequest(
+        LAKE, archive, SRC, HOURS, lock_wait_seconds=30, catalog=CatalogConfig(backend="none")
+    )
 
 
 def partitions(local_lake: str) -> dict[str, list[str]]:
@@ -74,22 +75,43 @@ def test_a_sync_killed_between_its_renames_converges(spark, hns_spark, tmp_path,
     root, handler = hns_spark
     local_lake = os.path.join(root, "lake", "prod")
     archive = str(tmp_path / "archive")
-    generate_archive(archive, SRC, [ArchiveHour.parse(h) for h in HOURS], events_per_hour=150,
-                     files_per_hour=2, seed=3)
+    generate_archive(
+        archive,
+        SRC,
+        [ArchiveHour.parse(h) for h in HOURS],
+        events_per_hour=150,
+        files_per_hour=2,
+        seed=3,
+    )
     first = run_sync(spark, request(archive))
     assert first.source.reconciled and handler.renames  # committed by renames
     v1 = partitions(local_lake)
-    write_hour(archive, SRC, HOURS[0], [msg(f"late-{i}", properties={"n": i}) for i in range(20)]
-               + [msg("late-0"), b'{"broken'], name="part-0009.jsonl.gz")
+    write_hour(
+        archive,
+        SRC,
+        HOURS[0],
+        [msg(f"late-{i}", properties={"n": i}) for i in range(20)] + [msg("late-0"), b'{"broken'],
+        name="part-0009.jsonl.gz",
+    )
     store = LocalStore()
-    reliability.expect(Oracle(store, archive, SRC).sync(HOURS).expected(),
-                       lambda: read_lake(store, local_lake, SRC))
+    reliability.expect(
+        Oracle(store, archive, SRC).sync(HOURS).expected(),
+        lambda: read_lake(store, local_lake, SRC),
+    )
 
-    env = {**os.environ, FAULT_ENV: "swap_aside", ROOT_ENV: root,
-           "PYTHONPATH": os.pathsep.join([SITE, REPO]), "SPARK_LOCAL_IP": "127.0.0.1"}
-    killed = subprocess.run([sys.executable, "-m", "datalake_assets.transform.job",
-                             *request(archive).to_args()], env=env, capture_output=True,
-                            timeout=600)
+    env = {
+        **os.environ,
+        FAULT_ENV: "swap_aside",
+        ROOT_ENV: root,
+        "PYTHONPATH": os.pathsep.join([SITE, REPO]),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    killed = subprocess.run(
+        [sys.executable, "-m", "datalake_assets.transform.job", *request(archive).to_args()],
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
     assert killed.returncode == -9, killed.stderr.decode()[-3000:]
     assert b"killed at swap_aside" in killed.stderr
     reliability.fault()

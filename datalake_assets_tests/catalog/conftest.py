@@ -15,8 +15,10 @@ from datalake_assets_tests.support.mariadb import MariaDB, missing
 def mariadb(tmp_path_factory):
     lacking = missing()
     if lacking:
-        why = (f"MariaDB is not installed ({', '.join(lacking)}): "
-               "apt-get install -y mariadb-server libmariadb-java")
+        why = (
+            f"MariaDB is not installed ({', '.join(lacking)}): "
+            "apt-get install -y mariadb-server libmariadb-java"
+        )
         if os.environ.get("CI"):
             pytest.fail(why)
         pytest.skip(why)
@@ -24,4 +26,3 @@ def mariadb(tmp_path_factory):
     server.start()
     yield server
     server.stop()
-

@@ -13,29 +13,70 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from datalake_assets.catalog.config import config_from_settings
-from datalake_assets.catalog.base import CatalogError, InvalidNameError, NoCatalog, PartitionSpec, merge_columns
-from datalake_assets.catalog.config import CatalogConfig, catalog_from_config, hive_spark_conf
-from datalake_assets.catalog.ddl import add_partitions_ddl, create_table_ddl, print_table_ddl, scan_partitions, table_ddl
-from datalake_assets.catalog.register import read_schemas, register_sync
-from datalake_assets.catalog.reports import REPORT_SCHEMA, report_rows, write_report_table
 from datalake_assets.catalog.base import (
+    CatalogError,
+    InvalidNameError,
+    NoCatalog,
+    PartitionSpec,
     check_identifier,
     check_location,
     check_partition_value,
+    merge_columns,
     partition_columns,
 )
+from datalake_assets.catalog.config import (
+    CatalogConfig,
+    catalog_from_config,
+    config_from_settings,
+    hive_spark_conf,
+)
+from datalake_assets.catalog.ddl import (
+    add_partitions_ddl,
+    create_table_ddl,
+    print_table_ddl,
+    scan_partitions,
+    table_ddl,
+)
+from datalake_assets.catalog.register import read_schemas, register_sync
+from datalake_assets.catalog.reports import REPORT_SCHEMA, report_rows, write_report_table
 from datalake_assets.settings import CatalogSettings, LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
 
 DIALECTS = ("hive", "athena")
 HOSTILE_NAMES = [
-    "a'b", 'a"b', "a`b", "a;b", "x; DROP TABLE t; --", "a/b", "../etc", "a\\b", "a b", "a.b",
-    "caf\u00e9", "\u00fcber", "\U0001f389", "UPPER", "", "a\nb", "a\x00b", "x" * 256, None, 7,
+    "a'b",
+    'a"b',
+    "a`b",
+    "a;b",
+    "x; DROP TABLE t; --",
+    "a/b",
+    "../etc",
+    "a\\b",
+    "a b",
+    "a.b",
+    "caf\u00e9",
+    "\u00fcber",
+    "\U0001f389",
+    "UPPER",
+    "",
+    "a\nb",
+    "a\x00b",
+    "x" * 256,
+    None,
+    7,
 ]
-HOSTILE_LOCATIONS = ["s3://b/x' LOCATION 's3://evil", "/tmp/a;b", "/tmp/a\\b", "/tmp/a`b",
-                     "/tmp/a\nb", "/tmp/a\tb", " /tmp/a", "", None]
+HOSTILE_LOCATIONS = [
+    "s3://b/x' LOCATION 's3://evil",
+    "/tmp/a;b",
+    "/tmp/a\\b",
+    "/tmp/a`b",
+    "/tmp/a\nb",
+    "/tmp/a\tb",
+    " /tmp/a",
+    "",
+    None,
+]
 
 
 # ------------------------------------------------------------------------------- names
@@ -55,7 +96,8 @@ def test_valid_identifiers(name):
 
 
 @pytest.mark.parametrize(
-    "value", ["2026-11-21'", "09;", "a/b", "..", ".", "-", "a b", "\u00e9", ""])
+    "value", ["2026-11-21'", "09;", "a/b", "..", ".", "-", "a b", "\u00e9", ""]
+)
 def test_hostile_partition_values_are_refused(value):
     with pytest.raises(InvalidNameError, match="partition value"):
         check_partition_value(value, "day")
@@ -67,8 +109,10 @@ def test_hostile_locations_are_refused(location):
         check_location(location)
 
 
-@pytest.mark.parametrize("location", ["s3://b/lake/data/web/segment_type=pages",
-                                      "/home/jos\u00e9/lake", "/tmp/a b/c", "file:///x"])
+@pytest.mark.parametrize(
+    "location",
+    ["s3://b/lake/data/web/segment_type=pages", "/home/jos\u00e9/lake", "/tmp/a b/c", "file:///x"],
+)
 def test_valid_locations(location):
     assert check_location(location) == location
 
@@ -78,13 +122,31 @@ def test_valid_locations(location):
 
 def test_merge_columns_appends_and_widens_never_narrows():
     existing = [("id", "string"), ("n", "bigint"), ("flag", "boolean"), ("t", "timestamp")]
-    m = merge_columns(existing, [("new", "double"), ("n", "double"), ("id", "string"),
-                                 ("flag", "bigint"), ("t", "string"), ("z", "boolean")])
-    assert m.columns == [("id", "string"), ("n", "double"), ("flag", "string"),
-                         ("t", "string"), ("new", "double"), ("z", "boolean")]
+    m = merge_columns(
+        existing,
+        [
+            ("new", "double"),
+            ("n", "double"),
+            ("id", "string"),
+            ("flag", "bigint"),
+            ("t", "string"),
+            ("z", "boolean"),
+        ],
+    )
+    assert m.columns == [
+        ("id", "string"),
+        ("n", "double"),
+        ("flag", "string"),
+        ("t", "string"),
+        ("new", "double"),
+        ("z", "boolean"),
+    ]
     assert m.added == [("new", "double"), ("z", "boolean")]
-    assert m.widened == [("n", "bigint", "double"), ("flag", "boolean", "string"),
-                         ("t", "timestamp", "string")]
+    assert m.widened == [
+        ("n", "bigint", "double"),
+        ("flag", "boolean", "string"),
+        ("t", "timestamp", "string"),
+    ]
     # narrower requests change nothing, missing columns are kept
     m = merge_columns(m.columns, [("n", "bigint"), ("flag", "boolean")])
     assert not m.changed
@@ -95,7 +157,11 @@ def test_merge_columns_appends_and_widens_never_narrows():
 def test_partition_columns_follow_the_table_order_with_file_types():
     table = [("id", "string"), ("n", "double"), ("c", "string"), ("g", "boolean")]
     assert partition_columns(table, [("g", "boolean"), ("n", "bigint"), ("id", "string")]) == [
-        ("id", "string"), ("n", "bigint"), ("c", "string"), ("g", "boolean")]
+        ("id", "string"),
+        ("n", "bigint"),
+        ("c", "string"),
+        ("g", "boolean"),
+    ]
     assert partition_columns(table, None) == table
     with pytest.raises(CatalogError, match="not columns of table"):
         partition_columns(table, [("zz", "string")])
@@ -107,9 +173,15 @@ def test_partition_columns_follow_the_table_order_with_file_types():
 
 
 def test_config_round_trips_through_argv():
-    cfg = CatalogConfig(backend="glue", glue_region="eu-west-1", glue_catalog_id="123456789012",
-                        glue_endpoint_url="http://127.0.0.1:5000", reports_database="meta",
-                        partition_batch_size=50, max_attempts=3)
+    cfg = CatalogConfig(
+        backend="glue",
+        glue_region="eu-west-1",
+        glue_catalog_id="123456789012",
+        glue_endpoint_url="http://127.0.0.1:5000",
+        reports_database="meta",
+        partition_batch_size=50,
+        max_attempts=3,
+    )
     argv = cfg.to_args()
     assert argv[:2] == ["--catalog-backend", "glue"]
     assert CatalogConfig.from_args(argv) == cfg
@@ -139,10 +211,12 @@ def test_hive_spark_conf(tmp_path):
     embedded = hive_spark_conf(str(tmp_path / "m"), str(tmp_path / "w"), None)
     assert embedded["spark.sql.catalogImplementation"] == "hive"
     assert embedded["spark.hadoop.javax.jdo.option.ConnectionURL"] == (
-        f"jdbc:derby:;databaseName={tmp_path}/m/metastore_db;create=true")
+        f"jdbc:derby:;databaseName={tmp_path}/m/metastore_db;create=true"
+    )
     assert embedded["spark.sql.warehouse.dir"] == str(tmp_path / "w")
     assert embedded["spark.driver.extraJavaOptions"] == (
-        f"-Duser.timezone=UTC -Dderby.system.home={tmp_path}/m")
+        f"-Duser.timezone=UTC -Dderby.system.home={tmp_path}/m"
+    )
     assert "spark.hadoop.hive.metastore.uris" not in embedded
     remote = hive_spark_conf("", str(tmp_path / "w"), "thrift://hms:9083")
     assert remote["spark.hadoop.hive.metastore.uris"] == "thrift://hms:9083"
@@ -150,7 +224,8 @@ def test_hive_spark_conf(tmp_path):
     with pytest.raises(ValueError):
         hive_spark_conf("s3://b/m", "", None)
     assert CatalogConfig(metastore_dir=str(tmp_path)).spark_conf()["spark.sql.warehouse.dir"] == (
-        f"{tmp_path}/warehouse")
+        f"{tmp_path}/warehouse"
+    )
     assert CatalogConfig(backend="none").spark_conf() == {}
 
 
@@ -158,45 +233,80 @@ def test_catalog_from_config(monkeypatch):
     assert isinstance(catalog_from_config(CatalogConfig(backend="none")), NoCatalog)
     with pytest.raises(CatalogError, match="Spark session"):
         catalog_from_config(CatalogConfig(backend="hive", metastore_dir="/tmp/m"))
-    glue = catalog_from_config(CatalogConfig(backend="glue", glue_region="eu-west-1",
-                                             glue_catalog_id="123456789012", max_attempts=2))
+    glue = catalog_from_config(
+        CatalogConfig(
+            backend="glue", glue_region="eu-west-1", glue_catalog_id="123456789012", max_attempts=2
+        )
+    )
     assert glue.backend == "glue" and glue.catalog_id == "123456789012"
     assert glue.client.meta.region_name == "eu-west-1" and glue.max_attempts == 2
 
 
 def test_settings_give_the_config(tmp_path):
-    s = LakeSettings(str(tmp_path / "a"), str(tmp_path / "l"), (SourceSettings("demo"),),
-                     catalog=CatalogSettings(metastore_dir=str(tmp_path / "m")))
+    s = LakeSettings(
+        str(tmp_path / "a"),
+        str(tmp_path / "l"),
+        (SourceSettings("demo"),),
+        catalog=CatalogSettings(metastore_dir=str(tmp_path / "m")),
+    )
     cfg = config_from_settings(s.catalog)
     assert (cfg.backend, cfg.metastore_dir, cfg.reports_database) == (
-        "hive", str(tmp_path / "m"), "segment_datalake_meta")
+        "hive",
+        str(tmp_path / "m"),
+        "segment_datalake_meta",
+    )
 
 
 def test_no_catalog_registers_nothing(tmp_path):
     none = NoCatalog()
-    out = register_sync(none, database="web", table_prefix="", lake_root=str(tmp_path),
-                        source_dir="web", date_layout="day_hour",
-                        tables={"pages": [("message_id", "string")]},
-                        partitions={"pages": [ArchiveHour.parse("2026-11-21T09")]})
+    out = register_sync(
+        none,
+        database="web",
+        table_prefix="",
+        lake_root=str(tmp_path),
+        source_dir="web",
+        date_layout="day_hour",
+        tables={"pages": [("message_id", "string")]},
+        partitions={"pages": [ArchiveHour.parse("2026-11-21T09")]},
+    )
     assert out["pages"]["partitions_added"] == 0 and out["pages"]["partitions"] == 0
     assert read_schemas(none, "web", "", ["pages"]) == {}
     with pytest.raises(InvalidNameError):
-        register_sync(none, database="we b", table_prefix="", lake_root=str(tmp_path),
-                      source_dir="web", date_layout="day_hour",
-                      tables={"pages": [("message_id", "string")]}, partitions={})
+        register_sync(
+            none,
+            database="we b",
+            table_prefix="",
+            lake_root=str(tmp_path),
+            source_dir="web",
+            date_layout="day_hour",
+            tables={"pages": [("message_id", "string")]},
+            partitions={},
+        )
 
 
 # ---------------------------------------------------------------------------------- DDL
 
-COLUMNS = [("message_id", "string"), ("received_at", "timestamp"), ("amount", "double"),
-           ("quantity", "bigint"), ("gift", "boolean"), ("type", "string"), ("1st", "string")]
+COLUMNS = [
+    ("message_id", "string"),
+    ("received_at", "timestamp"),
+    ("amount", "double"),
+    ("quantity", "bigint"),
+    ("gift", "boolean"),
+    ("type", "string"),
+    ("1st", "string"),
+]
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_create_table_ddl_parses(dialect):
-    sql = create_table_ddl("web", "1order_completed", COLUMNS, ["day", "hr"],
-                           "s3://lake/data/web/segment_type=order_completed",
-                           "Segment order_completed of web; it's 'quoted'")
+    sql = create_table_ddl(
+        "web",
+        "1order_completed",
+        COLUMNS,
+        ["day", "hr"],
+        "s3://lake/data/web/segment_type=order_completed",
+        "Segment order_completed of web; it's 'quoted'",
+    )
     tree = sqlglot.parse_one(sql, read=dialect)
     assert isinstance(tree, exp.Create) and tree.kind == "TABLE"
     assert tree.this.this.name == "1order_completed" and tree.this.this.db == "web"
@@ -211,8 +321,10 @@ def test_create_table_ddl_parses(dialect):
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_add_partitions_ddl_parses(dialect):
-    specs = [PartitionSpec(("2026-11-21", f"{h:02d}"), f"s3://lake/t/day=2026-11-21/hr={h:02d}")
-             for h in range(5)]
+    specs = [
+        PartitionSpec(("2026-11-21", f"{h:02d}"), f"s3://lake/t/day=2026-11-21/hr={h:02d}")
+        for h in range(5)
+    ]
     # one partition per statement: sqlglot parses it completely
     singles = add_partitions_ddl("web", "pages", ["day", "hr"], specs, batch_size=1)
     assert len(singles) == 5
@@ -286,10 +398,13 @@ def write_parquet(path: str) -> None:
 def test_print_table_ddl_reads_the_schema_record_and_the_partitions_on_disk(tmp_path):
     lake = str(tmp_path / "lake")
     source = SourceSettings("Web-Prod", "web", "webdb", "w")
-    record = {"version": 1, "tables": {
-        "pages": {"columns": [["message_id", "string"], ["url", "string"]]},
-        "order_completed": {"columns": [["message_id", "string"], ["revenue", "double"]]},
-    }}
+    record = {
+        "version": 1,
+        "tables": {
+            "pages": {"columns": [["message_id", "string"], ["url", "string"]]},
+            "order_completed": {"columns": [["message_id", "string"], ["revenue", "double"]]},
+        },
+    }
     path = layout.schema_record_path(lake, source.lake_dir)
     os.makedirs(os.path.dirname(path))
     with open(path, "wb") as f:
@@ -302,14 +417,20 @@ def test_print_table_ddl_reads_the_schema_record_and_the_partitions_on_disk(tmp_
     os.makedirs(f"{root}/day=2026-11-21/hr=12")  # empty: not a partition
     q = layout.quarantine_dir(lake, "Web-Prod", ArchiveHour.parse("2026-11-21T09"))
     write_parquet(f"{q}/part-0.parquet")
-    write_report_table(lake, "Web-Prod", "run1", [{"type": "source", "status": "finished"}],
-                       "2026-11-21")
-    settings = LakeSettings(str(tmp_path / "archive"), lake, (source,),
-                            catalog=CatalogSettings(reports_database="meta",
-                                                    metastore_dir=str(tmp_path / "m")))
+    write_report_table(
+        lake, "Web-Prod", "run1", [{"type": "source", "status": "finished"}], "2026-11-21"
+    )
+    settings = LakeSettings(
+        str(tmp_path / "archive"),
+        lake,
+        (source,),
+        catalog=CatalogSettings(reports_database="meta", metastore_dir=str(tmp_path / "m")),
+    )
 
     assert [p.values for p in scan_partitions(root, ["day", "hr"])] == [
-        ("2026-11-21", "09"), ("2026-11-21", "10")]
+        ("2026-11-21", "09"),
+        ("2026-11-21", "10"),
+    ]
     one = print_table_ddl(settings, source, "pages")
     assert one.startswith("-- Tables of Segment source 'Web-Prod'")
     for dialect in DIALECTS:
@@ -324,8 +445,17 @@ def test_print_table_ddl_reads_the_schema_record_and_the_partitions_on_disk(tmp_
     for dialect in DIALECTS:
         # database; order_completed (no partitions); pages + partitions; quarantine +
         # partition; reports database; sync_reports + partition
-        assert kinds(everything, dialect) == ["Create", "Create", "Create", "Alter", "Create",
-                                              "Alter", "Create", "Create", "Alter"]
+        assert kinds(everything, dialect) == [
+            "Create",
+            "Create",
+            "Create",
+            "Alter",
+            "Create",
+            "Alter",
+            "Create",
+            "Create",
+            "Alter",
+        ]
     assert "`webdb`.`w_quarantine`" in everything and "`meta`.`sync_reports`" in everything
     assert f"LOCATION '{lake}/sync_reports/source_id=Web-Prod/day=2026-11-21'" in everything
     with pytest.raises(CatalogError, match="no table 'nope'.*known: order_completed, pages"):
@@ -342,13 +472,24 @@ def test_table_ddl_without_partitions():
 
 
 def test_report_rows_tolerate_missing_extra_and_odd_values():
-    rows = report_rows([
-        {"type": "event", "run_id": "r", "table_name": "pages", "row_count": "12",
-         "partitions": [{"day": "2026-11-21", "hr": "09"}], "is_new": "true",
-         "start_time": "2026-11-21T10:00:00Z", "duration_mins": 1, "source_id": "web",
-         "brand_new_key": [1, 2], "bytes": "lots"},
-        {},
-    ])
+    rows = report_rows(
+        [
+            {
+                "type": "event",
+                "run_id": "r",
+                "table_name": "pages",
+                "row_count": "12",
+                "partitions": [{"day": "2026-11-21", "hr": "09"}],
+                "is_new": "true",
+                "start_time": "2026-11-21T10:00:00Z",
+                "duration_mins": 1,
+                "source_id": "web",
+                "brand_new_key": [1, 2],
+                "bytes": "lots",
+            },
+            {},
+        ]
+    )
     first, empty = rows
     assert first["row_count"] == 12 and first["is_new"] is True and first["duration_mins"] == 1.0
     assert first["partitions"] == '[{"day":"2026-11-21","hr":"09"}]'
@@ -361,9 +502,17 @@ def test_report_rows_tolerate_missing_extra_and_odd_values():
 
 def test_write_report_table(tmp_path):
     lake = str(tmp_path / "lake")
-    report = [{"type": "event", "table_name": "pages", "run_id": "r1", "status": "finished",
-               "row_count": 3, "finish_time": "2026-11-21T10:05:00+00:00"},
-              {"type": "source", "run_id": "r1", "status": "finished", "lines_in": 4}]
+    report = [
+        {
+            "type": "event",
+            "table_name": "pages",
+            "run_id": "r1",
+            "status": "finished",
+            "row_count": 3,
+            "finish_time": "2026-11-21T10:05:00+00:00",
+        },
+        {"type": "source", "run_id": "r1", "status": "finished", "lines_in": 4},
+    ]
     loc = write_report_table(lake, "demo", "r1", report, "2026-11-21")
     assert loc == f"{lake}/sync_reports/source_id=demo/day=2026-11-21/r1.parquet"
     table = pq.read_table(loc)

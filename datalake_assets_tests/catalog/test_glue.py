@@ -13,10 +13,10 @@ import pytest
 from botocore.stub import Stubber
 
 from datalake_assets.catalog.base import CatalogError, PartitionSpec
-from datalake_assets.catalog.register import read_schemas, register_sync
-from datalake_assets.catalog.reports import register_quarantine, register_reports
 from datalake_assets.catalog.glue import GlueCatalog
 from datalake_assets.catalog.glue_api import INPUT_FORMAT, OUTPUT_FORMAT, SERDE
+from datalake_assets.catalog.register import read_schemas, register_sync
+from datalake_assets.catalog.reports import register_quarantine, register_reports
 from datalake_assets.spec.layout import ArchiveHour, hour_range
 from datalake_assets.spec.types import TYPES, widen
 
@@ -49,8 +49,10 @@ def inject(client, operation: str, code: str, message: str = "", times: int = 1)
         if len(calls) > times:
             return None
         http = SimpleNamespace(status_code=400, headers={})
-        return http, {"Error": {"Code": code, "Message": message},
-                      "ResponseMetadata": {"HTTPStatusCode": 400}}
+        return http, {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        }
 
     client.meta.events.register_first(f"before-call.glue.{operation}", handler)
     return calls
@@ -67,8 +69,14 @@ def count_calls(client, operation: str) -> list:
 
 
 def sync(catalog, tables, partitions, **kw):
-    args = dict(database="web", table_prefix="", lake_root=LAKE, source_dir="web",
-                date_layout="day_hour", quarantine_hours=())
+    args = dict(
+        database="web",
+        table_prefix="",
+        lake_root=LAKE,
+        source_dir="web",
+        date_layout="day_hour",
+        quarantine_hours=(),
+    )
     args.update(kw)
     return register_sync(catalog, tables=tables, partitions=partitions, **args)
 
@@ -89,10 +97,18 @@ def assert_athena_compatible(client, database, table):
 
 
 def test_tables_and_partitions_are_registered_as_external_parquet(glue):
-    cols = [("message_id", "string"), ("received_at", "timestamp"), ("revenue", "double"),
-            ("quantity", "bigint"), ("gift", "boolean")]
-    result = sync(glue, {"order_completed": cols, "pages": [("message_id", "string")]},
-                  {"order_completed": [H9, H10], "pages": [H10]})
+    cols = [
+        ("message_id", "string"),
+        ("received_at", "timestamp"),
+        ("revenue", "double"),
+        ("quantity", "bigint"),
+        ("gift", "boolean"),
+    ]
+    result = sync(
+        glue,
+        {"order_completed": cols, "pages": [("message_id", "string")]},
+        {"order_completed": [H9, H10], "pages": [H10]},
+    )
     assert result["order_completed"]["catalog_table"] == "order_completed"
     assert result["order_completed"]["partitions_added"] == 2
     assert result["order_completed"]["partitions"] == 2
@@ -105,8 +121,10 @@ def test_tables_and_partitions_are_registered_as_external_parquet(glue):
     assert t["TableType"] == "EXTERNAL_TABLE"
     assert t["Parameters"]["classification"] == "parquet"
     assert t["Parameters"]["EXTERNAL"] == "TRUE"
-    assert [(k["Name"], k["Type"]) for k in t["PartitionKeys"]] == [("day", "string"),
-                                                                   ("hr", "string")]
+    assert [(k["Name"], k["Type"]) for k in t["PartitionKeys"]] == [
+        ("day", "string"),
+        ("hr", "string"),
+    ]
     assert [(c["Name"], c["Type"]) for c in sd["Columns"]] == cols
     assert sd["Location"] == f"{LAKE}/data/web/segment_type=order_completed"
     assert (sd["InputFormat"], sd["OutputFormat"]) == (INPUT_FORMAT, OUTPUT_FORMAT)
@@ -120,22 +138,28 @@ def test_tables_and_partitions_are_registered_as_external_parquet(glue):
     assert all(p["StorageDescriptor"]["SerdeInfo"]["SerializationLibrary"] == SERDE for p in parts)
     assert glue.list_tables("web") == ["order_completed", "pages"]
     assert read_schemas(glue, "web", "", ["order_completed", "pages", "screens"]) == {
-        "order_completed": cols, "pages": [("message_id", "string")]}
+        "order_completed": cols,
+        "pages": [("message_id", "string")],
+    }
 
 
 @pytest.mark.parametrize(
     "layout, keys, values",
     [
         ("day_hour", ["day", "hr"], [["2026-11-21", "09"], ["2026-11-21", "10"]]),
-        ("year_month_day_hour", ["year", "month", "day", "hr"],
-         [["2026", "11", "21", "09"], ["2026", "11", "21", "10"]]),
+        (
+            "year_month_day_hour",
+            ["year", "month", "day", "hr"],
+            [["2026", "11", "21", "09"], ["2026", "11", "21", "10"]],
+        ),
         ("year_month_day", ["year", "month", "day"], [["2026", "11", "21"]]),
         ("day", ["day"], [["2026-11-21"]]),
     ],
 )
 def test_partition_keys_follow_the_date_layout(glue, layout, keys, values):
-    result = sync(glue, {"pages": [("message_id", "string")]}, {"pages": [H9, H10]},
-                  date_layout=layout)
+    result = sync(
+        glue, {"pages": [("message_id", "string")]}, {"pages": [H9, H10]}, date_layout=layout
+    )
     assert result["pages"]["partitions_added"] == len(values)
     t = glue.get_table("web", "pages")
     assert t.partition_keys == keys
@@ -167,8 +191,12 @@ def test_schema_evolution_across_three_syncs(glue):
     # the new column goes to the end, coupon is kept although this sync did not see it
     v3 = [("amount", "bigint"), ("message_id", "string"), ("gift", "boolean")]
     r3 = sync(glue, {"orders": v3}, {"orders": [H11]})
-    final = [("message_id", "string"), ("amount", "double"), ("coupon", "string"),
-             ("gift", "boolean")]
+    final = [
+        ("message_id", "string"),
+        ("amount", "double"),
+        ("coupon", "string"),
+        ("gift", "boolean"),
+    ]
     assert r3["orders"]["columns"] == final
     assert r3["orders"]["widened_columns"] == []
     assert glue.get_table("web", "orders").columns == final
@@ -179,8 +207,12 @@ def test_schema_evolution_across_three_syncs(glue):
     parts = {p.values: list(p.columns) for p in glue.list_partitions("web", "orders")}
     assert parts[("2026-11-21", "09")] == v1
     assert parts[("2026-11-21", "10")] == v2
-    assert parts[("2026-11-21", "11")] == [("message_id", "string"), ("amount", "bigint"),
-                                           ("coupon", "string"), ("gift", "boolean")]
+    assert parts[("2026-11-21", "11")] == [
+        ("message_id", "string"),
+        ("amount", "bigint"),
+        ("coupon", "string"),
+        ("gift", "boolean"),
+    ]
     assert_athena_compatible(client, "web", "orders")
 
     # a replay of hour 09 rewrites it with today's schema: its partition follows
@@ -190,8 +222,10 @@ def test_schema_evolution_across_three_syncs(glue):
     assert_athena_compatible(client, "web", "orders")
     # widening to string, the top of the lattice
     r5 = sync(glue, {"orders": [("gift", "string"), ("amount", "string")]}, {})
-    assert r5["orders"]["widened_columns"] == [("amount", "double", "string"),
-                                               ("gift", "boolean", "string")]
+    assert r5["orders"]["widened_columns"] == [
+        ("amount", "double", "string"),
+        ("gift", "boolean", "string"),
+    ]
     assert_athena_compatible(client, "web", "orders")
 
 
@@ -210,10 +244,23 @@ def test_re_adding_an_hour_creates_no_second_partition(glue):
 def test_prefix_or_database_per_source(glue):
     cols = [("message_id", "string")]
     # two sources in one database, told apart by their prefixes
-    sync(glue, {"pages": cols}, {"pages": [H9]}, database="lake", table_prefix="web",
-         source_dir="web", quarantine_hours=[H9])
-    sync(glue, {"pages": cols}, {"pages": [H9]}, database="lake", table_prefix="ios",
-         source_dir="ios")
+    sync(
+        glue,
+        {"pages": cols},
+        {"pages": [H9]},
+        database="lake",
+        table_prefix="web",
+        source_dir="web",
+        quarantine_hours=[H9],
+    )
+    sync(
+        glue,
+        {"pages": cols},
+        {"pages": [H9]},
+        database="lake",
+        table_prefix="ios",
+        source_dir="ios",
+    )
     assert glue.list_tables("lake") == ["ios_pages", "web_pages", "web_quarantine"]
     assert glue.get_table("lake", "ios_pages").location == f"{LAKE}/data/ios/segment_type=pages"
     assert read_schemas(glue, "lake", "web", ["pages"]) == {"pages": cols}
@@ -225,13 +272,17 @@ def test_prefix_or_database_per_source(glue):
 def test_quarantine_and_sync_reports_tables(glue):
     out = register_quarantine(glue, "web", "", LAKE, "web", ["2026112109", H10, "2026-11-21T10"])
     assert (out["catalog_table"], out["partitions_added"], out["partitions"]) == (
-        "quarantine", 2, 2)
+        "quarantine",
+        2,
+        2,
+    )
     q = glue.get_table("web", "quarantine")
     assert q.partition_keys == ["day", "hr"]
     assert ("reason", "string") in q.columns and ("line_number", "bigint") in q.columns
     assert q.location == f"{LAKE}/quarantine/web"
     assert glue.list_partitions("web", "quarantine")[0].location == (
-        f"{LAKE}/quarantine/web/day=2026-11-21/hr=09")
+        f"{LAKE}/quarantine/web/day=2026-11-21/hr=09"
+    )
 
     assert register_reports(glue, "segment_datalake_meta", LAKE, "Web-Prod", "2026-11-21") == 1
     assert register_reports(glue, "segment_datalake_meta", LAKE, "Web-Prod", "2026-11-21") == 0
@@ -239,7 +290,8 @@ def test_quarantine_and_sync_reports_tables(glue):
     assert r.partition_keys == ["source_id", "day"]
     assert ("status", "string") in r.columns and ("start_time", "timestamp") in r.columns
     assert glue.list_partitions("segment_datalake_meta", "sync_reports")[0].location == (
-        f"{LAKE}/sync_reports/source_id=Web-Prod/day=2026-11-21")
+        f"{LAKE}/sync_reports/source_id=Web-Prod/day=2026-11-21"
+    )
 
 
 # ------------------------------------------------------------------------------ volume
@@ -253,8 +305,12 @@ def test_more_than_100_partitions_and_tables(glue):
     assert result["tracks"]["partitions_added"] == 250
     assert result["tracks"]["partitions"] == 250
     assert [len(p["PartitionInputList"]) for p in sizes] == [100, 100, 50]  # Glue's limit
-    assert sync(glue, {"tracks": [("event", "string")]}, {"tracks": hours})[
-        "tracks"]["partitions_added"] == 0
+    assert (
+        sync(glue, {"tracks": [("event", "string")]}, {"tracks": hours})["tracks"][
+            "partitions_added"
+        ]
+        == 0
+    )
     assert glue.partition_count("web", "tracks") == 250
 
     tables = {f"event_{i:03d}": [("event", "string")] for i in range(120)}
@@ -266,30 +322,49 @@ def test_more_than_100_partitions_and_tables(glue):
 def test_list_calls_follow_next_token():
     """Every listing is paginated: three pages of each, served by a Stubber (AWS's wire
     format, no network)."""
-    client = boto3.client("glue", region_name="us-east-1", aws_access_key_id="x",
-                          aws_secret_access_key="x")
+    client = boto3.client(
+        "glue", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
     catalog = GlueCatalog(client=client, sleep=lambda s: None)
+
     def part(v):
         return {"Values": ["2026-11-21", v], "StorageDescriptor": {"Location": "s3://b/p"}}
 
     def table(n):
-        return {"Name": n, "StorageDescriptor": {"Columns": [], "Location": "s3://b"},
-                "PartitionKeys": []}
+        return {
+            "Name": n,
+            "StorageDescriptor": {"Columns": [], "Location": "s3://b"},
+            "PartitionKeys": [],
+        }
+
     with Stubber(client) as stub:
-        base = {"DatabaseName": "web", "TableName": "pages", "ExcludeColumnSchema": True,
-                "MaxResults": 1000}
-        stub.add_response("get_partitions", {"Partitions": [part("01"), part("02")],
-                                             "NextToken": "p2"}, base)
-        stub.add_response("get_partitions", {"Partitions": [part("03")], "NextToken": "p3"},
-                          {**base, "NextToken": "p2"})
-        stub.add_response("get_partitions", {"Partitions": [part("04")]},
-                          {**base, "NextToken": "p3"})
+        base = {
+            "DatabaseName": "web",
+            "TableName": "pages",
+            "ExcludeColumnSchema": True,
+            "MaxResults": 1000,
+        }
+        stub.add_response(
+            "get_partitions", {"Partitions": [part("01"), part("02")], "NextToken": "p2"}, base
+        )
+        stub.add_response(
+            "get_partitions",
+            {"Partitions": [part("03")], "NextToken": "p3"},
+            {**base, "NextToken": "p2"},
+        )
+        stub.add_response(
+            "get_partitions", {"Partitions": [part("04")]}, {**base, "NextToken": "p3"}
+        )
         assert catalog.partition_count("web", "pages") == 4
 
-        stub.add_response("get_tables", {"TableList": [table("b"), table("a")],
-                                         "NextToken": "t2"}, {"DatabaseName": "web"})
-        stub.add_response("get_tables", {"TableList": [table("c")]},
-                          {"DatabaseName": "web", "NextToken": "t2"})
+        stub.add_response(
+            "get_tables",
+            {"TableList": [table("b"), table("a")], "NextToken": "t2"},
+            {"DatabaseName": "web"},
+        )
+        stub.add_response(
+            "get_tables", {"TableList": [table("c")]}, {"DatabaseName": "web", "NextToken": "t2"}
+        )
         assert catalog.list_tables("web") == ["a", "b", "c"]
         stub.assert_no_pending_responses()
 
@@ -298,9 +373,13 @@ def test_list_calls_follow_next_token():
 
 
 def test_access_denied_is_insufficient_permissions_and_registers_nothing(glue):
-    inject(glue.client, "CreateDatabase", "AccessDeniedException",
-           "User: arn:aws:iam::123456789012:user/sync is not authorized to perform: "
-           "glue:CreateDatabase")
+    inject(
+        glue.client,
+        "CreateDatabase",
+        "AccessDeniedException",
+        "User: arn:aws:iam::123456789012:user/sync is not authorized to perform: "
+        "glue:CreateDatabase",
+    )
     with pytest.raises(CatalogError) as err:
         sync(glue, {"pages": [("message_id", "string")]}, {"pages": [H9]})
     assert err.value.code == "insufficient_permissions"
@@ -346,7 +425,8 @@ def test_tables_register_concurrently_and_a_failing_one_leaves_the_others_regist
         refused.append(name)
         return SimpleNamespace(status_code=400, headers={}), {
             "Error": {"Code": "AccessDeniedException", "Message": "not authorized"},
-            "ResponseMetadata": {"HTTPStatusCode": 400}}
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        }
 
     glue.client.meta.events.register_first("before-call.glue.CreateTable", refuse_t3)
     tables = {f"t{i}": [("message_id", "string"), (f"c{i}", "bigint")] for i in range(8)}
@@ -396,8 +476,14 @@ def test_per_entry_partition_errors(glue, sleeps):
                 return None
             first = json.loads(params["body"])["PartitionInputList"][0]["Values"]
             http = SimpleNamespace(status_code=200, headers={})
-            return http, {"Errors": [{"PartitionValues": first, "ErrorDetail": {
-                "ErrorCode": code, "ErrorMessage": "x"}}]}
+            return http, {
+                "Errors": [
+                    {
+                        "PartitionValues": first,
+                        "ErrorDetail": {"ErrorCode": code, "ErrorMessage": "x"},
+                    }
+                ]
+            }
 
         glue.client.meta.events.register_first("before-call.glue.BatchCreatePartition", handler)
 

@@ -17,7 +17,12 @@ from datalake_assets.catalog.base import CatalogError
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings
 from datalake_assets.catalog.hive import HiveCatalog
 from datalake_assets.catalog.metastore import (
-    PASSWORD_KEY, PASSWORD_REF, URL_KEY, explain, prepare_session)
+    PASSWORD_KEY,
+    PASSWORD_REF,
+    URL_KEY,
+    explain,
+    prepare_session,
+)
 from datalake_assets.catalog.settings import ENV_METASTORE_PASSWORD
 from datalake_assets.settings import SettingsError
 from datalake_assets_tests.catalog import metastore_worker as worker
@@ -38,12 +43,20 @@ def catalog_toml(**keys: str) -> str:
 
 def test_settings_give_a_jdbc_metastore_conf_without_the_password(tmp_path):
     jar = tmp_path / "driver.jar"
-    s = load_lake_toml(tmp_path, catalog_toml(
-        metastore_jdbc_url=JDBC, metastore_user="hive", metastore_password_file="pw",
-        metastore_jars="driver.jar"))
+    s = load_lake_toml(
+        tmp_path,
+        catalog_toml(
+            metastore_jdbc_url=JDBC,
+            metastore_user="hive",
+            metastore_password_file="pw",
+            metastore_jars="driver.jar",
+        ),
+    )
     cfg = config_from_settings(s.catalog)
     assert (cfg.metastore_password_file, cfg.metastore_jars) == (
-        str(tmp_path / "pw"), str(jar))  # relative to the settings file
+        str(tmp_path / "pw"),
+        str(jar),
+    )  # relative to the settings file
     assert CatalogConfig.from_args(cfg.to_args()) == cfg  # survives spark-submit's argv
     conf = cfg.spark_conf()
     # the MariaDB driver gets useMysqlMetadata (else DataNucleus writes SQL MySQL rejects)
@@ -57,32 +70,57 @@ def test_settings_give_a_jdbc_metastore_conf_without_the_password(tmp_path):
     assert conf["spark.sql.warehouse.dir"] == f"{tmp_path}/metastore/warehouse"
     assert "derby" not in json.dumps(conf)
     # a URL that says useMysqlMetadata already keeps it; MySQL's own driver does not need it
-    kept = CatalogConfig(metastore_dir="/m", metastore_user="u",
-                         metastore_jdbc_url=JDBC + "?useSSL=true&useMysqlMetadata=true")
+    kept = CatalogConfig(
+        metastore_dir="/m",
+        metastore_user="u",
+        metastore_jdbc_url=JDBC + "?useSSL=true&useMysqlMetadata=true",
+    )
     assert kept.spark_conf()[URL_KEY] == JDBC + "?useSSL=true&useMysqlMetadata=true"
-    mysql = CatalogConfig(metastore_dir="/m", metastore_user="u", metastore_jdbc_url=JDBC,
-                          metastore_jdbc_driver="com.mysql.cj.jdbc.Driver")
+    mysql = CatalogConfig(
+        metastore_dir="/m",
+        metastore_user="u",
+        metastore_jdbc_url=JDBC,
+        metastore_jdbc_driver="com.mysql.cj.jdbc.Driver",
+    )
     assert mysql.spark_conf()[URL_KEY] == JDBC
     # the shipped default jar is Debian's libmariadb-java
-    assert load_lake_toml(tmp_path, catalog_toml(metastore_jdbc_url=JDBC, metastore_user="u")
-                          ).catalog.metastore_jars == "/usr/share/java/mariadb-java-client.jar"
+    assert (
+        load_lake_toml(
+            tmp_path, catalog_toml(metastore_jdbc_url=JDBC, metastore_user="u")
+        ).catalog.metastore_jars
+        == "/usr/share/java/mariadb-java-client.jar"
+    )
 
 
-@pytest.mark.parametrize("keys, message", [
-    ({"metastore_jdbc_url": f"{JDBC}?password={SECRET}"}, "credentials are not allowed"),
-    ({"metastore_jdbc_url": f"jdbc:mysql://hive:{SECRET}@db:3306/m"}, "credentials are not"),
-    ({"metastore_jdbc_url": f"{JDBC}?user=hive"}, "'user' is not allowed"),
-    ({"metastore_jdbc_url": f"{JDBC}?useMysqlMetadata=false"}, "useMysqlMetadata must be true"),
-    ({"metastore_jdbc_url": "jdbc:postgresql://db/m"}, "jdbc:mysql://host[:port]/database"),
-    ({"metastore_jdbc_url": f"{JDBC}?a=b c"}, "key=value pairs"),
-    ({"metastore_jdbc_url": "jdbc:mariadb://db/m", "metastore_jdbc_driver":
-      "com.mysql.cj.jdbc.Driver"}, "need metastore_jdbc_driver"),
-    ({"metastore_jdbc_url": JDBC, "metastore_user": "u",
-      "hive_metastore_uri": "thrift://hms:9083"}, "not both"),
-    ({"metastore_jdbc_url": JDBC, "metastore_user": ""}, "required with metastore_jdbc_url"),
-    ({"metastore_jdbc_driver": "org.postgresql.Driver"}, "unknown JDBC driver"),
-    ({"metastore_jars": "/a.jar:/b.jar"}, "invalid jar path"),
-])
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        ({"metastore_jdbc_url": f"{JDBC}?password={SECRET}"}, "credentials are not allowed"),
+        ({"metastore_jdbc_url": f"jdbc:mysql://hive:{SECRET}@db:3306/m"}, "credentials are not"),
+        ({"metastore_jdbc_url": f"{JDBC}?user=hive"}, "'user' is not allowed"),
+        ({"metastore_jdbc_url": f"{JDBC}?useMysqlMetadata=false"}, "useMysqlMetadata must be true"),
+        ({"metastore_jdbc_url": "jdbc:postgresql://db/m"}, "jdbc:mysql://host[:port]/database"),
+        ({"metastore_jdbc_url": f"{JDBC}?a=b c"}, "key=value pairs"),
+        (
+            {
+                "metastore_jdbc_url": "jdbc:mariadb://db/m",
+                "metastore_jdbc_driver": "com.mysql.cj.jdbc.Driver",
+            },
+            "need metastore_jdbc_driver",
+        ),
+        (
+            {
+                "metastore_jdbc_url": JDBC,
+                "metastore_user": "u",
+                "hive_metastore_uri": "thrift://hms:9083",
+            },
+            "not both",
+        ),
+        ({"metastore_jdbc_url": JDBC, "metastore_user": ""}, "required with metastore_jdbc_url"),
+        ({"metastore_jdbc_driver": "org.postgresql.Driver"}, "unknown JDBC driver"),
+        ({"metastore_jars": "/a.jar:/b.jar"}, "invalid jar path"),
+    ],
+)
 def test_bad_jdbc_settings_are_refused_without_echoing_secrets(tmp_path, keys, message):
     keys = {"metastore_user": "hive", **keys}
     with pytest.raises(SettingsError, match=message.replace("[", r"\[")) as err:
@@ -94,8 +132,12 @@ def test_bad_jdbc_settings_are_refused_without_echoing_secrets(tmp_path, keys, m
 def test_prepare_session_exports_the_password_and_checks_the_jar(tmp_path):
     jar = tmp_path / "driver.jar"
     jar.write_bytes(b"PK")
-    cfg = CatalogConfig(metastore_dir=str(tmp_path), metastore_jdbc_url=JDBC,
-                        metastore_user="hive", metastore_jars=str(jar))
+    cfg = CatalogConfig(
+        metastore_dir=str(tmp_path),
+        metastore_jdbc_url=JDBC,
+        metastore_user="hive",
+        metastore_jars=str(jar),
+    )
     environ: dict[str, str] = {}
     with pytest.raises(CatalogError, match=ENV_METASTORE_PASSWORD) as err:
         prepare_session(cfg.spark_conf(), environ)
@@ -131,14 +173,16 @@ def test_a_metastore_that_is_not_ready_is_explained():
             return self.cause
 
     class Captured(Exception):
-        _origin = JavaError("HiveException: Unable to instantiate SessionHiveMetaStoreClient",
-                            JavaError("MetaException(message:Version information not found in "
-                                      "metastore. )"))
+        _origin = JavaError(
+            "HiveException: Unable to instantiate SessionHiveMetaStoreClient",
+            JavaError("MetaException(message:Version information not found in metastore. )"),
+        )
 
     error = HiveCatalog._error(Captured("Unable to instantiate"), "SHOW DATABASES", "")
     assert "datalake catalog init-metastore" in str(error) and error.code == "internal"
     assert explain(Exception("Access denied for user 'hive'@'10.0.0.1'")).startswith(
-        "the metastore database refused")
+        "the metastore database refused"
+    )
     assert explain(Exception("Table or view not found")) is None
 
 
@@ -160,7 +204,8 @@ def test_two_processes_share_one_metastore_and_register_like_derby(mariadb, spar
         folder = tmp_path / name
         folder.mkdir()
         settings[name] = metastore_toml(
-            mariadb, folder, db, password_file=str(password_file) if name == "w1" else "")
+            mariadb, folder, db, password_file=str(password_file) if name == "w1" else ""
+        )
     init = run_datalake(settings["w1"], "catalog", "init-metastore")
     assert init.returncode == 0, init.stderr[-3000:]
     lake = str(tmp_path / "lake")
@@ -171,29 +216,51 @@ def test_two_processes_share_one_metastore_and_register_like_derby(mariadb, spar
     procs = {}
     for name in names:
         plan = tmp_path / f"{name}.json"
-        plan.write_text(json.dumps({
-            "settings": settings[name], "out": str(tmp_path / f"{name}.out.json"),
-            "name": name, "peers": [p for p in names if p != name], "barrier": str(barrier),
-            "database": "web", "reports_database": "meta", "lake": lake, "rows": rows[name]}))
+        plan.write_text(
+            json.dumps(
+                {
+                    "settings": settings[name],
+                    "out": str(tmp_path / f"{name}.out.json"),
+                    "name": name,
+                    "peers": [p for p in names if p != name],
+                    "barrier": str(barrier),
+                    "database": "web",
+                    "reports_database": "meta",
+                    "lake": lake,
+                    "rows": rows[name],
+                }
+            )
+        )
         procs[name] = subprocess.Popen(
             [sys.executable, "-m", "datalake_assets_tests.catalog.metastore_worker", str(plan)],
             env=env | ({ENV_METASTORE_PASSWORD: mariadb.password} if name == "w2" else {}),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     outputs = {n: p.communicate(timeout=900)[0] for n, p in procs.items()}
     results = {}
     for name, proc in procs.items():
         assert proc.returncode == 0, outputs[name][-4000:]
         results[name] = json.loads((tmp_path / f"{name}.out.json").read_text())
         assert results[name]["peers"] == {
-            p: {f"{p}_{t}": rows[p] for t in worker.TABLES} for p in names if p != name}
+            p: {f"{p}_{t}": rows[p] for t in worker.TABLES} for p in names if p != name
+        }
     assert mariadb.password not in "".join(outputs.values())
 
     # the same registrations in the suite's embedded Derby metastore
     derby = HiveCatalog(spark)
     derby_db = f"web_{uuid.uuid4().hex[:8]}"
     for name in names:
-        worker.register(derby, database=derby_db, prefix=name, lake=lake, source_dir=name,
-                        source_id=name, reports_database=f"meta_{uuid.uuid4().hex[:8]}")
+        worker.register(
+            derby,
+            database=derby_db,
+            prefix=name,
+            lake=lake,
+            source_dir=name,
+            source_id=name,
+            reports_database=f"meta_{uuid.uuid4().hex[:8]}",
+        )
         assert results[name]["tables"] == worker.dump(spark, derby, derby_db, name)
     table = results["w1"]["tables"]["w1_orders"]
     assert table["rows"] == rows["w1"] and table["coupons"] == worker.ROWS_PER_HOUR
@@ -202,7 +269,10 @@ def test_two_processes_share_one_metastore_and_register_like_derby(mariadb, spar
     # the metastore holds both processes' tables, and the shared sync_reports once
     tables = {r[0] for r in mariadb.sql("SELECT TBL_NAME FROM TBLS", db)}
     assert tables == {"sync_reports"} | {f"{n}_{t}" for n in names for t in worker.TABLES}
-    partitions = mariadb.sql("SELECT PART_NAME FROM PARTITIONS p JOIN TBLS t ON "
-                             "p.TBL_ID = t.TBL_ID WHERE t.TBL_NAME = 'sync_reports'", db)
+    partitions = mariadb.sql(
+        "SELECT PART_NAME FROM PARTITIONS p JOIN TBLS t ON "
+        "p.TBL_ID = t.TBL_ID WHERE t.TBL_NAME = 'sync_reports'",
+        db,
+    )
     assert sorted(r[0] for r in partitions) == [f"source_id={n}/day=2026-11-21" for n in names]
     assert not (tmp_path / "w1" / "metastore" / "metastore_db").exists()  # no Derby

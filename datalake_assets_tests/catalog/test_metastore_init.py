@@ -26,7 +26,11 @@ def probe(settings: str, tmp_path, password: str) -> dict:
     env = {**os.environ, ENV_METASTORE_PASSWORD: password}
     proc = subprocess.run(
         [sys.executable, "-m", "datalake_assets_tests.catalog.metastore_worker", str(plan)],
-        env=env, capture_output=True, text=True, timeout=600)
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -51,8 +55,11 @@ def test_init_metastore_creates_the_schema_once(mariadb, tmp_path):
     assert "org.apache.hadoop.hive.metastore.model.MPartition" in sequences
     assert mariadb.sql("SELECT NAME FROM DBS", db) == [("default",)]
     # every column in latin1 (the database's), none in utf8mb4
-    charsets = mariadb.sql("SELECT DISTINCT CHARACTER_SET_NAME FROM information_schema.COLUMNS "
-                           f"WHERE TABLE_SCHEMA = '{db}' AND CHARACTER_SET_NAME IS NOT NULL", db)
+    charsets = mariadb.sql(
+        "SELECT DISTINCT CHARACTER_SET_NAME FROM information_schema.COLUMNS "
+        f"WHERE TABLE_SCHEMA = '{db}' AND CHARACTER_SET_NAME IS NOT NULL",
+        db,
+    )
     assert charsets == [("latin1",)]
     assert mariadb.password not in first.stdout + first.stderr
 
@@ -69,7 +76,8 @@ def test_init_metastore_refuses_what_would_break(mariadb, tmp_path):
     utf8 = run_datalake(settings, "catalog", "init-metastore", password=mariadb.password)
     assert utf8.returncode == 2, utf8.stderr[-3000:]
     assert "needs latin1" in utf8.stderr and f"ALTER DATABASE `{db}` CHARACTER SET latin1" in (
-        utf8.stderr)
+        utf8.stderr
+    )
     assert mariadb.tables(db) == []
     wrong = run_datalake(settings, "catalog", "init-metastore", password="not-the-password")
     assert wrong.returncode == 2 and "refused the user or password" in wrong.stderr

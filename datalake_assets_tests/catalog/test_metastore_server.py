@@ -30,8 +30,9 @@ def no_spark():
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """A server for a metastore of this module, stopped (and its process gone) at the end."""
-    cfg = CatalogConfig(backend="hive",
-                        metastore_dir=str(tmp_path_factory.mktemp("served") / "metastore"))
+    cfg = CatalogConfig(
+        backend="hive", metastore_dir=str(tmp_path_factory.mktemp("served") / "metastore")
+    )
     address = metastore_server.start(cfg.metastore_dir, cfg.spark_conf())
     assert address.startswith("sc://localhost:") and "token" not in address
     yield cfg
@@ -42,8 +43,14 @@ def served(tmp_path_factory):
 @pytest.fixture()
 def archive(tmp_path):
     root = str(tmp_path / "archive")
-    generate_archive(root, SRC, [ArchiveHour.parse(h) for h in HOURS], events_per_hour=300,
-                     files_per_hour=2, seed=3)
+    generate_archive(
+        root,
+        SRC,
+        [ArchiveHour.parse(h) for h in HOURS],
+        events_per_hour=300,
+        files_per_hour=2,
+        seed=3,
+    )
     return root
 
 
@@ -59,16 +66,21 @@ def test_the_server_is_found_and_keeps_its_token_private(served):
     discovery = metastore_server.discovery_path(served.metastore_dir)
     assert stat.S_IMODE(os.stat(os.path.dirname(discovery)).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(discovery).st_mode) == 0o600
-    for off in (CatalogConfig(backend="hive", metastore_dir=served.metastore_dir,
-                              metastore_server="off"),
-                CatalogConfig(backend="hive", metastore_dir=served.metastore_dir,
-                              hive_metastore_uri="thrift://127.0.0.1:9083"),
-                CatalogConfig(backend="glue")):
+    for off in (
+        CatalogConfig(backend="hive", metastore_dir=served.metastore_dir, metastore_server="off"),
+        CatalogConfig(
+            backend="hive",
+            metastore_dir=served.metastore_dir,
+            hive_metastore_uri="thrift://127.0.0.1:9083",
+        ),
+        CatalogConfig(backend="glue"),
+    ):
         assert not off.servable and off.served_session() is None
 
 
 def test_a_small_sync_registers_through_the_server_without_a_jvm_of_its_own(
-        served, archive, tmp_path, capsys):
+    served, archive, tmp_path, capsys
+):
     lake_root = str(tmp_path / "lake")
     report = run_sync(no_spark, SyncRequest(lake_root, archive, SRC, HOURS, catalog=served))
     assert report.source.status == "finished"
@@ -77,22 +89,30 @@ def test_a_small_sync_registers_through_the_server_without_a_jvm_of_its_own(
     assert written["tracks"] > 0
     for table, rows in written.items():
         info = report.tables[table].catalog
-        assert info is not None and info["partitions_added"] == \
-            len(report.tables[table].partitions) > 0, table
+        assert (
+            info is not None
+            and info["partitions_added"] == len(report.tables[table].partitions) > 0
+        ), table
         assert count(session, f"SELECT count(*) FROM {SRC}.{table}") == rows, table
     # the same hours again: nothing new to register, the tables' rows unchanged
-    again = run_sync(no_spark, SyncRequest(lake_root, archive, SRC, HOURS, catalog=served,
-                                           replay=True))
-    assert {t: r.catalog["partitions_added"] for t, r in again.tables.items()} == \
-        {t: 0 for t in written}
+    again = run_sync(
+        no_spark, SyncRequest(lake_root, archive, SRC, HOURS, catalog=served, replay=True)
+    )
+    assert {t: r.catalog["partitions_added"] for t, r in again.tables.items()} == {
+        t: 0 for t in written
+    }
     assert count(session, f"SELECT count(*) FROM {SRC}.tracks") == written["tracks"]
     # what a user types to look, while the server holds the metastore
     settings = tmp_path / "lake.toml"
-    settings.write_text(f'archive_root = "{archive}"\nlake_root = "{lake_root}"\n[catalog]\n'
-                        f'metastore_dir = "{served.metastore_dir}"\n[[sources]]\nid = "{SRC}"\n')
+    settings.write_text(
+        f'archive_root = "{archive}"\nlake_root = "{lake_root}"\n[catalog]\n'
+        f'metastore_dir = "{served.metastore_dir}"\n[[sources]]\nid = "{SRC}"\n'
+    )
     capsys.readouterr()
-    assert cli.main(["--settings", str(settings), "sql",
-                     f"SELECT count(*) AS n FROM {SRC}.tracks"]) == 0
+    assert (
+        cli.main(["--settings", str(settings), "sql", f"SELECT count(*) AS n FROM {SRC}.tracks"])
+        == 0
+    )
     assert f"|{written['tracks']}|" in capsys.readouterr().out.replace(" ", "")
     # a table that does not exist: the user's mistake, one line (test_cli.py: a local session)
     assert cli.main(["--settings", str(settings), "sql", "SELECT * FROM nowhere.t"]) == 2
@@ -101,16 +121,29 @@ def test_a_small_sync_registers_through_the_server_without_a_jvm_of_its_own(
 
 
 def test_the_spark_path_computes_locally_and_registers_through_the_server(
-        spark, served, archive, tmp_path, hive_metastore_dir):
+    spark, served, archive, tmp_path, hive_metastore_dir
+):
     """A batch too big for the driver uses the process's own Spark (here the suite's, whose
     Hive metastore is another one) for its stages, and the server for its catalog."""
     lake_root = str(tmp_path / "lake")
-    report = run_sync(spark, SyncRequest(lake_root, archive, SRC, HOURS, catalog=served,
-                                         database="served_spark", local_max_bytes=0))
+    report = run_sync(
+        spark,
+        SyncRequest(
+            lake_root,
+            archive,
+            SRC,
+            HOURS,
+            catalog=served,
+            database="served_spark",
+            local_max_bytes=0,
+        ),
+    )
     assert report.source.status == "finished"
     session = served.served_session()
-    assert count(session, "SELECT count(*) FROM served_spark.tracks") == \
-        report.tables["tracks"].row_count
+    assert (
+        count(session, "SELECT count(*) FROM served_spark.tracks")
+        == report.tables["tracks"].row_count
+    )
     assert not spark.catalog.databaseExists("served_spark")  # not in the suite's metastore
 
 
@@ -119,13 +152,20 @@ def test_a_column_widens_through_the_server(served, tmp_path):
     fallback ``hive.py`` describes) and keeps every partition."""
     catalog = HiveCatalog(served.served_session())
     hours = [ArchiveHour.parse(h) for h in HOURS]
-    common = {"database": "widen", "table_prefix": "", "lake_root": str(tmp_path / "lake"),
-              "source_dir": "widen", "date_layout": DEFAULT_DATE_LAYOUT}
-    register_sync(catalog, tables={"t": [("n", "bigint")]}, partitions={"t": hours[:1]},
-                  **common)
-    out = register_sync(HiveCatalog(served.served_session()),
-                        tables={"t": [("n", "double"), ("s", "string")]},
-                        partitions={"t": hours[1:]}, **common)
+    common = {
+        "database": "widen",
+        "table_prefix": "",
+        "lake_root": str(tmp_path / "lake"),
+        "source_dir": "widen",
+        "date_layout": DEFAULT_DATE_LAYOUT,
+    }
+    register_sync(catalog, tables={"t": [("n", "bigint")]}, partitions={"t": hours[:1]}, **common)
+    out = register_sync(
+        HiveCatalog(served.served_session()),
+        tables={"t": [("n", "double"), ("s", "string")]},
+        partitions={"t": hours[1:]},
+        **common,
+    )
     assert out["t"]["widened_columns"] == [("n", "bigint", "double")]
     fresh = HiveCatalog(served.served_session())
     info = fresh.get_table("widen", "t")

@@ -24,7 +24,9 @@ try:
     import hcl2
 except ImportError:  # pragma: no cover - depends on the environment
     if IN_CI:
-        raise RuntimeError("python-hcl2 is missing: it is a test dependency (pyproject [test])")
+        raise RuntimeError(
+            "python-hcl2 is missing: it is a test dependency (pyproject [test])"
+        ) from None
     pytest.skip("python-hcl2 is not installed (pip install -e '.[test]')", allow_module_level=True)
 
 
@@ -36,16 +38,24 @@ def _unquote(value: Any) -> Any:
     if isinstance(value, list):
         return [_unquote(v) for v in value]
     if isinstance(value, dict):
-        return {_unquote(k): _unquote(v) for k, v in value.items()
-                if k not in ("__is_block__", "__comments__", "__inline_comments__")}
+        return {
+            _unquote(k): _unquote(v)
+            for k, v in value.items()
+            if k not in ("__is_block__", "__comments__", "__inline_comments__")
+        }
     return value
 
 
 def parse_module(directory: Path = INFRA) -> dict[str, Any]:
     """The module's *.tf files merged: resources and data sources keyed "type.name",
     variables, outputs and locals by name."""
-    merged: dict[str, Any] = {"resource": {}, "data": {}, "variable": {}, "output": {},
-                              "locals": {}}
+    merged: dict[str, Any] = {
+        "resource": {},
+        "data": {},
+        "variable": {},
+        "output": {},
+        "locals": {},
+    }
     files = sorted(directory.glob("*.tf"))
     assert files, f"no Terraform files in {directory}"
     for path in files:

@@ -35,18 +35,25 @@ def test_lifecycle_expires_only_transient_prefixes(azure):
     policy = azure["resource"]["azurerm_storage_management_policy.lake"]
     prefixes = [p for rule in policy["rule"] for f in rule["filters"] for p in f["prefix_match"]]
     assert sorted(prefixes) == sorted(
-        f"${{var.lake_container}}/${{local.{name}}}" for name in
-        ("jobs_prefix", "pipes_prefix", "staging_prefix"))
+        f"${{var.lake_container}}/${{local.{name}}}"
+        for name in ("jobs_prefix", "pipes_prefix", "staging_prefix")
+    )
     locals_ = azure["locals"]
     assert (locals_["jobs_prefix"], locals_["pipes_prefix"], locals_["staging_prefix"]) == (
-        "_jobs/", "_pipes/", "lake/_staging/")
+        "_jobs/",
+        "_pipes/",
+        "lake/_staging/",
+    )
     assert locals_["lake_root"].startswith("abfss://${var.lake_container}@")
 
 
 def test_the_jobs_principal_gets_the_container_and_the_secrets_nothing_broader(azure):
-    grants = {k: v for k, v in azure["resource"].items()
-              if k.startswith("azurerm_role_assignment.")
-              and "azuread_service_principal.lake" in str(v["principal_id"])}
+    grants = {
+        k: v
+        for k, v in azure["resource"].items()
+        if k.startswith("azurerm_role_assignment.")
+        and "azuread_service_principal.lake" in str(v["principal_id"])
+    }
     assert {(v["scope"], v["role_definition_name"]) for v in grants.values()} == {
         ("${azurerm_storage_container.lake.id}", "Storage Blob Data Contributor"),
         ("${azurerm_key_vault.lake.id}", "Key Vault Secrets User"),
@@ -63,8 +70,9 @@ def test_metastore_database_is_latin1_with_tls_and_the_schema_made_up_front(azur
     assert "useMysqlMetadata=true" in azure["locals"]["metastore_jdbc_url"]
     # secrets come from the Key Vault-backed scope, never inline
     assert conf["spark.hadoop.javax.jdo.option.ConnectionPassword"].startswith("{{secrets/")
-    assert re.search(r"secret\.\$\{local\.dfs_host\}$", next(
-        k for k in conf if "oauth2.client.secret" in k))
+    assert re.search(
+        r"secret\.\$\{local\.dfs_host\}$", next(k for k in conf if "oauth2.client.secret" in k)
+    )
 
 
 def test_databricks_nodes_have_no_public_ip_and_the_policy_pins_the_runtime(azure):
@@ -98,15 +106,23 @@ def test_every_variable_and_output_is_described_and_in_the_readme(azure):
         assert azure[kind], kind
         for name, body in azure[kind].items():
             assert len(body.get("description", "")) >= 20, f"{kind} {name}"
-            assert re.search(rf"^\|\s*`{name}`\s*\|", readme, re.MULTILINE), \
+            assert re.search(rf"^\|\s*`{name}`\s*\|", readme, re.MULTILINE), (
                 f"{kind} {name} is missing from the tables of infra/azure/README.md"
+            )
 
 
 def test_every_taggable_resource_carries_the_lake_tag(azure):
-    taggable = ("azurerm_resource_group", "azurerm_virtual_network", "azurerm_storage_account",
-                "azurerm_key_vault", "azurerm_mysql_flexible_server",
-                "azurerm_databricks_workspace", "azurerm_log_analytics_workspace",
-                "azurerm_private_endpoint", "azurerm_network_security_group")
+    taggable = (
+        "azurerm_resource_group",
+        "azurerm_virtual_network",
+        "azurerm_storage_account",
+        "azurerm_key_vault",
+        "azurerm_mysql_flexible_server",
+        "azurerm_databricks_workspace",
+        "azurerm_log_analytics_workspace",
+        "azurerm_private_endpoint",
+        "azurerm_network_security_group",
+    )
     for key, body in azure["resource"].items():
         if key.split(".")[0] in taggable:
             assert "local.tags" in str(body.get("tags", "")), f"{key} is not tagged"

@@ -28,10 +28,15 @@ def bootstrap_sandbox(tmp_path) -> dict[str, Any]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "calls.log"
-    _stub(bin_dir / "fake-dnf", f"""\
+    _stub(
+        bin_dir / "fake-dnf",
+        f"""\
         printf 'dnf' >> {log}; printf ' [%s]' "$@" >> {log}; echo >> {log}
-        """)
-    _stub(bin_dir / "python3.11", f"""\
+        """,
+    )
+    _stub(
+        bin_dir / "python3.11",
+        f"""\
         printf 'python3.11' >> {log}; printf ' [%s]' "$@" >> {log}; echo >> {log}
         if [ "$1 $2" = "-m venv" ]; then
           mkdir -p "$3/bin"
@@ -40,9 +45,14 @@ def bootstrap_sandbox(tmp_path) -> dict[str, Any]:
           }} > "$3/bin/python"
           chmod +x "$3/bin/python"
         fi
-        """)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
-           "DATALAKE_BOOTSTRAP_SUDO": "env", "DATALAKE_BOOTSTRAP_DNF": "fake-dnf"}
+        """,
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "DATALAKE_BOOTSTRAP_SUDO": "env",
+        "DATALAKE_BOOTSTRAP_DNF": "fake-dnf",
+    }
     return {"env": env, "log": log, "venv": tmp_path / "opt" / "python"}
 
 
@@ -50,15 +60,36 @@ def test_bootstrap_installs_python_and_the_packages_into_a_venv(bootstrap_sandbo
     box = bootstrap_sandbox
     venv = str(box["venv"])
     result = subprocess.run(
-        ["bash", str(BOOTSTRAP), "--python", "3.11", "--venv", venv,
-         "--index-url", "https://pypi.example.test/simple", "--import", "pyarrow",
-         "--import", "dagster_pipes",
-         "--", "pyarrow>=16", "pandas>=2.2,<3", "pandera[pandas]>=0.20"],
-        env=box["env"], capture_output=True, text=True, timeout=60, check=False)
+        [
+            "bash",
+            str(BOOTSTRAP),
+            "--python",
+            "3.11",
+            "--venv",
+            venv,
+            "--index-url",
+            "https://pypi.example.test/simple",
+            "--import",
+            "pyarrow",
+            "--import",
+            "dagster_pipes",
+            "--",
+            "pyarrow>=16",
+            "pandas>=2.2,<3",
+            "pandera[pandas]>=0.20",
+        ],
+        env=box["env"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     calls = box["log"].read_text(encoding="utf-8").splitlines()
-    pip_install = ("venv-python [-m] [pip] [install] [--no-cache-dir] [--retries] [10] "
-                   "[--timeout] [60] [--index-url] [https://pypi.example.test/simple]")
+    pip_install = (
+        "venv-python [-m] [pip] [install] [--no-cache-dir] [--retries] [10] "
+        "[--timeout] [60] [--index-url] [https://pypi.example.test/simple]"
+    )
     assert calls == [
         "dnf [install] [-y] [python3.11] [python3.11-pip]",
         f"python3.11 [-m] [venv] [{venv}]",
@@ -70,18 +101,30 @@ def test_bootstrap_installs_python_and_the_packages_into_a_venv(bootstrap_sandbo
     ]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--python", "3.11", "--venv", "/opt/x", "--"], "no packages"),
-    (["--python", "3.11; rm", "--venv", "/opt/x", "--", "pyarrow"], "--python must look like"),
-    (["--python", "3.11", "--venv", "relative", "--", "pyarrow"], "absolute path"),
-    (["--python", "3.11", "--venv", "/opt/x", "--import", "os; rm -rf /", "--", "pyarrow"],
-     "not a module name"),
-    (["--python", "3.11", "--venv", "/opt/x", "--bogus", "--", "pyarrow"], "unknown argument"),
-])
-def test_bootstrap_refuses_bad_arguments_before_installing_anything(bootstrap_sandbox, args,
-                                                                    message):
-    result = subprocess.run(["bash", str(BOOTSTRAP), *args], env=bootstrap_sandbox["env"],
-                            capture_output=True, text=True, timeout=60, check=False)
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--python", "3.11", "--venv", "/opt/x", "--"], "no packages"),
+        (["--python", "3.11; rm", "--venv", "/opt/x", "--", "pyarrow"], "--python must look like"),
+        (["--python", "3.11", "--venv", "relative", "--", "pyarrow"], "absolute path"),
+        (
+            ["--python", "3.11", "--venv", "/opt/x", "--import", "os; rm -rf /", "--", "pyarrow"],
+            "not a module name",
+        ),
+        (["--python", "3.11", "--venv", "/opt/x", "--bogus", "--", "pyarrow"], "unknown argument"),
+    ],
+)
+def test_bootstrap_refuses_bad_arguments_before_installing_anything(
+    bootstrap_sandbox, args, message
+):
+    result = subprocess.run(
+        ["bash", str(BOOTSTRAP), *args],
+        env=bootstrap_sandbox["env"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not bootstrap_sandbox["log"].exists()
 

@@ -53,8 +53,10 @@ def _as_list(value: Any) -> list:
 def test_lifecycle_expires_job_packages_and_pipes_messages_after_14_days(module):
     rules = module["resource"]["aws_s3_bucket_lifecycle_configuration.lake"]["rule"]
     by_prefix = {_one(r["filter"])["prefix"]: r for r in rules}
-    for prefix_var, expected_prefix in (("job_staging_prefix", "_jobs/"),
-                                        ("pipes_prefix", "_pipes/")):
+    for prefix_var, expected_prefix in (
+        ("job_staging_prefix", "_jobs/"),
+        ("pipes_prefix", "_pipes/"),
+    ):
         ref = f"${{var.{prefix_var}}}"
         assert module["variable"][prefix_var]["default"] == expected_prefix
         assert ref in by_prefix, f"no lifecycle rule for {expected_prefix}"
@@ -78,12 +80,16 @@ def test_nothing_expires_the_lake_or_the_archive(module):
     trims old versions."""
     rules = module["resource"]["aws_s3_bucket_lifecycle_configuration.lake"]["rule"]
     prefixes = [_one(rule["filter"])["prefix"] for rule in rules]
-    assert sorted(prefixes) == sorted(["", "${var.job_staging_prefix}", "${var.pipes_prefix}",
-                                       "${local.logs_prefix}"])
+    assert sorted(prefixes) == sorted(
+        ["", "${var.job_staging_prefix}", "${var.pipes_prefix}", "${local.logs_prefix}"]
+    )
     assert module["locals"]["logs_prefix"] == "_logs/"
     lake, archive = (module["variable"][v]["default"] for v in ("lake_prefix", "archive_prefix"))
-    for expiring in ("_logs/", _default(module, "${var.job_staging_prefix}"),
-                     _default(module, "${var.pipes_prefix}")):
+    for expiring in (
+        "_logs/",
+        _default(module, "${var.job_staging_prefix}"),
+        _default(module, "${var.pipes_prefix}"),
+    ):
         assert not expiring.startswith((lake, archive)), expiring
     whole_bucket = next(rule for rule in rules if _one(rule["filter"])["prefix"] == "")
     assert "expiration" not in whole_bucket
@@ -95,8 +101,12 @@ def test_nothing_expires_the_lake_or_the_archive(module):
 
 def test_public_access_is_blocked_all_four_ways(module):
     block = module["resource"]["aws_s3_bucket_public_access_block.lake"]
-    for setting in ("block_public_acls", "block_public_policy", "ignore_public_acls",
-                    "restrict_public_buckets"):
+    for setting in (
+        "block_public_acls",
+        "block_public_policy",
+        "ignore_public_acls",
+        "restrict_public_buckets",
+    ):
         assert block.get(setting) is True, setting
     assert block["bucket"] == "${aws_s3_bucket.lake.id}"
 
@@ -116,8 +126,11 @@ def test_bucket_is_encrypted_with_a_rotating_customer_managed_key(module):
 def test_bucket_policy_denies_plain_http(module):
     document = module["data"]["aws_iam_policy_document.lake_bucket"]
     denies = [s for s in _statements(document) if s.get("effect") == "Deny"]
-    assert any(_one(c)["variable"] == "aws:SecureTransport" and _one(c)["values"] == ["false"]
-               for s in denies for c in s.get("condition", [])), denies
+    assert any(
+        _one(c)["variable"] == "aws:SecureTransport" and _one(c)["values"] == ["false"]
+        for s in denies
+        for c in s.get("condition", [])
+    ), denies
 
 
 def test_versioning_is_optional_and_on_by_default(module):
@@ -132,41 +145,60 @@ def test_versioning_is_optional_and_on_by_default(module):
 
 def test_every_policy_is_an_aws_iam_policy_document(module):
     """So the two IAM tests below see every statement the module grants."""
-    attributes = {"aws_iam_policy": "policy", "aws_iam_role_policy": "policy",
-                  "aws_s3_bucket_policy": "policy", "aws_kms_key": "policy",
-                  "aws_iam_role": "assume_role_policy"}
+    attributes = {
+        "aws_iam_policy": "policy",
+        "aws_iam_role_policy": "policy",
+        "aws_s3_bucket_policy": "policy",
+        "aws_kms_key": "policy",
+        "aws_iam_role": "assume_role_policy",
+    }
     seen = 0
     for key, body in module["resource"].items():
         attribute = attributes.get(key.split(".")[0])
         if attribute:
             seen += 1
-            assert re.fullmatch(r"\$\{data\.aws_iam_policy_document\.[a-z0-9_]+(\[0\])?\.json\}",
-                                body[attribute]), (key, body[attribute])
+            assert re.fullmatch(
+                r"\$\{data\.aws_iam_policy_document\.[a-z0-9_]+(\[0\])?\.json\}", body[attribute]
+            ), (key, body[attribute])
     assert seen >= 10
 
 
 def test_orchestrator_emr_actions_require_the_lake_tag(module):
     document = module["data"]["aws_iam_policy_document.orchestrator_submit"]
-    emr_statements = [s for s in _statements(document)
-                      if any(a.startswith("elasticmapreduce:") for a in s["actions"])]
+    emr_statements = [
+        s
+        for s in _statements(document)
+        if any(a.startswith("elasticmapreduce:") for a in s["actions"])
+    ]
     granted = {a for s in emr_statements for a in s["actions"]}
-    assert {"elasticmapreduce:AddJobFlowSteps", "elasticmapreduce:DescribeStep",
-            "elasticmapreduce:CancelSteps", "elasticmapreduce:DescribeCluster"} <= granted
+    assert {
+        "elasticmapreduce:AddJobFlowSteps",
+        "elasticmapreduce:DescribeStep",
+        "elasticmapreduce:CancelSteps",
+        "elasticmapreduce:DescribeCluster",
+    } <= granted
     for statement in emr_statements:
         conditions = [_one(c) for c in statement.get("condition", [])]
-        assert any(c["test"] == "StringEquals"
-                   and c["variable"] == "aws:ResourceTag/${var.lake_tag_key}"
-                   and c["values"] == ["${var.name}"] for c in conditions), statement
+        assert any(
+            c["test"] == "StringEquals"
+            and c["variable"] == "aws:ResourceTag/${var.lake_tag_key}"
+            and c["values"] == ["${var.name}"]
+            for c in conditions
+        ), statement
         assert "*" not in statement["resources"]
     assert module["variable"]["lake_tag_key"]["default"] == "datalake"
 
 
 def test_orchestrator_serverless_and_pass_role_are_scoped(module):
     statements = list(_statements(module["data"]["aws_iam_policy_document.orchestrator_submit"]))
-    serverless = [s for s in statements
-                  if any(a.startswith("emr-serverless:") for a in s["actions"])]
+    serverless = [
+        s for s in statements if any(a.startswith("emr-serverless:") for a in s["actions"])
+    ]
     assert {a for s in serverless for a in s["actions"]} == {
-        "emr-serverless:StartJobRun", "emr-serverless:GetJobRun", "emr-serverless:CancelJobRun"}
+        "emr-serverless:StartJobRun",
+        "emr-serverless:GetJobRun",
+        "emr-serverless:CancelJobRun",
+    }
     for statement in serverless:
         assert all("aws_emrserverless_application.lake[0].arn" in r for r in statement["resources"])
     pass_role = [s for s in statements if "iam:PassRole" in s["actions"]]
@@ -176,15 +208,21 @@ def test_orchestrator_serverless_and_pass_role_are_scoped(module):
     assert condition["variable"] == "iam:PassedToService"
     assert condition["values"] == ["emr-serverless.amazonaws.com"]
     # the orchestrator's other permissions: exactly the lake's data policy
-    attachments = {body["policy_arn"] for key, body in module["resource"].items()
-                   if key.startswith("aws_iam_role_policy_attachment.orchestrator")}
-    assert attachments == {"${aws_iam_policy.lake_data.arn}",
-                           "${aws_iam_policy.orchestrator_submit.arn}"}
+    attachments = {
+        body["policy_arn"]
+        for key, body in module["resource"].items()
+        if key.startswith("aws_iam_role_policy_attachment.orchestrator")
+    }
+    assert attachments == {
+        "${aws_iam_policy.lake_data.arn}",
+        "${aws_iam_policy.orchestrator_submit.arn}",
+    }
 
 
 _S3_GLUE_WRITE = re.compile(
     r"^(s3|glue):(\*|Put.*|Delete.*|Create.*|Update.*|Batch(Create|Update|Delete).*|Abort.*"
-    r"|Restore.*|Replicate.*)$")
+    r"|Restore.*|Replicate.*)$"
+)
 
 
 def test_no_s3_or_glue_write_action_on_a_wildcard_resource(module):
@@ -199,8 +237,10 @@ def test_no_s3_or_glue_write_action_on_a_wildcard_resource(module):
             actions = statement.get("actions", [])
             resources = statement.get("resources", [])
             writes = [a for a in actions if _S3_GLUE_WRITE.match(a)]
-            assert not (writes and any(r == "*" or r.endswith(":*") or r == "arn:aws:s3:::*"
-                                       for r in resources)), (key, statement)
+            assert not (
+                writes
+                and any(r == "*" or r.endswith(":*") or r == "arn:aws:s3:::*" for r in resources)
+            ), (key, statement)
             assert "s3:*" not in actions and "glue:*" not in actions, (key, statement)
     assert checked >= 15
 
@@ -219,23 +259,32 @@ def test_s3_and_glue_grants_name_only_the_lake(module):
         resources = statement["resources"]
         if isinstance(resources, str):  # concat(...) of the Glue ARNs
             assert resources.startswith(
-                "${concat([local.glue_catalog_arn], local.glue_database_arns"), resources
+                "${concat([local.glue_catalog_arn], local.glue_database_arns"
+            ), resources
             assert all(a.startswith("glue:") for a in statement["actions"])
         else:
             assert set(resources) <= allowed, statement
     glue_locals = module["locals"]
     assert "local.glue_database_names" in glue_locals["glue_database_arns"]
-    assert glue_locals["glue_database_names"] == \
-        "${distinct(concat(var.glue_databases, [var.reports_database]))}"
+    assert (
+        glue_locals["glue_database_names"]
+        == "${distinct(concat(var.glue_databases, [var.reports_database]))}"
+    )
     assert module["variable"]["reports_database"]["default"] == "segment_datalake_meta"
 
 
 def test_the_cluster_instance_role_gets_the_lake_policy_and_nothing_broader(module):
-    attached = {body["policy_arn"] for key, body in module["resource"].items()
-                if key.startswith("aws_iam_role_policy_attachment.emr_instance")}
+    attached = {
+        body["policy_arn"]
+        for key, body in module["resource"].items()
+        if key.startswith("aws_iam_role_policy_attachment.emr_instance")
+    }
     assert attached == {"${aws_iam_policy.lake_data.arn}", "${aws_iam_policy.job_extra.arn}"}
-    inline = [k for k, b in module["resource"].items()
-              if k.startswith("aws_iam_role_policy.") and "emr_instance" in b["role"]]
+    inline = [
+        k
+        for k, b in module["resource"].items()
+        if k.startswith("aws_iam_role_policy.") and "emr_instance" in b["role"]
+    ]
     assert inline == []
 
 
@@ -271,8 +320,11 @@ def test_emr_cluster_uses_glue_bootstrap_scaling_and_encryption(module):
 def test_cluster_egress_is_intra_cluster_or_https(module):
     """EMR only adds inbound rules to the groups it is given: the nodes' traffic to each other
     must be allowed outbound by the module, and nothing else but HTTPS may leave."""
-    egress = {k: b for k, b in module["resource"].items()
-              if k.startswith("aws_vpc_security_group_egress_rule.")}
+    egress = {
+        k: b
+        for k, b in module["resource"].items()
+        if k.startswith("aws_vpc_security_group_egress_rule.")
+    }
     intra = egress.pop("aws_vpc_security_group_egress_rule.emr_intra_cluster")
     assert intra["ip_protocol"] == "-1" and "cidr_ipv4" not in intra
     assert "referenced_security_group_id" in intra
@@ -305,12 +357,21 @@ def test_cluster_and_serverless_are_each_optional(module):
 
 # Resource types that take no `tags` argument.
 _NOT_TAGGABLE = {
-    "aws_s3_bucket_ownership_controls", "aws_s3_bucket_public_access_block",
-    "aws_s3_bucket_versioning", "aws_s3_bucket_server_side_encryption_configuration",
-    "aws_s3_bucket_lifecycle_configuration", "aws_s3_bucket_logging", "aws_s3_bucket_policy",
-    "aws_kms_alias", "aws_iam_role_policy_attachment", "aws_iam_role_policy", "aws_ec2_tag",
-    "aws_emr_security_configuration", "aws_emr_managed_scaling_policy",
-    "aws_lakeformation_resource", "aws_lakeformation_permissions",
+    "aws_s3_bucket_ownership_controls",
+    "aws_s3_bucket_public_access_block",
+    "aws_s3_bucket_versioning",
+    "aws_s3_bucket_server_side_encryption_configuration",
+    "aws_s3_bucket_lifecycle_configuration",
+    "aws_s3_bucket_logging",
+    "aws_s3_bucket_policy",
+    "aws_kms_alias",
+    "aws_iam_role_policy_attachment",
+    "aws_iam_role_policy",
+    "aws_ec2_tag",
+    "aws_emr_security_configuration",
+    "aws_emr_managed_scaling_policy",
+    "aws_lakeformation_resource",
+    "aws_lakeformation_permissions",
 }
 
 
@@ -334,8 +395,9 @@ def test_the_readme_documents_every_variable_and_output(module):
     readme = (INFRA / "README.md").read_text(encoding="utf-8")
     for kind in ("variable", "output"):
         for name in module[kind]:
-            assert re.search(rf"^\|\s*`{name}`\s*\|", readme, re.MULTILINE), \
+            assert re.search(rf"^\|\s*`{name}`\s*\|", readme, re.MULTILINE), (
                 f"{kind} {name} is missing from the tables of infra/README.md"
+            )
 
 
 def test_every_checkov_skip_gives_a_reason():

@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 
 from datalake_assets_tests.infra.terraform import (
-    REPO,
-    INFRA,
     ALL_FEATURES_TFVARS,
-    IN_CI,
     CHECKOV_INSTALL,
+    IN_CI,
+    INFRA,
+    REPO,
 )
 
 
@@ -59,22 +59,43 @@ def _terraform_plugin_dir() -> Path | None:
 
 
 def _offline_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("BC_API_KEY", "PRISMA_API_URL", "BC_SOURCE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("BC_API_KEY", "PRISMA_API_URL", "BC_SOURCE")
+    }
     env.update(CHECKPOINT_DISABLE="1", TF_IN_AUTOMATION="1", LOG_LEVEL="WARNING")
     return env
 
 
 def _run_checkov(checkov: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [checkov, "--framework", "terraform", "--directory", "infra",
-         "--var-file", str(ALL_FEATURES_TFVARS.relative_to(REPO)),
-         "--compact", "--quiet", "-o", "json", "--skip-download"],
-        cwd=REPO, env=_offline_env(), capture_output=True, text=True, timeout=900, check=False)
+        [
+            checkov,
+            "--framework",
+            "terraform",
+            "--directory",
+            "infra",
+            "--var-file",
+            str(ALL_FEATURES_TFVARS.relative_to(REPO)),
+            "--compact",
+            "--quiet",
+            "-o",
+            "json",
+            "--skip-download",
+        ],
+        cwd=REPO,
+        env=_offline_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
 
 
-def _run_terraform(terraform: str, plugin_dir: Path,
-                   workdir: Path) -> dict[str, subprocess.CompletedProcess]:
+def _run_terraform(
+    terraform: str, plugin_dir: Path, workdir: Path
+) -> dict[str, subprocess.CompletedProcess]:
     shutil.copytree(INFRA, workdir, ignore=shutil.ignore_patterns(".terraform*"))
     results = {}
     # `terraform test` validates the configuration against the provider's schema first, so a
@@ -83,9 +104,15 @@ def _run_terraform(terraform: str, plugin_dir: Path,
         ("init", ["init", "-backend=false", "-input=false", f"-plugin-dir={plugin_dir}"]),
         ("test", ["test"]),
     ):
-        results[step] = subprocess.run([terraform, *args, "-no-color"], cwd=workdir,
-                                       env=_offline_env(), capture_output=True, text=True,
-                                       timeout=900, check=False)
+        results[step] = subprocess.run(
+            [terraform, *args, "-no-color"],
+            cwd=workdir,
+            env=_offline_env(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         if results[step].returncode != 0:
             break
     return results
@@ -100,17 +127,22 @@ def tool_runs(tmp_path_factory) -> Iterator[dict[str, Future | str]]:
         if checkov:
             runs["checkov"] = pool.submit(_run_checkov, checkov)
         else:
-            runs["checkov"] = (f"checkov not found (CHECKOV_BIN, PATH, .venv-iac/bin/checkov); "
-                               f"install it with: {CHECKOV_INSTALL}")
+            runs["checkov"] = (
+                f"checkov not found (CHECKOV_BIN, PATH, .venv-iac/bin/checkov); "
+                f"install it with: {CHECKOV_INSTALL}"
+            )
         terraform = shutil.which("terraform")
         plugin_dir = _terraform_plugin_dir()
         if terraform and plugin_dir:
-            runs["terraform"] = pool.submit(_run_terraform, terraform, plugin_dir,
-                                            tmp_path_factory.mktemp("tf") / "infra")
+            runs["terraform"] = pool.submit(
+                _run_terraform, terraform, plugin_dir, tmp_path_factory.mktemp("tf") / "infra"
+            )
         else:
-            runs["terraform"] = ("needs the terraform binary and a local AWS provider "
-                                 "(TERRAFORM_PLUGIN_DIR or /opt/tf-plugins); `terraform init` "
-                                 "would download it, and tests stay offline")
+            runs["terraform"] = (
+                "needs the terraform binary and a local AWS provider "
+                "(TERRAFORM_PLUGIN_DIR or /opt/tf-plugins); `terraform init` "
+                "would download it, and tests stay offline"
+            )
         yield runs
 
 
@@ -127,7 +159,9 @@ def test_checkov_reports_no_failed_check(tool_runs):
     failed = reports[0]["results"].get("failed_checks", [])
     assert failed == [] and summary["failed"] == 0, "\n".join(
         f"{f['check_id']} {f['resource']} ({f['file_path']}:{f['file_line_range']}): "
-        f"{f['check_name']}" for f in failed)
+        f"{f['check_name']}"
+        for f in failed
+    )
     assert summary["parsing_errors"] == 0
     assert summary["passed"] >= 200 and summary["resource_count"] >= 45, summary
     # Every skip in the code was applied to a check checkov ran: no stale skip, and no
@@ -156,7 +190,13 @@ def test_terraform_fmt_is_clean():
         _missing("the terraform binary is not installed; formatting is not checked")
     result = subprocess.run(
         [terraform, "fmt", "-check", "-recursive", "-diff", "-no-color", "infra"],
-        cwd=REPO, env=_offline_env(), capture_output=True, text=True, timeout=120, check=False)
+        cwd=REPO,
+        env=_offline_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, f"terraform fmt would change:\n{result.stdout}{result.stderr}"
 
 

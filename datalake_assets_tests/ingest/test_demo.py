@@ -123,8 +123,15 @@ class Recount:
 def archive(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("archive"))
     summary = generate_archive(
-        root, SOURCE, HOURS, events_per_hour=EVENTS_PER_HOUR, files_per_hour=FILES_PER_HOUR,
-        seed=11, malformed_rate=0.02, duplicate_rate=0.03, late_rate=0.05,
+        root,
+        SOURCE,
+        HOURS,
+        events_per_hour=EVENTS_PER_HOUR,
+        files_per_hour=FILES_PER_HOUR,
+        seed=11,
+        malformed_rate=0.02,
+        duplicate_rate=0.03,
+        late_rate=0.05,
     )
     return root, summary, Recount(summary.files)
 
@@ -359,10 +366,12 @@ def test_deterministic_and_ids_unique_across_seeds_sources_hours(tmp_path):
 
 def test_uncompressed_jsonl(tmp_path):
     hour = ArchiveHour.parse("2026-11-21T10")
-    s = generate_archive(str(tmp_path), SOURCE, [hour], events_per_hour=300, files_per_hour=2,
-                         compress=False)
-    assert s.files == [f"{archive_hour_dir(str(tmp_path), SOURCE, hour)}/part-{i:04d}.jsonl"
-                       for i in range(2)]
+    s = generate_archive(
+        str(tmp_path), SOURCE, [hour], events_per_hour=300, files_per_hour=2, compress=False
+    )
+    assert s.files == [
+        f"{archive_hour_dir(str(tmp_path), SOURCE, hour)}/part-{i:04d}.jsonl" for i in range(2)
+    ]
     rc = Recount(s.files)
     for path in s.files:
         with open(path, "rb") as f:

@@ -17,30 +17,30 @@ from datalake_assets import cli
 from datalake_assets.ingest import segment_import as si
 from datalake_assets.ingest import segment_layout as sl
 from datalake_assets.ingest import segment_listing as sls
+from datalake_assets.lake import storage
 from datalake_assets.orchestration import sensors as sn
 from datalake_assets.settings import SettingsError, SourceSettings, load_settings
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
-from datalake_assets.lake import storage
 from datalake_assets_tests.support.lake_reader import LocalStore, read_lake
 from datalake_assets_tests.support.oracle import Oracle, segment_archive_lines
 from datalake_assets_tests.support.segment_archive import (
-    SOURCE,
-    SEGMENT_ID,
     D1,
     D2,
-    MS1,
-    MS2,
-    seg_msg,
-    gz,
-    put,
-    expected_hour,
     FILE_A,
     FILE_B,
     FILE_C,
-    build_segment_archive,
+    MS1,
+    MS2,
+    SEGMENT_ID,
+    SOURCE,
     archive_files,
+    build_segment_archive,
+    expected_hour,
+    gz,
     output_lines,
+    put,
+    seg_msg,
     settings_file,
 )
 
@@ -65,8 +65,16 @@ def importer(roots, tmp_path=None) -> si.SegmentImporter:
 def test_day_folders_are_epoch_ms_of_a_utc_midnight():
     assert sl.parse_day_folder("1795132800000") == MS1 == 1795132800000
     assert sl.day_of(MS1) == D1 and sl.day_ms_of(D1) == MS1
-    for bad in ("1795132800001", "01795132800000", "notes", "-86400000", "1.7e12", "",
-                "١٧٦٣٥٩٦٨٠٠٠٠٠", "253402300800000"):
+    for bad in (
+        "1795132800001",
+        "01795132800000",
+        "notes",
+        "-86400000",
+        "1.7e12",
+        "",
+        "١٧٦٣٥٩٦٨٠٠٠٠٠",
+        "253402300800000",
+    ):
         assert sl.parse_day_folder(bad) is None, bad
     assert sl.parse_day_folder("0") == 0  # 1970-01-01
 
@@ -80,8 +88,12 @@ def test_every_line_lands_in_exactly_one_hour(roots, tmp_path):
     assert s["ignored_files"] == 2
     nonblank = [line for _, lines in files.values() for line in lines if line.strip()]
     assert s["lines_in"] == len(nonblank) == 17
-    assert s["unrouted"] == {"invalid_json": 1, "invalid_received_at": 1,
-                             "missing_received_at": 1, "not_an_object": 1}
+    assert s["unrouted"] == {
+        "invalid_json": 1,
+        "invalid_received_at": 1,
+        "missing_received_at": 1,
+        "not_an_object": 1,
+    }
 
     outputs = output_lines(roots[1])
     seen: Counter = Counter()
@@ -98,8 +110,10 @@ def test_every_line_lands_in_exactly_one_hour(roots, tmp_path):
     assert sum(sum(c.values()) for c in outputs.values()) == len(nonblank)
     assert all(outputs[rel][line] == n for (rel, line), n in seen.items())
     assert "day=2026-11-19/hr=23/segment-" in " ".join(outputs)  # previous day's edge
-    assert f"day={D2}/hr=00/segment-{sl.file_id(SEGMENT_ID, MS1, '1763600000000.aaaa.gz')}" \
-        in " ".join(outputs)  # the next day's edge, from day 1's folder
+    assert (
+        f"day={D2}/hr=00/segment-{sl.file_id(SEGMENT_ID, MS1, '1763600000000.aaaa.gz')}"
+        in " ".join(outputs)
+    )  # the next day's edge, from day 1's folder
     # every output is an archive file the sync and the sensor read; nothing hidden is left
     rels = list(archive_files(roots[1]))
     assert not [r for r in rels if "/.tmp-" in r or r.startswith(".tmp-")]
@@ -119,10 +133,12 @@ def test_every_line_lands_in_exactly_one_hour(roots, tmp_path):
             assert sum(outputs[rel].values()) == h["lines"]
         assert m["input"].endswith(f"/segment-logs/{SEGMENT_ID}/{sl.day_ms_of(day)}/{name}")
     assert "_imports/" in " ".join(rels)  # the manifests: outside every hour folder...
-    listing = sn.lister_for(roots[1]).list_hours(roots[1], SOURCE, ArchiveHour.parse(
-        "2026-11-01T00"))  # ...so the archive sensor sees exactly the outputs
-    assert sorted(f"day={h.day}/hr={h.hr}/{f.name}" for h, fs in listing.hours.items()
-                  for f in fs) == sorted(outputs)
+    listing = sn.lister_for(roots[1]).list_hours(
+        roots[1], SOURCE, ArchiveHour.parse("2026-11-01T00")
+    )  # ...so the archive sensor sees exactly the outputs
+    assert sorted(
+        f"day={h.day}/hr={h.hr}/{f.name}" for h, fs in listing.hours.items() for f in fs
+    ) == sorted(outputs)
 
 
 def test_outputs_are_invisible_until_complete(roots, tmp_path):
@@ -168,8 +184,9 @@ def spy_on_commits(roots, mp) -> tuple[list[list[str]], list[tuple[str, list[str
         return real_commit(self)
 
     def visible() -> list[str]:
-        return [r for r in archive_files(roots[1]) if layout.is_archive_file(r)
-                and r.startswith("day=")]
+        return [
+            r for r in archive_files(roots[1]) if layout.is_archive_file(r) and r.startswith("day=")
+        ]
 
     mp.setattr(storage.StagedFile, "commit", commit)
     if roots[0].startswith("s3://"):
@@ -208,8 +225,11 @@ def test_reimport_is_idempotent(roots, tmp_path):
     first = imp.import_range()
     assert len(first.hours_changed) == 9
     before = archive_files(roots[1])
-    mtimes = ({p: os.stat(os.path.join(roots[1], SOURCE, p)).st_mtime_ns for p in before}
-              if "://" not in roots[1] else {})
+    mtimes = (
+        {p: os.stat(os.path.join(roots[1], SOURCE, p)).st_mtime_ns for p in before}
+        if "://" not in roots[1]
+        else {}
+    )
 
     again = imp.import_range()  # manifests say unchanged: nothing is read
     assert again.count("unchanged") == 3 and again.hours_changed == []
@@ -245,8 +265,10 @@ def test_a_changed_file_is_imported_again_and_stale_hours_removed(roots, tmp_pat
     assert [str(h) for h in report.hours_changed] == [f"{D1}T10", f"{D1}T11", f"{D1}T15"]
     files = archive_files(roots[1])
     mine = sorted(p for p in files if p.endswith(f"segment-{fid}.jsonl.gz"))
-    assert mine == [f"day={D1}/hr=11/segment-{fid}.jsonl.gz",
-                    f"day={D1}/hr=15/segment-{fid}.jsonl.gz"]
+    assert mine == [
+        f"day={D1}/hr=11/segment-{fid}.jsonl.gz",
+        f"day={D1}/hr=15/segment-{fid}.jsonl.gz",
+    ]
     assert gzip.decompress(files[mine[0]]).split(b"\n")[:-1] == [new_b[0]]
     m = json.loads(files[f"_imports/{fid}.json"])
     assert m["lines_in"] == 2 and sorted(m["hours"]) == [f"{D1}T11", f"{D1}T15"]
@@ -286,8 +308,10 @@ def test_s3_listing_starts_after_the_day_and_pages(moto_bucket):
             put(root, ms, f"f{i}.gz", gz([seg_msg("x", "2026-11-20T00:00:00Z")]))
     put(root, "notes", "x.gz", b"x")
     calls: list[str | None] = []
-    client.meta.events.register("before-parameter-build.s3.ListObjectsV2",
-                                lambda params, **_: calls.append(params.get("StartAfter")))
+    client.meta.events.register(
+        "before-parameter-build.s3.ListObjectsV2",
+        lambda params, **_: calls.append(params.get("StartAfter")),
+    )
     lister = sls.S3SegmentLister(client=client, page_size=2)
     listing = lister.list_days(root, SEGMENT_ID, since=MS1)
     assert sorted(listing.days) == [MS1, MS2]
@@ -308,13 +332,19 @@ def test_s3_listing_starts_after_the_day_and_pages(moto_bucket):
 
 
 def test_hour_ranges():
-    hours = [ArchiveHour.parse(h) for h in
-             ("2026-11-19T23", "2026-11-20T00", "2026-11-20T01", "2026-11-20T05")]
+    hours = [
+        ArchiveHour.parse(h)
+        for h in ("2026-11-19T23", "2026-11-20T00", "2026-11-20T01", "2026-11-20T05")
+    ]
     assert [(str(a), str(b)) for a, b in si.hour_ranges(hours, 24)] == [
-        ("2026-11-19T23", "2026-11-20T01"), ("2026-11-20T05", "2026-11-20T05")]
+        ("2026-11-19T23", "2026-11-20T01"),
+        ("2026-11-20T05", "2026-11-20T05"),
+    ]
     assert [(str(a), str(b)) for a, b in si.hour_ranges(hours, 2)] == [
-        ("2026-11-19T23", "2026-11-20T00"), ("2026-11-20T01", "2026-11-20T01"),
-        ("2026-11-20T05", "2026-11-20T05")]
+        ("2026-11-19T23", "2026-11-20T00"),
+        ("2026-11-20T01", "2026-11-20T01"),
+        ("2026-11-20T05", "2026-11-20T05"),
+    ]
     assert si.hour_ranges([], 24) == []
 
 
@@ -334,8 +364,11 @@ def test_settings(tmp_path):
         ({"segment_source_id": "abc"}, "segment_source_id", "set segment_archive too"),
         ({"segment_archive": "gs://b/p"}, "segment_archive", "s3://bucket"),
         ({"segment_archive": "s3:/b/p"}, "segment_archive", "invalid URI"),
-        ({"segment_archive": "/x", "segment_source_id": "a/b"}, "segment_source_id",
-         "invalid Segment source id"),
+        (
+            {"segment_archive": "/x", "segment_source_id": "a/b"},
+            "segment_source_id",
+            "invalid Segment source id",
+        ),
         ({"segment_archive": 3}, "segment_archive", "must be a string"),
     ]
     for kwargs, key, text in bad:
@@ -343,10 +376,12 @@ def test_settings(tmp_path):
             SourceSettings("web", **kwargs)
         assert e.value.key == key
     f = tmp_path / "two.toml"
-    f.write_text('[[sources]]\nid = "a"\nsegment_archive = "s3://b/p"\nsegment_source_id = "S"\n'
-                 'start = "2026-11-01-00:00"\n'
-                 '[[sources]]\nid = "b"\nsegment_archive = "s3://b/p"\nsegment_source_id = "S"\n'
-                 'start = "2026-11-01-00:00"\n')
+    f.write_text(
+        '[[sources]]\nid = "a"\nsegment_archive = "s3://b/p"\nsegment_source_id = "S"\n'
+        'start = "2026-11-01-00:00"\n'
+        '[[sources]]\nid = "b"\nsegment_archive = "s3://b/p"\nsegment_source_id = "S"\n'
+        'start = "2026-11-01-00:00"\n'
+    )
     with pytest.raises(SettingsError, match="already imports") as e:
         load_settings(str(f), env={})
     assert e.value.key == "sources[1].segment_source_id"
@@ -395,12 +430,15 @@ def test_import_then_sync_finds_every_message_once(spark, tmp_path, reliability)
     segment_lines = segment_archive_lines(store, roots[0], SEGMENT_ID)
     reliability.expect(
         Oracle(store, roots[1], SOURCE, hour_lines=segment_lines)
-        .sync(segment_lines.hours).expected(),
-        lambda: read_lake(store, lake, SOURCE))
+        .sync(segment_lines.hours)
+        .expected(),
+        lambda: read_lake(store, lake, SOURCE),
+    )
     report = importer(roots).import_range()
     hours = tuple(str(h) for h in report.hours_changed)
-    result = run_sync(spark, SyncRequest(lake, roots[1], SOURCE, hours, replay=True,
-                                         database="web_prod"))
+    result = run_sync(
+        spark, SyncRequest(lake, roots[1], SOURCE, hours, replay=True, database="web_prod")
+    )
     found = reliability.compare()
     assert found.ok, str(found)
     lines = [line for _, ls in files.values() for line in ls if line.strip()] + [FILE_C[0]]
@@ -410,9 +448,14 @@ def test_import_then_sync_finds_every_message_once(spark, tmp_path, reliability)
     # importer, and the sync quarantines them with their reason (never a NULL received_at).
     quarantined = duckdb.sql(
         f"select reason, day, hr from read_parquet('{lake}/quarantine/{SOURCE}/*/*/*.parquet', "
-        "hive_partitioning = true) where level = 'line'").fetchall()
+        "hive_partitioning = true) where level = 'line'"
+    ).fetchall()
     assert sorted(r[0] for r in quarantined) == [
-        "invalid_json", "invalid_received_at", "missing_received_at", "not_an_object"]
+        "invalid_json",
+        "invalid_received_at",
+        "missing_received_at",
+        "not_an_object",
+    ]
     assert {(str(r[1]), int(r[2])) for r in quarantined} == {(D1, 0)}
 
 
@@ -425,7 +468,8 @@ def test_cli_import_then_sync(spark, tmp_path, capsys):
     assert cli.main(["--settings", s.settings_file, "import", "--from", D2, "--sync"]) == 0
     out = capsys.readouterr().out
     assert "synced 2026-11-21T01 .. 2026-11-21T02: 2 lines, 2 rows" in out
-    (n,), = duckdb.sql(
+    ((n,),) = duckdb.sql(
         f"select count(*) from read_parquet('{s.lake_root}/data/{SOURCE}/"
-        "segment_type=order_completed/*/*/*.parquet')").fetchall()
+        "segment_type=order_completed/*/*/*.parquet')"
+    ).fetchall()
     assert n == 2

@@ -56,19 +56,38 @@ PERSON_HOURS = ("2026-11-20T02", "2026-11-21T05", "2026-11-22T03")
 
 def hour_lines(hour: str) -> list[dict]:
     """20 orders and 10 pages an hour."""
+
     def user(i: int, n: int) -> str:
         return PERSON if hour in PERSON_HOURS and i == 0 else f"u{i % n}"
 
-    return ([msg(f"{hour}-o{i}", hour=hour, minute=i, userId=user(i, 7),
-                 properties={"total": i, "currency": "EUR"}) for i in range(20)]
-            + [msg(f"{hour}-p{i}", hour=hour, minute=i, type="page", name="Home",
-                   userId=user(i, 5), properties={"path": f"/p{i}"}) for i in range(10)])
+    return [
+        msg(
+            f"{hour}-o{i}",
+            hour=hour,
+            minute=i,
+            userId=user(i, 7),
+            properties={"total": i, "currency": "EUR"},
+        )
+        for i in range(20)
+    ] + [
+        msg(
+            f"{hour}-p{i}",
+            hour=hour,
+            minute=i,
+            type="page",
+            name="Home",
+            userId=user(i, 5),
+            properties={"path": f"/p{i}"},
+        )
+        for i in range(10)
+    ]
 
 
 def sync(settings, hours, replay: bool = False):
     """The driver-local path: a Spark session is never asked for (``None``)."""
-    return run_sync(None, request_from_settings(settings, settings.source(SRC), hours,
-                                                replay=replay))
+    return run_sync(
+        None, request_from_settings(settings, settings.source(SRC), hours, replay=replay)
+    )
 
 
 def contents(lake_root: str) -> dict[str, list[tuple]]:
@@ -82,13 +101,15 @@ def contents(lake_root: str) -> dict[str, list[tuple]]:
 
 
 def files(lake_root: str) -> dict[str, int]:
-    return {n: len(list(t.scan().plan_files())) for n, t in
-            tables(sql_catalog(lake_root), SRC).items()}
+    return {
+        n: len(list(t.scan().plan_files())) for n, t in tables(sql_catalog(lake_root), SRC).items()
+    }
 
 
 def day_bytes(tbl, day: str) -> int:
-    return sum(t.file.file_size_in_bytes for t in tbl.scan(row_filter=f"day = '{day}'")
-               .plan_files())
+    return sum(
+        t.file.file_size_in_bytes for t in tbl.scan(row_filter=f"day = '{day}'").plan_files()
+    )
 
 
 def checks(settings) -> list[dict]:
@@ -104,8 +125,9 @@ def checks(settings) -> list[dict]:
     out = []
     for hour in ("2026-11-21T07", "2026-11-22T03", "2026-11-20T03"):
         figures = table_hour(src, "order_completed", ArchiveHour.parse(hour), {}, Counter())
-        out.append({k: figures[k] for k in ("rows", "repeated_message_ids",
-                                            "conformance_failures")})
+        out.append(
+            {k: figures[k] for k in ("rows", "repeated_message_ids", "conformance_failures")}
+        )
     return out
 
 
@@ -121,9 +143,16 @@ def compact_each(settings):
     reports = {}
     for name in sorted(tables(sql_catalog(settings.lake_root), SRC)):
         target = TARGETS.setdefault(name, int(3 * day_bytes(fmt.load(src, name), DAYS[0])))
-        reports[name] = compact_source(settings.lake_root, FormatConfig.of_settings(settings),
-                                       src, "test-compact", settle_hours=SETTLE, now=NOW,
-                                       target_bytes=target, tables=[name])
+        reports[name] = compact_source(
+            settings.lake_root,
+            FormatConfig.of_settings(settings),
+            src,
+            "test-compact",
+            settle_hours=SETTLE,
+            now=NOW,
+            target_bytes=target,
+            tables=[name],
+        )
     return reports
 
 
@@ -135,8 +164,11 @@ def lake(tmp_path_factory):
         write_hour(settings.archive_root, SRC, hour, hour_lines(hour))
     write_hour(settings.archive_root, SRC, HOURS[3], [b"{not json"], name="bad.jsonl")
     sync(settings, HOURS)
-    before = {"rows": contents(settings.lake_root), "files": files(settings.lake_root),
-              "checks": checks(settings)}
+    before = {
+        "rows": contents(settings.lake_root),
+        "files": files(settings.lake_root),
+        "checks": checks(settings),
+    }
     reports = compact_each(settings)
     return {"settings": settings, "before": before, "reports": reports}
 
@@ -144,8 +176,7 @@ def lake(tmp_path_factory):
 def test_rows_are_identical_and_cold_hours_become_a_few_files(lake):
     root = lake["settings"].lake_root
     assert contents(root) == lake["before"]["rows"]
-    assert set(lake["before"]["rows"]) == {"order_completed", "pages", "tracks",
-                                              "quarantine"}
+    assert set(lake["before"]["rows"]) == {"order_completed", "pages", "tracks", "quarantine"}
     after = files(root)
     for name in ("order_completed", "pages", "tracks"):
         [t] = lake["reports"][name].tables
@@ -163,8 +194,11 @@ def test_rows_are_identical_and_cold_hours_become_a_few_files(lake):
     # the current snapshot's manifests list the live files only, not the replaced ones as
     # deleted entries (which every reader would read on every query)
     tbl = tables(sql_catalog(root), SRC)["order_completed"]
-    entries = [e for m in tbl.current_snapshot().manifests(tbl.io)
-               for e in m.fetch_manifest_entry(tbl.io, discard_deleted=False)]
+    entries = [
+        e
+        for m in tbl.current_snapshot().manifests(tbl.io)
+        for e in m.fetch_manifest_entry(tbl.io, discard_deleted=False)
+    ]
     assert len(entries) == 12 + 3 and all(e.status.name != "DELETED" for e in entries)
 
 
@@ -173,19 +207,26 @@ def test_queries_by_day_and_hour_return_the_same_and_prune(lake):
     con = duckdb_with_iceberg()
     tbl = tables(sql_catalog(root), SRC)["order_completed"]
     scan = f"iceberg_scan('{tbl.metadata_location}')"
-    by_hour = con.sql(f"SELECT day, hr, count(*), sum(properties_total) FROM {scan} "
-                      "GROUP BY ALL ORDER BY ALL").fetchall()
+    by_hour = con.sql(
+        f"SELECT day, hr, count(*), sum(properties_total) FROM {scan} GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
     assert len(by_hour) == 72 and all(r[2] == 20 for r in by_hour)
-    one = con.sql(f"SELECT message_id FROM {scan} WHERE day = '2026-11-21' AND hr = '07' "
-                  "ORDER BY 1").fetchall()
+    one = con.sql(
+        f"SELECT message_id FROM {scan} WHERE day = '2026-11-21' AND hr = '07' ORDER BY 1"
+    ).fetchall()
     assert [r[0] for r in one] == sorted(f"2026-11-21T07-o{i}" for i in range(20))
     # pyiceberg prunes: an hour of a compacted day reads its day's file only, an hour of the
     # month file that one file, a hot hour its own hourly file
-    for hour, folder in (("2026-11-21T07", "/data/day=2026-11-21/"),
-                         ("2026-11-22T03", "/data/0"), ("2026-11-22T20", "/hr=20/")):
+    for hour, folder in (
+        ("2026-11-21T07", "/data/day=2026-11-21/"),
+        ("2026-11-22T03", "/data/0"),
+        ("2026-11-22T20", "/hr=20/"),
+    ):
         day, hr = hour.split("T")
-        planned = [t.file.file_path for t in
-                   tbl.scan(row_filter=f"day = '{day}' AND hr = '{hr}'").plan_files()]
+        planned = [
+            t.file.file_path
+            for t in tbl.scan(row_filter=f"day = '{day}' AND hr = '{hr}'").plan_files()
+        ]
         assert len(planned) == 1 and folder in planned[0], planned
         rows = tbl.scan(row_filter=f"day = '{day}' AND hr = '{hr}'").to_arrow()
         assert rows.num_rows == 20 and set(rows["hr"].to_pylist()) == {hr}
@@ -252,8 +293,10 @@ def test_a_sync_while_compaction_runs_waits_for_the_lock_and_nothing_is_lost(lak
         threads[0].join(timeout=1.5)
         # both wait for the lock: nothing committed meanwhile
         assert all(t.is_alive() for t in threads) and not results
-        assert tables(sql_catalog(root), SRC)["order_completed"].current_snapshot() \
-            .snapshot_id == snapshot
+        assert (
+            tables(sql_catalog(root), SRC)["order_completed"].current_snapshot().snapshot_id
+            == snapshot
+        )
     for t in threads:
         t.join(timeout=120)
     assert results["sync"].source.messages_written == 60
@@ -279,9 +322,10 @@ def test_a_commit_lost_to_another_writer_is_planned_again_on_the_new_version(lak
         tbl = fmt.load(src, "pages")
         if not calls:  # the other writer commits after this version was read
             other = sql_catalog(root).load_table((SRC, "pages"))
-            full = pa.Table.from_pylist([{**{f.name: None for f in other.schema().fields},
-                                          **extra.to_pylist()[0]}],
-                                        schema=other.schema().as_arrow())
+            full = pa.Table.from_pylist(
+                [{**{f.name: None for f in other.schema().fields}, **extra.to_pylist()[0]}],
+                schema=other.schema().as_arrow(),
+            )
             other.append(full)
         calls.append(tbl)
         return tbl
@@ -297,8 +341,7 @@ def test_a_commit_lost_to_another_writer_is_planned_again_on_the_new_version(lak
     assert contents(root) == lake["before"]["rows"]
 
 
-def test_a_kill_between_writing_and_committing_leaves_the_table_and_maintain_removes_orphans(
-        lake):
+def test_a_kill_between_writing_and_committing_leaves_the_table_and_maintain_removes_orphans(lake):
     settings = lake["settings"]
     root = settings.lake_root
     sync(settings, [REPLAYED], replay=True)
@@ -307,15 +350,23 @@ def test_a_kill_between_writing_and_committing_leaves_the_table_and_maintain_rem
     snapshot = fmt.load(src, "pages").current_snapshot().snapshot_id
     data = os.path.join(root, "iceberg", SRC, "pages", "data")
     stored = {os.path.join(d, f) for d, _, fs in os.walk(data) for f in fs}
-    code = ("from datetime import datetime, UTC\n"
-            "from datalake_assets.lake.formats import FormatConfig, SourceTables\n"
-            "from datalake_assets.lake.formats.compaction import compact_source\n"
-            f"compact_source({root!r}, FormatConfig(format='iceberg'), SourceTables('{SRC}', "
-            f"'{SRC}'), 'killed', settle_hours={SETTLE}, target_bytes=1 << 30, "
-            "now=datetime(2026, 11, 24, 12, tzinfo=UTC), tables=['pages'])\n")
+    code = (
+        "from datetime import datetime, UTC\n"
+        "from datalake_assets.lake.formats import FormatConfig, SourceTables\n"
+        "from datalake_assets.lake.formats.compaction import compact_source\n"
+        f"compact_source({root!r}, FormatConfig(format='iceberg'), SourceTables('{SRC}', "
+        f"'{SRC}'), 'killed', settle_hours={SETTLE}, target_bytes=1 << 30, "
+        "now=datetime(2026, 11, 24, 12, tzinfo=UTC), tables=['pages'])\n"
+    )
     env = {**os.environ, FAULT_ENV: FAULT_POINT}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == -9, proc.stderr
     assert fmt.load(src, "pages").current_snapshot().snapshot_id == snapshot
     assert contents(root) == lake["before"]["rows"]
@@ -338,14 +389,19 @@ def test_an_erasure_after_compaction_removes_the_person_from_the_coarse_files(la
     converge(settings)  # the cold hours in coarse files again
     tbl = tables(sql_catalog(root), SRC)["order_completed"]
     for day, folder in (("2026-11-21", "/data/day=2026-11-21/"), ("2026-11-22", "/data/0")):
-        coarse = [t.file.file_path for t in tbl.scan(row_filter=f"day = '{day}' AND hr < '12'")
-                  .plan_files()]
+        coarse = [
+            t.file.file_path
+            for t in tbl.scan(row_filter=f"day = '{day}' AND hr < '12'").plan_files()
+        ]
         assert len(coarse) == 1 and folder in coarse[0], coarse
     result = forget(settings, ForgetRequest("r-compacted", (identity("user_id", PERSON),)))
     assert result.status == "completed" and result.rows_remaining == 0, result
     # the hour's rows only: a coarse file's other hours are not counted, nor staged as its
     assert {t: result.rows_removed.get(t) for t in ("order_completed", "pages", "tracks")} == {
-        "order_completed": 3, "pages": 3, "tracks": 3}
+        "order_completed": 3,
+        "pages": 3,
+        "tracks": 3,
+    }
     after = contents(root)
     for name in ("order_completed", "pages", "tracks"):  # everyone else's rows, as they were
         assert after[name] == [r for r in lake["before"]["rows"][name] if PERSON not in r]
@@ -374,8 +430,9 @@ def test_the_command_and_the_maintenance_job_compact_and_report(lake, capsys):
     assert main(["--settings", settings_file, "compact", "--source", SRC]) == 0
     out = capsys.readouterr().out
     assert "ice.order_completed: 72 files" in out and "1 partitions (month=2026-11)" in out, out
-    [location] = [ln.split("report ", 1)[1] for ln in out.splitlines()
-                  if ln.startswith(f"{SRC}: report ")]
+    [location] = [
+        ln.split("report ", 1)[1] for ln in out.splitlines() if ln.startswith(f"{SRC}: report ")
+    ]
     written = json.loads(Path(location).read_text())
     assert written["target_bytes"] == 512 << 20 and written["settle_hours"] == 48
     assert written["totals"]["files_before"] > written["totals"]["files_after"] > 0
@@ -385,22 +442,32 @@ def test_the_command_and_the_maintenance_job_compact_and_report(lake, capsys):
     [job], _ = build_maintenance_automation(settings)
     result = job.execute_in_process(instance=DagsterInstance.ephemeral())
     assert result.success
-    meta = {e.step_key: e.event_specific_data.metadata for e in result.all_events
-            if e.event_type_value == "STEP_OUTPUT"}
+    meta = {
+        e.step_key: e.event_specific_data.metadata
+        for e in result.all_events
+        if e.event_type_value == "STEP_OUTPUT"
+    }
     done = meta["compact_tables"]["sources"].value[SRC]
     tables_done = {t["table"]: t for t in done["tables"]}
     # the erasure's hours left hourly files in every cold day, so the command wrote every
     # hour (all cold by now) to the month file; the replay rewrote that file into hourly
     # files: 72 files, one after the job
-    assert (tables_done["order_completed"]["files_before"],
-            tables_done["order_completed"]["files_after"]) == (72, 1)
+    assert (
+        tables_done["order_completed"]["files_before"],
+        tables_done["order_completed"]["files_after"],
+    ) == (72, 1)
     assert meta["compact_tables"]["files_before"].value == 3 * 72
     # each compacted table's asset page shows it (an observation of the table's asset)
-    seen = {tuple(e.asset_key.path): e.event_specific_data.asset_observation.metadata
-            for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"}
+    seen = {
+        tuple(e.asset_key.path): e.event_specific_data.asset_observation.metadata
+        for e in result.all_events
+        if e.event_type_value == "ASSET_OBSERVATION"
+    }
     observed = seen[(settings.sources[0].slug, "order_completed")]
-    assert (observed["compaction/files_before"].value,
-            observed["compaction/files_after"].value) == (72, 1)
+    assert (
+        observed["compaction/files_before"].value,
+        observed["compaction/files_after"].value,
+    ) == (72, 1)
     assert os.path.exists(done["report"])
     assert "maintain_tables" in meta  # the expiry ran after it
     assert contents(root) == lake["before"]["rows"]

@@ -46,8 +46,14 @@ def no_spark():
 
 def request(lake: dict, hours, fmt: str = "iceberg", **kw) -> SyncRequest:
     kw.setdefault("local_max_bytes", LOCAL)
-    return SyncRequest(lake["lake_root"], lake["archive_root"], SRC, tuple(hours),
-                       table_format=FormatConfig(format=fmt), **kw)
+    return SyncRequest(
+        lake["lake_root"],
+        lake["archive_root"],
+        SRC,
+        tuple(hours),
+        table_format=FormatConfig(format=fmt),
+        **kw,
+    )
 
 
 def sync(lake: dict, hours, fmt: str = "iceberg", spark=no_spark, **kw):
@@ -60,9 +66,11 @@ def roots(base) -> dict:
 
 def segment_rows(con, lake_root: str, table: str) -> tuple[list, list]:
     """``(columns and types, rows by message id)`` of a Segment-layout table."""
-    rel = con.sql(f"SELECT * EXCLUDE (segment_type) FROM read_parquet('{lake_root}/data/{SRC}/segment_type={table}/"
-                  "*/*/*.parquet', hive_partitioning = true, hive_types_autocast = false, "
-                  "union_by_name = true) ORDER BY message_id")
+    rel = con.sql(
+        f"SELECT * EXCLUDE (segment_type) FROM read_parquet('{lake_root}/data/{SRC}/segment_type={table}/"
+        "*/*/*.parquet', hive_partitioning = true, hive_types_autocast = false, "
+        "union_by_name = true) ORDER BY message_id"
+    )
     return _described(rel), rel.fetchall()
 
 
@@ -86,8 +94,14 @@ def twins(tmp_path_factory, spark):
     (Spark jobs)."""
     base = tmp_path_factory.mktemp("twins")
     archive = str(base / "archive")
-    generate_archive(archive, SRC, [ArchiveHour.parse(h) for h in HOURS],
-                     events_per_hour=300, files_per_hour=2, seed=3)
+    generate_archive(
+        archive,
+        SRC,
+        [ArchiveHour.parse(h) for h in HOURS],
+        events_per_hour=300,
+        files_per_hour=2,
+        seed=3,
+    )
     seg = {"archive_root": archive, "lake_root": str(base / "segment")}
     ice = {"archive_root": archive, "lake_root": str(base / "iceberg")}
     sync(seg, HOURS, "segment")
@@ -101,17 +115,22 @@ def test_every_table_holds_the_segment_layouts_columns_types_and_rows(twins):
     ice = tables(sql_catalog(twins["iceberg"]["lake_root"]), SRC)
     seg_root = twins["segment"]["lake_root"]
     assert set(ice) == {d.split("=", 1)[1] for d in os.listdir(f"{seg_root}/data/{SRC}")} | {
-        "quarantine"}
+        "quarantine"
+    }
     for folder in ("data", "quarantine", "sync_reports"):  # no Segment-layout folders
         assert not os.path.exists(f"{twins['iceberg']['lake_root']}/{folder}")
     # the quarantine holds the same records (each lake's own run id aside)
-    seg_q = con.sql(f"SELECT * EXCLUDE (run_id) FROM read_parquet('{seg_root}/quarantine/{SRC}/"
-                    "*/*/*.parquet', hive_partitioning = true, hive_types_autocast = false)")
-    ice_q = con.sql(f"SELECT * EXCLUDE (run_id) FROM iceberg_scan("
-                    f"'{ice.pop('quarantine').metadata_location}')")
+    seg_q = con.sql(
+        f"SELECT * EXCLUDE (run_id) FROM read_parquet('{seg_root}/quarantine/{SRC}/"
+        "*/*/*.parquet', hive_partitioning = true, hive_types_autocast = false)"
+    )
+    ice_q = con.sql(
+        f"SELECT * EXCLUDE (run_id) FROM iceberg_scan('{ice.pop('quarantine').metadata_location}')"
+    )
     assert _described(ice_q) == _described(seg_q)
     assert sorted(map(repr, _by_name(_described(ice_q), ice_q.fetchall()))) == sorted(
-        map(repr, _by_name(_described(seg_q), seg_q.fetchall())))
+        map(repr, _by_name(_described(seg_q), seg_q.fetchall()))
+    )
     for table, tbl in ice.items():
         seg_cols, seg_rows = segment_rows(con, seg_root, table)
         ice_cols, ice_rows = iceberg_rows(con, tbl)
@@ -132,8 +151,10 @@ def test_the_lake_holds_what_the_oracle_says(twins):
     lake = twins["iceberg"]
     store = LocalStore()
     expected = Oracle(store, lake["archive_root"], SRC).sync(HOURS).expected()
-    found = compare(expected, read_iceberg_lake(store, sql_catalog(lake["lake_root"]),
-                                                lake["lake_root"], SRC, SRC))
+    found = compare(
+        expected,
+        read_iceberg_lake(store, sql_catalog(lake["lake_root"]), lake["lake_root"], SRC, SRC),
+    )
     assert found.ok, str(found)
 
 
@@ -141,18 +162,27 @@ def test_the_lake_holds_what_the_oracle_says(twins):
 def test_a_query_on_one_hour_reads_only_that_hours_files(twins):
     con = duckdb_with_iceberg()
     tbl = tables(sql_catalog(twins["iceberg"]["lake_root"]), SRC)["tracks"]
-    plan = con.sql(f"EXPLAIN ANALYZE SELECT count(message_id) FROM iceberg_scan('{tbl.metadata_location}')"
-                   " WHERE day = '2026-11-21' AND hr = '11'").fetchall()[0][1]
+    plan = con.sql(
+        f"EXPLAIN ANALYZE SELECT count(message_id) FROM iceberg_scan('{tbl.metadata_location}')"
+        " WHERE day = '2026-11-21' AND hr = '11'"
+    ).fetchall()[0][1]
     assert re.search(r"Total Files Read: 1\b", plan), plan
-    everything = con.sql(f"EXPLAIN ANALYZE SELECT count(message_id) FROM "
-                         f"iceberg_scan('{tbl.metadata_location}')").fetchall()[0][1]
+    everything = con.sql(
+        f"EXPLAIN ANALYZE SELECT count(message_id) FROM iceberg_scan('{tbl.metadata_location}')"
+    ).fetchall()[0][1]
     assert re.search(r"Total Files Read: 3\b", everything), everything
 
 
 def test_a_replay_replaces_an_hour_and_a_late_file_adds_to_it(tmp_path):
     lake = roots(tmp_path)
-    generate_archive(lake["archive_root"], SRC, [ArchiveHour.parse(h) for h in HOURS[:2]],
-                     events_per_hour=200, files_per_hour=1, seed=5)
+    generate_archive(
+        lake["archive_root"],
+        SRC,
+        [ArchiveHour.parse(h) for h in HOURS[:2]],
+        events_per_hour=200,
+        files_per_hour=1,
+        seed=5,
+    )
     sync(lake, HOURS[:2])
     cat = sql_catalog(lake["lake_root"])
     before = {t: tbl.scan().to_arrow().num_rows for t, tbl in tables(cat, SRC).items()}
@@ -161,9 +191,14 @@ def test_a_replay_replaces_an_hour_and_a_late_file_adds_to_it(tmp_path):
     assert {t: tbl.scan().to_arrow().num_rows for t, tbl in after.items()} == before
     assert after["tracks"].current_snapshot().summary[RUN_PROPERTY] == replay.source.run_id
 
-    write_hour(lake["archive_root"], SRC, HOURS[0],
-               [msg(f"late-{i}", hour=HOURS[0], properties={"total": i}) for i in range(7)]
-               + [msg("late-0", hour=HOURS[0])], name="late.jsonl.gz")
+    write_hour(
+        lake["archive_root"],
+        SRC,
+        HOURS[0],
+        [msg(f"late-{i}", hour=HOURS[0], properties={"total": i}) for i in range(7)]
+        + [msg("late-0", hour=HOURS[0])],
+        name="late.jsonl.gz",
+    )
     sync(lake, HOURS[:1], replay=True)
     rows = tables(cat, SRC)["order_completed"].scan().to_arrow()
     assert rows.num_rows == before["order_completed"] + 7
@@ -182,19 +217,23 @@ def test_a_type_that_widens_every_hour_keeps_every_value_readable(tmp_path):
     lake = roots(tmp_path)
     values = {HOURS[0]: 7, HOURS[1]: 2.5, HOURS[2]: "seven"}
     for i, (hour, v) in enumerate(values.items()):
-        write_hour(lake["archive_root"], SRC, hour,
-                   [msg(f"m{i}", hour=hour, properties={"v": v, "n": i})])
+        write_hour(
+            lake["archive_root"], SRC, hour, [msg(f"m{i}", hour=hour, properties={"v": v, "n": i})]
+        )
     con = duckdb_with_iceberg()
     seen = []
     for hour, expected_type, expected in (
-            (HOURS[0], "BIGINT", {"m0": 7}),
-            (HOURS[1], "DOUBLE", {"m0": 7.0, "m1": 2.5}),
-            # the stored double 7.0 becomes '7.0' (a re-sync of hour 10 writes '7')
-            (HOURS[2], "VARCHAR", {"m0": "7.0", "m1": "2.5", "m2": "seven"})):
+        (HOURS[0], "BIGINT", {"m0": 7}),
+        (HOURS[1], "DOUBLE", {"m0": 7.0, "m1": 2.5}),
+        # the stored double 7.0 becomes '7.0' (a re-sync of hour 10 writes '7')
+        (HOURS[2], "VARCHAR", {"m0": "7.0", "m1": "2.5", "m2": "seven"}),
+    ):
         report = sync(lake, [hour])
         tbl = tables(sql_catalog(lake["lake_root"]), SRC)["order_completed"]
-        rel = con.sql(f"SELECT message_id, properties_v, properties_n, day, hr FROM "
-                      f"iceberg_scan('{tbl.metadata_location}') ORDER BY 1")
+        rel = con.sql(
+            f"SELECT message_id, properties_v, properties_n, day, hr FROM "
+            f"iceberg_scan('{tbl.metadata_location}') ORDER BY 1"
+        )
         assert str(dict(zip(rel.columns, rel.types))["properties_v"]) == expected_type
         rows = rel.fetchall()
         assert {r[0]: r[1] for r in rows} == expected
@@ -203,8 +242,11 @@ def test_a_type_that_widens_every_hour_keeps_every_value_readable(tmp_path):
         # the columns in the order of the lake's schema record, then the partition columns
         record = [n for n, _ in read_schema_record(lake["lake_root"], SRC)["order_completed"]]
         assert [f.name for f in tbl.schema().fields] == record + ["day", "hr"]
-    assert seen == [[], [{"name": "properties_v", "from": "bigint", "to": "double"}],
-                    [{"name": "properties_v", "from": "double", "to": "string"}]]
+    assert seen == [
+        [],
+        [{"name": "properties_v", "from": "bigint", "to": "double"}],
+        [{"name": "properties_v", "from": "double", "to": "string"}],
+    ]
 
 
 # ------------------------------------------------------------------------------- kills
@@ -215,8 +257,12 @@ def spawn_sync(lake: dict, hours, fault: str) -> subprocess.Popen:
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     env[FAULT_ENV] = fault
     args = request(lake, hours).to_args()
-    return subprocess.Popen([sys.executable, "-m", "datalake_assets.transform.job", *args],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "datalake_assets.transform.job", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def table_hours(lake_root: str) -> dict[tuple[str, str], list[str]]:
@@ -243,30 +289,44 @@ def converged(tmp_path_factory):
 
 
 def write_v1(archive_root: str) -> None:
-    generate_archive(archive_root, SRC, [ArchiveHour.parse(h) for h in HOURS[:2]],
-                     events_per_hour=200, files_per_hour=1, seed=9)
+    generate_archive(
+        archive_root,
+        SRC,
+        [ArchiveHour.parse(h) for h in HOURS[:2]],
+        events_per_hour=200,
+        files_per_hour=1,
+        seed=9,
+    )
 
 
 def write_late(archive_root: str) -> None:
-    write_hour(archive_root, SRC, HOURS[0],
-               [msg(f"late-{i}", hour=HOURS[0], properties={"total": i}) for i in range(12)]
-               + [msg(f"late-id-{i}", hour=HOURS[0], type="identify") for i in range(5)],
-               name="late.jsonl.gz")
+    write_hour(
+        archive_root,
+        SRC,
+        HOURS[0],
+        [msg(f"late-{i}", hour=HOURS[0], properties={"total": i}) for i in range(12)]
+        + [msg(f"late-id-{i}", hour=HOURS[0], type="identify") for i in range(5)],
+        name="late.jsonl.gz",
+    )
 
 
 @pytest.mark.reliability
 @pytest.mark.parametrize("point", ["staged", "mid_commit", "committed"])
 def test_killed_at_a_commit_point_readers_see_whole_hours_and_the_next_run_converges(
-        tmp_path, converged, point, reliability):
+    tmp_path, converged, point, reliability
+):
     lake = roots(tmp_path)
     write_v1(lake["archive_root"])
     sync(lake, HOURS[:2])
     v1 = table_hours(lake["lake_root"])
     write_late(lake["archive_root"])
     store = LocalStore()
-    reliability.expect(Oracle(store, lake["archive_root"], SRC).sync(HOURS[:2]).expected(),
-                       lambda: read_iceberg_lake(store, sql_catalog(lake["lake_root"]),
-                                                 lake["lake_root"], SRC, SRC))
+    reliability.expect(
+        Oracle(store, lake["archive_root"], SRC).sync(HOURS[:2]).expected(),
+        lambda: read_iceberg_lake(
+            store, sql_catalog(lake["lake_root"]), lake["lake_root"], SRC, SRC
+        ),
+    )
     reliability.fault()
 
     proc = spawn_sync(lake, HOURS[:2], point)
@@ -282,7 +342,7 @@ def test_killed_at_a_commit_point_readers_see_whole_hours_and_the_next_run_conve
     if point == "mid_commit":
         # cut between tables' commits (a few run at once): some tables have the killed run's
         # snapshot, the others not yet
-        journal, = os.listdir(f"{lake['lake_root']}/_commits/{SRC}")
+        (journal,) = os.listdir(f"{lake['lake_root']}/_commits/{SRC}")
         killed = journal.removesuffix(".json")
         done = [applied(t, killed) for t in tables(sql_catalog(lake["lake_root"]), SRC).values()]
         assert 0 < sum(done) < len(done)
@@ -304,8 +364,14 @@ def test_maintenance_expires_old_snapshots_and_deletes_files_no_snapshot_referen
     from datetime import timedelta
 
     lake = roots(tmp_path)
-    generate_archive(lake["archive_root"], SRC, [ArchiveHour.parse(HOURS[0])],
-                     events_per_hour=100, files_per_hour=1, seed=2)
+    generate_archive(
+        lake["archive_root"],
+        SRC,
+        [ArchiveHour.parse(HOURS[0])],
+        events_per_hour=100,
+        files_per_hour=1,
+        seed=2,
+    )
     sync(lake, HOURS[:1])
     sync(lake, HOURS[:1], replay=True)  # the first version's files are now replaced
     fmt = table_format(ICEBERG, lake["lake_root"])
@@ -331,9 +397,12 @@ def test_maintenance_expires_old_snapshots_and_deletes_files_no_snapshot_referen
     assert left == live
     tbl = fmt.load(src, "pages")
     assert len(tbl.snapshots()) == 1 and tbl.scan().to_arrow().num_rows == rows
-    assert duckdb_with_iceberg().sql(f"SELECT count(*) FROM iceberg_scan("
-                                     f"'{tbl.metadata_location}')").fetchone()[0] == rows
-
+    assert (
+        duckdb_with_iceberg()
+        .sql(f"SELECT count(*) FROM iceberg_scan('{tbl.metadata_location}')")
+        .fetchone()[0]
+        == rows
+    )
 
 
 # ----------------------------------------------------------------------------- settings
@@ -346,8 +415,10 @@ def test_the_table_format_is_chosen_by_settings_or_environment_and_travels_to_a_
 
     assert load_settings(env={}).table_format == "segment"
     file = tmp_path / "lake.toml"
-    file.write_text('table_format = "iceberg"\n[iceberg]\nretention_hours = 24\n'
-                    '[catalog]\nbackend = "glue"\nglue_region = "eu-west-1"\n')
+    file.write_text(
+        'table_format = "iceberg"\n[iceberg]\nretention_hours = 24\n'
+        '[catalog]\nbackend = "glue"\nglue_region = "eu-west-1"\n'
+    )
     settings = load_settings(file, env={})
     cfg = FormatConfig.of_settings(settings)
     # [iceberg]'s Glue keys left empty take [catalog]'s
@@ -374,18 +445,32 @@ def test_dagster_materializes_iceberg_tables_and_runs_their_checks_alone(spark, 
     from datalake_assets.orchestration.resources import LocalSparkCompute
     from datalake_assets_tests.support.settings_files import load_lake_toml
 
-    settings = load_lake_toml(tmp_path, 'archive_root = "archive"\nlake_root = "lake"\n'
-                                        'table_format = "iceberg"\n[catalog]\nbackend = "none"\n'
-                                        '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n')
-    write_hour(settings.archive_root, "web", HOURS[0],
-               [msg(f"m{i}", hour=HOURS[0], type="page", name="Home") for i in range(12)])
+    settings = load_lake_toml(
+        tmp_path,
+        'archive_root = "archive"\nlake_root = "lake"\n'
+        'table_format = "iceberg"\n[catalog]\nbackend = "none"\n'
+        '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n',
+    )
+    write_hour(
+        settings.archive_root,
+        "web",
+        HOURS[0],
+        [msg(f"m{i}", hour=HOURS[0], type="page", name="Home") for i in range(12)],
+    )
     assets = build_source_assets(settings, settings.sources[0])
     instance = DagsterInstance.ephemeral()
-    result = materialize(assets, resources={"compute": LocalSparkCompute()},
-                         partition_key="2026-11-21-10:00", instance=instance)
+    result = materialize(
+        assets,
+        resources={"compute": LocalSparkCompute()},
+        partition_key="2026-11-21-10:00",
+        instance=instance,
+    )
     assert result.success
-    pages = next(m for m in result.get_asset_materialization_events()
-                 if m.asset_key == AssetKey(["web", "pages"])).materialization.metadata
+    pages = next(
+        m
+        for m in result.get_asset_materialization_events()
+        if m.asset_key == AssetKey(["web", "pages"])
+    ).materialization.metadata
     fmt = table_format(FormatConfig(format="iceberg"), settings.lake_root)
     tbl = fmt.load(SourceTables("web", "web"), "pages")
     assert pages["dagster/uri"].value == tbl.location().removeprefix("file://")
@@ -393,22 +478,32 @@ def test_dagster_materializes_iceberg_tables_and_runs_their_checks_alone(spark, 
     assert pages["dagster/table_name"].value == "web.pages"
     assert pages["rows"].value == 12
     # files and bytes are those a reader of the table reads for the hour (not the staged ones)
-    read = [(f.file_path, f.file_size_in_bytes) for f in (
-        t.file for t in tbl.scan(row_filter="day = '2026-11-21' AND hr = '10'").plan_files())]
+    read = [
+        (f.file_path, f.file_size_in_bytes)
+        for f in (
+            t.file for t in tbl.scan(row_filter="day = '2026-11-21' AND hr = '10'").plan_files()
+        )
+    ]
     assert (pages["files"].value, pages["bytes"].value) == (len(read), sum(b for _, b in read))
 
-    checks = [AssetCheckKey(AssetKey(["web", "pages"]), n)
-              for n in ("duplicates", "type_drift", "schema_conformance")]
+    checks = [
+        AssetCheckKey(AssetKey(["web", "pages"]), n)
+        for n in ("duplicates", "type_drift", "schema_conformance")
+    ]
 
     def alone() -> dict:
-        out = materialize(assets, selection=AssetSelection.checks(*checks),
-                          resources={"compute": LocalSparkCompute()}, instance=instance)
+        out = materialize(
+            assets,
+            selection=AssetSelection.checks(*checks),
+            resources={"compute": LocalSparkCompute()},
+            instance=instance,
+        )
         assert out.success and not out.get_asset_materialization_events()
         return {e.check_name: e for e in out.get_asset_check_evaluations()}
 
     assert all(e.passed for e in alone().values())
     # a file in the table's folder that no snapshot references (a dead writer's) is not read
-    live, = fmt.live_files(SourceTables("web", "web"), "pages", "2026112110")
+    (live,) = fmt.live_files(SourceTables("web", "web"), "pages", "2026112110")
     shutil.copy(live[0], live[0].replace(".parquet", "-orphan.parquet"))
     assert alone()["duplicates"].passed
     # rows committed twice are: the checks read the table's current snapshot
@@ -421,8 +516,7 @@ def test_dagster_materializes_iceberg_tables_and_runs_their_checks_alone(spark, 
 
 
 @pytest.mark.spark
-def test_forget_erases_through_iceberg_and_no_file_or_snapshot_keeps_the_person(
-        spark, tmp_path):
+def test_forget_erases_through_iceberg_and_no_file_or_snapshot_keeps_the_person(spark, tmp_path):
     """The people's lake in Iceberg mode: ``forget`` replaces each hour of each table holding
     the person in one Iceberg commit, then expires the older snapshots and deletes the files
     only they referenced. The proof reads every Parquet file under the lake (old versions
@@ -441,12 +535,19 @@ def test_forget_erases_through_iceberg_and_no_file_or_snapshot_keeps_the_person(
     assert not os.path.exists(f"{root}/lake/data")
     before = people.lake_snapshot(settings)
     assert people.target_traces(before)
-    hashes = frozenset(identity_hash(lake_key(settings.lake_root), i) for i in (
-        identity("user_id", "u-target"), identity("anonymous_id", "anon-t"),
-        identity("anonymous_id", "anon-old"), identity("email", people.EMAIL)))
+    hashes = frozenset(
+        identity_hash(lake_key(settings.lake_root), i)
+        for i in (
+            identity("user_id", "u-target"),
+            identity("anonymous_id", "anon-t"),
+            identity("anonymous_id", "anon-old"),
+            identity("email", people.EMAIL),
+        )
+    )
 
-    result = forget(settings, ForgetRequest("r-ice", (identity("user_id", "u-target"),),
-                                            follow_links=True))
+    result = forget(
+        settings, ForgetRequest("r-ice", (identity("user_id", "u-target"),), follow_links=True)
+    )
     assert result.status == "completed" and result.rows_remaining == 0, result
     after = people.lake_snapshot(settings)  # every Parquet file under the lake
     assert people.target_traces(after, hashes) == []
@@ -454,7 +555,7 @@ def test_forget_erases_through_iceberg_and_no_file_or_snapshot_keeps_the_person(
     assert result.rows_removed["tracks"] == 6 and result.rows_removed["order_completed"] == 4
     # every table readable, one snapshot left in each table the erasure touched
     con = duckdb_with_iceberg()
-    for name, tbl in tables(sql_catalog(settings.lake_root), "web").items():
+    for _name, tbl in tables(sql_catalog(settings.lake_root), "web").items():
         n = con.sql(f"SELECT count(*) FROM iceberg_scan('{tbl.metadata_location}')").fetchone()
         assert n[0] == tbl.scan().to_arrow().num_rows
     assert len(tables(sql_catalog(settings.lake_root), "web")["tracks"].snapshots()) == 1
@@ -465,11 +566,15 @@ def _build_people(spark, settings, people) -> None:
 
     for source, lines in (("web", people.web_lines()), ("app", people.app_lines())):
         for hour, hour_lines in lines.items():
-            cleaned = [{k: v for k, v in ln.items() if v is not None}
-                       if isinstance(ln, dict) else ln for ln in hour_lines]
+            cleaned = [
+                {k: v for k, v in ln.items() if v is not None} if isinstance(ln, dict) else ln
+                for ln in hour_lines
+            ]
             write_hour(settings.archive_root, source, hour, cleaned)
-        run_sync(spark, request_from_settings(settings, settings.source(source), people.HOURS,
-                                              replay=False))
+        run_sync(
+            spark,
+            request_from_settings(settings, settings.source(source), people.HOURS, replay=False),
+        )
 
 
 # ------------------------------------------------------------------- maintenance job, CLI
@@ -485,22 +590,33 @@ def test_the_maintenance_job_and_command_expire_what_the_retention_allows(tmp_pa
     )
     from datalake_assets_tests.support.settings_files import load_lake_toml
 
-    base = 'archive_root = "archive"\nlake_root = "lake"\n[catalog]\nbackend = "none"\n' \
-           '[[sources]]\nid = "ice"\nstart = "2026-11-01-00:00"\n'
+    base = (
+        'archive_root = "archive"\nlake_root = "lake"\n[catalog]\nbackend = "none"\n'
+        '[[sources]]\nid = "ice"\nstart = "2026-11-01-00:00"\n'
+    )
     (tmp_path / "seg").mkdir()
     assert build_maintenance_automation(load_lake_toml(tmp_path / "seg", base)) == ([], [])
     settings = load_lake_toml(tmp_path, 'table_format = "iceberg"\n' + base)
     lake = {"archive_root": settings.archive_root, "lake_root": settings.lake_root}
-    generate_archive(lake["archive_root"], SRC, [ArchiveHour.parse(HOURS[0])],
-                     events_per_hour=100, files_per_hour=1, seed=4)
+    generate_archive(
+        lake["archive_root"],
+        SRC,
+        [ArchiveHour.parse(HOURS[0])],
+        events_per_hour=100,
+        files_per_hour=1,
+        seed=4,
+    )
     sync(lake, HOURS[:1])
     sync(lake, HOURS[:1], replay=True)
     [job], [schedule] = build_maintenance_automation(settings)
     assert job.name == MAINTENANCE_JOB and schedule.job_name == MAINTENANCE_JOB
     result = job.execute_in_process(instance=DagsterInstance.ephemeral())
     assert result.success
-    [event] = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"
-               and e.step_key == "maintain_tables"]  # after compact_tables (test_compaction)
+    [event] = [
+        e
+        for e in result.all_events
+        if e.event_type_value == "STEP_OUTPUT" and e.step_key == "maintain_tables"
+    ]  # after compact_tables (test_compaction)
     done = event.event_specific_data.metadata["sources"].value[SRC]
     # the default retention (168 h) keeps this hour's versions
     assert done["pages"]["snapshots_expired"] == 0 and done["pages"]["orphan_files_removed"] == 0
@@ -516,8 +632,9 @@ def test_the_maintenance_job_and_command_expire_what_the_retention_allows(tmp_pa
 # ------------------------------------------------------------------------- Glue and S3
 
 
-def test_glue_catalog_and_s3_lake_hold_what_the_oracle_says(tmp_path, moto_bucket,
-                                                           moto_endpoint, monkeypatch):
+def test_glue_catalog_and_s3_lake_hold_what_the_oracle_says(
+    tmp_path, moto_bucket, moto_endpoint, monkeypatch
+):
     """An S3 lake with its Iceberg tables in Glue (moto's server on loopback): the tables are
     Glue tables of type ICEBERG pointing at their metadata (what Athena reads), and hold what
     the oracle says; a replay replaces an hour there too."""
@@ -529,25 +646,55 @@ def test_glue_catalog_and_s3_lake_hold_what_the_oracle_says(tmp_path, moto_bucke
     client, bucket = moto_bucket
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     archive = str(tmp_path / "archive")
-    generate_archive(archive, SRC, [ArchiveHour.parse(h) for h in HOURS[:2]],
-                     events_per_hour=150, files_per_hour=1, seed=8)
-    glue = FormatConfig(format="iceberg", catalog="glue", glue_region="us-east-1",
-                        glue_endpoint_url=moto_endpoint, s3_endpoint_url=moto_endpoint)
+    generate_archive(
+        archive,
+        SRC,
+        [ArchiveHour.parse(h) for h in HOURS[:2]],
+        events_per_hour=150,
+        files_per_hour=1,
+        seed=8,
+    )
+    glue = FormatConfig(
+        format="iceberg",
+        catalog="glue",
+        glue_region="us-east-1",
+        glue_endpoint_url=moto_endpoint,
+        s3_endpoint_url=moto_endpoint,
+    )
     lake = {"archive_root": archive, "lake_root": f"s3://{bucket}/lake"}
 
     def glue_sync(hours, **kw):
-        return run_sync(no_spark, SyncRequest(lake["lake_root"], archive, SRC, tuple(hours),
-                                              local_max_bytes=LOCAL, table_format=glue, **kw))
+        return run_sync(
+            no_spark,
+            SyncRequest(
+                lake["lake_root"],
+                archive,
+                SRC,
+                tuple(hours),
+                local_max_bytes=LOCAL,
+                table_format=glue,
+                **kw,
+            ),
+        )
 
     glue_sync(HOURS[:2])
     glue_sync(HOURS[1:2], replay=True)
-    described = boto3.client("glue", region_name="us-east-1", endpoint_url=moto_endpoint
-                             ).get_table(DatabaseName=SRC, Name="tracks")["Table"]
+    described = boto3.client("glue", region_name="us-east-1", endpoint_url=moto_endpoint).get_table(
+        DatabaseName=SRC, Name="tracks"
+    )["Table"]
     assert described["Parameters"]["table_type"] == "ICEBERG"
     assert described["Parameters"]["metadata_location"].startswith(
-        f"s3://{bucket}/lake/iceberg/{SRC}/tracks/metadata/")
-    reader = GlueCatalog("reader", **{"glue.region": "us-east-1", "glue.endpoint": moto_endpoint,
-                                      "s3.endpoint": moto_endpoint, "s3.region": "us-east-1"})
+        f"s3://{bucket}/lake/iceberg/{SRC}/tracks/metadata/"
+    )
+    reader = GlueCatalog(
+        "reader",
+        **{
+            "glue.region": "us-east-1",
+            "glue.endpoint": moto_endpoint,
+            "s3.endpoint": moto_endpoint,
+            "s3.region": "us-east-1",
+        },
+    )
     store = S3Store(moto_endpoint)
     expected = Oracle(LocalStore(), archive, SRC).sync(HOURS[:2]).expected()
     found = compare(expected, read_iceberg_lake(store, reader, lake["lake_root"], SRC, SRC))
@@ -558,31 +705,65 @@ def test_datalake_sql_reads_the_iceberg_tables_and_the_lakes_own_records(tmp_pat
     from datalake_assets.cli import main
     from datalake_assets_tests.support.settings_files import load_lake_toml
 
-    settings = load_lake_toml(tmp_path, 'table_format = "iceberg"\narchive_root = "archive"\n'
-                                        'lake_root = "lake"\n[catalog]\nbackend = "none"\n'
-                                        '[[sources]]\nid = "ice"\nstart = "2026-11-01-00:00"\n')
+    settings = load_lake_toml(
+        tmp_path,
+        'table_format = "iceberg"\narchive_root = "archive"\n'
+        'lake_root = "lake"\n[catalog]\nbackend = "none"\n'
+        '[[sources]]\nid = "ice"\nstart = "2026-11-01-00:00"\n',
+    )
     lake = {"archive_root": settings.archive_root, "lake_root": settings.lake_root}
-    write_hour(lake["archive_root"], SRC, HOURS[0],
-               [msg(f"m{i}", hour=HOURS[0], type="page", name="Home") for i in range(9)]
-               + [b"{not json", msg("no-type", hour=HOURS[0], type=None)])
+    write_hour(
+        lake["archive_root"],
+        SRC,
+        HOURS[0],
+        [msg(f"m{i}", hour=HOURS[0], type="page", name="Home") for i in range(9)]
+        + [b"{not json", msg("no-type", hour=HOURS[0], type=None)],
+    )
     sync(lake, HOURS[:1])
     file = str(tmp_path / "lake.toml")
     capsys.readouterr()
-    assert main(["--settings", file, "sql", "SELECT hr, count(*) AS n FROM ice.pages "
-                 "WHERE day = '2026-11-21' GROUP BY hr"]) == 0
+    assert (
+        main(
+            [
+                "--settings",
+                file,
+                "sql",
+                "SELECT hr, count(*) AS n FROM ice.pages WHERE day = '2026-11-21' GROUP BY hr",
+            ]
+        )
+        == 0
+    )
     assert re.search(r"│ 10 +│ +9 │", capsys.readouterr().out)
-    assert main(["--settings", file, "sql",
-                 "SELECT count(*) AS n FROM ice.quarantine WHERE level = 'line'"]) == 0
+    assert (
+        main(
+            [
+                "--settings",
+                file,
+                "sql",
+                "SELECT count(*) AS n FROM ice.quarantine WHERE level = 'line'",
+            ]
+        )
+        == 0
+    )
     assert re.search(r"│ +2 │", capsys.readouterr().out)
-    assert main(["--settings", file, "sql", "SELECT sum(row_count) AS r FROM "
-                 "segment_datalake_meta.sync_reports WHERE table_name = 'pages'"]) == 0
+    assert (
+        main(
+            [
+                "--settings",
+                file,
+                "sql",
+                "SELECT sum(row_count) AS r FROM "
+                "segment_datalake_meta.sync_reports WHERE table_name = 'pages'",
+            ]
+        )
+        == 0
+    )
     assert re.search(r"│ +9 │", capsys.readouterr().out)
     assert main(["--settings", file, "sql", "SELECT * FROM ice.nope"]) == 2
     assert "nope does not exist" in capsys.readouterr().err
     # the sync reports are an Iceberg table too (no Parquet folder of its own)
     assert not os.path.exists(f"{settings.lake_root}/sync_reports")
-    reports = sql_catalog(settings.lake_root).load_table(("segment_datalake_meta",
-                                                          "sync_reports"))
+    reports = sql_catalog(settings.lake_root).load_table(("segment_datalake_meta", "sync_reports"))
     assert [f.name for f in reports.spec().fields] == ["source_id", "day"]
 
 
@@ -594,13 +775,17 @@ def test_appends_of_several_writers_to_the_reports_table_all_land(tmp_path):
     import pyarrow as pa
 
     fmt = table_format(ICEBERG, str(tmp_path / "lake"))
-    rows = [pa.table({"run_id": [f"w{w}-{i}"], "source_id": [f"s{w}"], "day": ["2026-11-21"]})
-            for w in range(3) for i in range(6)]
+    rows = [
+        pa.table({"run_id": [f"w{w}-{i}"], "source_id": [f"s{w}"], "day": ["2026-11-21"]})
+        for w in range(3)
+        for i in range(6)
+    ]
 
     def writer(w: int) -> None:
-        for r in rows[w * 6:(w + 1) * 6]:
+        for r in rows[w * 6 : (w + 1) * 6]:
             assert table_format(ICEBERG, str(tmp_path / "lake")).append(
-                "meta", "sync_reports", r, ("source_id", "day"))
+                "meta", "sync_reports", r, ("source_id", "day")
+            )
 
     fmt.append("meta", "sync_reports", rows[0].slice(0, 0), ("source_id", "day"))
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
@@ -610,7 +795,8 @@ def test_appends_of_several_writers_to_the_reports_table_all_land(tmp_path):
         t.join()
     got = sql_catalog(str(tmp_path / "lake")).load_table(("meta", "sync_reports")).scan()
     assert sorted(got.to_arrow()["run_id"].to_pylist()) == sorted(
-        r["run_id"][0].as_py() for r in rows)
+        r["run_id"][0].as_py() for r in rows
+    )
 
 
 def test_models_are_left_out_of_an_iceberg_lake_without_a_profile_that_reads_it(tmp_path):
@@ -620,7 +806,8 @@ def test_models_are_left_out_of_an_iceberg_lake_without_a_profile_that_reads_it(
     from datalake_assets.orchestration.models import build_model_assets
     from datalake_assets_tests.support.settings_files import load_lake_toml
 
-    settings = load_lake_toml(tmp_path, 'table_format = "iceberg"\n[[sources]]\nid = "ice"\n'
-                                        'start = "2026-11-01-00:00"\n')
+    settings = load_lake_toml(
+        tmp_path, 'table_format = "iceberg"\n[[sources]]\nid = "ice"\nstart = "2026-11-01-00:00"\n'
+    )
     assert "cannot read Iceberg tables" in can_run(settings)
     assert build_model_assets(settings, settings.sources[0], ["pages", "tracks"]) == []

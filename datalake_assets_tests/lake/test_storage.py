@@ -43,14 +43,21 @@ def test_a_small_file_is_one_put_and_directories_cost_nothing(s3):
     storage.create_dir(directory)
     assert seen == []  # S3 has no directories: no marker objects, no request
     storage.write_bytes_atomic(f"{directory}/part-0.json", b'{"n": 1}')
-    assert seen == [("PUT", f"/{bucket}/lake/_staging/src/run/data/segment_type%3Dpages/"
-                            "day%3D2026-11-21/part-0.json")]
+    assert seen == [
+        (
+            "PUT",
+            f"/{bucket}/lake/_staging/src/run/data/segment_type%3Dpages/"
+            "day%3D2026-11-21/part-0.json",
+        )
+    ]
     # only the file exists: no empty "directory/" objects on the way to it
     assert _keys(s3["client"], bucket) == [
-        "lake/_staging/src/run/data/segment_type=pages/day=2026-11-21/part-0.json"]
+        "lake/_staging/src/run/data/segment_type=pages/day=2026-11-21/part-0.json"
+    ]
     assert storage.read_bytes(f"{directory}/part-0.json") == b'{"n": 1}'
     assert storage.list_files(f"s3://{bucket}/lake/_staging/src/run/data", recursive=True) == [
-        (f"{directory}/part-0.json", 8)]
+        (f"{directory}/part-0.json", 8)
+    ]
 
 
 def test_a_write_into_a_missing_bucket_still_fails(s3):

@@ -50,11 +50,15 @@ def built(spark, hive_metastore_dir, tmp_path_factory):
     (home / "my_models").mkdir()
     (home / "my_models" / "signups.sql").write_text(SIGNUPS)
     (home / "my_models" / "daily_active_users.sql").write_text(readme_model())
-    settings = load_lake_toml(home, (
-        'archive_root = "archive"\nlake_root = "lake"\n'
-        f'[catalog]\nmetastore_dir = "{hive_metastore_dir}"\n'
-        '[models]\nbuild_dir = "dbt"\nuser_models_dir = "my_models"\n'
-        f'[[sources]]\nid = "{SLUG}"\nstart = "{tr.D0}-00:00"\n'))
+    settings = load_lake_toml(
+        home,
+        (
+            'archive_root = "archive"\nlake_root = "lake"\n'
+            f'[catalog]\nmetastore_dir = "{hive_metastore_dir}"\n'
+            '[models]\nbuild_dir = "dbt"\nuser_models_dir = "my_models"\n'
+            f'[[sources]]\nid = "{SLUG}"\nstart = "{tr.D0}-00:00"\n'
+        ),
+    )
     source = settings.sources[0]
     t = tr.traffic()
     hours = t.by_hour()
@@ -67,13 +71,23 @@ def built(spark, hive_metastore_dir, tmp_path_factory):
     tables = defs.resolve_assets_def(AssetKey([SLUG, "users"]))
     instance = DagsterInstance.ephemeral()
     results = [
-        materialize([daily], instance=instance, tags={
-            "dagster/asset_partition_range_start": tr.D0,
-            "dagster/asset_partition_range_end": tr.D3}),
+        materialize(
+            [daily],
+            instance=instance,
+            tags={
+                "dagster/asset_partition_range_start": tr.D0,
+                "dagster/asset_partition_range_end": tr.D3,
+            },
+        ),
         materialize([tables], instance=instance),
     ]
-    return {"settings": settings, "defs": defs, "traffic": t, "results": results,
-            "instance": instance}
+    return {
+        "settings": settings,
+        "defs": defs,
+        "traffic": t,
+        "results": results,
+        "instance": instance,
+    }
 
 
 def model(spark, name: str) -> pd.DataFrame:
@@ -183,26 +197,36 @@ def test_forget_reaches_every_model_and_one_day_rebuilds_alone(spark, built):
     assert erased["models_rebuilt_days"][SLUG] == [tr.D2, tr.D3]
     # the request's audit row carries the models' proof with the lake's
     assert load_state(settings.lake_root, "forget-u9").remaining["models"] == 0
-    row, = [r for r in read_audit_rows(settings.lake_root) if r["request_id"] == "forget-u9"]
+    (row,) = [r for r in read_audit_rows(settings.lake_root) if r["request_id"] == "forget-u9"]
     assert (row["status"], row["rows_remaining"]) == ("completed", 0), row
     assert tr.D3 in set(before["sessions"].session_day)
     assert tr.D3 not in set(model(spark, "sessions").session_day)
     assert tr.D3 not in set(model(spark, "daily_event_counts").day)
     assert tr.D3 not in set(model(spark, "daily_active_users").day)  # the README's, emptied too
     assert {"sessions", "users", "identity_graph", "daily_event_counts", "signups"} <= set(
-        erased["models_checked"][SLUG])
+        erased["models_checked"][SLUG]
+    )
     person = {"u9", "e1", "e2"}
     for m in ("sessions", "identity_graph", "users", "daily_event_counts"):
         after = model(spark, m)
         for c in {"user_id", "anonymous_id", "visitor"} & set(after.columns):
             assert not set(after[c].dropna()) & person, (m, c)
-    for m, keys in (("sessions", ["session_id"]), ("identity_graph", ["link_id"]),
-                    ("users", ["user_id"])):
+    for m, keys in (
+        ("sessions", ["session_id"]),
+        ("identity_graph", ["link_id"]),
+        ("users", ["user_id"]),
+    ):
         was = before[m]
         assert was.user_id.isin(person).any()  # the person was there
         ids = was.get("anonymous_id", was.user_id)
         same(model(spark, m), was[~was.user_id.isin(person) & ~ids.isin(person)], keys)
-    rest = [m for m in t.messages
-            if m.get("userId") not in person and m.get("anonymousId") not in person]
-    same(model(spark, "daily_event_counts"), tr.daily_event_counts(tr.frame(rest)),
-         ["day", "type", "event_name"])
+    rest = [
+        m
+        for m in t.messages
+        if m.get("userId") not in person and m.get("anonymousId") not in person
+    ]
+    same(
+        model(spark, "daily_event_counts"),
+        tr.daily_event_counts(tr.frame(rest)),
+        ["day", "type", "event_name"],
+    )

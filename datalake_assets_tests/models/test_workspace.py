@@ -19,9 +19,12 @@ TABLES = ["aliases", "groups", "identifies", "order_completed", "pages", "screen
 @pytest.fixture()
 def settings(tmp_path):
     (tmp_path / "mine").mkdir()
-    return load_lake_toml(tmp_path, '[models]\nuser_models_dir = "mine"\nbuild_dir = "dbt"\n'
-                                    '[[sources]]\nid = "web"\nstart = "2026-11-20-00:00"\n'
-                                    'table_prefix = "w"\n')
+    return load_lake_toml(
+        tmp_path,
+        '[models]\nuser_models_dir = "mine"\nbuild_dir = "dbt"\n'
+        '[[sources]]\nid = "web"\nstart = "2026-11-20-00:00"\n'
+        'table_prefix = "w"\n',
+    )
 
 
 def manifest(project) -> dict:
@@ -34,7 +37,8 @@ def test_sources_come_from_the_lake_and_user_models_from_the_folder(settings, tm
         "{{ config(tags=['daily'], materialized='incremental', partition_by=['day'], "
         "incremental_strategy='insert_overwrite') }}\n"
         "select count(*) as orders, day from {{ source('lake', 'order_completed') }}\n"
-        "where day between {{ min_day() }} and {{ max_day() }} group by day\n")
+        "where day between {{ min_day() }} and {{ max_day() }} group by day\n"
+    )
     source = settings.sources[0]
     project = prepare_project(settings, source, TABLES)
     m = manifest(project)
@@ -57,8 +61,7 @@ def test_sources_come_from_the_lake_and_user_models_from_the_folder(settings, tm
     assert "cart_viewed" in {s["name"] for s in manifest(again)["sources"].values()}
 
 
-def test_a_model_that_does_not_parse_leaves_the_models_out_and_says_why(settings, tmp_path,
-                                                                         caplog):
+def test_a_model_that_does_not_parse_leaves_the_models_out_and_says_why(settings, tmp_path, caplog):
     (tmp_path / "mine" / "broken.sql").write_text("select {{ ref('no_such_model') }}\n")
     source = settings.sources[0]
     with caplog.at_level(logging.ERROR):
@@ -67,8 +70,10 @@ def test_a_model_that_does_not_parse_leaves_the_models_out_and_says_why(settings
 
 
 def test_no_models_without_a_hive_catalog_or_a_profile(tmp_path, caplog):
-    settings = load_lake_toml(tmp_path, '[catalog]\nbackend = "none"\n'
-                                        '[[sources]]\nid = "web"\nstart = "2026-11-20-00:00"\n')
+    settings = load_lake_toml(
+        tmp_path,
+        '[catalog]\nbackend = "none"\n[[sources]]\nid = "web"\nstart = "2026-11-20-00:00"\n',
+    )
     with caplog.at_level(logging.WARNING):
         assert build_model_assets(settings, settings.sources[0], TABLES) == []
     assert "profiles_dir" in caplog.text

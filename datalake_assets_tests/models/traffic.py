@@ -25,11 +25,24 @@ class Traffic:
     def __init__(self) -> None:
         self.messages: list[dict] = []
 
-    def add(self, type_: str, ts: datetime, *, anon: str | None = None, user: str | None = None,
-            received: datetime | None = None, **fields) -> dict:
+    def add(
+        self,
+        type_: str,
+        ts: datetime,
+        *,
+        anon: str | None = None,
+        user: str | None = None,
+        received: datetime | None = None,
+        **fields,
+    ) -> dict:
         received = received or ts
-        m = {"type": type_, "messageId": f"m{len(self.messages):04d}",
-             "timestamp": _iso(ts), "receivedAt": _iso(received), **fields}
+        m = {
+            "type": type_,
+            "messageId": f"m{len(self.messages):04d}",
+            "timestamp": _iso(ts),
+            "receivedAt": _iso(received),
+            **fields,
+        }
         if anon:
             m["anonymousId"] = anon
         if user:
@@ -52,15 +65,26 @@ def traffic() -> Traffic:
     events within and beyond the 3 h lookback (one across midnight), several anonymous ids of
     one user, an alias, a user without anonymous id, traits that change."""
     t = Traffic()
-    page = {"context": {"page": {"url": "https://shop.example/", "path": "/",
-                                 "referrer": "https://www.google.com/"},
-                        "campaign": {"source": "newsletter", "medium": "email",
-                                     "name": "winter"}}}
+    page = {
+        "context": {
+            "page": {
+                "url": "https://shop.example/",
+                "path": "/",
+                "referrer": "https://www.google.com/",
+            },
+            "campaign": {"source": "newsletter", "medium": "email", "name": "winter"},
+        }
+    }
     t.add("page", at(D0, "10:00:00"), anon="a1", user="u1", name="Home", **page)
-    t.add("track", at(D0, "10:30:00"), anon="a1", user="u1")            # exactly 30 min
-    t.add("track", at(D0, "11:00:01"), anon="a1", user="u1")            # 30 min 1 s: new
-    t.add("identify", at(D0, "10:05:00"), anon="a1", user="u1",
-          traits={"email": "u1@example.com", "plan": "free"})
+    t.add("track", at(D0, "10:30:00"), anon="a1", user="u1")  # exactly 30 min
+    t.add("track", at(D0, "11:00:01"), anon="a1", user="u1")  # 30 min 1 s: new
+    t.add(
+        "identify",
+        at(D0, "10:05:00"),
+        anon="a1",
+        user="u1",
+        traits={"email": "u1@example.com", "plan": "free"},
+    )
     t.add("identify", at(D1, "09:00:00"), anon="a1", user="u1", traits={"plan": "pro"})
     # across midnight D0 -> D1 (built in one range) and D1 -> D2 (D2 built later)
     t.add("track", at(D0, "23:50:00"), anon="a2")
@@ -109,20 +133,25 @@ def frame(messages: list[dict]) -> pd.DataFrame:
     rows = []
     for m in messages:
         ctx = m.get("context", {})
-        rows.append({
-            "message_id": m["messageId"], "type": m["type"],
-            "event": m.get("event"), "anonymous_id": m.get("anonymousId"),
-            "user_id": m.get("userId"), "previous_id": m.get("previousId"),
-            "ts": pd.Timestamp(m["timestamp"]).tz_localize(None),
-            "received_at": pd.Timestamp(m["receivedAt"]).tz_localize(None),
-            "page_url": ctx.get("page", {}).get("url"),
-            "page_path": ctx.get("page", {}).get("path"),
-            "referrer": ctx.get("page", {}).get("referrer"),
-            "utm_source": ctx.get("campaign", {}).get("source"),
-            "utm_medium": ctx.get("campaign", {}).get("medium"),
-            "utm_campaign": ctx.get("campaign", {}).get("name"),
-            "traits": m.get("traits", {}),
-        })
+        rows.append(
+            {
+                "message_id": m["messageId"],
+                "type": m["type"],
+                "event": m.get("event"),
+                "anonymous_id": m.get("anonymousId"),
+                "user_id": m.get("userId"),
+                "previous_id": m.get("previousId"),
+                "ts": pd.Timestamp(m["timestamp"]).tz_localize(None),
+                "received_at": pd.Timestamp(m["receivedAt"]).tz_localize(None),
+                "page_url": ctx.get("page", {}).get("url"),
+                "page_path": ctx.get("page", {}).get("path"),
+                "referrer": ctx.get("page", {}).get("referrer"),
+                "utm_source": ctx.get("campaign", {}).get("source"),
+                "utm_medium": ctx.get("campaign", {}).get("medium"),
+                "utm_campaign": ctx.get("campaign", {}).get("name"),
+                "traits": m.get("traits", {}),
+            }
+        )
     df = pd.DataFrame(rows)
     df["day"] = df["received_at"].dt.strftime("%Y-%m-%d")
     return df
@@ -130,9 +159,15 @@ def frame(messages: list[dict]) -> pd.DataFrame:
 
 def daily_event_counts(df: pd.DataFrame) -> pd.DataFrame:
     df = df.assign(event_name=[e if t == "track" else t for t, e in zip(df.type, df.event)])
-    out = df.groupby(["day", "type", "event_name"]).agg(
-        events=("message_id", "size"), distinct_users=("user_id", "nunique"),
-        distinct_anonymous_ids=("anonymous_id", "nunique")).reset_index()
+    out = (
+        df.groupby(["day", "type", "event_name"])
+        .agg(
+            events=("message_id", "size"),
+            distinct_users=("user_id", "nunique"),
+            distinct_anonymous_ids=("anonymous_id", "nunique"),
+        )
+        .reset_index()
+    )
     return out.sort_values(["day", "type", "event_name"]).reset_index(drop=True)
 
 
@@ -161,11 +196,15 @@ def _session(visitor: str, rows: list) -> dict:
     micros = int((start - pd.Timestamp("1970-01-01")) / pd.Timedelta(microseconds=1))
     return {
         "session_id": hashlib.md5(f"{visitor}|{micros}".encode()).hexdigest(),
-        "visitor": visitor, "started_at": start, "ended_at": end,
-        "duration_seconds": (end - start).total_seconds(), "event_count": len(rows),
+        "visitor": visitor,
+        "started_at": start,
+        "ended_at": end,
+        "duration_seconds": (end - start).total_seconds(),
+        "event_count": len(rows),
         "page_views": sum(r.type == "page" for r in rows),
         "user_id": max((r.user_id for r in rows if r.user_id), default=None),
-        "first_page_url": _first(rows, "page_url"), "first_referrer": _first(rows, "referrer"),
+        "first_page_url": _first(rows, "page_url"),
+        "first_referrer": _first(rows, "referrer"),
         "first_utm_source": _first(rows, "utm_source"),
         "session_day": start.strftime("%Y-%m-%d"),
     }
@@ -173,14 +212,26 @@ def _session(visitor: str, rows: list) -> dict:
 
 def identity_graph(df: pd.DataFrame) -> pd.DataFrame:
     both = df[df.anonymous_id.notna() & df.user_id.notna()]
-    links = [(a, u, t, ty) for a, u, t, ty in zip(both.anonymous_id, both.user_id, both.ts, both.type)]
+    links = [
+        (a, u, t, ty) for a, u, t, ty in zip(both.anonymous_id, both.user_id, both.ts, both.type)
+    ]
     al = df[(df.type == "alias") & df.previous_id.notna()]
-    links += [(p, u, t, "alias_previous_id") for p, u, t in zip(al.previous_id, al.user_id, al.ts)
-              if p != u]
+    links += [
+        (p, u, t, "alias_previous_id")
+        for p, u, t in zip(al.previous_id, al.user_id, al.ts)
+        if p != u
+    ]
     g = pd.DataFrame(links, columns=["anonymous_id", "user_id", "t", "via"])
-    out = g.groupby(["anonymous_id", "user_id"]).agg(
-        first_seen_at=("t", "min"), last_seen_at=("t", "max"), messages=("t", "size"),
-        seen_in=("via", lambda v: ",".join(sorted(set(v))))).reset_index()
+    out = (
+        g.groupby(["anonymous_id", "user_id"])
+        .agg(
+            first_seen_at=("t", "min"),
+            last_seen_at=("t", "max"),
+            messages=("t", "size"),
+            seen_in=("via", lambda v: ",".join(sorted(set(v)))),
+        )
+        .reset_index()
+    )
     return out.sort_values(["anonymous_id", "user_id"]).reset_index(drop=True)
 
 
@@ -189,8 +240,13 @@ def users(df: pd.DataFrame) -> pd.DataFrame:
     graph = identity_graph(df)
     rows = []
     for user, g in known.groupby("user_id"):
-        row = {"user_id": user, "first_seen_at": g.ts.min(), "last_seen_at": g.ts.max(),
-               "messages": len(g), "anonymous_ids": int((graph.user_id == user).sum())}
+        row = {
+            "user_id": user,
+            "first_seen_at": g.ts.min(),
+            "last_seen_at": g.ts.max(),
+            "messages": len(g),
+            "anonymous_ids": int((graph.user_id == user).sum()),
+        }
         for m in g[g.type == "identify"].sort_values(["ts", "message_id"]).itertuples():
             for k, v in m.traits.items():
                 row[f"traits_{k}"] = v  # later identifies overwrite: the latest value

@@ -58,14 +58,16 @@ class GraphQL:
 
     def __call__(self, query: str, variables: dict | None = None) -> dict:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
-        req = urllib.request.Request(self.url, data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url, data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 out = json.loads(resp.read())
         except urllib.error.HTTPError as e:  # a resolver error comes back as HTTP 500 + JSON
-            raise GraphQLError(f"HTTP {e.code} from {self.url}: "
-                               f"{e.read().decode(errors='replace')[:3000]}") from None
+            raise GraphQLError(
+                f"HTTP {e.code} from {self.url}: {e.read().decode(errors='replace')[:3000]}"
+            ) from None
         if out.get("errors"):
             raise GraphQLError(f"GraphQL errors: {json.dumps(out['errors'])[:3000]}")
         return out["data"]
@@ -76,7 +78,9 @@ def key_input(key: str | list[str]) -> dict:
 
 
 def key_str(node_or_key: dict) -> str:
-    return "/".join(node_or_key["path"] if "path" in node_or_key else node_or_key["assetKey"]["path"])
+    return "/".join(
+        node_or_key["path"] if "path" in node_or_key else node_or_key["assetKey"]["path"]
+    )
 
 
 def python_error_text(err: dict | None) -> str:
@@ -131,13 +135,17 @@ class DagsterUI:
         nodes, accept the "additional required assets" confirmation (the user clicks OK),
         refuse observable/external assets, pick the common job (getCommonJob)."""
         undeclared = sorted(set(keys) - set(self.asset_nodes()))
-        assert not undeclared, (f"not declared assets (the UI shows them as external assets, "
-                                f"Materialize disabled): {undeclared}")
+        assert not undeclared, (
+            f"not declared assets (the UI shows them as external assets, "
+            f"Materialize disabled): {undeclared}"
+        )
         data = self.gql(LAUNCH_ASSET_LOADER_QUERY, {"assetKeys": [key_input(k) for k in keys]})
         additional = [key_str(k) for k in data["assetNodeAdditionalRequiredKeys"]]
         if additional:
-            data = self.gql(LAUNCH_ASSET_LOADER_QUERY,
-                            {"assetKeys": [key_input(k) for k in [*keys, *additional]]})
+            data = self.gql(
+                LAUNCH_ASSET_LOADER_QUERY,
+                {"assetKeys": [key_input(k) for k in [*keys, *additional]]},
+            )
         nodes = data["assetNodes"]
         found = {key_str(n) for n in nodes}
         assert set(keys) <= found, f"not asset nodes: {sorted(set(keys) - found)}"
@@ -150,17 +158,24 @@ class DagsterUI:
     def launch_backfill(self, loaded: dict, partition_names: list[str]) -> str:
         """``onLaunchAsBackfill`` of the partitions dialog for ``target.type == 'job'``."""
         nodes, job = loaded["nodes"], loaded["job"]
-        params = {"tags": [FROM_UI_TAG],
-                  "assetSelection": [{"path": n["assetKey"]["path"]} for n in nodes],
-                  "partitionNames": partition_names, "fromFailure": False}
+        params = {
+            "tags": [FROM_UI_TAG],
+            "assetSelection": [{"path": n["assetKey"]["path"]} for n in nodes],
+            "partitionNames": partition_names,
+            "fromFailure": False,
+        }
         if not job.startswith(HIDDEN_JOB_PREFIX):
             repo = nodes[0]["repository"]
-            params["selector"] = {"partitionSetName": f"{job}_partition_set",
-                                  "repositorySelector": {
-                                      "repositoryLocationName": repo["location"]["name"],
-                                      "repositoryName": repo["name"]}}
-        out = self.gql(LAUNCH_PARTITION_BACKFILL_MUTATION,
-                       {"backfillParams": params})["launchPartitionBackfill"]
+            params["selector"] = {
+                "partitionSetName": f"{job}_partition_set",
+                "repositorySelector": {
+                    "repositoryLocationName": repo["location"]["name"],
+                    "repositoryName": repo["name"],
+                },
+            }
+        out = self.gql(LAUNCH_PARTITION_BACKFILL_MUTATION, {"backfillParams": params})[
+            "launchPartitionBackfill"
+        ]
         assert out["__typename"] == "LaunchBackfillSuccess", f"backfill not launched: {out}"
         return out["backfillId"]
 
@@ -171,26 +186,40 @@ class DagsterUI:
         nodes, job = loaded["nodes"], loaded["job"]
         repo = nodes[0]["repository"]
         keys = [{"path": n["assetKey"]["path"]} for n in nodes]
-        cfg = self.gql(CONFIG_PARTITION_FOR_ASSET_JOB_QUERY, {
-            "repositoryName": repo["name"], "repositoryLocationName": repo["location"]["name"],
-            "jobName": job, "partitionName": partition, "assetKeys": keys,
-        })["pipelineOrError"]
+        cfg = self.gql(
+            CONFIG_PARTITION_FOR_ASSET_JOB_QUERY,
+            {
+                "repositoryName": repo["name"],
+                "repositoryLocationName": repo["location"]["name"],
+                "jobName": job,
+                "partitionName": partition,
+                "assetKeys": keys,
+            },
+        )["pipelineOrError"]
         part = (cfg or {}).get("partition")
         assert part, f"no partition {partition!r} of job {job!r}: {cfg}"
         tags = [t for t in part["tagsOrError"]["results"] if t["key"] != FROM_UI_TAG["key"]]
-        checks = [{"name": c["name"], "assetKey": {"path": n["assetKey"]["path"]}}
-                  for n in nodes for c in (n["assetChecksOrError"] or {}).get("checks", [])
-                  if not c["jobNames"] or job in c["jobNames"]]
+        checks = [
+            {"name": c["name"], "assetKey": {"path": n["assetKey"]["path"]}}
+            for n in nodes
+            for c in (n["assetChecksOrError"] or {}).get("checks", [])
+            if not c["jobNames"] or job in c["jobNames"]
+        ]
         params = {
             "mode": "default",
             "executionMetadata": {"tags": [*tags, FROM_UI_TAG]},
             "runConfigData": part["runConfigOrError"].get("yaml") or "{}",
-            "selector": {"repositoryLocationName": repo["location"]["name"],
-                         "repositoryName": repo["name"], "pipelineName": job,
-                         "assetSelection": keys, "assetCheckSelection": checks},
+            "selector": {
+                "repositoryLocationName": repo["location"]["name"],
+                "repositoryName": repo["name"],
+                "pipelineName": job,
+                "assetSelection": keys,
+                "assetCheckSelection": checks,
+            },
         }
-        out = self.gql(LAUNCH_PIPELINE_EXECUTION_MUTATION,
-                       {"executionParams": params})["launchPipelineExecution"]
+        out = self.gql(LAUNCH_PIPELINE_EXECUTION_MUTATION, {"executionParams": params})[
+            "launchPipelineExecution"
+        ]
         assert out["__typename"] == "LaunchRunSuccess", f"run not launched: {out}"
         return out["run"]["id"]
 
@@ -201,11 +230,15 @@ class DagsterUI:
             "mode": "default",
             "executionMetadata": {"tags": [FROM_UI_TAG]},
             "runConfigData": json.dumps(run_config),
-            "selector": {"repositoryLocationName": repository["location"]["name"],
-                         "repositoryName": repository["name"], "pipelineName": job},
+            "selector": {
+                "repositoryLocationName": repository["location"]["name"],
+                "repositoryName": repository["name"],
+                "pipelineName": job,
+            },
         }
-        out = self.gql(LAUNCH_PIPELINE_EXECUTION_MUTATION,
-                       {"executionParams": params})["launchPipelineExecution"]
+        out = self.gql(LAUNCH_PIPELINE_EXECUTION_MUTATION, {"executionParams": params})[
+            "launchPipelineExecution"
+        ]
         assert out["__typename"] == "LaunchRunSuccess", f"run not launched: {out}"
         return out["run"]["id"]
 
@@ -231,8 +264,10 @@ class DagsterUI:
             for e in conn["events"]:
                 err = e.get("error") or e.get("pipelineRunFailureError") or e.get("engineError")
                 if err or e.get("level") == "ERROR" or e["__typename"] == "RunFailureEvent":
-                    lines.append(f"[{e['__typename']} {e.get('stepKey') or ''}] "
-                                 f"{e.get('message', '')}\n{python_error_text(err)}")
+                    lines.append(
+                        f"[{e['__typename']} {e.get('stepKey') or ''}] "
+                        f"{e.get('message', '')}\n{python_error_text(err)}"
+                    )
             if not conn["events"]:
                 break
             cursor = conn["cursor"]
@@ -242,8 +277,9 @@ class DagsterUI:
         out: dict[str, set[str]] = {}
         cursor = None
         while True:
-            conn = self.gql(RUN_LOGS_QUERY, {"runId": run_id, "cursor": cursor,
-                                              "limit": 1000})["logsForRun"]
+            conn = self.gql(RUN_LOGS_QUERY, {"runId": run_id, "cursor": cursor, "limit": 1000})[
+                "logsForRun"
+            ]
             for e in conn.get("events", []):
                 if e["__typename"] == "MaterializationEvent":
                     out.setdefault(key_str(e["assetKey"]), set()).add(e["partition"])
@@ -258,7 +294,8 @@ class DagsterUI:
 
         run = poll(f"run {run_id} to finish", done, timeout)
         assert run["status"] == "SUCCESS", (
-            f"run {run_id} ended {run['status']}:\n{self.run_errors(run_id)}")
+            f"run {run_id} ended {run['status']}:\n{self.run_errors(run_id)}"
+        )
         return run
 
     def wait_backfill(self, backfill_id: str, timeout: float) -> dict:
@@ -277,10 +314,12 @@ class DagsterUI:
         for e in entries:
             loc = e["locationOrLoadError"] or {}
             if loc.get("__typename") == "PythonError":
-                raise AssertionError(f"code location {e['name']} failed to load:\n"
-                                     f"{python_error_text(loc)}")
-        return bool(entries) and all(e["loadStatus"] == "LOADED" and e["locationOrLoadError"]
-                                     for e in entries)
+                raise AssertionError(
+                    f"code location {e['name']} failed to load:\n{python_error_text(loc)}"
+                )
+        return bool(entries) and all(
+            e["loadStatus"] == "LOADED" and e["locationOrLoadError"] for e in entries
+        )
 
 
 # --------------------------------------------------------------------------- the processes
@@ -292,7 +331,7 @@ def _proc_stat(pid: int) -> tuple[int, int, int] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     if fields[0] == "Z":
         return None
     return int(fields[1]), int(fields[2]), int(fields[3])
@@ -364,8 +403,12 @@ def stop_tree(proc: subprocess.Popen, sids: set[int], grace: float = 45.0) -> No
         except ProcessLookupError:
             pass
     proc.wait(timeout=10)
-    poll(f"processes of sessions {sorted(sids)} to exit after SIGKILL",
-         lambda: not session_members(sids), 15, 0.5)
+    poll(
+        f"processes of sessions {sorted(sids)} to exit after SIGKILL",
+        lambda: not session_members(sids),
+        15,
+        0.5,
+    )
 
 
 @contextmanager
@@ -373,8 +416,12 @@ def datalake_dev(home: Path, settings: Path, *, start_timeout: float = 240.0, at
     """``datalake dev`` on a free loopback port with ``DATALAKE_HOME=home``, yielding a
     ``DevServer`` once the code location is loaded; always stops the whole process tree."""
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME",)}
-    env.update(DATALAKE_HOME=str(home), DATALAKE_SETTINGS=str(settings),
-               SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
+    env.update(
+        DATALAKE_HOME=str(home),
+        DATALAKE_SETTINGS=str(settings),
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYTHONUNBUFFERED="1",
+    )
     for attempt in range(1, attempts + 1):
         # The port is free when chosen and taken a moment later by the webserver; another
         # process may win that race: the webserver then exits and we try another port.
@@ -382,9 +429,20 @@ def datalake_dev(home: Path, settings: Path, *, start_timeout: float = 240.0, at
         log = home / f"datalake-dev-{port}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "datalake_assets.cli", "dev", "--host", "127.0.0.1",
-                 "--port", str(port)],
-                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "datalake_assets.cli",
+                    "dev",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
                 # SIGINT restored (ENVIRONMENT-NOTES: dagster dev ignores SIGTERM otherwise);
                 # the handler only resets a signal, which is safe in the forked child.
                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
@@ -399,8 +457,9 @@ def datalake_dev(home: Path, settings: Path, *, start_timeout: float = 240.0, at
         finally:
             stop_tree(proc, sids)
         if attempt == attempts:
-            raise AssertionError(f"datalake dev did not start ({attempts} ports tried):\n"
-                                 f"{server.log_tail()}")
+            raise AssertionError(
+                f"datalake dev did not start ({attempts} ports tried):\n{server.log_tail()}"
+            )
 
 
 def _wait_ready(server: DevServer, timeout: float) -> bool:
@@ -416,5 +475,6 @@ def _wait_ready(server: DevServer, timeout: float) -> bool:
         except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
             pass  # not listening yet
         time.sleep(1.0)
-    raise AssertionError(f"datalake dev: no loaded code location after {timeout:.0f} s:\n"
-                         f"{server.log_tail()}")
+    raise AssertionError(
+        f"datalake dev: no loaded code location after {timeout:.0f} s:\n{server.log_tail()}"
+    )

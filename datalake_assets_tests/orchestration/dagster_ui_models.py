@@ -39,8 +39,7 @@ def write_demo_archive(archive: Path) -> list[str]:
     hours = layout.hour_range(first, layout.ArchiveHour.of(today - timedelta(hours=21)))
     days = sorted({h.day for h in hours})
     assert len(days) == 2 and len(hours) == 8
-    generate_archive(str(archive), SOURCE, hours, events_per_hour=40, files_per_hour=1,
-                     seed=11)
+    generate_archive(str(archive), SOURCE, hours, events_per_hour=40, files_per_hour=1, seed=11)
     return days
 
 
@@ -59,8 +58,11 @@ class ModelsChecks:
             bad = [r for r in runs if r["status"] in ("FAILURE", "CANCELED")]
             assert not bad, automation_errors(ui, bad)
             status = {k: day_status(ui, k) for k in DAILY}
-            return (all(s.get(days[0]) == "MATERIALIZED" for s in status.values())
-                    and runs and all(r["status"] == "SUCCESS" for r in runs))
+            return (
+                all(s.get(days[0]) == "MATERIALIZED" for s in status.values())
+                and runs
+                and all(r["status"] == "SUCCESS" for r in runs)
+            )
 
         poll(f"the daemon to build {days[0]} of {DAILY} by itself", done, TIMEOUT, 5.0)
         self.b_not_automated()
@@ -76,7 +78,8 @@ class ModelsChecks:
         b = ui.wait_backfill(bid, TIMEOUT)
         assert b["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), b
         assert len(b["runs"]) == 1 and b["runs"][0]["status"] == "SUCCESS", (
-            f"{b['runs']}: {[ui.run_errors(r['id']) for r in b['runs']]}")
+            f"{b['runs']}: {[ui.run_errors(r['id']) for r in b['runs']]}"
+        )
         got = ui.materialized_partitions(b["runs"][0]["id"])
         assert all(got.get(k) == set(days) for k in DAILY), got
 
@@ -89,12 +92,17 @@ class ModelsChecks:
         try:
             session = cfg.served_session()
             assert session is not None, f"no server holds {cfg.metastore_dir}"
-            counted = dict(session.sql(
-                f"SELECT day, sum(events) FROM {SOURCE}.daily_event_counts GROUP BY day"
-            ).collect())
-            started = {r[0] for r in session.sql(
-                f"SELECT DISTINCT cast(session_day AS string) FROM {SOURCE}.sessions"
-            ).collect()}
+            counted = dict(
+                session.sql(
+                    f"SELECT day, sum(events) FROM {SOURCE}.daily_event_counts GROUP BY day"
+                ).collect()
+            )
+            started = {
+                r[0]
+                for r in session.sql(
+                    f"SELECT DISTINCT cast(session_day AS string) FROM {SOURCE}.sessions"
+                ).collect()
+            }
         finally:
             metastore_server.forget_decisions()  # before datalake dev stops its server
         want = lake_messages_by_day(self.lake)
@@ -111,8 +119,9 @@ def lake_messages_by_day(lake: Path) -> dict[str, int]:
         if not files.exists():
             continue
         for day, n in duckdb.sql(
-                f"SELECT day, count(*) FROM read_parquet('{files}/*/*/*.parquet', "
-                f"hive_partitioning = true) GROUP BY day").fetchall():
+            f"SELECT day, count(*) FROM read_parquet('{files}/*/*/*.parquet', "
+            f"hive_partitioning = true) GROUP BY day"
+        ).fetchall():
             counts[str(day)] = counts.get(str(day), 0) + n
     return counts
 
@@ -120,9 +129,14 @@ def lake_messages_by_day(lake: Path) -> dict[str, int]:
 def automation_runs(ui: DagsterUI) -> list[dict]:
     """The runs the models' automation sensor (the daemon's) launched for this source's models
     (the session's other source has models of its own, which the sensor may build too)."""
-    return [r for r in ui.runs() if r["tag"].get("dagster/sensor_name") == MODELS_SENSOR
-            and (not r.get("assetSelection")
-                 or any(k["path"][0] == SOURCE for k in r["assetSelection"]))]
+    return [
+        r
+        for r in ui.runs()
+        if r["tag"].get("dagster/sensor_name") == MODELS_SENSOR
+        and (
+            not r.get("assetSelection") or any(k["path"][0] == SOURCE for k in r["assetSelection"])
+        )
+    ]
 
 
 def automation_errors(ui: DagsterUI, runs: list[dict]) -> str:

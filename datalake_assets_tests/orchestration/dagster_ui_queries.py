@@ -46,18 +46,22 @@ query AssetNodesForTest {
 }"""
 
 # AssetsCatalogTable.tsx: what the catalog lists (declared and undeclared keys alike).
-ASSET_CATALOG_TABLE_QUERY = """
+ASSET_CATALOG_TABLE_QUERY = (
+    """
 query AssetCatalogTableQuery($cursor: String, $limit: Int!) {
   assetsOrError(cursor: $cursor, limit: $limit) {
     ... on AssetConnection { nodes { id key { path } definition { id groupName isExecutable } }
       cursor }
     ...PythonErrorFragment
   }
-}""" + PYTHON_ERROR
+}"""
+    + PYTHON_ERROR
+)
 
 # workspace/WorkspaceContext/WorkspaceQueries.tsx (CodeLocationStatusQuery), plus the load
 # error of a location, as the workspace page shows it.
-CODE_LOCATION_STATUS_QUERY = """
+CODE_LOCATION_STATUS_QUERY = (
+    """
 query CodeLocationStatusQuery {
   locationStatusesOrError {
     ... on WorkspaceLocationStatusEntries { entries { id name loadStatus updateTimestamp } }
@@ -67,10 +71,13 @@ query CodeLocationStatusQuery {
       locationOrLoadError { __typename ... on RepositoryLocation { repositories { name } }
         ...PythonErrorFragment } } }
   }
-}""" + PYTHON_ERROR
+}"""
+    + PYTHON_ERROR
+)
 
 # launchpad/ConfigFetch.tsx: the partition's tags and config, fetched before a single run.
-CONFIG_PARTITION_FOR_ASSET_JOB_QUERY = """
+CONFIG_PARTITION_FOR_ASSET_JOB_QUERY = (
+    """
 query ConfigPartitionForAssetJobQuery($repositoryName: String!, $repositoryLocationName: String!,
     $jobName: String!, $partitionName: String!, $assetKeys: [AssetKeyInput!]!) {
   pipelineOrError(params: {pipelineName: $jobName, repositoryName: $repositoryName,
@@ -82,10 +89,13 @@ query ConfigPartitionForAssetJobQuery($repositoryName: String!, $repositoryLocat
       }
     }
   }
-}""" + PYTHON_ERROR
+}"""
+    + PYTHON_ERROR
+)
 
 # instance/backfill/BackfillUtils.tsx (the partitions dialog's "Launch backfill").
-LAUNCH_PARTITION_BACKFILL_MUTATION = """
+LAUNCH_PARTITION_BACKFILL_MUTATION = (
+    """
 mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
   launchPartitionBackfill(backfillParams: $backfillParams) {
     __typename
@@ -102,10 +112,13 @@ mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
     ... on RunConfigValidationInvalid { pipelineName errors { message path reason } }
     ...PythonErrorFragment
   }
-}""" + PYTHON_ERROR
+}"""
+    + PYTHON_ERROR
+)
 
 # runs/RunUtils.tsx ("Launch 1 run", via useLaunchWithTelemetry).
-LAUNCH_PIPELINE_EXECUTION_MUTATION = """
+LAUNCH_PIPELINE_EXECUTION_MUTATION = (
+    """
 mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
   launchPipelineExecution(executionParams: $executionParams) {
     __typename
@@ -115,10 +128,13 @@ mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
     ... on RunConfigValidationInvalid { errors { message } }
     ...PythonErrorFragment
   }
-}""" + PYTHON_ERROR
+}"""
+    + PYTHON_ERROR
+)
 
 # instance/backfill/useBackfillDetailsQuery.tsx (the backfill page), with its runs.
-BACKFILL_DETAILS_QUERY = """
+BACKFILL_DETAILS_QUERY = (
+    """
 query BackfillDetailsQuery($backfillId: String!) {
   partitionBackfillOrError(backfillId: $backfillId) {
     __typename
@@ -128,20 +144,26 @@ query BackfillDetailsQuery($backfillId: String!) {
     ... on BackfillNotFoundError { message }
     ...PythonErrorFragment
   }
-}""" + PYTHON_ERROR
+}"""
+    + PYTHON_ERROR
+)
 
 # The runs list (runsOrError with a tag filter), cut to status, job and tags.
-RUNS_QUERY = """
+RUNS_QUERY = (
+    """
 query RunsForTest($filter: RunsFilter) {
   runsOrError(filter: $filter) {
     ... on Runs { results { id status jobName tags { key value }
       assetSelection { path } } }
     ...PythonErrorFragment
   }
-}""" + PYTHON_ERROR
+}"""
+    + PYTHON_ERROR
+)
 
 # RunLogsQuery (LogsProvider.tsx), with the error of every event kind that carries one.
-RUN_LOGS_QUERY = """
+RUN_LOGS_QUERY = (
+    """
 query RunLogsQuery($runId: ID!, $cursor: String, $limit: Int) {
   pipelineRunOrError(runId: $runId) { ... on Run { id status } }
   logsForRun(runId: $runId, afterCursor: $cursor, limit: $limit) {
@@ -154,7 +176,9 @@ query RunLogsQuery($runId: ID!, $cursor: String, $limit: Int) {
     } }
     ...PythonErrorFragment
   }
-}""" + PYTHON_ERROR
+}"""
+    + PYTHON_ERROR
+)
 
 # asset-checks/ExecuteChecksButton.tsx ("Execute all" on a table's Checks tab) sends
 # LAUNCH_PIPELINE_EXECUTION_MUTATION with an empty assetSelection, the launchable checks as

@@ -19,8 +19,9 @@ from datalake_assets_tests.orchestration.dagster_ui_queries import (
 
 def latest_metadata(ui: DagsterUI, key: str, partition: str) -> dict:
     """The latest materialization of one partition: its description and metadata values."""
-    out = ui.gql(ASSET_PARTITION_EVENTS_QUERY, {"assetKey": key_input(key),
-                                                "partitions": [partition]})["assetOrError"]
+    out = ui.gql(
+        ASSET_PARTITION_EVENTS_QUERY, {"assetKey": key_input(key), "partitions": [partition]}
+    )["assetOrError"]
     events = sorted(out.get("assetMaterializations") or [], key=lambda e: float(e["timestamp"]))
     assert events, f"{key} {partition}: no materialization"
     last = events[-1]
@@ -70,8 +71,9 @@ def check_statuses(ui: DagsterUI, key: str) -> tuple[dict, dict[str, dict[str, s
     if not node:
         return {}, {}
     checks = node[0]["assetChecksOrError"].get("checks") or []
-    return node[0], {c["name"]: _expand((c["partitionStatuses"] or {}).get("ranges") or [])
-                     for c in checks}
+    return node[0], {
+        c["name"]: _expand((c["partitionStatuses"] or {}).get("ranges") or []) for c in checks
+    }
 
 
 class Steps:

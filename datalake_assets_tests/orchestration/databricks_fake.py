@@ -89,8 +89,9 @@ class FakeRun:
 
 
 class FakeDatabricks:
-    def __init__(self, root: Path, *, clusters: dict[str, str] | None = None,
-                 token: str = FAKE_TOKEN) -> None:
+    def __init__(
+        self, root: Path, *, clusters: dict[str, str] | None = None, token: str = FAKE_TOKEN
+    ) -> None:
         self.root, self.token = Path(root), token
         self.clusters = dict(clusters or {"0123-456789-abcd1234": "TERMINATED"})
         self.calls: list[tuple[str, str]] = []  # (method, path) of every authorized request
@@ -121,7 +122,7 @@ class FakeDatabricks:
         """Where a node's mount puts ``cluster_path`` (None: not a mounted path)."""
         for prefix, folder in MOUNTS:
             if cluster_path.startswith(prefix):
-                return self.root / folder / cluster_path[len(prefix):]
+                return self.root / folder / cluster_path[len(prefix) :]
         return None
 
     def _workspace(self, path: str) -> Path:
@@ -167,21 +168,35 @@ class FakeDatabricks:
             return
         args = [str(self.local(a) or a) for a in spark_task.get("parameters", [])]
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-                   SPARK_LOCAL_IP="127.0.0.1")
+        env.update(
+            PYSPARK_PYTHON=sys.executable,
+            PYSPARK_DRIVER_PYTHON=sys.executable,
+            SPARK_LOCAL_IP="127.0.0.1",
+        )
         env.update(self.env)
         env.update(run.task.get("new_cluster", {}).get("spark_env_vars", {}))
         workdir = self.root / "runs" / str(run.run_id)
         workdir.mkdir(parents=True)
-        command = [_spark_submit(), "--master", "local[2]", "--driver-memory", "1g",
-                   "--conf", "spark.ui.enabled=false",
-                   "--conf", "spark.ui.showConsoleProgress=false", str(script), *args]
+        command = [
+            _spark_submit(),
+            "--master",
+            "local[2]",
+            "--driver-memory",
+            "1g",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.ui.showConsoleProgress=false",
+            str(script),
+            *args,
+        ]
         with open(workdir / "stdout", "wb") as out, open(workdir / "stderr", "wb") as err:
             with self._lock:
                 if run.cancelled.is_set():
                     return
-                run.process = subprocess.Popen(command, cwd=workdir, env=env, stdout=out,
-                                               stderr=err, start_new_session=True)
+                run.process = subprocess.Popen(
+                    command, cwd=workdir, env=env, stdout=out, stderr=err, start_new_session=True
+                )
                 run.life = "RUNNING"
             timeout = run.body.get("timeout_seconds") or None
             try:
@@ -201,7 +216,8 @@ class FakeDatabricks:
             lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
             # (Python's is its last unindented line, the JVM's the "Exception in thread" one)
             errors = [ln for ln in lines if ln.startswith("Exception in thread")] or [
-                ln for ln in lines if not ln[0].isspace() and ("Error" in ln or "Exception" in ln)]
+                ln for ln in lines if not ln[0].isspace() and ("Error" in ln or "Exception" in ln)
+            ]
             run.error = (errors or lines or [f"exit code {code}"])[-1]
             run.life, run.result = "TERMINATED", "FAILED"
             run.message = "Workload failed, see run output for details"
@@ -245,16 +261,24 @@ class FakeDatabricks:
 
     def get_run(self, run_id: str) -> dict:
         run = self._run(run_id)
-        return {"run_id": run.run_id, "run_name": run.body.get("run_name"),
-                "state": run.state(), "run_page_url": f"{self.url}/#job/runs/{run.run_id}",
-                "tasks": [{"run_id": run.task_run_id, "task_key": run.task["task_key"],
-                           "state": run.state()}]}
+        return {
+            "run_id": run.run_id,
+            "run_name": run.body.get("run_name"),
+            "state": run.state(),
+            "run_page_url": f"{self.url}/#job/runs/{run.run_id}",
+            "tasks": [
+                {"run_id": run.task_run_id, "task_key": run.task["task_key"], "state": run.state()}
+            ],
+        }
 
     def get_output(self, task_run_id: str) -> dict:
         run = next((r for r in self.runs.values() if r.task_run_id == int(task_run_id)), None)
         if run is None:
-            raise ApiError(400, "INVALID_PARAMETER_VALUE",
-                           f"Run {task_run_id} is not a task run of a submitted run")
+            raise ApiError(
+                400,
+                "INVALID_PARAMETER_VALUE",
+                f"Run {task_run_id} is not a task run of a submitted run",
+            )
         out: dict[str, Any] = {"metadata": self.get_run(str(run.run_id))}
         if run.error:
             out.update(error=run.error, error_trace=run.stderr[-20000:])
@@ -265,23 +289,26 @@ class FakeDatabricks:
     def route(self, method: str, path: str, query: dict, body: bytes) -> tuple[int, Any]:
         data = json.loads(body) if body and method == "POST" else {}
         if path.startswith("/api/2.0/fs/files/"):
-            return self._files(method, unquote(path[len("/api/2.0/fs/files"):]), query, body)
+            return self._files(method, unquote(path[len("/api/2.0/fs/files") :]), query, body)
         routes = {
             ("POST", "jobs/runs/submit"): lambda: self.submit(data),
             ("GET", "jobs/runs/get"): lambda: self.get_run(query["run_id"]),
             ("POST", "jobs/runs/cancel"): lambda: self.cancel(data["run_id"]) or {},
             ("GET", "jobs/runs/get-output"): lambda: self.get_output(query["run_id"]),
             ("GET", "clusters/get"): lambda: self._cluster(query["cluster_id"]),
-            ("GET", "workspace/get-status"): lambda: self._status(self._workspace(query["path"]),
-                                                                  "workspace", query["path"]),
+            ("GET", "workspace/get-status"): lambda: self._status(
+                self._workspace(query["path"]), "workspace", query["path"]
+            ),
             ("POST", "workspace/mkdirs"): lambda: self._mkdirs(self._workspace(data["path"])),
             ("POST", "workspace/import"): lambda: self._import(data),
-            ("GET", "dbfs/get-status"): lambda: self._status(self._dbfs(query["path"]), "dbfs",
-                                                             query["path"]),
+            ("GET", "dbfs/get-status"): lambda: self._status(
+                self._dbfs(query["path"]), "dbfs", query["path"]
+            ),
             ("POST", "dbfs/mkdirs"): lambda: self._mkdirs(self._dbfs(data["path"])),
             ("POST", "dbfs/create"): lambda: self._dbfs_create(data),
-            ("POST", "dbfs/add-block"): lambda: self._handles[data["handle"]][1].extend(
-                base64.b64decode(data["data"])) or {},
+            ("POST", "dbfs/add-block"): lambda: (
+                self._handles[data["handle"]][1].extend(base64.b64decode(data["data"])) or {}
+            ),
             ("POST", "dbfs/close"): lambda: self._dbfs_close(data["handle"]),
         }
         parts = path.split("/", 3)  # "", "api", "2.x", rest
@@ -293,8 +320,11 @@ class FakeDatabricks:
     def _cluster(self, cluster_id: str) -> dict:
         if cluster_id not in self.clusters:
             raise ApiError(400, "INVALID_PARAMETER_VALUE", f"Cluster {cluster_id} does not exist")
-        return {"cluster_id": cluster_id, "cluster_name": "customer-cluster",
-                "state": self.clusters[cluster_id]}
+        return {
+            "cluster_id": cluster_id,
+            "cluster_name": "customer-cluster",
+            "state": self.clusters[cluster_id],
+        }
 
     def _files(self, method: str, path: str, query: dict, body: bytes) -> tuple[int, Any]:
         local = self.local(path)
@@ -315,10 +345,18 @@ class FakeDatabricks:
             raise ApiError(404, "RESOURCE_DOES_NOT_EXIST", f"Path ({path}) doesn't exist.")
         size, mtime = local.stat().st_size, int(local.stat().st_mtime * 1000)
         if api == "dbfs":
-            return {"path": path, "is_dir": local.is_dir(), "file_size": size,
-                    "modification_time": mtime}
-        return {"path": path, "object_type": "DIRECTORY" if local.is_dir() else "FILE",
-                "size": size, "modified_at": mtime}
+            return {
+                "path": path,
+                "is_dir": local.is_dir(),
+                "file_size": size,
+                "modification_time": mtime,
+            }
+        return {
+            "path": path,
+            "object_type": "DIRECTORY" if local.is_dir() else "FILE",
+            "size": size,
+            "modified_at": mtime,
+        }
 
     def _mkdirs(self, local: Path) -> dict:
         local.mkdir(parents=True, exist_ok=True)
@@ -327,8 +365,11 @@ class FakeDatabricks:
     def _import(self, data: dict) -> dict:
         local = self._workspace(data["path"])
         if not local.parent.is_dir():
-            raise ApiError(404, "RESOURCE_DOES_NOT_EXIST",
-                           f"The parent folder ({os.path.dirname(data['path'])}) does not exist.")
+            raise ApiError(
+                404,
+                "RESOURCE_DOES_NOT_EXIST",
+                f"The parent folder ({os.path.dirname(data['path'])}) does not exist.",
+            )
         if local.exists() and not data.get("overwrite"):
             raise ApiError(400, "RESOURCE_ALREADY_EXISTS", f"{data['path']} already exists.")
         local.write_bytes(base64.b64decode(data["content"]))
@@ -364,8 +405,11 @@ def _handler(fake: FakeDatabricks) -> type[BaseHTTPRequestHandler]:
             url = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
             if self.headers.get("Authorization") != f"Bearer {fake.token}":
-                return self._json(401, {"error_code": "UNAUTHENTICATED",
-                                        "message": "Invalid access token."}, method)
+                return self._json(
+                    401,
+                    {"error_code": "UNAUTHENTICATED", "message": "Invalid access token."},
+                    method,
+                )
             fake.calls.append((method, url.path))
             try:
                 status, result = fake.route(method, url.path, query, body)

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import boto3
 
-from datalake_assets.orchestration import remote as remote_module
 from datalake_assets.catalog.config import CatalogConfig
-from datalake_assets.spec import layout
 from datalake_assets.lake.report import SyncReport, write_report
+from datalake_assets.orchestration import remote as remote_module
+from datalake_assets.spec import layout
 from datalake_assets.transform.job import SyncRequest
 
 ACCOUNT = "123456789012"  # moto's
@@ -26,8 +26,13 @@ LAKE = f"s3://{BUCKET}/lake"
 ARCHIVE = f"s3://{BUCKET}/archive"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/datalake-job-runtime"
 # fast polls; bounded waits, so a broken simulation fails a test instead of hanging it
-FAST = {"region": REGION, "poll_interval_s": 0.02, "pipes_interval_s": 1.0,
-        "submit_timeout_s": 120.0, "run_timeout_s": 900.0}
+FAST = {
+    "region": REGION,
+    "poll_interval_s": 0.02,
+    "pipes_interval_s": 1.0,
+    "submit_timeout_s": 120.0,
+    "run_timeout_s": 900.0,
+}
 
 
 def make_world(endpoint_url: str | None = None) -> SimpleNamespace:
@@ -37,15 +42,27 @@ def make_world(endpoint_url: str | None = None) -> SimpleNamespace:
 
     def cluster(name: str) -> str:
         return emr.run_job_flow(
-            Name=name, ReleaseLabel="emr-7.5.0", LogUri=f"s3://{BUCKET}/emr-logs/",
-            Instances={"MasterInstanceType": "m5.xlarge", "InstanceCount": 1,
-                       "KeepJobFlowAliveWhenNoSteps": True},
-            JobFlowRole="EMR_EC2_DefaultRole", ServiceRole="EMR_DefaultRole",
+            Name=name,
+            ReleaseLabel="emr-7.5.0",
+            LogUri=f"s3://{BUCKET}/emr-logs/",
+            Instances={
+                "MasterInstanceType": "m5.xlarge",
+                "InstanceCount": 1,
+                "KeepJobFlowAliveWhenNoSteps": True,
+            },
+            JobFlowRole="EMR_EC2_DefaultRole",
+            ServiceRole="EMR_DefaultRole",
         )["JobFlowId"]
 
     app = es.create_application(name="lake", releaseLabel="emr-7.5.0", type="SPARK")
-    return SimpleNamespace(s3=s3, emr=emr, es=es, cluster=cluster("hourly"),
-                           replay_cluster=cluster("replays"), app=app["applicationId"])
+    return SimpleNamespace(
+        s3=s3,
+        emr=emr,
+        es=es,
+        cluster=cluster("hourly"),
+        replay_cluster=cluster("replays"),
+        app=app["applicationId"],
+    )
 
 
 def emr_backend():
@@ -61,8 +78,9 @@ def serverless_backend():
 
 
 def our_step(cluster_id: str):
-    steps = [s for s in emr_backend().clusters[cluster_id].steps
-             if s.name.startswith("datalake sync")]
+    steps = [
+        s for s in emr_backend().clusters[cluster_id].steps if s.name.startswith("datalake sync")
+    ]
     return steps[-1] if steps else None
 
 
@@ -109,9 +127,16 @@ def interrupt_once_waiting(monkeypatch, find: Callable) -> None:
 
 
 def request(**kw) -> SyncRequest:
-    base = {"lake_root": LAKE, "archive_root": ARCHIVE, "source_id": "web-prod",
-            "source_dir": "web-prod", "database": "web_prod", "hours": ("2026-11-21T10",),
-            "run_id": "run-1", "catalog": CatalogConfig(backend="glue")}
+    base = {
+        "lake_root": LAKE,
+        "archive_root": ARCHIVE,
+        "source_id": "web-prod",
+        "source_dir": "web-prod",
+        "database": "web_prod",
+        "hours": ("2026-11-21T10",),
+        "run_id": "run-1",
+        "catalog": CatalogConfig(backend="glue"),
+    }
     return SyncRequest(**{**base, **kw})
 
 
@@ -126,17 +151,44 @@ def sample_report(tmp_path, req: SyncRequest) -> bytes:
     reading of the clock: its folder's day is its finish time's, even at midnight)."""
     now = datetime.now(UTC)
     day = now.strftime("%Y-%m-%d")
-    base = {"run_id": req.run_id, "source_id": req.source_id, "database": req.database,
-            "replay": req.replay, "status": "finished", "error": None, "error_code": None,
-            "finish_time": now.isoformat(), "emr_cluster_id": "j-X"}
+    base = {
+        "run_id": req.run_id,
+        "source_id": req.source_id,
+        "database": req.database,
+        "replay": req.replay,
+        "status": "finished",
+        "error": None,
+        "error_code": None,
+        "finish_time": now.isoformat(),
+        "emr_cluster_id": "j-X",
+    }
     rows = [
-        {"type": "event", "table_name": "tracks", **base, "row_count": 3, "duplicates": 1,
-         "columns": [{"name": "message_id", "type": "string"}], "partitions": [],
-         "checks": {"repeated_message_ids": 0, "misfits_by_column": {},
-                    "conformance_failures": []}},
-        {"type": "source", "table_name": None, **base, "lines_in": 5, "messages_written": 3,
-         "duplicates": 1, "lines_quarantined": 1, "values_quarantined": 0, "tables": 1,
-         "hours_synced": list(req.hours)},
+        {
+            "type": "event",
+            "table_name": "tracks",
+            **base,
+            "row_count": 3,
+            "duplicates": 1,
+            "columns": [{"name": "message_id", "type": "string"}],
+            "partitions": [],
+            "checks": {
+                "repeated_message_ids": 0,
+                "misfits_by_column": {},
+                "conformance_failures": [],
+            },
+        },
+        {
+            "type": "source",
+            "table_name": None,
+            **base,
+            "lines_in": 5,
+            "messages_written": 3,
+            "duplicates": 1,
+            "lines_quarantined": 1,
+            "values_quarantined": 0,
+            "tables": 1,
+            "hours_synced": list(req.hours),
+        },
     ]
     path = write_report(str(tmp_path / "lake"), SyncReport.from_rows(rows), day)
     with open(path, "rb") as f:
@@ -152,4 +204,4 @@ def put_report(s3, req: SyncRequest, body: bytes) -> str:
 
 
 def after_double_dash(args: list[str]) -> list[str]:
-    return args[args.index("--") + 1:]
+    return args[args.index("--") + 1 :]

@@ -33,20 +33,29 @@ IN_STEP = AssetCheckKey(CATALOG, "in_step")
 def glue_settings(tmp_path, mocked_aws, monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     boto3.setup_default_session()  # the sync's Glue client comes from boto3's default session
-    return load_lake_toml(tmp_path, 'archive_root = "archive"\nlake_root = "lake"\n'
-                                    '[catalog]\nbackend = "glue"\nglue_region = "eu-west-1"\n'
-                                    '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n')
+    return load_lake_toml(
+        tmp_path,
+        'archive_root = "archive"\nlake_root = "lake"\n'
+        '[catalog]\nbackend = "glue"\nglue_region = "eu-west-1"\n'
+        '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n',
+    )
 
 
 def run(settings, instance, selection=None, partition_key=KEY):
-    return materialize(build_source_assets(settings, settings.sources[0]),
-                       selection=selection, partition_key=partition_key, instance=instance,
-                       resources={"compute": LocalSparkCompute()}, raise_on_error=False)
+    return materialize(
+        build_source_assets(settings, settings.sources[0]),
+        selection=selection,
+        partition_key=partition_key,
+        instance=instance,
+        resources={"compute": LocalSparkCompute()},
+        raise_on_error=False,
+    )
 
 
 def latest(instance, key: AssetKey):
     records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=key, asset_partitions=[KEY]), limit=1).records
+        AssetRecordsFilter(asset_key=key, asset_partitions=[KEY]), limit=1
+    ).records
     return records[0] if records else None
 
 
@@ -58,21 +67,26 @@ def in_step(result):
 
 def deny(operation: str):
     """Glue answers ``AccessDenied`` to ``operation`` (on boto3's default session)."""
+
     def refuse(**kwargs):
         from botocore.exceptions import ClientError
 
-        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "denied"}},
-                          operation)
+        raise ClientError(
+            {"Error": {"Code": "AccessDeniedException", "Message": "denied"}}, operation
+        )
 
     boto3.DEFAULT_SESSION.events.register(f"before-call.glue.{operation}", refuse)
-    return lambda: boto3.DEFAULT_SESSION.events.unregister(f"before-call.glue.{operation}",
-                                                           refuse)
+    return lambda: boto3.DEFAULT_SESSION.events.unregister(f"before-call.glue.{operation}", refuse)
 
 
 def test_registration_its_check_and_a_partition_deleted_by_hand(glue_settings):
-    write_hour(glue_settings.archive_root, "web", HOUR,
-               [msg(f"p{i}", type="page", name="Home", event=None) for i in range(5)]
-               + [msg(f"o{i}", properties={"total": i}) for i in range(3)])
+    write_hour(
+        glue_settings.archive_root,
+        "web",
+        HOUR,
+        [msg(f"p{i}", type="page", name="Home", event=None) for i in range(5)]
+        + [msg(f"o{i}", properties={"total": i}) for i in range(3)],
+    )
     instance = DagsterInstance.ephemeral()
     result = run(glue_settings, instance)
     assert result.success
@@ -84,20 +98,26 @@ def test_registration_its_check_and_a_partition_deleted_by_hand(glue_settings):
     assert check.passed and check.partition == KEY, check.metadata
     # the catalog loses a partition behind our back: the check, run alone, names it
     glue = boto3.client("glue", region_name="eu-west-1")
-    glue.delete_partition(DatabaseName="web", TableName="pages",
-                          PartitionValues=["2026-11-21", "10"])
+    glue.delete_partition(
+        DatabaseName="web", TableName="pages", PartitionValues=["2026-11-21", "10"]
+    )
     # as "Execute all" launches it: no partition (the latest synced hours are checked)
     alone = run(glue_settings, instance, AssetSelection.checks(IN_STEP), partition_key=None)
     assert alone.success and not alone.get_asset_materialization_events()
     check = in_step(alone)
     assert not check.passed
     assert check.metadata["problems"].value == [
-        "partition day=2026-11-21/hr=10 of web.pages is not in the catalog"]
+        "partition day=2026-11-21/hr=10 of web.pages is not in the catalog"
+    ]
 
 
 def test_a_failed_registration_and_its_repair_by_the_catalog_asset_alone(glue_settings):
-    write_hour(glue_settings.archive_root, "web", HOUR,
-               [msg(f"p{i}", type="page", name="Home", event=None) for i in range(4)])
+    write_hour(
+        glue_settings.archive_root,
+        "web",
+        HOUR,
+        [msg(f"p{i}", type="page", name="Home", event=None) for i in range(4)],
+    )
     instance = DagsterInstance.ephemeral()
     allow = deny("BatchCreatePartition")
     try:
@@ -122,14 +142,17 @@ def test_a_failed_registration_and_its_repair_by_the_catalog_asset_alone(glue_se
     parts = glue.get_partitions(DatabaseName="web", TableName="pages")["Partitions"]
     assert [p["Values"] for p in parts] == [["2026-11-21", "10"]]
     assert parts[0]["StorageDescriptor"]["Location"].endswith(
-        "/data/web/segment_type=pages/day=2026-11-21/hr=10")
+        "/data/web/segment_type=pages/day=2026-11-21/hr=10"
+    )
     # nothing was synced again: no new report, the pages' latest materialization unchanged
     assert sorted(Path(glue_settings.lake_root, "reports").rglob("report.json")) == reports
     assert latest(instance, AssetKey(["web", "pages"])).storage_id == pages.storage_id
 
 
 def test_no_catalog_asset_without_a_catalog(tmp_path):
-    settings = load_lake_toml(tmp_path, '[catalog]\nbackend = "none"\n'
-                                        '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n')
+    settings = load_lake_toml(
+        tmp_path,
+        '[catalog]\nbackend = "none"\n[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n',
+    )
     keys = build_definitions(settings).resolve_all_asset_keys()
     assert AssetKey(["web", "pages"]) in keys and CATALOG not in keys

@@ -5,10 +5,10 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import AssetCheckSeverity, DagsterInstance, materialize
 
-from datalake_assets.orchestration.assets import build_source_assets
-from datalake_assets.orchestration.sync_events import table_check_results
-from datalake_assets.orchestration.resources import LocalSparkCompute
 from datalake_assets.lake.report import TableChecks, TableReport
+from datalake_assets.orchestration.assets import build_source_assets
+from datalake_assets.orchestration.resources import LocalSparkCompute
+from datalake_assets.orchestration.sync_events import table_check_results
 from datalake_assets.transform import dedup, local_path, sync
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.settings_files import load_lake_toml
@@ -19,20 +19,33 @@ HOUR = "2026-11-21T10"
 
 @pytest.fixture()
 def settings(tmp_path):
-    return load_lake_toml(tmp_path, 'archive_root = "archive"\nlake_root = "lake"\n'
-                                    '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n')
+    return load_lake_toml(
+        tmp_path,
+        'archive_root = "archive"\nlake_root = "lake"\n'
+        '[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n',
+    )
 
 
 def run(settings, raise_on_error=True):
-    result = materialize(build_source_assets(settings, settings.sources[0]),
-                         resources={"compute": LocalSparkCompute()}, partition_key="2026-11-21-10:00",
-                         instance=DagsterInstance.ephemeral(), raise_on_error=raise_on_error)
-    return result, {(e.asset_key.path[-1], e.check_name): e for e in result.get_asset_check_evaluations()}
+    result = materialize(
+        build_source_assets(settings, settings.sources[0]),
+        resources={"compute": LocalSparkCompute()},
+        partition_key="2026-11-21-10:00",
+        instance=DagsterInstance.ephemeral(),
+        raise_on_error=raise_on_error,
+    )
+    return result, {
+        (e.asset_key.path[-1], e.check_name): e for e in result.get_asset_check_evaluations()
+    }
 
 
 def test_checks_pass_on_good_data(spark, settings):
-    write_hour(settings.archive_root, "web", HOUR,
-               [msg(f"m{i}", type="page", name="Home") for i in range(20)] + [msg("m1", type="page")])
+    write_hour(
+        settings.archive_root,
+        "web",
+        HOUR,
+        [msg(f"m{i}", type="page", name="Home") for i in range(20)] + [msg("m1", type="page")],
+    )
     result, checks = run(settings)
     assert result.success
     assert checks[("sync_reports", "completeness")].passed
@@ -44,8 +57,10 @@ def test_checks_pass_on_good_data(spark, settings):
 def test_type_drift_and_conformance_fail_on_bad_data(spark, settings):
     page = {"type": "page", "name": "Home"}
     lines = [msg(f"m{i}", properties={"n": i}, **page) for i in range(20)]
-    lines += [msg("bad-n", properties={"n": "not a number"}, **page),
-              msg("no-received", receivedAt=None, **page)]
+    lines += [
+        msg("bad-n", properties={"n": "not a number"}, **page),
+        msg("no-received", receivedAt=None, **page),
+    ]
     write_hour(settings.archive_root, "web", HOUR, lines)
     result, checks = run(settings)
     assert result.success  # warnings and non-blocking failures do not fail the run
@@ -61,11 +76,15 @@ def test_type_drift_and_conformance_fail_on_bad_data(spark, settings):
 def test_conformance_check_reports_the_failing_column_and_rule():
     from datalake_assets.spec.conformance import check_conformance
 
-    data = pa.table({
-        "message_id": ["a", "b", "c"], "type": ["page", "page", "page"],
-        "anonymous_id": ["x", "y", None], "user_id": [None, None, None],
-        "received_at": pa.array([1, None, 3], pa.timestamp("us", tz="UTC")),
-    })
+    data = pa.table(
+        {
+            "message_id": ["a", "b", "c"],
+            "type": ["page", "page", "page"],
+            "anonymous_id": ["x", "y", None],
+            "user_id": [None, None, None],
+            "received_at": pa.array([1, None, 3], pa.timestamp("us", tz="UTC")),
+        }
+    )
     failures = check_conformance("pages", data)
     got = sorted((f["column"], f["check"], f["failures"]) for f in failures)
     assert ("received_at", "not_nullable", 1) in got
@@ -94,11 +113,15 @@ def test_duplicates_check_reads_the_written_output(spark, tmp_path):
     # an id in two tables counts under the smaller name, whatever the order asked (Spark's min)
     assert dedup.repeated_in_output(str(staged), ["screens", "pages"], held) == repeated
     report = TableReport(checks=TableChecks(repeated_message_ids=repeated["pages"]), duplicates=0)
-    dup = [r for r in table_check_results("web", "pages", report) if r.check_name == "duplicates"][0]
+    dup = [r for r in table_check_results("web", "pages", report) if r.check_name == "duplicates"][
+        0
+    ]
     assert not dup.passed and dup.severity == AssetCheckSeverity.ERROR
 
 
-def test_completeness_fails_and_nothing_is_committed_when_lines_go_missing(spark, settings, monkeypatch):
+def test_completeness_fails_and_nothing_is_committed_when_lines_go_missing(
+    spark, settings, monkeypatch
+):
     write_hour(settings.archive_root, "web", HOUR, [msg("a1"), msg("a2")])
     real = sync.merge_stats
 
@@ -117,9 +140,11 @@ def test_completeness_fails_and_nothing_is_committed_when_lines_go_missing(spark
 
 def test_duplicates_check_driver_and_spark_paths_agree(spark, tmp_path, monkeypatch):
     staged = tmp_path / "data"
-    for table, part, ids in (("pages", "day=2026-11-21/hr=10", ["a", "b", "b"]),
-                             ("pages", "day=2026-11-21/hr=11", ["c"]),
-                             ("screens", "day=2026-11-21/hr=10", ["c", "d"])):
+    for table, part, ids in (
+        ("pages", "day=2026-11-21/hr=10", ["a", "b", "b"]),
+        ("pages", "day=2026-11-21/hr=11", ["c"]),
+        ("screens", "day=2026-11-21/hr=10", ["c", "d"]),
+    ):
         d = staged / f"segment_type={table}" / part
         d.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table({"message_id": ids}), d / f"part-{len(ids)}.parquet")
@@ -138,8 +163,8 @@ def test_duplicates_check_driver_and_spark_paths_agree(spark, tmp_path, monkeypa
 
 def test_completeness_counts_the_lines_of_suppressed_identities(spark, settings):
     from datalake_assets.lake.identities import lake_key, write_suppressed
-    from datalake_assets.orchestration.sync_events import completeness_results
     from datalake_assets.lake.report import SourceReport
+    from datalake_assets.orchestration.sync_events import completeness_results
     from datalake_assets.spec.identity import identity, identity_hash
 
     write_hour(settings.archive_root, "web", HOUR, [msg("a1", userId="gone"), msg("a2")])
@@ -148,8 +173,11 @@ def test_completeness_counts_the_lines_of_suppressed_identities(spark, settings)
     result, checks = run(settings)
     c = checks[("sync_reports", "completeness")]
     assert result.success and c.passed
-    assert (c.metadata["lines_in"].value, c.metadata["rows"].value,
-            c.metadata["suppressed"].value) == (2, 1, 1)
+    assert (
+        c.metadata["lines_in"].value,
+        c.metadata["rows"].value,
+        c.metadata["suppressed"].value,
+    ) == (2, 1, 1)
     # the same counts without the suppressed line would not add up
     short = SourceReport(lines_in=2, messages_written=1)
     assert not completeness_results("web", short)[0].passed
@@ -164,20 +192,29 @@ def test_checks_run_alone_re_evaluate_the_lake(spark, settings):
 
     from dagster import AssetCheckKey, AssetKey
 
-    write_hour(settings.archive_root, "web", HOUR,
-               [msg(f"m{i}", type="page", name="Home") for i in range(10)])
+    write_hour(
+        settings.archive_root,
+        "web",
+        HOUR,
+        [msg(f"m{i}", type="page", name="Home") for i in range(10)],
+    )
     result, _ = run(settings)
     assert result.success
     assets = build_source_assets(settings, settings.sources[0])
-    checks = [AssetCheckKey(AssetKey(["web", "pages"]), n)
-              for n in ("duplicates", "type_drift", "schema_conformance")]
+    checks = [
+        AssetCheckKey(AssetKey(["web", "pages"]), n)
+        for n in ("duplicates", "type_drift", "schema_conformance")
+    ]
 
     def alone():
         from dagster import AssetSelection
 
-        out = materialize(assets, selection=AssetSelection.checks(*checks),
-                          resources={"compute": LocalSparkCompute()},
-                          instance=DagsterInstance.ephemeral())
+        out = materialize(
+            assets,
+            selection=AssetSelection.checks(*checks),
+            resources={"compute": LocalSparkCompute()},
+            instance=DagsterInstance.ephemeral(),
+        )
         assert out.success
         assert not out.get_asset_materialization_events(), "checks alone must sync nothing"
         return {(e.check_name, e.partition): e for e in out.get_asset_check_evaluations()}

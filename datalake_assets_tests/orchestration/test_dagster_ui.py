@@ -60,30 +60,77 @@ def archive_lines(hour: ArchiveHour, new_events: bool) -> list:
     h = str(hour)
     lines: list = []
     for i in range(30):
-        lines.append(msg(f"{h}-p{i}", h, i % 60, type="page", name="Home", event=None,
-                         properties={"path": f"/p/{i % 7}", "title": "Home"}))
-        lines.append(msg(f"{h}-i{i}", h, (i + 3) % 60, type="identify", event=None,
-                         userId=f"u-{i % 11}", traits={"email": f"u{i}@example.com",
-                                                      "plan": "pro" if i % 2 else "free"}))
-        lines.append(msg(f"{h}-s{i}", h, (i + 5) % 60, event="Signed Up",
-                         properties={"plan": "free", "referrer": f"ad-{i % 3}"}))
+        lines.append(
+            msg(
+                f"{h}-p{i}",
+                h,
+                i % 60,
+                type="page",
+                name="Home",
+                event=None,
+                properties={"path": f"/p/{i % 7}", "title": "Home"},
+            )
+        )
+        lines.append(
+            msg(
+                f"{h}-i{i}",
+                h,
+                (i + 3) % 60,
+                type="identify",
+                event=None,
+                userId=f"u-{i % 11}",
+                traits={"email": f"u{i}@example.com", "plan": "pro" if i % 2 else "free"},
+            )
+        )
+        lines.append(
+            msg(
+                f"{h}-s{i}",
+                h,
+                (i + 5) % 60,
+                event="Signed Up",
+                properties={"plan": "free", "referrer": f"ad-{i % 3}"},
+            )
+        )
         if new_events:
-            lines.append(msg(f"{h}-o{i}", h, (i + 7) % 60, event="Order Completed",
-                             properties={"revenue": 10.5 + i, "order_id": f"o-{i}",
-                                         "currency": "USD"}))
+            lines.append(
+                msg(
+                    f"{h}-o{i}",
+                    h,
+                    (i + 7) % 60,
+                    event="Order Completed",
+                    properties={"revenue": 10.5 + i, "order_id": f"o-{i}", "currency": "USD"},
+                )
+            )
             if i % 2:
-                lines.append(msg(f"{h}-c{i}", h, (i + 9) % 60, event="Cart Viewed",
-                                 properties={"cart_id": f"c-{i}", "items": i % 5}))
+                lines.append(
+                    msg(
+                        f"{h}-c{i}",
+                        h,
+                        (i + 9) % 60,
+                        event="Cart Viewed",
+                        properties={"cart_id": f"c-{i}", "items": i % 5},
+                    )
+                )
     lines = [{k: v for k, v in m.items() if v is not None} for m in lines]
     lines.append(lines[4])  # a duplicate delivery
     lines.append(b"{not json")  # quarantined: invalid_json
-    lines.append({"messageId": f"{h}-bad", "anonymousId": "a", "receivedAt": f"{hour.day}T"
-                  f"{hour.hr}:30:00.000Z"})  # quarantined: missing_type
+    lines.append(
+        {
+            "messageId": f"{h}-bad",
+            "anonymousId": "a",
+            "receivedAt": f"{hour.day}T{hour.hr}:30:00.000Z",
+        }
+    )  # quarantined: missing_type
     return lines
 
 
-def write_settings(folder: Path, start: ArchiveHour, archive_root: str = "archive",
-                   catalog: str = "hive", extra: str = "") -> Path:
+def write_settings(
+    folder: Path,
+    start: ArchiveHour,
+    archive_root: str = "archive",
+    catalog: str = "hive",
+    extra: str = "",
+) -> Path:
     """``datalake dev``'s settings: the default catalog, the embedded metastore that
     ``datalake dev`` serves (every run registers through its server), and the models' source
     (``extra``); the clean sync to compare with registers nothing (``catalog = "none"``)."""
@@ -91,9 +138,9 @@ def write_settings(folder: Path, start: ArchiveHour, archive_root: str = "archiv
         folder,
         f'archive_root = "{archive_root}"\nlake_root = "lake"\n'
         '[spark]\nmaster = "local[2]"\ndriver_memory = "1g"\nshuffle_partitions = 2\n'
-        '[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n'
+        "[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n"
         f'[catalog]\nbackend = "{catalog}"\n'
-        f'[[sources]]\nid = "{SOURCE}"\nstart = "{start.partition_key}"\n{extra}'
+        f'[[sources]]\nid = "{SOURCE}"\nstart = "{start.partition_key}"\n{extra}',
     )
 
 
@@ -108,15 +155,19 @@ def wait_sensor_runs(ui: DagsterUI, hours: list[ArchiveHour]) -> None:
         tags = run["tag"]
         if "dagster/partition" in tags:
             return {str(ArchiveHour.parse(tags["dagster/partition"]))}
-        return {item.split(":", 1)[1] for item in tags.get(SOURCE_HOURS_TAG, "").split()
-                if item.startswith(f"{SOURCE}:")}
+        return {
+            item.split(":", 1)[1]
+            for item in tags.get(SOURCE_HOURS_TAG, "").split()
+            if item.startswith(f"{SOURCE}:")
+        }
 
     def done():
         runs = [r for r in ui.runs({"datalake/trigger": "sensor"}) if covered(r) & wanted]
         for r in runs:
             assert r["status"] not in ("FAILURE", "CANCELED"), (
                 f"sensor run {r['id']} of {sorted(covered(r))} ended {r['status']}:"
-                f"\n{ui.run_errors(r['id'])}")
+                f"\n{ui.run_errors(r['id'])}"
+            )
         return wanted <= {h for r in runs if r["status"] == "SUCCESS" for h in covered(r)}
 
     poll(f"the archive sensor's runs of {sorted(wanted)} to succeed", done, RUN_TIMEOUT, 3.0)
@@ -126,9 +177,11 @@ def source_keys(ui: DagsterUI) -> list[str]:
     """Every declared asset of the source's group but the raw archive: what the Materialize
     dialog selects from one lake table (it adds the sync's siblings; the source's dbt models
     are a group of their own, daily-partitioned, built after the hours)."""
-    return sorted(k for k, n in ui.asset_nodes().items()
-                  if k.startswith(f"{SOURCE}/") and k != f"{SOURCE}/raw_archive"
-                  and n["groupName"] == SOURCE)
+    return sorted(
+        k
+        for k, n in ui.asset_nodes().items()
+        if k.startswith(f"{SOURCE}/") and k != f"{SOURCE}/raw_archive" and n["groupName"] == SOURCE
+    )
 
 
 def new_tables_declared(ui: DagsterUI) -> dict | None:
@@ -137,8 +190,14 @@ def new_tables_declared(ui: DagsterUI) -> dict | None:
     for t in NEW_TABLES:
         n = nodes.get(f"{SOURCE}/{t}")
         deps = {"/".join(d["path"]) for d in (n or {}).get("dependencyKeys", [])}
-        if not (n and n["groupName"] == SOURCE and n["isMaterializable"] and n["isExecutable"]
-                and not n["isObservable"] and f"{SOURCE}/raw_archive" in deps):
+        if not (
+            n
+            and n["groupName"] == SOURCE
+            and n["isMaterializable"]
+            and n["isExecutable"]
+            and not n["isObservable"]
+            and f"{SOURCE}/raw_archive" in deps
+        ):
             return None
         ok[t] = n
     return ok
@@ -169,8 +228,10 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
         held_keys = source_keys(ui)
         held = ui.load_for_launch(held_keys)
         assert {f"{SOURCE}/pages", f"{SOURCE}/sync_reports"} <= set(held_keys), held_keys
-        print(f"phase 1 done at {time.monotonic() - t0:.0f} s; held selection ({held['job']}, "
-              f"{len(held['nodes'])} assets): {held_keys}")
+        print(
+            f"phase 1 done at {time.monotonic() - t0:.0f} s; held selection ({held['job']}, "
+            f"{len(held['nodes'])} assets): {held_keys}"
+        )
 
         # Phase 2: hours with event types never seen before.
         for h in hours[1:]:
@@ -181,22 +242,31 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
 
         def new_tables_by_themselves():  # (c): no reload mutation here
             try:
-                poll(f"{NEW_TABLES} to become declared, materializable assets of group "
-                     f"{SOURCE!r} downstream of {SOURCE}/raw_archive, without a manual reload "
-                     f"(catalog now: {describe_new_tables(ui)})",
-                     lambda: new_tables_declared(ui), RELOAD_TIMEOUT, 5.0)
+                poll(
+                    f"{NEW_TABLES} to become declared, materializable assets of group "
+                    f"{SOURCE!r} downstream of {SOURCE}/raw_archive, without a manual reload "
+                    f"(catalog now: {describe_new_tables(ui)})",
+                    lambda: new_tables_declared(ui),
+                    RELOAD_TIMEOUT,
+                    5.0,
+                )
             except AssertionError as e:
-                raise AssertionError(f"{e}; catalog at the end: {describe_new_tables(ui)}"
-                                     ) from None
+                raise AssertionError(
+                    f"{e}; catalog at the end: {describe_new_tables(ui)}"
+                ) from None
 
         def backfill_with_the_held_selection():  # (a): both hours
             bid = ui.launch_backfill(held, [h.partition_key for h in hours])
             b = ui.wait_backfill(bid, RUN_TIMEOUT)
-            failed = "".join(f"\nrun {r['id']} {r['status']}:\n{ui.run_errors(r['id'])}"
-                             for r in b["runs"] if r["status"] != "SUCCESS")
+            failed = "".join(
+                f"\nrun {r['id']} {r['status']}:\n{ui.run_errors(r['id'])}"
+                for r in b["runs"]
+                if r["status"] != "SUCCESS"
+            )
             ok = b["status"] in ("COMPLETED", "COMPLETED_SUCCESS")
             assert ok and b["runs"] and not failed, (
-                f"backfill {bid} ended {b['status']} with {len(b['runs'])} runs:{failed}")
+                f"backfill {bid} ended {b['status']} with {len(b['runs'])} runs:{failed}"
+            )
 
         def one_table_one_hour():  # (b): as the asset page's Materialize does
             one = ui.load_for_launch([f"{SOURCE}/order_completed"])
@@ -219,8 +289,10 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
         step("g2 models: range", daily.a_range_in_one_run)
         step("g3 models: contents", daily.the_models_hold_the_lake)
         step("g4 models: B still waits", daily.b_not_automated)
-        step("lake vs clean sync",
-             lambda: compare_lakes(home / "lake", finish_clean_sync(clean), SOURCE))
+        step(
+            "lake vs clean sync",
+            lambda: compare_lakes(home / "lake", finish_clean_sync(clean), SOURCE),
+        )
         # (d) forget a person from the launchpad: the job forget_person with the config a
         # user types; afterwards none of their rows remain and nobody else's went.
         step("d", lambda: forget_from_launchpad(ui, home / "lake"))
@@ -233,19 +305,24 @@ def forget_from_launchpad(ui: DagsterUI, lake: Path) -> None:
     identifies = f"{lake}/data/{SOURCE}/segment_type=identifies/*/*/*.parquet"
 
     def count(where: str) -> int:
-        return duckdb.sql(f"SELECT count(*) FROM read_parquet('{identifies}') WHERE {where}"
-                          ).fetchall()[0][0]
+        return duckdb.sql(
+            f"SELECT count(*) FROM read_parquet('{identifies}') WHERE {where}"
+        ).fetchall()[0][0]
 
     theirs, everyone = count("user_id = 'u-3'"), count("true")
     assert theirs > 0, "the person to forget is not in the lake"
     repository = ui.load_for_launch([f"{SOURCE}/pages"])["nodes"][0]["repository"]
-    run_id = ui.launch_job(repository, "forget_person", {"ops": {"forget": {"config": {
-        "identities": ["user_id=u-3"], "request_id": "ui-forget"}}}})
+    run_id = ui.launch_job(
+        repository,
+        "forget_person",
+        {"ops": {"forget": {"config": {"identities": ["user_id=u-3"], "request_id": "ui-forget"}}}},
+    )
     ui.wait_run(run_id, RUN_TIMEOUT)
     assert (count("user_id = 'u-3'"), count("true")) == (0, everyone - theirs)
-    audit = duckdb.sql(f"SELECT status, rows_remaining FROM read_parquet("
-                       f"'{lake}/privacy_requests/*/*.parquet') WHERE request_id = 'ui-forget'"
-                       ).fetchall()
+    audit = duckdb.sql(
+        f"SELECT status, rows_remaining FROM read_parquet("
+        f"'{lake}/privacy_requests/*/*.parquet') WHERE request_id = 'ui-forget'"
+    ).fetchall()
     assert audit == [("completed", 0)], audit
 
 
@@ -310,9 +387,22 @@ def start_clean_sync(folder: Path, archive: Path, hours: list[ArchiveHour]):
     env.pop("DAGSTER_HOME", None)
     log = open(folder / "sync.log", "wb")  # noqa: SIM115 - closed by finish_clean_sync
     proc = subprocess.Popen(
-        [sys.executable, "-m", "datalake_assets.cli", "--settings", str(settings), "sync",
-         "--hours", *map(str, hours)],
-        cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "datalake_assets.cli",
+            "--settings",
+            str(settings),
+            "sync",
+            "--hours",
+            *map(str, hours),
+        ],
+        cwd=folder,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     return proc, folder, log
 
 
@@ -335,14 +425,14 @@ def read_rows(pattern: str, drop: tuple[str, ...]) -> tuple[list[str], set[tuple
 
     con = duckdb.connect()
     source = f"read_parquet('{pattern}', hive_partitioning = true, union_by_name = true)"
-    cols = sorted(c for c in con.sql(f"SELECT * FROM {source} LIMIT 0").columns
-                  if c not in drop)
+    cols = sorted(c for c in con.sql(f"SELECT * FROM {source} LIMIT 0").columns if c not in drop)
     select = ", ".join(f'CAST("{c}" AS VARCHAR)' for c in cols)
     return cols, set(con.sql(f"SELECT {select} FROM {source}").fetchall())
 
 
 def compare_lakes(lake: Path, clean: Path, source: str) -> None:
     """Same tables, same columns and the same set of rows in each; same quarantine."""
+
     def tables(root: Path) -> set[str]:
         return {p.name.split("=", 1)[1] for p in (root / "data" / source).glob("segment_type=*")}
 
@@ -353,10 +443,13 @@ def compare_lakes(lake: Path, clean: Path, source: str) -> None:
         c1, r1 = read_rows(str(lake / pattern), ())
         c2, r2 = read_rows(str(clean / pattern), ())
         assert c1 == c2, f"table {t}: columns {c1} != clean {c2}"
-        assert r1 == r2, (f"table {t}: {len(r1 - r2)} rows only in the lake, {len(r2 - r1)} "
-                          f"only in the clean sync, e.g. {sorted(r1 ^ r2)[:3]}")
+        assert r1 == r2, (
+            f"table {t}: {len(r1 - r2)} rows only in the lake, {len(r2 - r1)} "
+            f"only in the clean sync, e.g. {sorted(r1 ^ r2)[:3]}"
+        )
     q = f"quarantine/{source}/*/*/*.parquet"
     c1, r1 = read_rows(str(lake / q), ("run_id",))
     c2, r2 = read_rows(str(clean / q), ("run_id",))
     assert c1 == c2 and r1 == r2 and r1, (
-        f"quarantine differs: {len(r1)} vs {len(r2)} rows, e.g. {sorted(r1 ^ r2)[:3]}")
+        f"quarantine differs: {len(r1)} vs {len(r2)} rows, e.g. {sorted(r1 ^ r2)[:3]}"
+    )

@@ -61,13 +61,18 @@ BAD = (1, 2, 3)  # quarantined lines of each
 
 def hour_lines(hour: ArchiveHour, orders: int, bad: int) -> list:
     h = str(hour)
-    lines: list = [msg(f"{h}-p{i}", h, i, type="page", name="Home", event=None,
-                       properties={"path": f"/p/{i}"}) for i in range(20)]
-    lines += [msg(f"{h}-o{i}", h, i, properties={"revenue": 10.5 + i, "order_id": f"o{i}"})
-              for i in range(orders)]
+    lines: list = [
+        msg(f"{h}-p{i}", h, i, type="page", name="Home", event=None, properties={"path": f"/p/{i}"})
+        for i in range(20)
+    ]
+    lines += [
+        msg(f"{h}-o{i}", h, i, properties={"revenue": 10.5 + i, "order_id": f"o{i}"})
+        for i in range(orders)
+    ]
     lines += [b"{not json"] * bad
-    return [{k: v for k, v in m.items() if v is not None} if isinstance(m, dict) else m
-            for m in lines]
+    return [
+        {k: v for k, v in m.items() if v is not None} if isinstance(m, dict) else m for m in lines
+    ]
 
 
 def settings_file(home: Path) -> Path:
@@ -75,9 +80,9 @@ def settings_file(home: Path) -> Path:
         home,
         'archive_root = "archive"\nlake_root = "lake"\n'
         '[spark]\nmaster = "local[2]"\ndriver_memory = "1g"\nshuffle_partitions = 2\n'
-        '[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n'
+        "[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n"
         '[catalog]\nbackend = "none"\n'
-        f'[[sources]]\nid = "{SOURCE}"\n'  # start = "auto": the archive's first hour
+        f'[[sources]]\nid = "{SOURCE}"\n',  # start = "auto": the archive's first hour
     )
 
 
@@ -90,21 +95,36 @@ def execute_all_checks(ui: DagsterUI, node: dict) -> str:
     common = [j for j in checks[0]["jobNames"] if all(j in c["jobNames"] for c in checks)]
     job = common[0] if common else node["jobNames"][0]
     repo = node["repository"]
-    params = {"mode": "default", "executionMetadata": {}, "runConfigData": "{}",
-              "selector": {"jobName": job, "repositoryLocationName": repo["location"]["name"],
-                           "repositoryName": repo["name"], "assetSelection": [],
-                           "assetCheckSelection": [{"assetKey": {"path": node["assetKey"]["path"]},
-                                                    "name": c["name"]} for c in launchable]}}
-    out = ui.gql(LAUNCH_PIPELINE_EXECUTION_MUTATION,
-                 {"executionParams": params})["launchPipelineExecution"]
+    params = {
+        "mode": "default",
+        "executionMetadata": {},
+        "runConfigData": "{}",
+        "selector": {
+            "jobName": job,
+            "repositoryLocationName": repo["location"]["name"],
+            "repositoryName": repo["name"],
+            "assetSelection": [],
+            "assetCheckSelection": [
+                {"assetKey": {"path": node["assetKey"]["path"]}, "name": c["name"]}
+                for c in launchable
+            ],
+        },
+    }
+    out = ui.gql(LAUNCH_PIPELINE_EXECUTION_MUTATION, {"executionParams": params})[
+        "launchPipelineExecution"
+    ]
     assert out["__typename"] == "LaunchRunSuccess", f"checks not launched: {out}"
     return out["run"]["id"]
 
 
 def wait_terminal(ui: DagsterUI, run_id: str) -> dict:
-    return poll(f"run {run_id} to end", lambda: next(
-        (r for r in ui.runs() if r["id"] == run_id and r["status"] in TERMINAL_RUN), None),
-        RUN_TIMEOUT)
+    return poll(
+        f"run {run_id} to end",
+        lambda: next(
+            (r for r in ui.runs() if r["id"] == run_id and r["status"] in TERMINAL_RUN), None
+        ),
+        RUN_TIMEOUT,
+    )
 
 
 # ------------------------------------------------------------------------------------- the test
@@ -126,8 +146,12 @@ def test_what_the_ui_says_is_true(tmp_path):
     with datalake_dev(home, settings) as dev:
         ui = dev.ui
         wait_sensor_runs(ui, hours)
-        poll(f"{TABLE} to become a declared asset (reload)",
-             lambda: TABLE in ui.asset_nodes() and ui.location_loaded(), RELOAD_TIMEOUT, 5.0)
+        poll(
+            f"{TABLE} to become a declared asset (reload)",
+            lambda: TABLE in ui.asset_nodes() and ui.location_loaded(),
+            RELOAD_TIMEOUT,
+            5.0,
+        )
 
         def per_hour_figures():
             for h, orders, bad in zip(hours, ORDERS, BAD):
@@ -147,12 +171,18 @@ def test_what_the_ui_says_is_true(tmp_path):
 
             def evaluated():
                 _, statuses = check_statuses(ui, TABLE)
-                ok = {n: {k for k, s in st.items() if s == "SUCCEEDED"}
-                      for n, st in statuses.items()}
+                ok = {
+                    n: {k for k, s in st.items() if s == "SUCCEEDED"} for n, st in statuses.items()
+                }
                 return statuses if ok and all(want <= v for v in ok.values()) else None
 
-            poll(f"the checks of {TABLE} to have succeeded for {sorted(want)} "
-                 f"(now: {check_statuses(ui, TABLE)[1]})", evaluated, 60, 3.0)
+            poll(
+                f"the checks of {TABLE} to have succeeded for {sorted(want)} "
+                f"(now: {check_statuses(ui, TABLE)[1]})",
+                evaluated,
+                60,
+                3.0,
+            )
 
         def execute_all():
             node, _ = check_statuses(ui, TABLE)
@@ -160,8 +190,11 @@ def test_what_the_ui_says_is_true(tmp_path):
             run = wait_terminal(ui, run_id)
             assert run["status"] == "SUCCESS", f"Execute all: {ui.run_errors(run_id)}"
             got = check_events(ui, run_id)
-            want = {(c, h.partition_key) for c in ("duplicates", "type_drift",
-                                                   "schema_conformance") for h in hours}
+            want = {
+                (c, h.partition_key)
+                for c in ("duplicates", "type_drift", "schema_conformance")
+                for h in hours
+            }
             assert want <= {(c, p) for c, p, ok in got if ok}, f"evaluated: {sorted(got)}"
 
         def older_hours():
@@ -169,7 +202,9 @@ def test_what_the_ui_says_is_true(tmp_path):
                 write_hour(str(archive), SOURCE, str(h), hour_lines(h, 2, 0))
             wait_sensor_runs(ui, older)
             status = partition_status(ui, f"{SOURCE}/pages")
-            assert all(status.get(h.partition_key) == "MATERIALIZED" for h in [*older, *hours]), status
+            assert all(status.get(h.partition_key) == "MATERIALIZED" for h in [*older, *hours]), (
+                status
+            )
 
         def cli_sync_after_a_failed_run():
             h = hours[1]
@@ -185,11 +220,17 @@ def test_what_the_ui_says_is_true(tmp_path):
                 locks.unlink()
                 shutil.move(tmp_path / "locks-aside", locks)
             env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
-            env.update(DATALAKE_HOME=str(home), DATALAKE_SETTINGS=str(settings),
-                       SPARK_LOCAL_IP="127.0.0.1")
-            done = subprocess.run([sys.executable, "-m", "datalake_assets.cli", "sync",
-                                   "--hours", str(h)], check=False, env=env, capture_output=True,
-                                  text=True, timeout=RUN_TIMEOUT)
+            env.update(
+                DATALAKE_HOME=str(home), DATALAKE_SETTINGS=str(settings), SPARK_LOCAL_IP="127.0.0.1"
+            )
+            done = subprocess.run(
+                [sys.executable, "-m", "datalake_assets.cli", "sync", "--hours", str(h)],
+                check=False,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
+            )
             assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
             assert partition_status(ui, f"{SOURCE}/pages")[h.partition_key] == "MATERIALIZED"
             md = latest_metadata(ui, TABLE, h.partition_key)
@@ -205,7 +246,8 @@ def test_what_the_ui_says_is_true(tmp_path):
 
 def lake_bytes(lake: Path, hour: ArchiveHour) -> int:
     files = (lake / "data" / SOURCE / "segment_type=order_completed").rglob(
-        f"part-{hour.compact}-*.parquet")
+        f"part-{hour.compact}-*.parquet"
+    )
     return sum(f.stat().st_size for f in files)
 
 
@@ -230,4 +272,3 @@ def check_events(ui: DagsterUI, run_id: str) -> set[tuple[str, str, bool]]:
         if not conn.get("events"):
             return out
         cursor = conn["cursor"]
-

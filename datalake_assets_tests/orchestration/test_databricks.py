@@ -28,20 +28,34 @@ from datalake_assets_tests.orchestration.databricks_fake import FAKE_TOKEN
 from datalake_assets_tests.orchestration.emr_helpers import request
 
 CLUSTER = "0123-456789-abcd1234"
-FAST = {"poll_interval_s": 0.02, "pipes_interval_s": 1.0, "submit_timeout_s": 120.0,
-        "run_timeout_s": 900.0, "cancel_wait_s": 30.0}
-UPLOADS = {"/api/2.0/workspace/import", "/api/2.0/dbfs/close", "/api/2.0/dbfs/create",
-           "/api/2.0/dbfs/add-block"}
+FAST = {
+    "poll_interval_s": 0.02,
+    "pipes_interval_s": 1.0,
+    "submit_timeout_s": 120.0,
+    "run_timeout_s": 900.0,
+    "cancel_wait_s": 30.0,
+}
+UPLOADS = {
+    "/api/2.0/workspace/import",
+    "/api/2.0/dbfs/close",
+    "/api/2.0/dbfs/create",
+    "/api/2.0/dbfs/add-block",
+}
 
 
 def local_request(tmp_path, **kw):
-    base = {"lake_root": str(tmp_path / "lake"), "archive_root": str(tmp_path / "archive"),
-            "catalog": CatalogConfig(backend="none")}
+    base = {
+        "lake_root": str(tmp_path / "lake"),
+        "archive_root": str(tmp_path / "archive"),
+        "catalog": CatalogConfig(backend="none"),
+    }
     return request(**{**base, **kw})
 
 
-@pytest.mark.parametrize("package_dir", ["/Workspace/Shared/datalake/jobs",
-                                         "/Volumes/main/lake/jobs", "dbfs:/datalake/jobs"])
+@pytest.mark.parametrize(
+    "package_dir",
+    ["/Workspace/Shared/datalake/jobs", "/Volumes/main/lake/jobs", "dbfs:/datalake/jobs"],
+)
 def test_the_package_is_uploaded_once_per_content_hash(fake_databricks, package_dir):
     client = WorkspaceClient(host=fake_databricks.url, token=FAKE_TOKEN)
     staged = stage_databricks_package(client, package_dir)
@@ -54,7 +68,8 @@ def test_the_package_is_uploaded_once_per_content_hash(fake_databricks, package_
     script = fake_databricks.local(staged.entry_path).read_text()
     compile(script, ENTRY_FILE, "exec")
     assert "addPyFile" in script and "from datalake_assets.transform.pipes_entry import main" in (
-        script)
+        script
+    )
     names = set(zipfile.ZipFile(io.BytesIO(body)).namelist())
     assert {"datalake_assets/transform/pipes_storage.py", "dagster_pipes/__init__.py"} <= names
     uploads = [c for c in fake_databricks.calls if c[0] == "PUT" or c[1] in UPLOADS]
@@ -67,27 +82,34 @@ def test_the_package_is_uploaded_once_per_content_hash(fake_databricks, package_
 
     # other content (the next code version) is a new folder, uploaded beside the first
     other = stage_databricks_package(client, package_dir, package=(body + b"x", entry, "0" * 64))
-    assert other.uploaded == (PACKAGE_FILE, ENTRY_FILE) and "/" + "0" * 64 + "/" in (
-        other.zip_path)
+    assert other.uploaded == (PACKAGE_FILE, ENTRY_FILE) and "/" + "0" * 64 + "/" in (other.zip_path)
 
 
 def test_package_dir_kinds():
     assert [package_dir_kind(d) for d in ("/Volumes/a/b/c", "/Workspace/Shared/x", "dbfs:/x")] == [
-        "volume", "workspace", "dbfs"]
+        "volume",
+        "workspace",
+        "dbfs",
+    ]
     with pytest.raises(ValueError, match="not a Databricks package folder"):
         package_dir_kind("abfss://lake@acct.dfs.core.windows.net/_jobs")
 
 
-def test_a_job_cluster_run_is_submitted_with_the_policy_and_the_request(fake_databricks,
-                                                                        tmp_path):
+def test_a_job_cluster_run_is_submitted_with_the_policy_and_the_request(fake_databricks, tmp_path):
     """A run that never starts (the cluster never frees up) is cancelled after
     submit_timeout_s; what it was submitted with is the request, unchanged."""
     fake_databricks.hold.set()
     req = local_request(tmp_path)
     compute = DatabricksSparkCompute(
-        host=fake_databricks.url, policy_id="E0631F5C0D0003E6", spark_version="15.4.x-scala2.12",
-        node_type="Standard_D4ds_v5", max_workers=3, conf={"spark.executor.memory": "8g"},
-        libraries=["orjson>=3.9"], **{**FAST, "submit_timeout_s": 0.3})
+        host=fake_databricks.url,
+        policy_id="E0631F5C0D0003E6",
+        spark_version="15.4.x-scala2.12",
+        node_type="Standard_D4ds_v5",
+        max_workers=3,
+        conf={"spark.executor.memory": "8g"},
+        libraries=["orjson>=3.9"],
+        **{**FAST, "submit_timeout_s": 0.3},
+    )
     with pytest.raises(Failure) as err:
         compute.run_sync(req)
     (run,) = fake_databricks.runs.values()
@@ -99,10 +121,13 @@ def test_a_job_cluster_run_is_submitted_with_the_policy_and_the_request(fake_dat
 
     task = run.task
     assert task["new_cluster"] == {
-        "autoscale": {"min_workers": 1, "max_workers": 3}, "policy_id": "E0631F5C0D0003E6",
-        "apply_policy_default_values": True, "spark_version": "15.4.x-scala2.12",
+        "autoscale": {"min_workers": 1, "max_workers": 3},
+        "policy_id": "E0631F5C0D0003E6",
+        "apply_policy_default_values": True,
+        "spark_version": "15.4.x-scala2.12",
         "node_type_id": "Standard_D4ds_v5",
-        "spark_conf": {**task["new_cluster"]["spark_conf"], "spark.executor.memory": "8g"}}
+        "spark_conf": {**task["new_cluster"]["spark_conf"], "spark.executor.memory": "8g"},
+    }
     assert "spark.sql.session.timeZone" in task["new_cluster"]["spark_conf"]
     assert task["libraries"] == [{"pypi": {"package": "orjson>=3.9"}}]
     assert run.body["run_name"].startswith("datalake sync web-prod 2026-11-21T10..2026-11-21T10")
@@ -131,11 +156,15 @@ def test_a_task_that_crashes_names_the_state_the_error_and_the_run(fake_databric
 
 
 def test_an_unknown_cluster_is_refused_before_anything_is_uploaded(fake_databricks, tmp_path):
-    compute = DatabricksSparkCompute(host=fake_databricks.url, cluster_id="0123-456789-nothere1",
-                                     **FAST)
-    with pytest.raises(Failure, match="Databricks cluster 0123-456789-nothere1: "
-                                      "INVALID_PARAMETER_VALUE: Cluster 0123-456789-nothere1 "
-                                      "does not exist"):
+    compute = DatabricksSparkCompute(
+        host=fake_databricks.url, cluster_id="0123-456789-nothere1", **FAST
+    )
+    with pytest.raises(
+        Failure,
+        match="Databricks cluster 0123-456789-nothere1: "
+        "INVALID_PARAMETER_VALUE: Cluster 0123-456789-nothere1 "
+        "does not exist",
+    ):
         compute.run_sync(local_request(tmp_path))
     assert fake_databricks.calls == [("GET", "/api/2.1/clusters/get")]
 
@@ -150,8 +179,7 @@ def test_no_credentials_says_where_they_come_from(fake_databricks, tmp_path, mon
     assert fake_databricks.calls == []
 
 
-def test_a_wrong_token_fails_clearly_and_is_never_shown(fake_databricks, tmp_path,
-                                                        monkeypatch):
+def test_a_wrong_token_fails_clearly_and_is_never_shown(fake_databricks, tmp_path, monkeypatch):
     monkeypatch.setenv("DATABRICKS_TOKEN", "dapi-wrong-secret-value")
     compute = DatabricksSparkCompute(host=fake_databricks.url, cluster_id=CLUSTER, **FAST)
     with pytest.raises(Failure) as err:
@@ -169,16 +197,19 @@ def test_an_embedded_hive_metastore_is_refused(fake_databricks, tmp_path):
     assert fake_databricks.calls == []
 
 
-@pytest.mark.parametrize(("state", "word"), [
-    ({"life_cycle_state": "PENDING"}, "PENDING"),
-    ({"life_cycle_state": "QUEUED"}, "QUEUED"),
-    ({"life_cycle_state": "RUNNING"}, "RUNNING"),
-    ({"life_cycle_state": "TERMINATING", "result_state": "CANCELED"}, "TERMINATING"),
-    ({"life_cycle_state": "TERMINATED", "result_state": "SUCCESS"}, "SUCCESS"),
-    ({"life_cycle_state": "TERMINATED", "result_state": "TIMEDOUT"}, "TIMEDOUT"),
-    ({"life_cycle_state": "SKIPPED"}, "SKIPPED"),
-    ({"life_cycle_state": "INTERNAL_ERROR", "result_state": "FAILED"}, "INTERNAL_ERROR"),
-    ({}, "UNKNOWN"),
-])
+@pytest.mark.parametrize(
+    ("state", "word"),
+    [
+        ({"life_cycle_state": "PENDING"}, "PENDING"),
+        ({"life_cycle_state": "QUEUED"}, "QUEUED"),
+        ({"life_cycle_state": "RUNNING"}, "RUNNING"),
+        ({"life_cycle_state": "TERMINATING", "result_state": "CANCELED"}, "TERMINATING"),
+        ({"life_cycle_state": "TERMINATED", "result_state": "SUCCESS"}, "SUCCESS"),
+        ({"life_cycle_state": "TERMINATED", "result_state": "TIMEDOUT"}, "TIMEDOUT"),
+        ({"life_cycle_state": "SKIPPED"}, "SKIPPED"),
+        ({"life_cycle_state": "INTERNAL_ERROR", "result_state": "FAILED"}, "INTERNAL_ERROR"),
+        ({}, "UNKNOWN"),
+    ],
+)
 def test_run_states_in_one_word(state, word):
     assert run_state(Run.from_dict({"run_id": 1, "state": state})) == word

@@ -41,18 +41,27 @@ def test_databricks_settings_build_the_resource(tmp_path):
     compute = build_compute(load(tmp_path, DATABRICKS_TOML))
     assert isinstance(compute, DatabricksSparkCompute)
     assert (compute.host, compute.cluster_id, compute.policy_id, compute.max_workers) == (
-        "https://adb-1234567890123456.7.azuredatabricks.net", "", "E0631F5C0D0003E6", 4)
+        "https://adb-1234567890123456.7.azuredatabricks.net",
+        "",
+        "E0631F5C0D0003E6",
+        4,
+    )
     assert compute.package_dir == "/Volumes/main/lake/jobs"
     assert compute.libraries == ["orjson>=3.9", "pandera[pandas]>=0.20"]
     assert (compute.submit_timeout_s, compute.run_timeout_s, compute.poll_interval_s) == (
-        600, 7200, 30)
+        600,
+        7200,
+        30,
+    )
     assert compute.conf == {"spark.executor.memory": "8g"}
 
     # the customer's own cluster; every other key at its default
-    minimal = ('archive_root = "abfss://lake@acmelake.dfs.core.windows.net/archive"\n'
-               'lake_root = "abfss://lake@acmelake.dfs.core.windows.net/lake"\n'
-               '[catalog]\nbackend = "none"\n[compute]\nbackend = "databricks"\n'
-               'databricks_cluster_id = "0123-456789-abcd1234"\n')
+    minimal = (
+        'archive_root = "abfss://lake@acmelake.dfs.core.windows.net/archive"\n'
+        'lake_root = "abfss://lake@acmelake.dfs.core.windows.net/lake"\n'
+        '[catalog]\nbackend = "none"\n[compute]\nbackend = "databricks"\n'
+        'databricks_cluster_id = "0123-456789-abcd1234"\n'
+    )
     compute = build_compute(load(tmp_path, minimal))
     assert (compute.host, compute.cluster_id) == ("", "0123-456789-abcd1234")
     assert compute.package_dir == "/Workspace/Shared/datalake/jobs"
@@ -70,28 +79,67 @@ def test_job_libraries_follow_pyproject():
         assert requirement in deps, requirement
 
 
-@pytest.mark.parametrize("change, key, fragment", [
-    (('databricks_policy_id = "E0631F5C0D0003E6"\n', ""), "compute.databricks_policy_id",
-     "a job cluster (no databricks_cluster_id) needs databricks_policy_id"),
-    (('databricks_policy_id = "E0631F5C0D0003E6"',
-      'databricks_cluster_id = "0123-456789-abcd1234"'), "compute.conf",
-     "cannot set its Spark settings"),
-    (('databricks_policy_id = "E0631F5C0D0003E6"', 'databricks_cluster_id = "j-2AXXXXXXGAPLF"'),
-     "compute.databricks_cluster_id", "Databricks cluster id"),
-    (('databricks_package_dir = "/Volumes/main/lake/jobs"',
-      'databricks_package_dir = "abfss://lake@acmelake.dfs.core.windows.net/_jobs"'),
-     "compute.databricks_package_dir", "/Workspace/..., /Volumes/... or dbfs:/..."),
-    (('databricks_host = "https://adb-1234567890123456.7.azuredatabricks.net"',
-      'databricks_host = "adb-1.azuredatabricks.net"'), "compute.databricks_host", "http"),
-    (('"pandera[pandas]>=0.20"]', '"pandera pandas"]'), "compute.databricks_libraries[1]",
-     "invalid requirement"),
-    (('databricks_libraries = ["orjson>=3.9", "pandera[pandas]>=0.20"]',
-      'databricks_libraries = "orjson"'), "compute.databricks_libraries", "array"),
-    (('lake_root = "abfss://lake@acmelake.dfs.core.windows.net/lake"', 'lake_root = "lake"'),
-     "lake_root", "must be a URI of the cloud storage the cluster reads"),
-    (('backend = "none"', 'backend = "hive"'), "catalog.backend",
-     "runs the job on Databricks"),
-])
+@pytest.mark.parametrize(
+    "change, key, fragment",
+    [
+        (
+            ('databricks_policy_id = "E0631F5C0D0003E6"\n', ""),
+            "compute.databricks_policy_id",
+            "a job cluster (no databricks_cluster_id) needs databricks_policy_id",
+        ),
+        (
+            (
+                'databricks_policy_id = "E0631F5C0D0003E6"',
+                'databricks_cluster_id = "0123-456789-abcd1234"',
+            ),
+            "compute.conf",
+            "cannot set its Spark settings",
+        ),
+        (
+            (
+                'databricks_policy_id = "E0631F5C0D0003E6"',
+                'databricks_cluster_id = "j-2AXXXXXXGAPLF"',
+            ),
+            "compute.databricks_cluster_id",
+            "Databricks cluster id",
+        ),
+        (
+            (
+                'databricks_package_dir = "/Volumes/main/lake/jobs"',
+                'databricks_package_dir = "abfss://lake@acmelake.dfs.core.windows.net/_jobs"',
+            ),
+            "compute.databricks_package_dir",
+            "/Workspace/..., /Volumes/... or dbfs:/...",
+        ),
+        (
+            (
+                'databricks_host = "https://adb-1234567890123456.7.azuredatabricks.net"',
+                'databricks_host = "adb-1.azuredatabricks.net"',
+            ),
+            "compute.databricks_host",
+            "http",
+        ),
+        (
+            ('"pandera[pandas]>=0.20"]', '"pandera pandas"]'),
+            "compute.databricks_libraries[1]",
+            "invalid requirement",
+        ),
+        (
+            (
+                'databricks_libraries = ["orjson>=3.9", "pandera[pandas]>=0.20"]',
+                'databricks_libraries = "orjson"',
+            ),
+            "compute.databricks_libraries",
+            "array",
+        ),
+        (
+            ('lake_root = "abfss://lake@acmelake.dfs.core.windows.net/lake"', 'lake_root = "lake"'),
+            "lake_root",
+            "must be a URI of the cloud storage the cluster reads",
+        ),
+        (('backend = "none"', 'backend = "hive"'), "catalog.backend", "runs the job on Databricks"),
+    ],
+)
 def test_databricks_settings_errors(tmp_path, change, key, fragment):
     text = DATABRICKS_TOML.replace(*change)
     assert text != DATABRICKS_TOML
@@ -104,18 +152,23 @@ def test_databricks_settings_errors(tmp_path, change, key, fragment):
 def test_a_job_cluster_without_a_policy_names_its_runtime_and_size(tmp_path):
     text = DATABRICKS_TOML.replace(
         'databricks_policy_id = "E0631F5C0D0003E6"',
-        'databricks_spark_version = "15.4.x-scala2.12"\n'
-        'databricks_node_type = "Standard_D4ds_v5"')
+        'databricks_spark_version = "15.4.x-scala2.12"\ndatabricks_node_type = "Standard_D4ds_v5"',
+    )
     compute = load(tmp_path, text).compute
     assert (compute.databricks_spark_version, compute.databricks_node_type) == (
-        "15.4.x-scala2.12", "Standard_D4ds_v5")
+        "15.4.x-scala2.12",
+        "Standard_D4ds_v5",
+    )
 
 
 def test_a_mysql_metastore_is_one_the_cluster_can_share(tmp_path):
     """The Hive backend on Databricks needs a metastore the cluster reaches: a MySQL/MariaDB
     one (the infra/azure module's) is accepted where the embedded Derby one is refused."""
-    text = DATABRICKS_TOML.replace('backend = "none"', 'backend = "hive"\nmetastore_jdbc_url = '
-                                   '"jdbc:mysql://acmelake-metastore.mysql.database.azure.com'
-                                   ':3306/metastore"\nmetastore_user = "metastore"')
+    text = DATABRICKS_TOML.replace(
+        'backend = "none"',
+        'backend = "hive"\nmetastore_jdbc_url = '
+        '"jdbc:mysql://acmelake-metastore.mysql.database.azure.com'
+        ':3306/metastore"\nmetastore_user = "metastore"',
+    )
     settings = load(tmp_path, text)
     assert settings.catalog.metastore_jdbc_url.endswith("/metastore")

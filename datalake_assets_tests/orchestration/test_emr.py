@@ -32,20 +32,20 @@ from datalake_assets.orchestration.emr_steps import (
     step_log_location,
 )
 from datalake_assets.transform.job import parse_args
-from datalake_assets.transform.session import JOB_SPARK_CONF
 from datalake_assets.transform.pipes_entry import split_argv
+from datalake_assets.transform.session import JOB_SPARK_CONF
 from datalake_assets_tests.orchestration.emr_helpers import (
-    REGION,
     BUCKET,
     FAST,
-    our_step,
-    when,
-    interrupt_once_waiting,
-    request,
-    as_submitted,
-    sample_report,
-    put_report,
+    REGION,
     after_double_dash,
+    as_submitted,
+    interrupt_once_waiting,
+    our_step,
+    put_report,
+    request,
+    sample_report,
+    when,
 )
 
 
@@ -60,13 +60,23 @@ def test_package_lands_in_the_staging_prefix_once(emr_world):
 
     body = emr_world.s3.get_object(Bucket=BUCKET, Key=folder + PACKAGE_FILE)["Body"].read()
     names = set(zipfile.ZipFile(io.BytesIO(body)).namelist())
-    for name in ("datalake_assets/__init__.py", "datalake_assets/transform/job.py",
-                 "datalake_assets/transform/pipes_entry.py", "datalake_assets/transform/stage_a.py",
-                 "datalake_assets/spec/layout.py", "datalake_assets/catalog/glue.py",
-                 "datalake_assets/lake.toml", "dagster_pipes/__init__.py"):
+    for name in (
+        "datalake_assets/__init__.py",
+        "datalake_assets/transform/job.py",
+        "datalake_assets/transform/pipes_entry.py",
+        "datalake_assets/transform/stage_a.py",
+        "datalake_assets/spec/layout.py",
+        "datalake_assets/catalog/glue.py",
+        "datalake_assets/lake.toml",
+        "dagster_pipes/__init__.py",
+    ):
         assert name in names, name
-    assert not any(n.startswith(("pyspark/", "pyarrow/", "dagster/", "datalake_assets_tests/"))
-                   or "__pycache__" in n or n.endswith(".pyc") for n in names)
+    assert not any(
+        n.startswith(("pyspark/", "pyarrow/", "dagster/", "datalake_assets_tests/"))
+        or "__pycache__" in n
+        or n.endswith(".pyc")
+        for n in names
+    )
     entry = emr_world.s3.get_object(Bucket=BUCKET, Key=folder + ENTRY_FILE)["Body"].read().decode()
     assert "from datalake_assets.transform.pipes_entry import main" in entry
     compile(entry, ENTRY_FILE, "exec")
@@ -82,7 +92,9 @@ def test_an_old_package_is_uploaded_again(emr_world):
     age, it is put again (which renews its date)."""
     stage_package(emr_world.s3, f"s3://{BUCKET}/_jobs/")
     assert stage_package(emr_world.s3, f"s3://{BUCKET}/_jobs/", refresh_after_s=0).uploaded == (
-        PACKAGE_FILE, ENTRY_FILE)
+        PACKAGE_FILE,
+        ENTRY_FILE,
+    )
 
 
 def test_the_remote_side_runs_from_the_zip_without_dagster(tmp_path):
@@ -107,20 +119,41 @@ assert "[compute]" in default_settings_text()  # package data read from the zip
 opts, rest = entry.split_argv(["--aws-region", "eu-west-1", "--", "--help"])
 entry.main(["--", "--help"])
 """
-    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": ""}, timeout=120,
-                         check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ""},
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert "--lake-root" in out.stdout  # the job's own --help, reached without Pipes
 
 
 def test_entry_argv_splits_at_the_double_dash():
     req = request()
-    opts, job_argv = split_argv(["--dagster-pipes-context", "c", "--dagster-pipes-messages", "m",
-                                 "--aws-region", "eu-west-1", "--emr-cluster-id", "j-1", "--",
-                                 *req.to_args()])
+    opts, job_argv = split_argv(
+        [
+            "--dagster-pipes-context",
+            "c",
+            "--dagster-pipes-messages",
+            "m",
+            "--aws-region",
+            "eu-west-1",
+            "--emr-cluster-id",
+            "j-1",
+            "--",
+            *req.to_args(),
+        ]
+    )
     assert (opts.pipes_context, opts.pipes_messages, opts.aws_region, opts.emr_cluster_id) == (
-        "c", "m", "eu-west-1", "j-1")
+        "c",
+        "m",
+        "eu-west-1",
+        "j-1",
+    )
     assert parse_args(job_argv) == req
     opts, job_argv = split_argv(req.to_args())  # no "--": all of it is the job's
     assert opts.pipes_context is None and parse_args(job_argv) == req
@@ -132,9 +165,12 @@ def test_entry_argv_splits_at_the_double_dash():
 def test_step_runs_spark_submit_with_the_package_and_the_request(emr_world, tmp_path):
     req = request()
     body = sample_report(tmp_path, req)
-    compute = EmrSparkCompute(cluster_id=emr_world.cluster,
-                              replay_cluster_id=emr_world.replay_cluster,
-                              conf={"spark.executor.memory": "8g"}, **FAST)
+    compute = EmrSparkCompute(
+        cluster_id=emr_world.cluster,
+        replay_cluster_id=emr_world.replay_cluster,
+        conf={"spark.executor.memory": "8g"},
+        **FAST,
+    )
 
     def complete(step):  # the job wrote its report, then the step completed
         put_report(emr_world.s3, req, body)
@@ -148,8 +184,10 @@ def test_step_runs_spark_submit_with_the_package_and_the_request(emr_world, tmp_
     assert result.source.lines_in == 5 and result.tables["tracks"].row_count == 3
 
     steps = emr_world.emr.list_steps(ClusterId=emr_world.cluster)["Steps"]
-    assert len(steps) == 1 and not emr_world.emr.list_steps(
-        ClusterId=emr_world.replay_cluster)["Steps"]
+    assert (
+        len(steps) == 1
+        and not emr_world.emr.list_steps(ClusterId=emr_world.replay_cluster)["Steps"]
+    )
     step = emr_world.emr.describe_step(ClusterId=emr_world.cluster, StepId=steps[0]["Id"])["Step"]
     assert step["ActionOnFailure"] == "CONTINUE"  # a failed sync never stops the cluster
     assert step["Config"]["Jar"] == "command-runner.jar"
@@ -164,12 +202,16 @@ def test_step_runs_spark_submit_with_the_package_and_the_request(emr_world, tmp_
     # after the submit options: the entry script, its options, "--", the job's argv
     entry_at = args.index(entry_uri)
     assert entry_at == args.index("--py-files") + 2 + 2 * len(confs)
-    opts, job_argv = split_argv(args[entry_at + 1:])
+    opts, job_argv = split_argv(args[entry_at + 1 :])
     assert (opts.aws_region, opts.emr_cluster_id, opts.pipes_context) == (
-        REGION, emr_world.cluster, None)  # no Dagster context here: no Pipes
+        REGION,
+        emr_world.cluster,
+        None,
+    )  # no Dagster context here: no Pipes
     assert parse_args(job_argv) == as_submitted(req)
-    keys = {o["Key"]
-            for o in emr_world.s3.list_objects_v2(Bucket=BUCKET, Prefix="_jobs/")["Contents"]}
+    keys = {
+        o["Key"] for o in emr_world.s3.list_objects_v2(Bucket=BUCKET, Prefix="_jobs/")["Contents"]
+    }
     assert zip_uri.split(f"{BUCKET}/", 1)[1] in keys and entry_uri.split(f"{BUCKET}/", 1)[1] in keys
 
 
@@ -182,15 +224,17 @@ def test_a_replay_runs_on_the_replay_cluster(emr_world, tmp_path):
         step.state = "COMPLETED"
 
     sim = when(lambda: our_step(emr_world.replay_cluster), complete)
-    compute = EmrSparkCompute(cluster_id=emr_world.cluster,
-                              replay_cluster_id=emr_world.replay_cluster, **FAST)
+    compute = EmrSparkCompute(
+        cluster_id=emr_world.cluster, replay_cluster_id=emr_world.replay_cluster, **FAST
+    )
     assert compute.run_sync(req) == SyncReport.parse(body)
     sim.join()
     assert not emr_world.emr.list_steps(ClusterId=emr_world.cluster)["Steps"]
     step = emr_world.emr.list_steps(ClusterId=emr_world.replay_cluster)["Steps"][0]
     assert "2026-11-21T10..2026-11-21T11" in step["Name"]
-    args = emr_world.emr.describe_step(ClusterId=emr_world.replay_cluster,
-                                       StepId=step["Id"])["Step"]
+    args = emr_world.emr.describe_step(ClusterId=emr_world.replay_cluster, StepId=step["Id"])[
+        "Step"
+    ]
     assert parse_args(after_double_dash(args["Config"]["Args"])).replay is True
 
 
@@ -213,12 +257,19 @@ def test_a_failed_step_names_its_state_reason_and_logs(emr_world):
 
 def test_step_failure_details_and_log_locations():
     """EMR's FailureDetails (moto does not return them) win over the state change reason."""
-    status = {"State": "FAILED", "StateChangeReason": {"Message": "Step failed"},
-              "FailureDetails": {"Reason": "Unknown error.", "Message": "Exception in main",
-                                 "LogFile": "s3n://logs/j-1/steps/s-1/stderr.gz"}}
+    status = {
+        "State": "FAILED",
+        "StateChangeReason": {"Message": "Step failed"},
+        "FailureDetails": {
+            "Reason": "Unknown error.",
+            "Message": "Exception in main",
+            "LogFile": "s3n://logs/j-1/steps/s-1/stderr.gz",
+        },
+    }
     assert step_failure_reason(status) == "Unknown error.; Exception in main; Step failed"
     assert step_log_location(status, "s3n://logs/", "j-1", "s-1") == (
-        "s3://logs/j-1/steps/s-1/stderr.gz")
+        "s3://logs/j-1/steps/s-1/stderr.gz"
+    )
     status.pop("FailureDetails")
     assert step_log_location(status, "s3n://logs", "j-1", "s-1") == "s3://logs/j-1/steps/s-1/"
     assert "/mnt/var/log/hadoop/steps/s-1/" in step_log_location(status, None, "j-1", "s-1")
@@ -226,9 +277,16 @@ def test_step_failure_details_and_log_locations():
 
 def test_a_step_that_never_starts_is_cancelled(emr_world, moto_cancel_steps):
     # another step holds the cluster: ours stays PENDING behind it
-    emr_world.emr.add_job_flow_steps(JobFlowId=emr_world.cluster, Steps=[{
-        "Name": "someone else's", "ActionOnFailure": "CONTINUE",
-        "HadoopJarStep": {"Jar": "command-runner.jar", "Args": ["sleep", "3600"]}}])
+    emr_world.emr.add_job_flow_steps(
+        JobFlowId=emr_world.cluster,
+        Steps=[
+            {
+                "Name": "someone else's",
+                "ActionOnFailure": "CONTINUE",
+                "HadoopJarStep": {"Jar": "command-runner.jar", "Args": ["sleep", "3600"]},
+            }
+        ],
+    )
     compute = EmrSparkCompute(cluster_id=emr_world.cluster, **{**FAST, "submit_timeout_s": 0.3})
     with pytest.raises(Failure) as err:
         compute.run_sync(request())

@@ -9,33 +9,35 @@ from dagster import Failure
 from datalake_assets.orchestration.emr_package import ENTRY_FILE, PACKAGE_FILE
 from datalake_assets.orchestration.emr_serverless import EmrServerlessCompute
 from datalake_assets.transform.job import parse_args
-from datalake_assets.transform.session import JOB_SPARK_CONF
 from datalake_assets.transform.pipes_entry import split_argv
+from datalake_assets.transform.session import JOB_SPARK_CONF
 from datalake_assets_tests.orchestration.emr_helpers import (
-    REGION,
     BUCKET,
-    ROLE,
     FAST,
-    our_job_run,
-    when,
-    interrupt_once_waiting,
-    request,
+    REGION,
+    ROLE,
     as_submitted,
-    sample_report,
+    interrupt_once_waiting,
+    our_job_run,
     put_report,
+    request,
+    sample_report,
+    when,
 )
 
 
 def serverless(emr_world, **kw) -> EmrServerlessCompute:
-    return EmrServerlessCompute(application_id=emr_world.app, execution_role_arn=ROLE,
-                                **{**FAST, **kw})
+    return EmrServerlessCompute(
+        application_id=emr_world.app, execution_role_arn=ROLE, **{**FAST, **kw}
+    )
 
 
 def test_serverless_job_run_has_the_package_the_request_and_the_role(emr_world, tmp_path):
     req = request()
     put_report(emr_world.s3, req, sample_report(tmp_path, req))  # moto's job runs succeed at once
-    compute = serverless(emr_world, conf={"spark.executor.memory": "8g"}, submit_timeout_s=600,
-                         run_timeout_s=3000)
+    compute = serverless(
+        emr_world, conf={"spark.executor.memory": "8g"}, submit_timeout_s=600, run_timeout_s=3000
+    )
     result = compute.run_sync(req)
     assert result.source.messages_written == 3
 
@@ -55,15 +57,17 @@ def test_serverless_job_run_has_the_package_the_request_and_the_role(emr_world, 
     assert defaults["classification"] == "spark-defaults"
     assert defaults["properties"] == {**JOB_SPARK_CONF, "spark.executor.memory": "8g"}
     assert overrides["monitoringConfiguration"]["s3MonitoringConfiguration"]["logUri"] == (
-        f"s3://{BUCKET}/_jobs/logs/")
+        f"s3://{BUCKET}/_jobs/logs/"
+    )
     assert job["executionTimeoutMinutes"] == 60  # submit + run timeouts: AWS's own backstop
     assert job["tags"]["datalake/source"] == "web-prod"
 
 
 def test_a_failed_job_run_names_its_state_details_and_logs(emr_world, monkeypatch):
     monkeypatch.setattr("moto.emrserverless.models.JOB_STATUS", "RUNNING")
-    details = ("Job failed, please check complete logs in configured logging destination. "
-               "ExitCode: 1.")
+    details = (
+        "Job failed, please check complete logs in configured logging destination. ExitCode: 1."
+    )
 
     def fail(run):
         run.state, run.state_details = "FAILED", details
@@ -76,8 +80,10 @@ def test_a_failed_job_run_names_its_state_details_and_logs(emr_world, monkeypatc
     text = err.value.description
     assert f"EMR Serverless job run {run.id} of application {emr_world.app} ended FAILED" in text
     assert details in text
-    assert (f"s3://{BUCKET}/serverless-logs/applications/{emr_world.app}/jobs/{run.id}/"
-            "SPARK_DRIVER/" in text)
+    assert (
+        f"s3://{BUCKET}/serverless-logs/applications/{emr_world.app}/jobs/{run.id}/"
+        "SPARK_DRIVER/" in text
+    )
 
 
 def test_a_job_run_past_its_timeout_is_cancelled(emr_world, monkeypatch):

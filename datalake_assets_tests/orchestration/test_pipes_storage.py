@@ -19,7 +19,8 @@ from datalake_assets.transform.pipes_storage import (
 
 def test_default_pipes_root_is_at_the_storage_root():
     assert default_pipes_root("abfss://lake@acct.dfs.core.windows.net/lake") == (
-        "abfss://lake@acct.dfs.core.windows.net/_pipes")
+        "abfss://lake@acct.dfs.core.windows.net/_pipes"
+    )
     assert default_pipes_root("s3://bucket/a/lake") == "s3://bucket/_pipes"
     assert default_pipes_root("/data/lake") == "/data/_pipes"
     assert default_pipes_root("/data/lake/") == "/data/_pipes"

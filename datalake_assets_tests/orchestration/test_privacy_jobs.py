@@ -33,9 +33,12 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def settings_for(tmp_path, sensors: str = "running"):
-    return load_lake_toml(tmp_path, f'[automation]\nsensors = "{sensors}"\n'
-                                    '[[sources]]\nid = "web"\nstart = "2026-01-01-00:00"\n'
-                                    '[[sources]]\nid = "ios"\nstart = "2026-01-01-00:00"\n')
+    return load_lake_toml(
+        tmp_path,
+        f'[automation]\nsensors = "{sensors}"\n'
+        '[[sources]]\nid = "web"\nstart = "2026-01-01-00:00"\n'
+        '[[sources]]\nid = "ios"\nstart = "2026-01-01-00:00"\n',
+    )
 
 
 def drop(settings, name: str, text: str, age_s: float = 60) -> str:
@@ -72,8 +75,10 @@ def test_the_privacy_jobs_sensor_and_schedule_are_registered(tmp_path):
     assert schedule.job_name == pj.COMPACT_JOB and schedule.cron_schedule == pj.COMPACT_CRON
     assert schedule.default_status == DefaultScheduleStatus.STOPPED
     running = build_definitions(settings_for(tmp_path))
-    assert running.resolve_schedule_def(pj.COMPACT_SCHEDULE).default_status == \
-        DefaultScheduleStatus.RUNNING
+    assert (
+        running.resolve_schedule_def(pj.COMPACT_SCHEDULE).default_status
+        == DefaultScheduleStatus.RUNNING
+    )
 
 
 def test_the_sensor_requests_one_run_per_settled_file_with_its_location_only(env):
@@ -88,12 +93,15 @@ def test_the_sensor_requests_one_run_per_settled_file_with_its_location_only(env
     drop(settings, "ticket-4.json", "{}", age_s=1)  # still settling
     result = evaluate(env)
     assert [r.run_config for r in result.run_requests] == [
-        {"ops": {pj.FORGET_OP: {"config": {"request_file": location}}}} for location in (a, b)]
+        {"ops": {pj.FORGET_OP: {"config": {"request_file": location}}}} for location in (a, b)
+    ]
     assert SECRET not in repr(result.run_requests)  # the location, never the content
     keys = [r.run_key for r in result.run_requests]
     assert keys[0].startswith("ticket-1.json:") and keys[1].startswith("ticket-2.txt:")
-    assert all(r.tags["datalake/request_file"] in ("ticket-1.json", "ticket-2.txt")
-               for r in result.run_requests)
+    assert all(
+        r.tags["datalake/request_file"] in ("ticket-1.json", "ticket-2.txt")
+        for r in result.run_requests
+    )
     # Later, the settled file is requested too; a file written again gets a new run key.
     later = evaluate(env, NOW + timedelta(seconds=30))
     assert len(later.run_requests) == 3
@@ -111,31 +119,37 @@ def test_only_settled_files_count_and_all_settling_says_so(env):
 
 
 def test_launchpad_config_becomes_the_request_shape():
-    config = pj.ForgetConfig(identities=[SECRET, "email=A@b.com"], follow_links=True,
-                             sources=["web"])
-    assert pj.request_dict(config) == {"identities": [SECRET, "email=A@b.com"],
-                                       "follow_links": True, "sources": ["web"]}
-    assert pj.request_dict(pj.ForgetConfig(identities=["anonymous_id=x"], request_id="t-1",
-                                           erase=False, suppress=True)) == {
-        "identities": ["anonymous_id=x"], "request_id": "t-1", "erase": False,
-        "suppress": True}
+    config = pj.ForgetConfig(
+        identities=[SECRET, "email=A@b.com"], follow_links=True, sources=["web"]
+    )
+    assert pj.request_dict(config) == {
+        "identities": [SECRET, "email=A@b.com"],
+        "follow_links": True,
+        "sources": ["web"],
+    }
+    assert pj.request_dict(
+        pj.ForgetConfig(identities=["anonymous_id=x"], request_id="t-1", erase=False, suppress=True)
+    ) == {"identities": ["anonymous_id=x"], "request_id": "t-1", "erase": False, "suppress": True}
 
 
-@pytest.mark.parametrize(("config", "message"), [
-    ({}, "no identities"),
-    ({"identities": [SECRET], "request_file": "x.json"}, "not both"),
-    ({"request_file": "/etc/passwd.json"}, "directly in"),
-    ({"request_file": "{inbox}/../key.json"}, "directly in"),
-    ({"request_file": "{inbox}/sub/t.json"}, "directly in"),
-    ({"request_file": "{inbox}/t.exe"}, "directly in"),
-])
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({}, "no identities"),
+        ({"identities": [SECRET], "request_file": "x.json"}, "not both"),
+        ({"request_file": "/etc/passwd.json"}, "directly in"),
+        ({"request_file": "{inbox}/../key.json"}, "directly in"),
+        ({"request_file": "{inbox}/sub/t.json"}, "directly in"),
+        ({"request_file": "{inbox}/t.exe"}, "directly in"),
+    ],
+)
 def test_the_job_refuses_a_config_it_cannot_use(env, config, message):
     settings, defs, _ = env
     inbox_dir = layout.privacy_inbox_dir(settings.lake_root)
-    config = {k: v.format(inbox=inbox_dir) if isinstance(v, str) else v
-              for k, v in config.items()}
+    config = {k: v.format(inbox=inbox_dir) if isinstance(v, str) else v for k, v in config.items()}
     result = defs.resolve_job_def(pj.FORGET_JOB).execute_in_process(
-        run_config={"ops": {pj.FORGET_OP: {"config": config}}}, raise_on_error=False)
+        run_config={"ops": {pj.FORGET_OP: {"config": config}}}, raise_on_error=False
+    )
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert message in failure.step_failure_data.error.message
@@ -146,8 +160,11 @@ def test_the_compaction_job_compacts_every_source(env, tmp_path):
     settings, defs, _ = env
     for source, hours in (("web", ("2026010100", "2026020100")), ("ios", ("2026010105",))):
         for hour in hours:
-            location = layout.join(layout.identity_index_root(settings.lake_root, source),
-                                   f"hour={hour}", f"part-{hour}-r1-00000-000.parquet")
+            location = layout.join(
+                layout.identity_index_root(settings.lake_root, source),
+                f"hour={hour}",
+                f"part-{hour}-r1-00000-000.parquet",
+            )
             out = pa.BufferOutputStream()
             pq.write_table(index_table([("h" * 32, "pages", 1, None)]), out)
             storage.write_bytes_atomic(location, out.getvalue().to_pybytes())
@@ -167,8 +184,10 @@ def test_finishing_a_file_leaves_a_receipt_and_no_clear_identity(env):
     assert not storage.exists(location)
     assert not storage.exists(inbox.receipt_location(settings.lake_root, "ticket-5.json", True))
     assert json.loads(storage.read_bytes(receipt))["rows_removed"] == 3
-    lake_text = b"".join(storage.read_bytes(f) for f, _ in
-                         storage.list_files(layout.privacy_root(settings.lake_root), True))
+    lake_text = b"".join(
+        storage.read_bytes(f)
+        for f, _ in storage.list_files(layout.privacy_root(settings.lake_root), True)
+    )
     assert SECRET.encode() not in lake_text
 
 
@@ -176,12 +195,15 @@ def test_a_request_file_is_run_and_removed(env):
     settings, defs, _ = env
     location = drop(settings, "ticket-6.json", json.dumps({"identities": [SECRET]}))
     result = defs.resolve_job_def(pj.FORGET_JOB).execute_in_process(
-        run_config={"ops": {pj.FORGET_OP: {"config": {"request_file": location}}}})
+        run_config={"ops": {pj.FORGET_OP: {"config": {"request_file": location}}}}
+    )
     assert result.success
     assert not storage.exists(location)
-    receipt = json.loads(storage.read_bytes(
-        inbox.receipt_location(settings.lake_root, "ticket-6.json")))
+    receipt = json.loads(
+        storage.read_bytes(inbox.receipt_location(settings.lake_root, "ticket-6.json"))
+    )
     assert receipt["rows_remaining"] == 0 and SECRET not in json.dumps(receipt)
     launched = defs.resolve_job_def(pj.FORGET_JOB).execute_in_process(
-        run_config={"ops": {pj.FORGET_OP: {"config": {"identities": [SECRET]}}}})
+        run_config={"ops": {pj.FORGET_OP: {"config": {"identities": [SECRET]}}}}
+    )
     assert launched.success

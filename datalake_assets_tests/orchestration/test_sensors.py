@@ -21,8 +21,8 @@ from dagster import (
     build_sensor_context,
 )
 
-from datalake_assets.orchestration import sensors as sn
 from datalake_assets.definitions import build_definitions
+from datalake_assets.orchestration import sensors as sn
 from datalake_assets.orchestration.sensors import SensorCursor
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
 from datalake_assets_tests.support.archive_builders import msg, write_hour
@@ -49,11 +49,13 @@ class Clock:
 
 def make_settings(tmp_path: Path, extra: str = "", archive_root: str = "archive"):
     """One source, a sensor and a job per source (``sensor_runs = "per_source"``)."""
-    return per_source_sensors(load_lake_toml(
-        tmp_path,
-        f'archive_root = "{archive_root}"\nlake_root = "lake"\n{extra}'
-        f'[[sources]]\nid = "{SOURCE}"\nslug = "web_prod"\nstart = "2026-11-01-00:00"\n'
-    ))
+    return per_source_sensors(
+        load_lake_toml(
+            tmp_path,
+            f'archive_root = "{archive_root}"\nlake_root = "lake"\n{extra}'
+            f'[[sources]]\nid = "{SOURCE}"\nslug = "web_prod"\nstart = "2026-11-01-00:00"\n',
+        )
+    )
 
 
 class Harness:
@@ -68,16 +70,22 @@ class Harness:
         self.cursor: str | None = None
 
     def tick(self):
-        ctx = build_sensor_context(instance=self.instance, cursor=self.cursor,
-                                   definitions=self.defs)
+        ctx = build_sensor_context(
+            instance=self.instance, cursor=self.cursor, definitions=self.defs
+        )
         result = self.sensor(ctx)
         if isinstance(result, SensorResult) and result.cursor is not None:
             self.cursor = result.cursor
         return result
 
     def write(self, hour: str, name: str = "part-0000.jsonl.gz", n: int = 1) -> str:
-        return write_hour(self.settings.archive_root, SOURCE, hour,
-                          [msg(f"{hour}-{name}-{i}", hour) for i in range(n)], name=name)
+        return write_hour(
+            self.settings.archive_root,
+            SOURCE,
+            hour,
+            [msg(f"{hour}-{name}-{i}", hour) for i in range(n)],
+            name=name,
+        )
 
 
 def requests(result) -> list:
@@ -119,7 +127,8 @@ def test_new_settled_hour_requests_one_sync_and_records_the_raw_hour(harness):
     assert "lines" not in md  # counting lines would mean reading every gzip
     # the request resolves against the job: partition and sensor tags as the daemon adds them
     data = harness.sensor.evaluate_tick(
-        build_sensor_context(instance=harness.instance, cursor=None, definitions=harness.defs))
+        build_sensor_context(instance=harness.instance, cursor=None, definitions=harness.defs)
+    )
     (resolved,) = data.run_requests
     assert resolved.tags["dagster/partition"] == "2026-11-21-10:00"
     assert resolved.tags["dagster/sensor_name"] == SENSOR
@@ -137,8 +146,9 @@ def test_open_and_settling_hours_wait(harness):
 
 
 def test_settle_minutes_is_a_setting(tmp_path):
-    h = Harness(make_settings(tmp_path, "[automation]\nsettle_minutes = 30\n"),
-                Clock("2026-11-21T11:20"))
+    h = Harness(
+        make_settings(tmp_path, "[automation]\nsettle_minutes = 30\n"), Clock("2026-11-21T11:20")
+    )
     h.write("2026-11-21T10")
     assert "settle_minutes = 30" in skipped(h.tick())
     h.clock.set("2026-11-21T11:30")
@@ -168,8 +178,9 @@ def test_a_late_file_requests_the_hour_again(harness):
     assert event.metadata["files"].value == 2
     assert event.metadata["previous_fingerprint"].value == first.tags[sn.FINGERPRINT_TAG]
     # in-progress files ('.' or '_' names) are invisible, as they are to the sync
-    hour_dir = archive_hour_dir(harness.settings.archive_root, SOURCE,
-                                ArchiveHour.parse("2026-11-21T10"))
+    hour_dir = archive_hour_dir(
+        harness.settings.archive_root, SOURCE, ArchiveHour.parse("2026-11-21T10")
+    )
     Path(hour_dir, ".part-0002.jsonl.gz.tmp").write_bytes(b"x")
     Path(hour_dir, "_part-0003.jsonl.gz").write_bytes(b"x")
     assert skipped(harness.tick()) is not None
@@ -203,8 +214,9 @@ def test_cursor_round_trips_and_stays_bounded(tmp_path, monkeypatch):
     """Three days of an archive written hour by hour, the sensor ticking twice an hour, with a
     12-hour re-check window: one request per hour, the cursor never holds more than the
     window, and a tick lists only the days since the window's start."""
-    harness = Harness(make_settings(tmp_path, "[automation]\nrecheck_hours = 12\n"),
-                      Clock("2026-11-10T00:00"))
+    harness = Harness(
+        make_settings(tmp_path, "[automation]\nrecheck_hours = 12\n"), Clock("2026-11-10T00:00")
+    )
     listed: list[str] = []
     real_scandir = os.scandir
 
@@ -243,8 +255,9 @@ def test_cursor_round_trips_and_stays_bounded(tmp_path, monkeypatch):
 
 
 def test_a_long_history_is_requested_a_queue_at_a_time(tmp_path):
-    h = Harness(make_settings(tmp_path, "[automation]\nmax_queued_runs = 5\n"),
-                Clock("2026-11-21T12:00"))
+    h = Harness(
+        make_settings(tmp_path, "[automation]\nmax_queued_runs = 5\n"), Clock("2026-11-21T12:00")
+    )
     hours = [ArchiveHour.parse("2026-11-01T00")]
     while len(hours) < 200:
         hours.append(hours[-1].next())
@@ -256,8 +269,11 @@ def test_a_long_history_is_requested_a_queue_at_a_time(tmp_path):
 
     def queue(n: int, status=DagsterRunStatus.NOT_STARTED) -> None:  # created, not launched
         for _ in range(n):
-            h.instance.add_run(DagsterRun(job_name="web_prod_sync_job", status=status,
-                                          tags={sn.TRIGGER_TAG: "sensor"}))
+            h.instance.add_run(
+                DagsterRun(
+                    job_name="web_prod_sync_job", status=status, tags={sn.TRIGGER_TAG: "sensor"}
+                )
+            )
 
     queue(5)
     message = skipped(h.tick())
@@ -279,7 +295,8 @@ def test_a_cut_listing_goes_on_at_the_next_tick(tmp_path, where):
     for hour in hours:
         h.write(hour)
     h.sensor = sn.build_archive_sensor(
-        h.settings, h.settings.sources[0], h.defs.jobs[0], clock=h.clock, list_limit=6)
+        h.settings, h.settings.sources[0], h.defs.jobs[0], clock=h.clock, list_limit=6
+    )
     seen, ticks = [], 0
     while True:  # a pass: until the listing is no longer cut
         seen += [r.partition_key for r in requests(h.tick())]
@@ -300,19 +317,31 @@ def test_a_cursor_it_cannot_read_is_an_error(harness):
 
 
 def test_one_job_and_one_sensor_per_source(tmp_path):
-    defs = build_definitions(load_lake_toml(
-        tmp_path, '[[sources]]\nid = "web"\n[[sources]]\nid = "ios"\nstart = "2026-11-21-09:00"\n'
-                  '[automation]\nsensors = "stopped"\ninterval_seconds = 300\n'
-                  'sensor_runs = "per_source"\n'))
+    defs = build_definitions(
+        load_lake_toml(
+            tmp_path,
+            '[[sources]]\nid = "web"\n[[sources]]\nid = "ios"\nstart = "2026-11-21-09:00"\n'
+            '[automation]\nsensors = "stopped"\ninterval_seconds = 300\n'
+            'sensor_runs = "per_source"\n',
+        )
+    )
     # one job and sensor per source, plus the code location's definitions sensor and its job,
     # the privacy jobs and request sensor (test_privacy_jobs.py), the models' automation sensor
     assert sorted(j.name for j in defs.jobs) == [
-        "compact_identity_summaries", "datalake_reload_definitions", "forget_person",
-        "ios_sync_job", "web_sync_job"]
+        "compact_identity_summaries",
+        "datalake_reload_definitions",
+        "forget_person",
+        "ios_sync_job",
+        "web_sync_job",
+    ]
     by_name = {s.name: s for s in defs.sensors}
-    assert sorted(by_name) == ["datalake_models_automation", "ios_archive_sensor",
-                               "lake_definitions_sensor", "privacy_requests_sensor",
-                               "web_archive_sensor"]
+    assert sorted(by_name) == [
+        "datalake_models_automation",
+        "ios_archive_sensor",
+        "lake_definitions_sensor",
+        "privacy_requests_sensor",
+        "web_archive_sensor",
+    ]
     ios = by_name["ios_archive_sensor"]
     assert ios.job_name == "ios_sync_job"
     assert ios.default_status == DefaultSensorStatus.STOPPED
@@ -320,10 +349,14 @@ def test_one_job_and_one_sensor_per_source(tmp_path):
     job = defs.resolve_job_def("ios_sync_job")
     assert job.partitions_def.get_first_partition_key() == "2026-11-21-09:00"
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} >= {
-        "ios/tracks", "ios/sync_reports", "ios/quarantine"}
+        "ios/tracks",
+        "ios/sync_reports",
+        "ios/quarantine",
+    }
     assert by_name["lake_definitions_sensor"].default_status == DefaultSensorStatus.STOPPED
-    assert {s.name: s.default_status for s in build_definitions(make_settings(tmp_path)).sensors
-            }["web_prod_archive_sensor"] == DefaultSensorStatus.RUNNING
+    assert {s.name: s.default_status for s in build_definitions(make_settings(tmp_path)).sensors}[
+        "web_prod_archive_sensor"
+    ] == DefaultSensorStatus.RUNNING
 
 
 # ------------------------------------------------------------------------------------------ S3
@@ -338,8 +371,13 @@ def s3(mocked_aws):
     return client
 
 
-def put_hour(client, hour: ArchiveHour, names=("part-0000.jsonl.gz", "part-0001.jsonl.gz"),
-             body: bytes = b"{}\n", seed: bool = False) -> None:
+def put_hour(
+    client,
+    hour: ArchiveHour,
+    names=("part-0000.jsonl.gz", "part-0001.jsonl.gz"),
+    body: bytes = b"{}\n",
+    seed: bool = False,
+) -> None:
     """Write an hour's objects. ``seed``: straight into moto's in-memory bucket, 100x faster
     than a PUT through botocore (for the 1,000+ keys of the pagination test); the sensor
     always lists through the real boto3 client."""
@@ -375,8 +413,9 @@ def test_s3_listing_pages_and_starts_after_the_cursor(tmp_path, s3):
     s3.put_object(Bucket="segment", Key=f"raw/{SOURCE}/day=2026-11-02/hr=05/", Body=b"")
     s3.put_object(Bucket="segment", Key=f"raw/{SOURCE}/day=2026-11-02/hr=05/_tmp.gz", Body=b"x")
 
-    settings = make_settings(tmp_path, "[automation]\nmax_queued_runs = 10000\n",
-                             archive_root="s3://segment/raw")
+    settings = make_settings(
+        tmp_path, "[automation]\nmax_queued_runs = 10000\n", archive_root="s3://segment/raw"
+    )
     clock = Clock("2026-11-22T09:00")  # all 510 hours (up to 2026-11-22T05) are due
     h = Harness(settings, clock, lister=sn.S3ArchiveLister(client=s3, page_size=100))
     result = h.tick()
@@ -444,8 +483,9 @@ def test_dagster_yaml_loads_with_the_run_queue_lanes(tmp_path):
         config = instance.get_concurrency_config()
         queue = config.run_queue_config
         assert queue.max_concurrent_runs == 1  # one Spark JVM at a time (embedded metastore)
-        limits = {(lim["key"], lim.get("value")): lim["limit"]
-                  for lim in queue.tag_concurrency_limits}
+        limits = {
+            (lim["key"], lim.get("value")): lim["limit"] for lim in queue.tag_concurrency_limits
+        }
         assert limits == {("dagster/backfill", None): 1, (sn.TRIGGER_TAG, "sensor"): 3}
         assert config.pool_config.default_pool_limit == 1
         assert config.pool_config.pool_granularity.value == "run"
@@ -454,10 +494,14 @@ def test_dagster_yaml_loads_with_the_run_queue_lanes(tmp_path):
 
 
 def test_cursor_format_is_small_json():
-    c = SensorCursor(ArchiveHour.parse("2026-11-19T10"),
-                     {ArchiveHour.parse("2026-11-21T09"): "0123456789abcdef"})
-    assert json.loads(c.serialize()) == {"v": 1, "pos": "2026-11-19T10",
-                                         "fp": {"2026-11-21T09": "0123456789abcdef"}}
+    c = SensorCursor(
+        ArchiveHour.parse("2026-11-19T10"), {ArchiveHour.parse("2026-11-21T09"): "0123456789abcdef"}
+    )
+    assert json.loads(c.serialize()) == {
+        "v": 1,
+        "pos": "2026-11-19T10",
+        "fp": {"2026-11-21T09": "0123456789abcdef"},
+    }
     assert SensorCursor.parse(None) == SensorCursor()
 
 
@@ -466,9 +510,12 @@ def test_older_hours_written_later_are_synced(tmp_path, mode):
     """Issue #27.4: with ``start = "auto"`` the partitions start at the archive's first hour.
     Hours written later *before* it, within the re-check window, move the start back (the
     code location reloads) and must then be synced by the sensor, not left Missing."""
-    settings = load_lake_toml(tmp_path, 'archive_root = "archive"\nlake_root = "lake"\n'
-                                        f'[automation]\nsensor_runs = "{mode}"\n'
-                                        f'[[sources]]\nid = "{SOURCE}"\nslug = "web_prod"\n')
+    settings = load_lake_toml(
+        tmp_path,
+        'archive_root = "archive"\nlake_root = "lake"\n'
+        f'[automation]\nsensor_runs = "{mode}"\n'
+        f'[[sources]]\nid = "{SOURCE}"\nslug = "web_prod"\n',
+    )
     clock = Clock("2026-11-21T11:06")
     name = SENSOR if mode == "per_source" else "datalake_archive_sensor"
 
@@ -484,8 +531,11 @@ def test_older_hours_written_later_are_synced(tmp_path, mode):
             if r.partition_key:
                 out.append(str(ArchiveHour.parse(r.partition_key)))
             else:
-                out += [h for item in r.run_config["ops"]["sync_due_hours"]["config"]["items"]
-                        for h in item["hours"]]
+                out += [
+                    h
+                    for item in r.run_config["ops"]["sync_due_hours"]["config"]["items"]
+                    for h in item["hours"]
+                ]
         return sorted(out)
 
     instance = DagsterInstance.ephemeral()

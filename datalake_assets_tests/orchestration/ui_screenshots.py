@@ -19,8 +19,14 @@ import urllib.request
 from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 VIEWPORT = {"width": 1400, "height": 900}
 # Texts the UI shows while it loads; a page still showing one of them is not rendered yet.
 LOADING_MARKERS = ("Loading", "Fetching")
@@ -28,18 +34,24 @@ LOADING_MARKERS = ("Loading", "Fetching")
 
 def location_path(url: str) -> str:
     """``<repository>@<location>`` of the first code location (the lineage page's route)."""
-    query = ('{ workspaceOrError { ... on Workspace { locationEntries { name '
-             'locationOrLoadError { ... on RepositoryLocation { repositories { name } } } } } } }')
-    req = urllib.request.Request(f"{url}/graphql", data=json.dumps({"query": query}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    query = (
+        "{ workspaceOrError { ... on Workspace { locationEntries { name "
+        "locationOrLoadError { ... on RepositoryLocation { repositories { name } } } } } } }"
+    )
+    req = urllib.request.Request(
+        f"{url}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=60) as resp:
         entries = json.loads(resp.read())["data"]["workspaceOrError"]["locationEntries"]
     entry = entries[0]
     return f"{entry['locationOrLoadError']['repositories'][0]['name']}@{entry['name']}"
 
 
-def pages(url: str, source: str, table: str,
-          backfill: str | None = None) -> list[tuple[str, str, str]]:
+def pages(
+    url: str, source: str, table: str, backfill: str | None = None
+) -> list[tuple[str, str, str]]:
     """(file name, URL, a text the rendered page must contain); ``backfill``: a backfill's id,
     whose page is shown too."""
     asset = f"{url}/assets/{source}/{table}"
@@ -49,9 +61,12 @@ def pages(url: str, source: str, table: str,
         ("asset_partitions", f"{asset}?view=partitions", "Partitions"),
         ("asset_checks", f"{asset}?view=checks", "duplicates"),
         ("asset_catalog", f"{url}/assets", source),
-        ("group_lineage",
-         # the graph opens zoomed on its middle (the raw archive); a table may be off-screen
-         f"{url}/locations/{location_path(url)}/asset-groups/{source}/lineage", "raw_archive"),
+        (
+            "group_lineage",
+            # the graph opens zoomed on its middle (the raw archive); a table may be off-screen
+            f"{url}/locations/{location_path(url)}/asset-groups/{source}/lineage",
+            "raw_archive",
+        ),
     ]
 
 

@@ -38,11 +38,23 @@ def web_lines() -> dict[str, list]:
     return {
         H1: [
             msg("t1", H1, userId="u-target", anonymousId="anon-t", properties={"total": 5}),
-            msg("t2", H1, type="identify", userId="u-target", anonymousId="anon-t",
-                traits={"email": EMAIL, "plan": "pro"}),
+            msg(
+                "t2",
+                H1,
+                type="identify",
+                userId="u-target",
+                anonymousId="anon-t",
+                traits={"email": EMAIL, "plan": "pro"},
+            ),
             msg("o1", H1, userId="u-1", anonymousId="anon-1", properties={"total": 7}),
-            msg("o2", H1, type="identify", userId="u-1", anonymousId="anon-1",
-                traits={"email": "one@example.com"}),
+            msg(
+                "o2",
+                H1,
+                type="identify",
+                userId="u-1",
+                anonymousId="anon-1",
+                traits={"email": "one@example.com"},
+            ),
             msg("o3", H1, type="page", anonymousId="anon-2", name="Home"),
             {**msg("t-bad1", H1, userId="u-target"), "type": "nope"},  # quarantined whole
             b'{"type": "track", "userId": "u-target", "messageId": "t-cut',  # undecodable
@@ -51,15 +63,25 @@ def web_lines() -> dict[str, list]:
         ],
         H2: [
             msg("t3", H2, type="page", anonymousId="anon-t", name="Pricing"),
-            msg("t4", H2, type="alias", userId="u-target", previousId="anon-old",
-                anonymousId=None),
+            msg("t4", H2, type="alias", userId="u-target", previousId="anon-old", anonymousId=None),
             msg("t5", H2, event="Signed Up", anonymousId="anon-old"),
-            msg("o4", H2, event="Signed Up", userId="u-2", anonymousId="anon-2",
-                context={"traits": {"email": "two@example.com"}}),
+            msg(
+                "o4",
+                H2,
+                event="Signed Up",
+                userId="u-2",
+                anonymousId="anon-2",
+                context={"traits": {"email": "two@example.com"}},
+            ),
             msg("o5", H2, userId="u-1", anonymousId="anon-1", properties={"total": 9}),
             # another user id, but the target's email (case and spaces differ)
-            msg("t6", H2, userId="u-shared", anonymousId="anon-s",
-                context={"traits": {"email": " TARGET@example.com "}}),
+            msg(
+                "t6",
+                H2,
+                userId="u-shared",
+                anonymousId="anon-s",
+                context={"traits": {"email": " TARGET@example.com "}},
+            ),
             msg("o6", H2, userId="u-shared", anonymousId="anon-s", properties={"total": 1}),
         ],
         H3: [
@@ -74,11 +96,21 @@ def web_lines() -> dict[str, list]:
 
 def app_lines() -> dict[str, list]:
     return {
-        H1: [msg("ta1", H1, userId="u-target", event="Opened"),
-             msg("oa1", H1, userId="u-1", event="Opened")],
-        H2: [msg("ta2", H2, type="identify", userId="u-target", anonymousId="anon-t",
-                 traits={"plan": "free"}),
-             msg("oa2", H2, userId="u-2", event="Opened")],
+        H1: [
+            msg("ta1", H1, userId="u-target", event="Opened"),
+            msg("oa1", H1, userId="u-1", event="Opened"),
+        ],
+        H2: [
+            msg(
+                "ta2",
+                H2,
+                type="identify",
+                userId="u-target",
+                anonymousId="anon-t",
+                traits={"plan": "free"},
+            ),
+            msg("oa2", H2, userId="u-2", event="Opened"),
+        ],
         H3: [msg("oa3", H3, userId="u-2", event="Opened")],
     }
 
@@ -108,8 +140,10 @@ def build_lake(spark, root: str):
     settings = load(root)
     for source, lines in (("web", web_lines()), ("app", app_lines())):
         for hour, hour_lines in lines.items():
-            cleaned = [{k: v for k, v in ln.items() if v is not None}
-                       if isinstance(ln, dict) else ln for ln in hour_lines]
+            cleaned = [
+                {k: v for k, v in ln.items() if v is not None} if isinstance(ln, dict) else ln
+                for ln in hour_lines
+            ]
             write_hour(settings.archive_root, source, hour, cleaned)
         req = request_from_settings(settings, settings.source(source), HOURS, replay=False)
         run_sync(spark, req)
@@ -118,8 +152,9 @@ def build_lake(spark, root: str):
 
 def copy_lake(src_root: str, dst_root: str):
     for part in ("archive", "lake"):
-        shutil.copytree(os.path.join(src_root, part), os.path.join(dst_root, part),
-                        copy_function=shutil.copy2)
+        shutil.copytree(
+            os.path.join(src_root, part), os.path.join(dst_root, part), copy_function=shutil.copy2
+        )
     return load(dst_root)
 
 
@@ -142,14 +177,21 @@ def oracle_expected(settings, source_id: str):
     store = LocalStore()
 
     def hour_lines(hour: str):
-        folder = layout.archive_hour_dir(settings.archive_root, source_id,
-                                         layout.ArchiveHour.parse(hour))
-        return [ln for rank, loc in enumerate(sorted(store.list(folder)))
-                if not os.path.basename(loc).startswith((".", "_"))
-                for ln in lines_of_file(loc, rank, hour, store.read(loc), key_by_raw=True)]
+        folder = layout.archive_hour_dir(
+            settings.archive_root, source_id, layout.ArchiveHour.parse(hour)
+        )
+        return [
+            ln
+            for rank, loc in enumerate(sorted(store.list(folder)))
+            if not os.path.basename(loc).startswith((".", "_"))
+            for ln in lines_of_file(loc, rank, hour, store.read(loc), key_by_raw=True)
+        ]
 
-    return Oracle(store, settings.archive_root, source_id, hour_lines=hour_lines).sync(
-        HOURS).expected()
+    return (
+        Oracle(store, settings.archive_root, source_id, hour_lines=hour_lines)
+        .sync(HOURS)
+        .expected()
+    )
 
 
 def read_source(settings, source_id: str):
@@ -171,8 +213,11 @@ def parquet_rows(lake_root: str) -> dict[str, list[dict]]:
 
 
 def mentions_target(row) -> bool:
-    text = orjson.dumps(row, default=str).decode().casefold() if not isinstance(row, bytes) \
+    text = (
+        orjson.dumps(row, default=str).decode().casefold()
+        if not isinstance(row, bytes)
         else row.decode("utf-8", "replace").casefold()
+    )
     return any(v in text for v in TARGET_VALUES)
 
 
@@ -180,8 +225,12 @@ def is_target_row(row: dict, key: bytes | None = None, hashes=frozenset()) -> bo
     """A row of the target: its message id is one of theirs, it names them, or (index rows)
     its identity hash is one of theirs."""
     mid = row.get("message_id") or ""
-    return (mid.startswith("t") or mentions_target(row)
-            or row.get("identity") in hashes or row.get("linked") in hashes)
+    return (
+        mid.startswith("t")
+        or mentions_target(row)
+        or row.get("identity") in hashes
+        or row.get("linked") in hashes
+    )
 
 
 def lake_snapshot(settings) -> dict:
@@ -192,10 +241,18 @@ def lake_snapshot(settings) -> dict:
 
 
 def without_target(snapshot: dict, hashes=frozenset()) -> dict:
-    rows = {k: sorted((orjson.dumps(r, default=str, option=orjson.OPT_SORT_KEYS) for r in v
-                       if not is_target_row(r, hashes=hashes))) for k, v in snapshot["rows"].items()}
-    lines = {k: sorted(ln for ln in v if not mentions_target(ln) and not _target_id(ln))
-             for k, v in snapshot["lines"].items()}
+    rows = {
+        k: sorted(
+            orjson.dumps(r, default=str, option=orjson.OPT_SORT_KEYS)
+            for r in v
+            if not is_target_row(r, hashes=hashes)
+        )
+        for k, v in snapshot["rows"].items()
+    }
+    lines = {
+        k: sorted(ln for ln in v if not mentions_target(ln) and not _target_id(ln))
+        for k, v in snapshot["lines"].items()
+    }
     return {"rows": {k: v for k, v in rows.items() if v}, "lines": lines}
 
 
@@ -209,8 +266,16 @@ def _target_id(raw: bytes) -> bool:
 
 def target_traces(snapshot: dict, hashes=frozenset()) -> list[str]:
     """Where the target still is (empty after an erasure with links)."""
-    found = [f"{k}: {r}" for k, v in snapshot["rows"].items() for r in v
-             if is_target_row(r, hashes=hashes)]
-    found += [f"{k}: {ln[:80]!r}" for k, v in snapshot["lines"].items() for ln in v
-              if mentions_target(ln) or _target_id(ln)]
+    found = [
+        f"{k}: {r}"
+        for k, v in snapshot["rows"].items()
+        for r in v
+        if is_target_row(r, hashes=hashes)
+    ]
+    found += [
+        f"{k}: {ln[:80]!r}"
+        for k, v in snapshot["lines"].items()
+        for ln in v
+        if mentions_target(ln) or _target_id(ln)
+    ]
     return found

@@ -29,8 +29,12 @@ from datalake_assets_tests.privacy.people import (
 
 pytestmark = pytest.mark.spark
 
-TARGET = (identity("user_id", "u-target"), identity("anonymous_id", "anon-t"),
-          identity("anonymous_id", "anon-old"), identity("email", EMAIL))
+TARGET = (
+    identity("user_id", "u-target"),
+    identity("anonymous_id", "anon-t"),
+    identity("anonymous_id", "anon-old"),
+    identity("email", EMAIL),
+)
 
 
 def target_hashes(settings) -> frozenset[str]:
@@ -59,8 +63,10 @@ def test_forget_with_links_erases_every_trace_and_nothing_else(lake_fixture, req
     assert target_traces(before, hashes)
 
     with caplog.at_level(logging.INFO, logger="datalake_assets.privacy"):
-        result = forget(settings, ForgetRequest("r-links", (identity("user_id", "u-target"),),
-                                                follow_links=True))
+        result = forget(
+            settings,
+            ForgetRequest("r-links", (identity("user_id", "u-target"),), follow_links=True),
+        )
 
     assert result.status == "completed", result
     assert result.rows_remaining == 0 and result.proof_checked_at
@@ -70,9 +76,15 @@ def test_forget_with_links_erases_every_trace_and_nothing_else(lake_fixture, req
     assert_id_index_hashed(settings.lake_root)  # the rewritten id-index files keep id_hash
     assert without_target(after, hashes) == without_target(before, hashes)
     assert result.rows_removed == {
-        "aliases": 1, "identifies": 2, "opened": 1, "order_completed": 4, "pages": 1,
-        "signed_up": 1, "tracks": 6,  # t1 t5 t6 t7 t8 (web), ta1 (app)
-        "quarantine": 4}  # t-bad1, t-cut, t8's value, t6's misfit value
+        "aliases": 1,
+        "identifies": 2,
+        "opened": 1,
+        "order_completed": 4,
+        "pages": 1,
+        "signed_up": 1,
+        "tracks": 6,  # t1 t5 t6 t7 t8 (web), ta1 (app)
+        "quarantine": 4,
+    }  # t-bad1, t-cut, t8's value, t6's misfit value
     assert result.archive_lines_removed == 13  # t7 twice (a duplicate delivery)
     assert result.hours_rewritten == 5  # web's three hours, app's first two
     assert read_suppressed(settings.lake_root) == hashes
@@ -100,8 +112,9 @@ def assert_id_index_hashed(lake: str) -> None:
 
 
 def message_ids(snapshot) -> set[str]:
-    return {r["message_id"] for rows in snapshot["rows"].values() for r in rows
-            if r.get("message_id")}
+    return {
+        r["message_id"] for rows in snapshot["rows"].values() for r in rows if r.get("message_id")
+    }
 
 
 def test_without_links_only_the_named_identity_goes(people_lake):
@@ -126,17 +139,28 @@ def test_replay_of_the_erased_hours_brings_nothing_back(spark, people_lake, reli
     reliability.expect(oracle, lambda: read_source(settings, "web"))
     assert reliability.compare().ok
     for source in ("web", "app"):
-        run_sync(spark, request_from_settings(settings, settings.source(source), HOURS,
-                                              replay=True))
+        run_sync(
+            spark, request_from_settings(settings, settings.source(source), HOURS, replay=True)
+        )
     replayed = lake_snapshot(settings)
     assert target_traces(replayed) == []
 
     def content(snapshot):  # a re-sync writes new files: compare rows, not file names
         # (not the identity index: this lake had none before the request, the replay writes it)
-        return {k: sorted(str({c: (os.path.basename(v) if c == "archive_file" else v)
-                               for c, v in r.items() if c != "run_id"}) for r in rows)
-                for k, rows in snapshot["rows"].items() if rows
-                and not k.startswith("_identities/")}
+        return {
+            k: sorted(
+                str(
+                    {
+                        c: (os.path.basename(v) if c == "archive_file" else v)
+                        for c, v in r.items()
+                        if c != "run_id"
+                    }
+                )
+                for r in rows
+            )
+            for k, rows in snapshot["rows"].items()
+            if rows and not k.startswith("_identities/")
+        }
 
     assert content(replayed) == content(erased)
     assert replayed["lines"] == erased["lines"]
@@ -148,46 +172,82 @@ def test_replay_of_the_erased_hours_brings_nothing_back(spark, people_lake, reli
 def test_an_unknown_person_completes_with_nothing_removed(indexed_lake):
     settings = indexed_lake
     before = lake_snapshot(settings)
-    result = forget(settings, ForgetRequest("r-nobody", (identity("user_id", "nobody"),
-                                                         identity("email", "no@where.org"))))
+    result = forget(
+        settings,
+        ForgetRequest(
+            "r-nobody", (identity("user_id", "nobody"), identity("email", "no@where.org"))
+        ),
+    )
     assert result.status == "completed"
-    assert (result.rows_removed, result.archive_lines_removed, result.hours_rewritten,
-            result.files_rewritten, result.rows_remaining) == ({}, 0, 0, 0, 0)
+    assert (
+        result.rows_removed,
+        result.archive_lines_removed,
+        result.hours_rewritten,
+        result.files_rewritten,
+        result.rows_remaining,
+    ) == ({}, 0, 0, 0, 0)
     assert lake_snapshot(settings) == before
 
 
-HOSTILE = ["'; DROP TABLE identifies; --", "../../etc/passwd", "*", "%", "_", "%25",
-           '"quoted"', "a\\b", "..", "/", "\u202e\u0000nul", "u-target*", "u-%"]
+HOSTILE = [
+    "'; DROP TABLE identifies; --",
+    "../../etc/passwd",
+    "*",
+    "%",
+    "_",
+    "%25",
+    '"quoted"',
+    "a\\b",
+    "..",
+    "/",
+    "\u202e\u0000nul",
+    "u-target*",
+    "u-%",
+]
 
 
 def test_hostile_ids_are_a_correct_no_op(indexed_lake, reliability):
     settings = indexed_lake
     before = lake_snapshot(settings)
-    request = request_from_dict({"request_id": "r-hostile", "identities": [
-        *(f"user_id={v}" for v in HOSTILE), *({"kind": "email", "value": v} for v in HOSTILE)]})
+    request = request_from_dict(
+        {
+            "request_id": "r-hostile",
+            "identities": [
+                *(f"user_id={v}" for v in HOSTILE),
+                *({"kind": "email", "value": v} for v in HOSTILE),
+            ],
+        }
+    )
     reliability.cases += 2 * len(HOSTILE)
     result = forget(settings, request)
     assert result.status == "completed" and result.rows_removed == {}
     assert lake_snapshot(settings) == before  # no wildcard, path or SQL meaning anywhere
-    created = sorted(os.path.relpath(p, settings.lake_root)
-                     for p in glob.glob(f"{settings.lake_root}/_privacy/**", recursive=True)
-                     if os.path.isfile(p))
-    assert created == ["_privacy/key", "_privacy/state/r-hostile.json",
-                       "_privacy/suppressed/r-hostile.json"]
+    created = sorted(
+        os.path.relpath(p, settings.lake_root)
+        for p in glob.glob(f"{settings.lake_root}/_privacy/**", recursive=True)
+        if os.path.isfile(p)
+    )
+    assert created == [
+        "_privacy/key",
+        "_privacy/state/r-hostile.json",
+        "_privacy/suppressed/r-hostile.json",
+    ]
 
 
 def test_oversized_and_malformed_ids_are_refused_without_echo(reliability):
     huge = "x" * (10 << 20)
-    cases = [{"identities": [f"user_id={huge}"]},
-             {"identities": [{"kind": "email", "value": huge}]},
-             {"identities": ["no-equals-sign"]},
-             {"identities": [{"kind": "../etc", "value": "v"}]},
-             {"identities": [{"kind": "user_id", "value": ["a", "list"]}]},
-             {"identities": [f"{huge}=x"]},
-             {"identities": []},
-             {"identities": ["user_id=a"], "request_id": "../../x"},
-             {"identities": ["user_id=a"], "erase": False, "suppress": False},
-             {"identities": ["user_id=a"], "sources": "web"}]
+    cases = [
+        {"identities": [f"user_id={huge}"]},
+        {"identities": [{"kind": "email", "value": huge}]},
+        {"identities": ["no-equals-sign"]},
+        {"identities": [{"kind": "../etc", "value": "v"}]},
+        {"identities": [{"kind": "user_id", "value": ["a", "list"]}]},
+        {"identities": [f"{huge}=x"]},
+        {"identities": []},
+        {"identities": ["user_id=a"], "request_id": "../../x"},
+        {"identities": ["user_id=a"], "erase": False, "suppress": False},
+        {"identities": ["user_id=a"], "sources": "web"},
+    ]
     reliability.cases += len(cases)
     for case in cases:
         with pytest.raises((IdentityError, RequestError)) as e:
@@ -230,7 +290,10 @@ def test_a_rerun_of_a_completed_request_changes_nothing_and_keeps_its_counts(ind
     again = forget(settings, ForgetRequest("r-twice", TARGET))
     assert lake_snapshot(settings) == erased
     assert (again.status, again.rows_removed, again.archive_lines_removed) == (
-        "completed", first.rows_removed, first.archive_lines_removed)
+        "completed",
+        first.rows_removed,
+        first.archive_lines_removed,
+    )
     assert load_state(settings.lake_root, "r-twice").attempts == 2
     assert len(read_audit_rows(settings.lake_root)) == 1
     with pytest.raises(RequestError, match="another request"):
@@ -240,9 +303,11 @@ def test_a_rerun_of_a_completed_request_changes_nothing_and_keeps_its_counts(ind
 def test_the_audit_row_is_queryable_by_name_in_the_catalog(spark, indexed_lake):
     settings = indexed_lake
     forget(settings, ForgetRequest("r-audit", TARGET), catalog=HiveCatalog(spark))
-    rows = spark.sql("SELECT request_id, status, identity_hashes, rows_removed, rows_remaining,"
-                     " archive_lines_removed, day FROM segment_datalake_meta.privacy_requests "
-                     "WHERE request_id = 'r-audit'").collect()
+    rows = spark.sql(
+        "SELECT request_id, status, identity_hashes, rows_removed, rows_remaining,"
+        " archive_lines_removed, day FROM segment_datalake_meta.privacy_requests "
+        "WHERE request_id = 'r-audit'"
+    ).collect()
     assert len(rows) == 1
     r = rows[0]
     assert (r.status, r.rows_remaining, r.archive_lines_removed) == ("completed", 0, 13)
@@ -258,21 +323,28 @@ def test_hours_that_become_empty_stay_readable_partitions(indexed_lake):
 
     settings = indexed_lake
     lake = settings.lake_root
-    result = forget(settings, ForgetRequest("r-empty", (identity("user_id", "u-target"),
-                                                        identity("user_id", "u-2")),
-                                            sources=("app",)))
+    result = forget(
+        settings,
+        ForgetRequest(
+            "r-empty",
+            (identity("user_id", "u-target"), identity("user_id", "u-2")),
+            sources=("app",),
+        ),
+    )
     assert result.status == "completed" and result.rows_remaining == 0
     assert result.rows_removed == {"identifies": 1, "opened": 3, "tracks": 3}
     for day in ("day=2026-11-21", "day=2026-11-22"):
         assert os.path.isfile(f"{lake}/data/app/segment_type=tracks/{day}/_COMMITTED_BY")
     assert not glob.glob(f"{lake}/data/app/segment_type=*/day=*/part-2026112111-*")
     assert not glob.glob(f"{lake}/data/app/segment_type=*/day=2026-11-22/*.parquet")
-    opened = ds.dataset(f"{lake}/data/app/segment_type=opened", format="parquet",
-                        partitioning="hive").to_table()
+    opened = ds.dataset(
+        f"{lake}/data/app/segment_type=opened", format="parquet", partitioning="hive"
+    ).to_table()
     assert opened.column("message_id").to_pylist() == ["oa1"]  # hour 10, carried over
     archive = glob.glob(f"{settings.archive_root}/app/day=*/hr=*/*")
     assert [os.path.relpath(f, settings.archive_root) for f in archive] == [
-        "app/day=2026-11-21/hr=10/part-0000.jsonl.gz"]  # the others had only them: deleted
+        "app/day=2026-11-21/hr=10/part-0000.jsonl.gz"
+    ]  # the others had only them: deleted
     for hour in ("2026112111", "2026112209"):  # the id index keeps an empty file per hour
         files = glob.glob(f"{lake}/_index/app/hour={hour}/*.parquet")
         assert files and all(pq.read_metadata(f).num_rows == 0 for f in files)
@@ -307,8 +379,9 @@ def test_a_compacted_identity_index_is_used_and_erased(indexed_lake):
     hashes = target_hashes(settings)
     before = lake_snapshot(settings)
 
-    result = forget(settings, ForgetRequest("r-compact", (identity("user_id", "u-target"),),
-                                            follow_links=True))
+    result = forget(
+        settings, ForgetRequest("r-compact", (identity("user_id", "u-target"),), follow_links=True)
+    )
     assert result.status == "completed" and result.rows_remaining == 0
     assert set(result.identity_hashes) == hashes
     after = lake_snapshot(settings)
@@ -316,8 +389,10 @@ def test_a_compacted_identity_index_is_used_and_erased(indexed_lake):
     assert without_target(after, hashes) == without_target(before, hashes)
     left = pq.read_table(f"{root}/compacted/part-all.parquet")
     targets = pa.array(sorted(hashes))
-    gone = pc.or_(pc.is_in(compacted.column("identity"), value_set=targets),
-                  pc.fill_null(pc.is_in(compacted.column("linked"), value_set=targets), False))
+    gone = pc.or_(
+        pc.is_in(compacted.column("identity"), value_set=targets),
+        pc.fill_null(pc.is_in(compacted.column("linked"), value_set=targets), False),
+    )
     assert left.to_pylist() == compacted.filter(pc.invert(gone)).to_pylist()
 
 

@@ -20,9 +20,9 @@ from datalake_assets_tests.privacy.people import (
     TARGET_VALUES,
     is_target_row,
     lake_snapshot,
+    mentions_target,
     oracle_expected,
     read_source,
-    mentions_target,
     target_traces,
     without_target,
 )
@@ -32,8 +32,13 @@ pytestmark = [pytest.mark.spark, pytest.mark.reliability]
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REQUEST = ("--user-id", "u-target", "--follow-links", "--request-id", "r-kill")
-COUNTS = ("rows_removed", "archive_lines_removed", "index_entries_removed", "hours_rewritten",
-          "files_rewritten")
+COUNTS = (
+    "rows_removed",
+    "archive_lines_removed",
+    "index_entries_removed",
+    "hours_rewritten",
+    "files_rewritten",
+)
 
 
 def run_cli(settings, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
@@ -42,12 +47,23 @@ def run_cli(settings, *args: str, fault: str | None = None) -> subprocess.Comple
     if fault:
         env[FAULT_ENV] = fault
     return subprocess.run(
-        [sys.executable, "-m", "datalake_assets.cli", "--settings", settings.settings_file,
-         "forget", *args], env=env, capture_output=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "datalake_assets.cli",
+            "--settings",
+            settings.settings_file,
+            "forget",
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 def counts(out: bytes) -> dict:
-    result = orjson.loads(out[out.index(b"{"):])
+    result = orjson.loads(out[out.index(b"{") :])
     return {k: result[k] for k in COUNTS} | {"status": result["status"]}
 
 
@@ -72,8 +88,10 @@ def assert_whole(during: dict, before: dict, hashes) -> None:
     for key in set(before["rows"]) | set(during["rows"]):
         old = before["rows"].get(key, [])
         new = [r for r in old if not is_target_row(r, hashes=hashes)]
-        assert rows_multiset(during["rows"].get(key, [])) in (rows_multiset(old),
-                                                               rows_multiset(new)), key
+        assert rows_multiset(during["rows"].get(key, [])) in (
+            rows_multiset(old),
+            rows_multiset(new),
+        ), key
     for key, old in before["lines"].items():
         now = Counter(during["lines"][key])
         assert not now - Counter(old), key  # nothing new
@@ -94,8 +112,11 @@ def test_killed_at_each_step_a_rerun_converges(indexed_lake, reference, point, r
     assert load_state(settings.lake_root, "r-kill").status == "running"
 
     # after a kill inside a commit, the resume (or any sync of the source) rolls it forward
-    again = (run_cli(settings, "--resume") if point in ("mid_commit", "forget_archive")
-             else run_cli(settings, *REQUEST))
+    again = (
+        run_cli(settings, "--resume")
+        if point in ("mid_commit", "forget_archive")
+        else run_cli(settings, *REQUEST)
+    )
     assert again.returncode == 0, again.stderr.decode()[-3000:]
     assert counts(again.stdout) == reference
     after = lake_snapshot(settings)
@@ -126,7 +147,10 @@ def test_command_line(indexed_lake, tmp_path, capsys):
     out = capsys.readouterr()
     printed = orjson.loads(out.out)
     assert (printed["request_id"], printed["status"], printed["identities"]) == (
-        "ticket-77", "completed", 3)
+        "ticket-77",
+        "completed",
+        3,
+    )
     assert "identity_hashes" not in printed
     assert not any(v in (out.out + out.err).casefold() for v in TARGET_VALUES)
     assert main([*cli, "--resume"]) == 0

@@ -44,14 +44,18 @@ def test_forget_on_s3(indexed_lake, moto_bucket, tmp_path):
     hashes = target_hashes(indexed_lake)  # the key is uploaded with the lake
     before = lake_snapshot(indexed_lake)
     upload(client, bucket, local)
-    text = settings_text(local).replace(f'"{local}/archive"', f'"s3://{bucket}/archive"') \
+    text = (
+        settings_text(local)
+        .replace(f'"{local}/archive"', f'"s3://{bucket}/archive"')
         .replace(f'"{local}/lake"', f'"s3://{bucket}/lake"')
+    )
     (tmp_path / "s3").mkdir()
     settings = load(str(tmp_path / "s3"), text)
     assert settings.lake_root == f"s3://{bucket}/lake"
 
-    result = forget(settings, ForgetRequest("r-s3", (identity("user_id", "u-target"),),
-                                            follow_links=True))
+    result = forget(
+        settings, ForgetRequest("r-s3", (identity("user_id", "u-target"),), follow_links=True)
+    )
     assert result.status == "completed", result
     assert result.rows_remaining == 0 and result.archive_lines_removed == 13
 

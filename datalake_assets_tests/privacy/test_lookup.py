@@ -19,8 +19,12 @@ def write_index(lake: str, source: str, hour: str, rows) -> None:
 def test_find_hours_reads_the_index_only_and_counts_bytes(tmp_path):
     lake = str(tmp_path)
     a, b, c, d = ("a" * 32, "b" * 32, "c" * 32, "d" * 32)
-    write_index(lake, "web", "2026-11-21T10", [(a, "pages", 2, None), (b, "tracks", 1, None),
-                                              (a, LINK, 0, b)])
+    write_index(
+        lake,
+        "web",
+        "2026-11-21T10",
+        [(a, "pages", 2, None), (b, "tracks", 1, None), (a, LINK, 0, b)],
+    )
     write_index(lake, "web", "2026-11-21T11", [(c, "pages", 1, None), (b, LINK, 0, c)])
     write_index(lake, "web", "2026-11-22T00", [(d, "pages", 1, None), (c, LINK, 0, d)])
     found = find_hours(lake, "web", frozenset({a}))
@@ -43,8 +47,9 @@ def test_a_sorted_index_is_read_by_row_group(tmp_path):
     d = os.path.join(layout.identity_index_root(lake, "web"), layout.index_partition_path(h))
     os.makedirs(d)
     path = os.path.join(d, "part-2026112110-compacted.parquet")
-    pq.write_table(index_table([(x, "tracks", 1, None) for x in hashes]), path,
-                   row_group_size=20_000)
+    pq.write_table(
+        index_table([(x, "tracks", 1, None) for x in hashes]), path, row_group_size=20_000
+    )
     found = find_hours(lake, "web", frozenset({hashes[17]}))
     assert found.hours == {"2026112110"}
     assert found.bytes_read < os.path.getsize(path) / 4

@@ -45,8 +45,10 @@ def write_hour(lake: str, hour: str, rows, name: str | None = None) -> str:
 
 
 def crowd(rng: random.Random, hour: str, n: int = 20) -> list:
-    return [(h(f"u{rng.randrange(5000)}"), rng.choice(TABLES), rng.randint(1, 9), None)
-            for _ in range(n)]
+    return [
+        (h(f"u{rng.randrange(5000)}"), rng.choice(TABLES), rng.randint(1, 9), None)
+        for _ in range(n)
+    ]
 
 
 def hours_between(first: str, last: str, step: int = 1) -> list[str]:
@@ -64,8 +66,10 @@ def brute_force(lake: str, hashes: set[str]) -> set[str]:
     found = set()
     for hour, files in list_index_hours(lake, SOURCE)[0].items():
         for name, _, _ in files:
-            t = pq.read_table(layout.join(layout.identity_index_root(lake, SOURCE),
-                                          f"hour={hour}", name), columns=["identity"])
+            t = pq.read_table(
+                layout.join(layout.identity_index_root(lake, SOURCE), f"hour={hour}", name),
+                columns=["identity"],
+            )
             if pc.any(pc.is_in(t["identity"], pa.array(sorted(hashes)))).as_py():
                 found.add(hour)
     return found
@@ -103,8 +107,7 @@ def test_a_lookup_finds_exactly_the_hours_and_reads_little(world):
     by_alias = summary_lookup.find_hours_compacted(lake, SOURCE, [ALIAS])
     assert by_alias.hours == {linked} and by_alias.links == {(ALIAS, PERSON)}
     # Two footers and a row group or two per month, against every index file of the source.
-    every_file = sum(s for files in list_index_hours(lake, SOURCE)[0].values()
-                     for _, s, _ in files)
+    every_file = sum(s for files in list_index_hours(lake, SOURCE)[0].values() for _, s, _ in files)
     assert found.files_read == 2 and found.row_groups_read <= 4
     assert found.bytes_read * 20 < every_file
     # Nobody, and no hash at all.
@@ -131,7 +134,7 @@ def test_hours_changed_or_added_after_the_compaction_are_still_found(world):
         storage.delete_file(location)
     # An erasure-like rewrite in place: same file name, other content.
     rewritten = sorted(person_hours)[7]
-    (location, _), = storage.list_files(layout.join(index, f"hour={rewritten}"))
+    ((location, _),) = storage.list_files(layout.join(index, f"hour={rewritten}"))
     write_hour(lake, rewritten, crowd(rng, rewritten, 5), name=location.rsplit("/", 1)[-1])
     # New hours since the compaction, in a compacted month and in a new one.
     write_hour(lake, "2026022823", [(PERSON, "pages", 1, None)])
@@ -176,8 +179,9 @@ def test_compacting_chosen_months_and_forcing(world):
     assert stats.months == ["2026-02"]
     found = summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON})
     assert found.hours == person_hours
-    assert found.stale_hours == len([x for x in list_index_hours(lake, SOURCE)[0]
-                                     if x.startswith("202601")])
+    assert found.stale_hours == len(
+        [x for x in list_index_hours(lake, SOURCE)[0] if x.startswith("202601")]
+    )
     forced = summary.compact(lake, SOURCE, months=["2026-02"], force=True)
     assert forced.months_written == 1 and forced.hours_read == stats.hours_read
     with pytest.raises(ValueError, match="YYYY-MM"):
@@ -190,15 +194,21 @@ def test_a_damaged_or_foreign_summary_is_not_trusted(world):
     location = summary.summary_location(lake, SOURCE, "2026-01")
     # A Parquet file without our manifest (another version, a hand-made file) answers nothing.
     out = pa.BufferOutputStream()
-    pq.write_table(pa.table({"identity": [PERSON], "hour": ["2026013123"], "linked": [None]},
-                            schema=summary.SUMMARY_SCHEMA), out)
+    pq.write_table(
+        pa.table(
+            {"identity": [PERSON], "hour": ["2026013123"], "linked": [None]},
+            schema=summary.SUMMARY_SCHEMA,
+        ),
+        out,
+    )
     storage.write_bytes_atomic(location, out.getvalue().to_pybytes())
     assert summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON}).hours == person_hours
     storage.write_bytes_atomic(location, b"not parquet")
     found = summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON})
     assert found.hours == person_hours
-    assert found.stale_hours == len([x for x in list_index_hours(lake, SOURCE)[0]
-                                     if x.startswith("202601")])
+    assert found.stale_hours == len(
+        [x for x in list_index_hours(lake, SOURCE)[0] if x.startswith("202601")]
+    )
     # Compaction rebuilds it from the per-hour files.
     assert summary.compact(lake, SOURCE).months_written == 1
     assert summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON}).stale_hours == 0
@@ -209,8 +219,11 @@ def test_on_s3(moto_bucket, tmp_path):
     lake = f"s3://{bucket}/lake"
     rng = random.Random(3)
     for hour in hours_between("2026013120", "2026020103"):
-        write_hour(lake, hour, crowd(rng, hour, 5) + ([(PERSON, "pages", 1, None)]
-                                                      if hour.endswith("22") else []))
+        write_hour(
+            lake,
+            hour,
+            crowd(rng, hour, 5) + ([(PERSON, "pages", 1, None)] if hour.endswith("22") else []),
+        )
     assert summary.compact(lake, SOURCE).months_written == 2
     write_hour(lake, "2026020104", [(PERSON, "pages", 1, None)])
     found = summary_lookup.find_hours_compacted(lake, SOURCE, {PERSON})

@@ -78,24 +78,35 @@ LOOKBACKS = (24, 0, 7 * 24, 24)  # hours: the 24 h edge (twice), within batches 
 
 PROFILE_ENV = "DATALAKE_HYPOTHESIS_PROFILE"
 EXAMPLES_ENV = "DATALAKE_HYPOTHESIS_EXAMPLES"
-_COMMON = {"suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large,
-                                     HealthCheck.filter_too_much], "print_blob": True}
+_COMMON = {
+    "suppress_health_check": [
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
+    "print_blob": True,
+}
 # "ci" (the default): fixed programs (derandomize), so every run tries the same histories,
 # each bounded by a deadline, and a failure is printed as found, not shrunk (shrinking a
 # history takes minutes; the printed blob replays it under @reproduce_failure). "long":
 # random programs, many more and longer, shrunk, remembered in .hypothesis/
 # (DATALAKE_HYPOTHESIS_PROFILE=long).
-_CI = {"derandomize": True, "database": None,
-       "phases": [Phase.explicit, Phase.reuse, Phase.generate, Phase.target]}
+_CI = {
+    "derandomize": True,
+    "database": None,
+    "phases": [Phase.explicit, Phase.reuse, Phase.generate, Phase.target],
+}
 PROFILES = {
-    ("ci", "local"): settings(max_examples=30, stateful_step_count=12,
-                              deadline=timedelta(seconds=60), **_CI, **_COMMON),
-    ("ci", "spark"): settings(max_examples=6, stateful_step_count=8,
-                              deadline=timedelta(seconds=180), **_CI, **_COMMON),
-    ("long", "local"): settings(max_examples=1000, stateful_step_count=30, deadline=None,
-                                **_COMMON),
-    ("long", "spark"): settings(max_examples=100, stateful_step_count=20, deadline=None,
-                                **_COMMON),
+    ("ci", "local"): settings(
+        max_examples=30, stateful_step_count=12, deadline=timedelta(seconds=60), **_CI, **_COMMON
+    ),
+    ("ci", "spark"): settings(
+        max_examples=6, stateful_step_count=8, deadline=timedelta(seconds=180), **_CI, **_COMMON
+    ),
+    ("long", "local"): settings(
+        max_examples=1000, stateful_step_count=30, deadline=None, **_COMMON
+    ),
+    ("long", "spark"): settings(max_examples=100, stateful_step_count=20, deadline=None, **_COMMON),
 }
 
 
@@ -122,8 +133,7 @@ hostile = st.sampled_from(sorted(HOSTILE)).map(lambda k: Hostile(*k))
 
 
 def copy_in(hours: st.SearchStrategy[int]) -> st.SearchStrategy[Copy]:
-    return st.builds(Copy, message=st.integers(0, MAX_MESSAGES - 1), received=hours,
-                     minute=minutes)
+    return st.builds(Copy, message=st.integers(0, MAX_MESSAGES - 1), received=hours, minute=minutes)
 
 
 @st.composite
@@ -131,10 +141,24 @@ def archive_files(draw) -> ArchiveFile:
     """A file of an hour: mostly copies received in that hour, some received in another
     (late or skewed), some hostile lines."""
     hour = draw(hour_index)
-    lines = draw(st.lists(st.one_of(copy_in(st.just(hour)), copy_in(st.just(hour)),
-                                    copy_in(hour_index), hostile), min_size=1, max_size=6))
-    name = draw(st.sampled_from(("part-0000.jsonl.gz", "part-0001.jsonl.gz",
-                                 "part-0100.jsonl.gz", "late.jsonl.gz", "a-plain.jsonl")))
+    lines = draw(
+        st.lists(
+            st.one_of(copy_in(st.just(hour)), copy_in(st.just(hour)), copy_in(hour_index), hostile),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    name = draw(
+        st.sampled_from(
+            (
+                "part-0000.jsonl.gz",
+                "part-0001.jsonl.gz",
+                "part-0100.jsonl.gz",
+                "late.jsonl.gz",
+                "a-plain.jsonl",
+            )
+        )
+    )
     return ArchiveFile(hour, name, tuple(lines))
 
 
@@ -143,19 +167,28 @@ def segment_files(draw) -> SegmentFile:
     """A file of Segment's day folder: copies received that day, or at the day's edges."""
     day = draw(st.integers(0, len(DAYS) - 1))
     own = [i for i, h in enumerate(HOURS) if h.startswith(DAYS[day])]
-    lines = draw(st.lists(copy_in(st.one_of(st.sampled_from(own), hour_index)),
-                          min_size=1, max_size=5))
-    return SegmentFile(day, draw(st.sampled_from(("0000.gz", "0001.gz", "1763.x.gz"))),
-                       tuple(lines))
+    lines = draw(
+        st.lists(copy_in(st.one_of(st.sampled_from(own), hour_index)), min_size=1, max_size=5)
+    )
+    return SegmentFile(
+        day, draw(st.sampled_from(("0000.gz", "0001.gz", "1763.x.gz"))), tuple(lines)
+    )
 
 
 archives = st.builds(
     Archive,
-    messages=st.lists(st.builds(Message, call=st.sampled_from(CALLS),
-                                person=st.integers(-1, PERSONS - 1),
-                                value=st.sampled_from(VALUES)),
-                      min_size=2, max_size=MAX_MESSAGES).map(tuple),
-    files=st.lists(archive_files(), min_size=2, max_size=8).map(tuple))
+    messages=st.lists(
+        st.builds(
+            Message,
+            call=st.sampled_from(CALLS),
+            person=st.integers(-1, PERSONS - 1),
+            value=st.sampled_from(VALUES),
+        ),
+        min_size=2,
+        max_size=MAX_MESSAGES,
+    ).map(tuple),
+    files=st.lists(archive_files(), min_size=2, max_size=8).map(tuple),
+)
 
 
 # ------------------------------------------------------------------------------ machine
@@ -191,11 +224,19 @@ class AnyOrderHistory(RuleBasedStateMachine):
     @initialize(archive=archives, lookback=st.sampled_from(LOOKBACKS))
     def start(self, archive: Archive, lookback: int) -> None:
         self.lookback = lookback
-        self.model = ArchiveModel(archive, self.archive_root, SRC, f"{self.root}/segment",
-                                  SEGMENT_ID)
-        self.oracle = Oracle(LocalStore(), self.archive_root, SRC, lookback_hours=lookback,
-                             hour_lines=self.model.hour_lines)
-        self.settings = load_lake_toml(self.root, f"""
+        self.model = ArchiveModel(
+            archive, self.archive_root, SRC, f"{self.root}/segment", SEGMENT_ID
+        )
+        self.oracle = Oracle(
+            LocalStore(),
+            self.archive_root,
+            SRC,
+            lookback_hours=lookback,
+            hour_lines=self.model.hour_lines,
+        )
+        self.settings = load_lake_toml(
+            self.root,
+            f"""
             archive_root = "{self.archive_root}"
             lake_root = "{self.lake_root}"
             [catalog]
@@ -204,10 +245,12 @@ class AnyOrderHistory(RuleBasedStateMachine):
             spool_dir = "{self.root}/spool"
             [[sources]]
             id = "{SRC}"
-            """)
+            """,
+        )
         if self.env.recording is not None:
-            self.env.recording.fault(sum(isinstance(ln, Hostile)
-                                         for f in archive.files for ln in f.lines))
+            self.env.recording.fault(
+                sum(isinstance(ln, Hostile) for f in archive.files for ln in f.lines)
+            )
         self.check()
 
     # -------------------------------------------------------------------------- rules
@@ -244,8 +287,9 @@ class AnyOrderHistory(RuleBasedStateMachine):
 
     @rule(day=st.integers(0, len(DAYS) - 1))
     def import_day(self, day: int) -> None:
-        importer = SegmentImporter(f"{self.root}/segment", SEGMENT_ID, self.archive_root, SRC,
-                                   spool_dir=self.root)
+        importer = SegmentImporter(
+            f"{self.root}/segment", SEGMENT_ID, self.archive_root, SRC, spool_dir=self.root
+        )
         report = importer.import_day(DAYS[day])
         assert not report.failures, report.failures
         self.model.import_day(day)
@@ -261,8 +305,9 @@ class AnyOrderHistory(RuleBasedStateMachine):
     def erase(self, who: str) -> None:
         """``datalake forget --user-id <who>`` (erase and suppress), held to the models."""
         self.requests += 1
-        result = forget(self.settings, ForgetRequest(f"r{self.requests}",
-                                                     (identity("user_id", who),)))
+        result = forget(
+            self.settings, ForgetRequest(f"r{self.requests}", (identity("user_id", who),))
+        )
         assert result.status == "completed", result.to_dict()
         self.pending = False
         self.model.forget({who})
@@ -292,11 +337,18 @@ class AnyOrderHistory(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------------ helpers
 
-    def _request(self, hours: list[str], replay: bool = False,
-                 path: str | None = None) -> SyncRequest:
-        return SyncRequest(self.lake_root, self.archive_root, SRC, tuple(hours), replay=replay,
-                           dedup_lookback_hours=self.lookback,
-                           local_max_bytes=LOCAL if (path or self.env.path) == "local" else SPARK)
+    def _request(
+        self, hours: list[str], replay: bool = False, path: str | None = None
+    ) -> SyncRequest:
+        return SyncRequest(
+            self.lake_root,
+            self.archive_root,
+            SRC,
+            tuple(hours),
+            replay=replay,
+            dedup_lookback_hours=self.lookback,
+            local_max_bytes=LOCAL if (path or self.env.path) == "local" else SPARK,
+        )
 
     def _sync(self, hours: list[str], replay: bool = False) -> None:
         session = self.env.session if self.env.path == "spark" else _no_spark

@@ -59,11 +59,15 @@ class FaultProxy:
                     with proxy._lock:
                         proxy.failed += 1
                     code = "SlowDown" if status == 503 else "InternalError"
-                    payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
-                               f"<Message>injected by the test proxy</Message></Error>").encode()
+                    payload = (
+                        f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                        f"<Message>injected by the test proxy</Message></Error>"
+                    ).encode()
                     if "x-amz-target" in {k.lower() for k in headers}:  # JSON APIs (Glue)
-                        payload = (f'{{"__type":"{"ThrottlingException" if status == 503 else "InternalServiceException"}",'
-                                   f'"message":"injected by the test proxy"}}').encode()
+                        payload = (
+                            f'{{"__type":"{"ThrottlingException" if status == 503 else "InternalServiceException"}",'
+                            f'"message":"injected by the test proxy"}}'
+                        ).encode()
                     self.send_response(status)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()

@@ -87,8 +87,12 @@ def test_an_erasure_finds_a_late_file_in_an_hour_already_synced(histories):
     its sync was in neither: the person's line stayed in the raw archive, and the proof said
     nothing remained. Fixed in ``privacy/hours.py`` (``unindexed_hours``: an archive file
     written after the hour's index gets the hour scanned)."""
-    state = histories(Archive(messages=(Message(ORDER, -1), Message(ORDER, 0)),
-                              files=(ArchiveFile(0, "part-0000.jsonl.gz", (Copy(0, 0),)),)))
+    state = histories(
+        Archive(
+            messages=(Message(ORDER, -1), Message(ORDER, 0)),
+            files=(ArchiveFile(0, "part-0000.jsonl.gz", (Copy(0, 0),)),),
+        )
+    )
     state.sync(hours=[0])
     state.add_late_file(file=ArchiveFile(0, "part-0001.jsonl.gz", (Copy(1, 0),)))
     state.forget(person=0)  # the late file held only their line: deleted
@@ -99,9 +103,12 @@ def test_a_second_erasure_finds_lines_suppressed_since_the_first(histories):
     """Found: after an erasure, a late file brings a line of the person into an hour that
     other people's messages keep indexed; the sync suppresses it (right), and a second
     request for the person completes with the line still in the raw archive."""
-    state = histories(Archive(
-        messages=(Message(ORDER, 0), Message(ORDER, 0), Message(ORDER, -1)),
-        files=(ArchiveFile(0, "part-0000.jsonl.gz", (Copy(0, 0), Copy(2, 0))),)))
+    state = histories(
+        Archive(
+            messages=(Message(ORDER, 0), Message(ORDER, 0), Message(ORDER, -1)),
+            files=(ArchiveFile(0, "part-0000.jsonl.gz", (Copy(0, 0), Copy(2, 0))),),
+        )
+    )
     state.sync(hours=[0])
     state.forget(person=0)
     state.add_late_file(file=ArchiveFile(0, "part-0001.jsonl.gz", (Copy(1, 0),)))
@@ -112,10 +119,17 @@ def test_a_second_erasure_finds_lines_suppressed_since_the_first(histories):
 def test_without_lookback_a_later_batch_keeps_its_own_copy(histories):
     """The oracle's bug, not the sync's: with ``dedup_lookback_hours = 0`` the oracle still
     treated the hours between a batch's first and last as its window."""
-    state = histories(Archive(messages=(Message(ORDER, -1),), files=(
-        ArchiveFile(0, "part-0000.jsonl.gz", (Copy(0, 0),)),
-        ArchiveFile(2, "part-0000.jsonl.gz", (Copy(0, 2),)),
-        ArchiveFile(4, "part-0000.jsonl.gz", (Copy(0, 4),)))), lookback=0)
+    state = histories(
+        Archive(
+            messages=(Message(ORDER, -1),),
+            files=(
+                ArchiveFile(0, "part-0000.jsonl.gz", (Copy(0, 0),)),
+                ArchiveFile(2, "part-0000.jsonl.gz", (Copy(0, 2),)),
+                ArchiveFile(4, "part-0000.jsonl.gz", (Copy(0, 4),)),
+            ),
+        ),
+        lookback=0,
+    )
     state.sync(hours=[2])  # kept in 22T10
     state.sync(hours=[0, 4])  # kept in 21T10 as well (no window), 23T10's copy a duplicate
 
@@ -123,9 +137,15 @@ def test_without_lookback_a_later_batch_keeps_its_own_copy(histories):
 def test_a_duplicate_follows_its_message_when_the_kept_hour_is_synced_again(histories):
     """The oracle's bug, not the sync's: a duplicate kept pointing at the hour its message
     was in when the duplicate's hour was synced, after a re-sync of that hour moved it."""
-    state = histories(Archive(messages=(Message(ORDER, -1),), files=(
-        ArchiveFile(1, "part-0000.jsonl.gz", (Copy(0, 1, 30),)),
-        ArchiveFile(2, "part-0000.jsonl.gz", (Copy(0, 2),)))))
+    state = histories(
+        Archive(
+            messages=(Message(ORDER, -1),),
+            files=(
+                ArchiveFile(1, "part-0000.jsonl.gz", (Copy(0, 1, 30),)),
+                ArchiveFile(2, "part-0000.jsonl.gz", (Copy(0, 2),)),
+            ),
+        )
+    )
     state.sync(hours=[1, 2])  # kept in 21T11, 22T10's copy a duplicate of it
     state.add_late_file(file=ArchiveFile(0, "late.jsonl.gz", (Copy(0, 0),)))
     state.sync(hours=[0, 1])  # received earlier in 21T10: it moves there
@@ -136,8 +156,14 @@ def test_a_line_nested_5000_deep_in_a_history(histories):
     """Found on the working tree of stage A's native parse before it was committed (a
     RecursionError on this corpus line failed the whole sync, and the kill of a sync
     holding it exited instead of dying at its point)."""
-    state = histories(Archive(messages=(Message(ORDER, 0),), files=(
-        ArchiveFile(0, "part-0000.jsonl.gz", (Hostile("nesting_5000_deep"),)),
-        ArchiveFile(1, "part-0000.jsonl.gz", (Copy(0, 1),)))))
+    state = histories(
+        Archive(
+            messages=(Message(ORDER, 0),),
+            files=(
+                ArchiveFile(0, "part-0000.jsonl.gz", (Hostile("nesting_5000_deep"),)),
+                ArchiveFile(1, "part-0000.jsonl.gz", (Copy(0, 1),)),
+            ),
+        )
+    )
     state.sync(hours=[0])
     state.sync(hours=[1, 0])

@@ -22,10 +22,10 @@ import duckdb
 import pytest
 
 from datalake_assets.ingest.demo import generate_archive
-from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.lake.faults import ENV as FAULT_ENV
-from datalake_assets.transform.job import SyncError, SyncRequest, run_sync
 from datalake_assets.lake.lock import SourceLock
+from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.transform.job import SyncError, SyncRequest, run_sync
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.lake_reader import LocalStore, compare, read_lake
 from datalake_assets_tests.support.oracle import Expected, Oracle
@@ -58,15 +58,18 @@ def lake_state(lake_root: str) -> dict[tuple[str, str], list[str]]:
         if files:
             rows = duckdb.sql(
                 "select level || '|' || md5(concat_ws('|', reason, message_id, column_name, "
-                f"value, raw_line, raw_line_base64)) from read_parquet({files!r})").fetchall()
+                f"value, raw_line, raw_line_base64)) from read_parquet({files!r})"
+            ).fetchall()
             state[("_quarantine", "/".join(part.split("/")[-2:]))] = sorted(r for (r,) in rows)
     # The identity index, committed with the hour: its rows without the hashes (each lake
     # has its own key, and the reference is another lake), so whole hours still compare.
     for part in sorted(glob.glob(f"{lake_root}/_identities/{SRC}/hour=*")):
         files = glob.glob(f"{part}/*.parquet")
         if files:
-            rows = duckdb.sql(f"select \"table\" || '|' || rows || '|' || (linked is null) "
-                              f"from read_parquet({files!r})").fetchall()
+            rows = duckdb.sql(
+                f"select \"table\" || '|' || rows || '|' || (linked is null) "
+                f"from read_parquet({files!r})"
+            ).fetchall()
             state[("_identities", part.rsplit("=", 1)[1])] = sorted(r for (r,) in rows)
     return state
 
@@ -83,7 +86,10 @@ def spawn_sync(lake: dict, fault: str | None = None, hours=HOURS, **kw) -> subpr
         env[FAULT_ENV] = fault
     return subprocess.Popen(
         [sys.executable, "-m", "datalake_assets.transform.job", *job_args(lake, hours, **kw)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
 
 
@@ -137,8 +143,14 @@ def _live_groups() -> set[int]:
 
 
 def write_v1(archive_root: str) -> int:
-    s = generate_archive(archive_root, SRC, [ArchiveHour.parse(h) for h in HOURS],
-                         events_per_hour=400, files_per_hour=2, seed=11)
+    s = generate_archive(
+        archive_root,
+        SRC,
+        [ArchiveHour.parse(h) for h in HOURS],
+        events_per_hour=400,
+        files_per_hour=2,
+        seed=11,
+    )
     return s.lines
 
 
@@ -201,11 +213,17 @@ def assert_oracle_holds(reliability) -> None:
 
 # These hours are small: the killed syncs take the driver-local path (transform/local_path.py);
 # the points before the commit are also passed on the Spark path (local_max_bytes=0).
-@pytest.mark.parametrize("point,path", [
-    *((p, "local") for p in ("parsed", "staged", "mid_commit", "committed", "registered")),
-    ("parsed", "spark"), ("staged", "spark")])
+@pytest.mark.parametrize(
+    "point,path",
+    [
+        *((p, "local") for p in ("parsed", "staged", "mid_commit", "committed", "registered")),
+        ("parsed", "spark"),
+        ("staged", "spark"),
+    ],
+)
 def test_killed_at_a_checkpoint_readers_see_whole_hours_and_one_rerun_converges(
-        spark, synced_v1, reference, point, path, reliability):
+    spark, synced_v1, reference, point, path, reliability
+):
     lake = synced_v1
     expected = expect_oracle(reliability, lake)
     reliability.fault()
@@ -223,8 +241,9 @@ def test_killed_at_a_checkpoint_readers_see_whole_hours_and_one_rerun_converges(
     if point == "mid_commit":
         # The journal: the next sync of the source, even of an hour without files, finishes
         # the cut commit; a reader then sees all of it.
-        other = run_sync(spark, SyncRequest(lake["lake_root"], lake["archive_root"], SRC,
-                                            ("2026-11-21T13",)))
+        other = run_sync(
+            spark, SyncRequest(lake["lake_root"], lake["archive_root"], SRC, ("2026-11-21T13",))
+        )
         found = compare(expected, read_lake(LocalStore(), lake["lake_root"], SRC))
         assert found.ok, str(found)
         assert other.source.recovered_commits
@@ -241,8 +260,14 @@ def test_killed_while_reading_the_archive(spark, synced_v1, reference, reliabili
     """Killed from outside as soon as stage A has written its first work file."""
     lake = synced_v1
     # Enough lines that stage A is still reading when its first work file lands.
-    generate_archive(lake["archive_root"], SRC, [ArchiveHour.parse("2026-11-21T12")],
-                     events_per_hour=30_000, files_per_hour=4, seed=5)
+    generate_archive(
+        lake["archive_root"],
+        SRC,
+        [ArchiveHour.parse("2026-11-21T12")],
+        events_per_hour=30_000,
+        files_per_hour=4,
+        seed=5,
+    )
     hours = (*HOURS, "2026-11-21T12")
     expect_oracle(reliability, lake, hours)
     reliability.fault()
@@ -262,8 +287,9 @@ def test_killed_while_reading_the_archive(spark, synced_v1, reference, reliabili
     after = lake_state(lake["lake_root"])
     # hour 12 is new (the reference has none): its partitions end "hr=12", its identity index
     # is keyed by the compact hour
-    assert {k: v for k, v in after.items()
-            if not (k[1].endswith("hr=12") or k[1] == "2026112112")} == reference["state"]
+    assert {
+        k: v for k, v in after.items() if not (k[1].endswith("hr=12") or k[1] == "2026112112")
+    } == reference["state"]
     assert result.source.lines_in == lake["lines"] + 30_000
 
 
@@ -286,7 +312,8 @@ def _has_open(pid: int, path: str) -> bool:
 
 
 def test_two_syncs_of_the_same_hours_at_once_are_serialized_never_doubled(
-        synced_v1, reference, reliability):
+    synced_v1, reference, reliability
+):
     """Both syncs are made to contend: the test holds the lock until each of them is waiting
     for it (its lock file open, seen in ``/proc``), whatever their JVMs' start-up times."""
     lake = synced_v1
@@ -305,12 +332,14 @@ def test_two_syncs_of_the_same_hours_at_once_are_serialized_never_doubled(
     finally:
         held.__exit__(None, None, None)
     outs = [p.communicate(timeout=600) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err.decode()[-2000:]
     import json
 
-    first, second = sorted((json.loads(out.decode().strip().splitlines()[-1]) for out, _ in outs),
-                           key=lambda r: r["start_time"])
+    first, second = sorted(
+        (json.loads(out.decode().strip().splitlines()[-1]) for out, _ in outs),
+        key=lambda r: r["start_time"],
+    )
     assert first["timings"]["lock_wait_s"] > 0 and second["timings"]["lock_wait_s"] > 0
     # Serialized: the second started (holding the lock) after the first had finished.
     assert first["finish_time"] <= second["start_time"]
@@ -322,8 +351,12 @@ def test_a_held_lock_makes_the_sync_fail_clearly_without_changing_anything(spark
     lake = synced_v1
     with SourceLock(lake["lake_root"], SRC, "someone-else"):
         with pytest.raises(SyncError) as e:
-            run_sync(spark, SyncRequest(lake["lake_root"], lake["archive_root"], SRC, HOURS,
-                                        lock_wait_seconds=1))
+            run_sync(
+                spark,
+                SyncRequest(
+                    lake["lake_root"], lake["archive_root"], SRC, HOURS, lock_wait_seconds=1
+                ),
+            )
     assert e.value.code == "locked"
     assert "someone-else" in str(e.value) and "waited 1 s" in str(e.value)
     assert lake_state(lake["lake_root"]) == lake["v1"]
@@ -335,8 +368,10 @@ def test_a_waiting_sync_runs_once_the_holder_releases(spark, synced_v1, referenc
     timer = threading.Timer(2.0, lock.__exit__, (None, None, None))
     timer.start()
     try:
-        result = run_sync(spark, SyncRequest(lake["lake_root"], lake["archive_root"], SRC, HOURS,
-                                             lock_wait_seconds=60))
+        result = run_sync(
+            spark,
+            SyncRequest(lake["lake_root"], lake["archive_root"], SRC, HOURS, lock_wait_seconds=60),
+        )
     finally:
         timer.join()
     assert result.source.timings["lock_wait_s"] >= 1.5
@@ -345,10 +380,12 @@ def test_a_waiting_sync_runs_once_the_holder_releases(spark, synced_v1, referenc
 
 def test_a_killed_lock_holder_does_not_block_the_next_sync(tmp_path):
     """flock is released by the kernel when its holder dies, even by SIGKILL."""
-    code = ("import sys, time; sys.path.insert(0, %r)\n"
-            "from datalake_assets.lake.lock import SourceLock\n"
-            "SourceLock(%r, 'src', 'doomed').__enter__(); print('held', flush=True)\n"
-            "time.sleep(600)\n") % (REPO, str(tmp_path))
+    code = (
+        f"import sys, time; sys.path.insert(0, {REPO!r})\n"
+        "from datalake_assets.lake.lock import SourceLock\n"
+        f"SourceLock({str(tmp_path)!r}, 'src', 'doomed').__enter__(); print('held', flush=True)\n"
+        "time.sleep(600)\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert proc.stdout.readline().strip() == b"held"
     with pytest.raises(Exception, match="doomed"):

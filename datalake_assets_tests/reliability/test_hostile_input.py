@@ -27,13 +27,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from datalake_assets.lake.report import SyncReport
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
-from datalake_assets.lake.report import SyncReport
 from datalake_assets.transform.job import SyncRequest, run_sync
-from datalake_assets_tests.support.lake_reader import LocalStore
-from datalake_assets_tests.support.lake_reader import read_lake as read_lake_files
-from datalake_assets_tests.support.oracle import Oracle
 from datalake_assets_tests.reliability.hostile_corpus import (
     ANY,
     BLANK,
@@ -49,6 +46,9 @@ from datalake_assets_tests.reliability.hostile_corpus import (
     Expect,
     ValueQ,
 )
+from datalake_assets_tests.support.lake_reader import LocalStore
+from datalake_assets_tests.support.lake_reader import read_lake as read_lake_files
+from datalake_assets_tests.support.oracle import Oracle
 
 pytestmark = [pytest.mark.spark, pytest.mark.reliability]
 
@@ -167,8 +167,10 @@ def read_lake(out: Outcome) -> None:
             for f in t.schema:
                 t_out.types[f.name] = _type_name(f.type)
             # timestamps as microseconds: year 10000 is a valid timestamp, not a datetime
-            t = pa.table([c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c
-                          for c in t.columns], names=t.column_names)
+            t = pa.table(
+                [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in t.columns],
+                names=t.column_names,
+            )
             hour = _hour_of(path)
             for r in t.to_pylist():
                 t_out.rows[r["message_id"]].append((hour, r))
@@ -188,9 +190,19 @@ def run_corpus(spark, root: str, cases: list[Case], **kw) -> Outcome:
     hours = sorted({line.hour for c in cases for line in c.lines})
     t0 = time.monotonic()
     try:
-        out.result = run_sync(spark, SyncRequest(
-            lake_root, archive_root, SRC, tuple(hours), run_id=RUN_ID,
-            max_message_bytes=MAX_MESSAGE_BYTES, max_depth=MAX_DEPTH, **kw))
+        out.result = run_sync(
+            spark,
+            SyncRequest(
+                lake_root,
+                archive_root,
+                SRC,
+                tuple(hours),
+                run_id=RUN_ID,
+                max_message_bytes=MAX_MESSAGE_BYTES,
+                max_depth=MAX_DEPTH,
+                **kw,
+            ),
+        )
     except Exception as e:  # noqa: BLE001 - "no sync crashes" is what the cases check
         out.error = e
     out.seconds = time.monotonic() - t0
@@ -210,14 +222,17 @@ def corpus(spark, tmp_path_factory) -> Outcome:
 def corpus_on_spark(spark, tmp_path_factory) -> Outcome:
     """The same corpus through the Spark path (``corpus`` is small: it takes the driver-local
     path, ``transform/local_path.py``)."""
-    return run_corpus(spark, str(tmp_path_factory.mktemp("hostile-spark")), MAIN_CASES,
-                      local_max_bytes=0)
+    return run_corpus(
+        spark, str(tmp_path_factory.mktemp("hostile-spark")), MAIN_CASES, local_max_bytes=0
+    )
 
 
 @pytest.fixture(scope="module")
 def isolated(spark, tmp_path_factory) -> dict[str, Outcome]:
-    return {c.name: run_corpus(spark, str(tmp_path_factory.mktemp(f"hostile-{c.name}")), [c])
-            for c in ISOLATED_CASES}
+    return {
+        c.name: run_corpus(spark, str(tmp_path_factory.mktemp(f"hostile-{c.name}")), [c])
+        for c in ISOLATED_CASES
+    }
 
 
 def outcome_of(case: Case, request) -> Outcome:
@@ -238,8 +253,9 @@ def same(actual: object, expected: object) -> bool:
     if type(actual) is not type(expected):
         return False
     if isinstance(expected, dict):
-        return actual.keys() == expected.keys() and all(same(actual[k], v)
-                                                        for k, v in expected.items())
+        return actual.keys() == expected.keys() and all(
+            same(actual[k], v) for k, v in expected.items()
+        )
     if isinstance(expected, list):
         return len(actual) == len(expected) and all(map(same, actual, expected))
     return actual == expected
@@ -286,8 +302,9 @@ def expected_id(w: Written, e: Expect) -> str | None:
 
 def rows_of(out: Outcome, mid: str) -> list[tuple[str, str, dict]]:
     """``(table, hour, row)`` of a message id in every table but ``tracks``."""
-    return [(t, h, r) for t, tab in out.tables.items() if t != TRACKS
-            for h, r in tab.rows.get(mid, [])]
+    return [
+        (t, h, r) for t, tab in out.tables.items() if t != TRACKS for h, r in tab.rows.get(mid, [])
+    ]
 
 
 # --------------------------------------------------------------------------- per-line fates
@@ -302,8 +319,10 @@ def check_line(out: Outcome, w: Written, e: Expect) -> list[str]:
             return [f"{where}: expected quarantine '{e.reason}', found {len(q)} line records"]
         rec = q[0]
         if rec["reason"] != e.reason:
-            errs.append(f"{where}: reason {rec['reason']!r} (detail {rec['detail']!r}), "
-                        f"expected {e.reason!r}")
+            errs.append(
+                f"{where}: reason {rec['reason']!r} (detail {rec['detail']!r}), "
+                f"expected {e.reason!r}"
+            )
         try:
             text = w.raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -317,8 +336,12 @@ def check_line(out: Outcome, w: Written, e: Expect) -> list[str]:
             errs.append(f"{where}: quarantined under hour {rec['hour']}, archived in {w.hour}")
         return errs
     if q:
-        return [(f"{where}: expected {e.fate}, but quarantined as {q[0]['reason']!r} "
-                f"({q[0]['detail']!r})")]
+        return [
+            (
+                f"{where}: expected {e.fate}, but quarantined as {q[0]['reason']!r} "
+                f"({q[0]['detail']!r})"
+            )
+        ]
     if e.fate == BLANK:
         return errs
     mid = expected_id(w, e)
@@ -327,19 +350,29 @@ def check_line(out: Outcome, w: Written, e: Expect) -> list[str]:
     found = rows_of(out, mid)
     if e.fate == DUPLICATE:
         if len(found) != 1:
-            errs.append(f"{where}: duplicate of {mid!r}: expected the kept message once in "
-                        f"the tables, found {[(t, h) for t, h, _ in found]}")
+            errs.append(
+                f"{where}: duplicate of {mid!r}: expected the kept message once in "
+                f"the tables, found {[(t, h) for t, h, _ in found]}"
+            )
         return errs
     assert e.fate == ROW, e.fate
     table = out.tables.get(e.table)
     if table is None:
         near = sorted(t for t in out.tables if t[:8] == e.table[:8])
-        return [(f"{where}: no table {e.table!r} (found {len(out.tables)} tables; similar: "
-                f"{near[:5]}); rows of {mid!r}: {[(t, h) for t, h, _ in found]}")]
+        return [
+            (
+                f"{where}: no table {e.table!r} (found {len(out.tables)} tables; similar: "
+                f"{near[:5]}); rows of {mid!r}: {[(t, h) for t, h, _ in found]}"
+            )
+        ]
     mine = table.rows.get(mid, [])
     if len(mine) != 1 or len(found) != 1:
-        return [(f"{where}: expected one row {mid!r} in {e.table!r}, found "
-                f"{[(t, h) for t, h, _ in found]}")]
+        return [
+            (
+                f"{where}: expected one row {mid!r} in {e.table!r}, found "
+                f"{[(t, h) for t, h, _ in found]}"
+            )
+        ]
     hour, r = mine[0]
     if hour != (e.hour or w.hour):
         errs.append(f"{where}: row in hour {hour}, expected {e.hour or w.hour}")
@@ -347,8 +380,10 @@ def check_line(out: Outcome, w: Written, e: Expect) -> list[str]:
         errs += _check_column(where, table, column, col, r)
     for column in e.absent:
         if column in table.types:
-            errs.append(f"{where}: column {column!r} should not exist "
-                        f"({table.types[column]}, value {r.get(column)!r})")
+            errs.append(
+                f"{where}: column {column!r} should not exist "
+                f"({table.types[column]}, value {r.get(column)!r})"
+            )
     if e.column_count is not None:
         prefix, n = e.column_count
         have = sum(1 for c in table.types if c.startswith(prefix))
@@ -371,12 +406,17 @@ def _check_column(where: str, table: TableOut, column: str, col: Col, r: dict) -
     if table.types[column] != col.type:
         errs.append(f"{where}: column {column!r} is {table.types[column]}, expected {col.type}")
     actual = r.get(column)
-    ok = same_json_text(actual, col.value) if col.json and col.value is not ANY else same(
-        actual, col.value)
+    ok = (
+        same_json_text(actual, col.value)
+        if col.json and col.value is not ANY
+        else same(actual, col.value)
+    )
     if not ok:
         shown = actual if not isinstance(actual, str) or len(actual) < 300 else actual[:300]
-        errs.append(f"{where}: {column!r} = {shown!r}, expected {col.value!r}"
-                    f"{' (as JSON text)' if col.json else ''}")
+        errs.append(
+            f"{where}: {column!r} = {shown!r}, expected {col.value!r}"
+            f"{' (as JSON text)' if col.json else ''}"
+        )
     return errs
 
 
@@ -387,25 +427,36 @@ def _check_values_quarantined(where: str, out: Outcome, mid: str, e: Expect) -> 
     for vq in e.values_quarantined:
         match = next((q for q in left if _value_q_matches(q, vq)), None)
         if match is None:
-            errs.append(f"{where}: no quarantined value {vq} for {mid!r}; found "
-                        f"{[(q['reason'], q['column_name'], q['value']) for q in actual]}")
+            errs.append(
+                f"{where}: no quarantined value {vq} for {mid!r}; found "
+                f"{[(q['reason'], q['column_name'], q['value']) for q in actual]}"
+            )
         else:
             left.remove(match)
     for q in left:
-        errs.append(f"{where}: unexpected quarantined value {q['reason']!r} "
-                    f"{q['column_name']!r} {q['value']!r} ({q['detail']!r})")
+        errs.append(
+            f"{where}: unexpected quarantined value {q['reason']!r} "
+            f"{q['column_name']!r} {q['value']!r} ({q['detail']!r})"
+        )
     return errs
 
 
 def _value_q_matches(q: dict, vq: ValueQ) -> bool:
-    return (q["reason"] == vq.reason and (vq.column is None or q["column_name"] == vq.column)
-            and same_value_text(q["value"], vq.value))
+    return (
+        q["reason"] == vq.reason
+        and (vq.column is None or q["column_name"] == vq.column)
+        and same_value_text(q["value"], vq.value)
+    )
 
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason=c.bug)]
-                  if c.bug else []) for c in CASES],
+    [
+        pytest.param(
+            c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason=c.bug)] if c.bug else []
+        )
+        for c in CASES
+    ],
 )
 def test_case_lands_where_the_rules_say(case: Case, request) -> None:
     out = outcome_of(case, request)
@@ -432,28 +483,39 @@ def test_report_reconciles_the_whole_corpus(corpus: Outcome) -> None:
     assert src.lines_in == len(lines), "lines_in counts every non-blank archived line"
     # ... and each term is what the lake holds
     assert src.messages_written == sum(
-        len(rs) for t, tab in corpus.tables.items() if t != TRACKS for rs in tab.rows.values())
+        len(rs) for t, tab in corpus.tables.items() if t != TRACKS for rs in tab.rows.values()
+    )
     assert src.lines_quarantined == sum(len(v) for v in corpus.q_lines.values())
     assert src.values_quarantined == sum(len(v) for v in corpus.q_values.values())
 
 
-def test_the_lake_holds_what_the_oracle_says(corpus: Outcome, corpus_on_spark: Outcome,
-                                            isolated, reliability) -> None:
+def test_the_lake_holds_what_the_oracle_says(
+    corpus: Outcome, corpus_on_spark: Outcome, isolated, reliability
+) -> None:
     """Records the reliability ledger: the lake, read back from its Parquet files, compared id
     by id with the independent oracle (``oracle.py``) over the same archive. Each case is one
     hostile input (one fault). The corpus's lake through each path (driver-local, Spark)."""
     reliability.cases = len(CASES)
     reliability.fault(len(CASES))
-    runs = [(corpus, MAIN_CASES), (corpus_on_spark, MAIN_CASES),
-            *((isolated[c.name], [c]) for c in ISOLATED_CASES)]
+    runs = [
+        (corpus, MAIN_CASES),
+        (corpus_on_spark, MAIN_CASES),
+        *((isolated[c.name], [c]) for c in ISOLATED_CASES),
+    ]
     for out, cases in runs:
         hours = sorted({line.hour for c in cases for line in c.lines})
-        expected = Oracle(LocalStore(), out.archive_root, SRC,
-                          max_message_bytes=MAX_MESSAGE_BYTES).sync(hours).expected()
-        reliability.expect(expected, lambda out=out: read_lake_files(LocalStore(), out.lake_root, SRC))
+        expected = (
+            Oracle(LocalStore(), out.archive_root, SRC, max_message_bytes=MAX_MESSAGE_BYTES)
+            .sync(hours)
+            .expected()
+        )
+        reliability.expect(
+            expected, lambda out=out: read_lake_files(LocalStore(), out.lake_root, SRC)
+        )
     found = reliability.compare()
     assert found.lines == sum(1 for c in CASES for line in c.lines if line.raw.strip()) + sum(
-        1 for c in MAIN_CASES for line in c.lines if line.raw.strip())
+        1 for c in MAIN_CASES for line in c.lines if line.raw.strip()
+    )
     assert found.ok, str(found)
 
 
@@ -463,27 +525,36 @@ def _lake_view(out: Outcome) -> str:
     archive = os.path.realpath(out.archive_root)
 
     def rel(value):
-        return os.path.relpath(value, archive) if isinstance(value, str) and value.startswith(
-            archive) else value
+        return (
+            os.path.relpath(value, archive)
+            if isinstance(value, str) and value.startswith(archive)
+            else value
+        )
 
-    tables = {t: (dict(sorted(tab.types.items())),
-                  {mid: sorted(map(repr, rows)) for mid, rows in sorted(tab.rows.items())})
-              for t, tab in sorted(out.tables.items())}
-    q_lines = sorted(repr((rel(f), n, sorted(repr({k: rel(v) for k, v in r.items()})
-                                             for r in rows)))
-                     for (f, n), rows in out.q_lines.items())
+    tables = {
+        t: (
+            dict(sorted(tab.types.items())),
+            {mid: sorted(map(repr, rows)) for mid, rows in sorted(tab.rows.items())},
+        )
+        for t, tab in sorted(out.tables.items())
+    }
+    q_lines = sorted(
+        repr((rel(f), n, sorted(repr({k: rel(v) for k, v in r.items()}) for r in rows)))
+        for (f, n), rows in out.q_lines.items()
+    )
     q_values = sorted(repr((mid, sorted(map(repr, rows)))) for mid, rows in out.q_values.items())
     return repr((tables, q_lines, q_values))
 
 
-def test_the_spark_path_writes_what_the_local_path_writes(corpus: Outcome,
-                                                          corpus_on_spark: Outcome) -> None:
+def test_the_spark_path_writes_what_the_local_path_writes(
+    corpus: Outcome, corpus_on_spark: Outcome
+) -> None:
     assert corpus_on_spark.error is None, corpus_on_spark.error
     assert _lake_view(corpus) == _lake_view(corpus_on_spark)
     skip = ("timings", "start_time", "finish_time", "duration_mins")
-    assert ({k: v for k, v in corpus.result.source.to_dict().items() if k not in skip}
-            == {k: v for k, v in corpus_on_spark.result.source.to_dict().items()
-                if k not in skip})
+    assert {k: v for k, v in corpus.result.source.to_dict().items() if k not in skip} == {
+        k: v for k, v in corpus_on_spark.result.source.to_dict().items() if k not in skip
+    }
 
 
 def test_nothing_escapes_the_lake(corpus: Outcome) -> None:
@@ -506,12 +577,13 @@ def test_nothing_escapes_the_lake(corpus: Outcome) -> None:
     for entry in os.listdir(data):
         m = re.fullmatch(r"segment_type=(.+)", entry)
         assert m and SAFE_TABLE.fullmatch(m.group(1)) and naming.is_valid_name(m.group(1)), entry
-        for dirpath, dirnames, filenames in os.walk(os.path.join(data, entry)):
+        for dirpath, _dirnames, filenames in os.walk(os.path.join(data, entry)):
             rel = os.path.relpath(dirpath, os.path.join(data, entry))
             assert rel == "." or re.fullmatch(r"day=\d{4}-\d{2}-\d{2}(/hr=\d{2})?", rel), rel
             for name in filenames:  # data files, or the commit protocol's swap marker
                 assert name == COMMIT_MARKER or re.fullmatch(
-                    r"part-\d{10}-[A-Za-z0-9-]+-\d{5}-\d{3}\.parquet", name), name
+                    r"part-\d{10}-[A-Za-z0-9-]+-\d{5}-\d{3}\.parquet", name
+                ), name
 
 
 def test_table_and_column_names_are_safe_identifiers(corpus: Outcome) -> None:
@@ -543,4 +615,5 @@ def test_tracks_holds_the_common_columns_only(corpus: Outcome) -> None:
     assert not [c for c in columns if c == "properties" or c.startswith("properties_")]
     track_tables = [t for t in corpus.tables if t not in STANDARD_TABLES and t != TRACKS]
     assert sum(len(rs) for rs in corpus.tables[TRACKS].rows.values()) == sum(
-        len(rs) for t in track_tables for rs in corpus.tables[t].rows.values())
+        len(rs) for t in track_tables for rs in corpus.tables[t].rows.values()
+    )

@@ -47,21 +47,43 @@ def cluster(tmp_path_factory):
     """``spark://127.0.0.1:<port>`` with two one-core workers; torn down after the module."""
     home = _spark_home()
     base = tmp_path_factory.mktemp("standalone")
-    env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_LOG_DIR": str(base / "logs"), "PYSPARK_PYTHON": sys.executable,
-           "SPARK_NO_DAEMONIZE": "1"}
+    env = {
+        **os.environ,
+        "SPARK_HOME": home,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(base / "logs"),
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_NO_DAEMONIZE": "1",
+    }
     spark_class = os.path.join(home, "bin", "spark-class")
     procs = []
 
     def start(args: list[str], log: str) -> None:
         out = open(base / log, "wb")
-        procs.append(subprocess.Popen([spark_class, *args], env=env, stdout=out,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [spark_class, *args],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     # Port 0: the master binds its own ports and logs them. (A port picked free by the test
     # and released before the JVM binds it can be taken in between by another process.)
-    start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", "0",
-           "--webui-port", "0"], "master.log")
+    start(
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--webui-port",
+            "0",
+        ],
+        "master.log",
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -76,9 +98,23 @@ def cluster(tmp_path_factory):
         for i in range(2):
             work = base / f"worker{i}"
             work.mkdir()
-            start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                   "--cores", "1", "--memory", "1500m", "--webui-port", "0",
-                   "--work-dir", str(work), f"spark://127.0.0.1:{port}"], f"worker{i}.log")
+            start(
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1500m",
+                    "--webui-port",
+                    "0",
+                    "--work-dir",
+                    str(work),
+                    f"spark://127.0.0.1:{port}",
+                ],
+                f"worker{i}.log",
+            )
         while len([w for w in _master_state(ui)["workers"] if w["state"] == "ALIVE"]) < 2:
             assert time.monotonic() < deadline, "workers never registered"
             time.sleep(0.5)
@@ -113,18 +149,25 @@ def table_rows(lake_root: str) -> dict[str, list[tuple]]:
         files = glob.glob(f"{d}/**/*.parquet", recursive=True)
         out[d.rsplit("=", 1)[1]] = duckdb.sql(
             f"select * from read_parquet({files!r}, union_by_name=true, hive_partitioning=false)"
-            " order by all").fetchall()
+            " order by all"
+        ).fetchall()
     q = glob.glob(f"{lake_root}/quarantine/{SRC}/**/*.parquet", recursive=True)
     out["_quarantine"] = duckdb.sql(
-        f"select * exclude (run_id) from read_parquet({q!r}, hive_partitioning=false) "
-        "order by all").fetchall()
+        f"select * exclude (run_id) from read_parquet({q!r}, hive_partitioning=false) order by all"
+    ).fetchall()
     return out
 
 
 def test_the_sync_on_a_standalone_cluster_equals_the_local_sync(spark, cluster, tmp_path):
     archive = str(tmp_path / "archive")
-    generate_archive(archive, SRC, [ArchiveHour.parse(h) for h in HOURS],
-                     events_per_hour=3000, files_per_hour=3, seed=21)
+    generate_archive(
+        archive,
+        SRC,
+        [ArchiveHour.parse(h) for h in HOURS],
+        events_per_hour=3000,
+        files_per_hour=3,
+        seed=21,
+    )
     # The archive paths differ between the two lakes only by the lake root.
     local_lake, cluster_lake = str(tmp_path / "lake-local"), str(tmp_path / "lake-cluster")
     local = run_sync(spark, SyncRequest(local_lake, archive, SRC, HOURS)).source.to_dict()
@@ -133,13 +176,29 @@ def test_the_sync_on_a_standalone_cluster_equals_the_local_sync(spark, cluster, 
     # the local lake, synced by the driver-local path, is the reference.
     req = SyncRequest(cluster_lake, archive, SRC, HOURS, run_id="on-cluster", local_max_bytes=0)
     submit = [
-        os.path.join(_spark_home(), "bin", "spark-submit"), "--master", cluster["url"],
-        "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=1g",
-        "--conf", "spark.cores.max=2", "--conf", "spark.driver.memory=1g",
-        "--name", "datalake-sync", "--conf", "spark.ui.showConsoleProgress=false",
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
-        "--py-files", package(str(tmp_path)),
-        os.path.join(REPO, "datalake_assets", "transform", "job.py"), *req.to_args(),
+        os.path.join(_spark_home(), "bin", "spark-submit"),
+        "--master",
+        cluster["url"],
+        "--conf",
+        "spark.executor.cores=1",
+        "--conf",
+        "spark.executor.memory=1g",
+        "--conf",
+        "spark.cores.max=2",
+        "--conf",
+        "spark.driver.memory=1g",
+        "--name",
+        "datalake-sync",
+        "--conf",
+        "spark.ui.showConsoleProgress=false",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=4",
+        "--py-files",
+        package(str(tmp_path)),
+        os.path.join(REPO, "datalake_assets", "transform", "job.py"),
+        *req.to_args(),
     ]
     env = {k: v for k, v in cluster["env"].items() if k != "PYTHONPATH"}  # only the zip
     done = subprocess.run(submit, env=env, capture_output=True, timeout=900, cwd=tmp_path)
@@ -152,8 +211,14 @@ def test_the_sync_on_a_standalone_cluster_equals_the_local_sync(spark, cluster, 
     for i in range(2):
         assert glob.glob(str(cluster["base"] / f"worker{i}" / "app-*" / "*" / "stderr")), i
 
-    for k in ("lines_in", "messages_written", "duplicates", "lines_quarantined",
-              "values_quarantined", "hours_synced"):
+    for k in (
+        "lines_in",
+        "messages_written",
+        "duplicates",
+        "lines_quarantined",
+        "values_quarantined",
+        "hours_synced",
+    ):
         assert on_cluster[k] == local[k], k
     assert on_cluster["lines_in"] == 6000
     local_rows, cluster_rows = table_rows(local_lake), table_rows(cluster_lake)

@@ -23,10 +23,10 @@ from datalake_assets.catalog.config import CatalogConfig
 from datalake_assets.ingest.demo import generate_archive
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.job import SyncRequest
-from datalake_assets_tests.support.lake_reader import S3Store, compare, read_lake
-from datalake_assets_tests.support.oracle import Oracle
 from datalake_assets_tests.reliability.s3_fault_proxy import FaultProxy
 from datalake_assets_tests.support.aws import FAKE_CREDENTIALS, reset_moto
+from datalake_assets_tests.support.lake_reader import S3Store, compare, read_lake
+from datalake_assets_tests.support.oracle import Oracle
 
 pytestmark = [pytest.mark.spark, pytest.mark.reliability]
 
@@ -50,8 +50,13 @@ def moto_with_proxy(moto_server):
 
 
 def s3fs(endpoint: str) -> pafs.S3FileSystem:
-    return pafs.S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
-                             endpoint_override=endpoint, scheme="http")
+    return pafs.S3FileSystem(
+        access_key="testing",
+        secret_key="testing",
+        region="us-east-1",
+        endpoint_override=endpoint,
+        scheme="http",
+    )
 
 
 @pytest.fixture()
@@ -60,30 +65,60 @@ def bucket(moto_with_proxy, fake_aws_credentials, monkeypatch):
     import boto3
 
     name = f"lake-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=moto_with_proxy["moto"], **{
-        "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
-        "region_name": "us-east-1"}).create_bucket(Bucket=name)
+    boto3.client(
+        "s3",
+        endpoint_url=moto_with_proxy["moto"],
+        **{
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+            "region_name": "us-east-1",
+        },
+    ).create_bucket(Bucket=name)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_with_proxy["moto"])
-    s = generate_archive(f"s3://{name}/archive", SRC, [ArchiveHour.parse(h) for h in HOURS],
-                         events_per_hour=300, files_per_hour=2, seed=13)
+    s = generate_archive(
+        f"s3://{name}/archive",
+        SRC,
+        [ArchiveHour.parse(h) for h in HOURS],
+        events_per_hour=300,
+        files_per_hour=2,
+        seed=13,
+    )
     moto_with_proxy["proxy"].fail = lambda m, p, h, b: None
-    return {"name": name, "lines": s.lines, "lake": f"s3://{name}/lake",
-            "archive": f"s3://{name}/archive"}
+    return {
+        "name": name,
+        "lines": s.lines,
+        "lake": f"s3://{name}/lake",
+        "archive": f"s3://{name}/archive",
+    }
 
 
 def glue_config(moto_with_proxy) -> CatalogConfig:
-    return CatalogConfig(backend="glue", glue_region="us-east-1",
-                         glue_endpoint_url=moto_with_proxy["proxy"].url, max_attempts=3)
+    return CatalogConfig(
+        backend="glue",
+        glue_region="us-east-1",
+        glue_endpoint_url=moto_with_proxy["proxy"].url,
+        max_attempts=3,
+    )
 
 
 def sync(moto_with_proxy, b: dict, database: str, **kw) -> tuple[int, dict]:
     kw.setdefault("catalog", glue_config(moto_with_proxy))
-    req = SyncRequest(b["lake"], b["archive"], SRC, HOURS, database=database,
-                      lock_wait_seconds=30, **kw)
-    env = {**os.environ, **CREDS, "AWS_ENDPOINT_URL": moto_with_proxy["proxy"].url,
-           "PYTHONPATH": REPO, "SPARK_LOCAL_IP": "127.0.0.1"}
-    done = subprocess.run([sys.executable, "-m", "datalake_assets.transform.job", *req.to_args()],
-                          env=env, capture_output=True, timeout=600)
+    req = SyncRequest(
+        b["lake"], b["archive"], SRC, HOURS, database=database, lock_wait_seconds=30, **kw
+    )
+    env = {
+        **os.environ,
+        **CREDS,
+        "AWS_ENDPOINT_URL": moto_with_proxy["proxy"].url,
+        "PYTHONPATH": REPO,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "datalake_assets.transform.job", *req.to_args()],
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
     out = done.stdout.decode().strip().splitlines()
     assert out, done.stderr.decode()[-3000:]
     return done.returncode, json.loads(out[-1])
@@ -97,7 +132,7 @@ def s3_state(moto_with_proxy, b: dict) -> dict[tuple[str, str], list[str]]:
     for i in infos:
         if i.type != pafs.FileType.File or not i.path.endswith(".parquet"):
             continue
-        rel = i.path[len(base) + 1:].split("/")
+        rel = i.path[len(base) + 1 :].split("/")
         key = (rel[0].split("=", 1)[1], f"{rel[1]}/{rel[2]}")
         ids = pq.read_table(i.path, filesystem=fs, columns=["message_id"]).column(0).to_pylist()
         state.setdefault(key, []).extend(ids)
@@ -107,14 +142,23 @@ def s3_state(moto_with_proxy, b: dict) -> dict[tuple[str, str], list[str]]:
 def glue_partitions(moto_with_proxy, database: str) -> dict[str, int]:
     import boto3
 
-    glue = boto3.client("glue", endpoint_url=moto_with_proxy["moto"], region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
+    glue = boto3.client(
+        "glue",
+        endpoint_url=moto_with_proxy["moto"],
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     try:
         tables = glue.get_tables(DatabaseName=database)["TableList"]
     except glue.exceptions.EntityNotFoundException:
         return {}
-    return {t["Name"]: len(glue.get_partitions(DatabaseName=database, TableName=t["Name"])
-                           ["Partitions"]) for t in tables}
+    return {
+        t["Name"]: len(
+            glue.get_partitions(DatabaseName=database, TableName=t["Name"])["Partitions"]
+        )
+        for t in tables
+    }
 
 
 @pytest.fixture(scope="module")
@@ -123,25 +167,44 @@ def reference(moto_with_proxy, tmp_path_factory):
     import boto3
 
     name = f"lake-ref-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=moto_with_proxy["moto"], aws_access_key_id="testing",
-                 aws_secret_access_key="testing", region_name="us-east-1").create_bucket(Bucket=name)
+    boto3.client(
+        "s3",
+        endpoint_url=moto_with_proxy["moto"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=name)
     with pytest.MonkeyPatch.context() as mp:  # restored after: nothing leaks to later modules
         for k, v in {**CREDS, "AWS_ENDPOINT_URL": moto_with_proxy["moto"]}.items():
             mp.setenv(k, v)
-        s = generate_archive(f"s3://{name}/archive", SRC, [ArchiveHour.parse(h) for h in HOURS],
-                             events_per_hour=300, files_per_hour=2, seed=13)
-    b = {"name": name, "lines": s.lines, "lake": f"s3://{name}/lake",
-         "archive": f"s3://{name}/archive"}
+        s = generate_archive(
+            f"s3://{name}/archive",
+            SRC,
+            [ArchiveHour.parse(h) for h in HOURS],
+            events_per_hour=300,
+            files_per_hour=2,
+            seed=13,
+        )
+    b = {
+        "name": name,
+        "lines": s.lines,
+        "lake": f"s3://{name}/lake",
+        "archive": f"s3://{name}/archive",
+    }
     moto_with_proxy["proxy"].fail = lambda m, p, h, b: None
     code, report = sync(moto_with_proxy, b, "ref_db")
     assert code == 0, report
     assert report["lines_in"] == s.lines
     store = S3Store(moto_with_proxy["moto"])  # the reference itself is held to the oracle
-    found = compare(Oracle(store, b["archive"], SRC).sync(HOURS).expected(),
-                    read_lake(store, b["lake"], SRC))
+    found = compare(
+        Oracle(store, b["archive"], SRC).sync(HOURS).expected(), read_lake(store, b["lake"], SRC)
+    )
     assert found.ok, str(found)
-    return {"state": s3_state(moto_with_proxy, b), "report": report,
-            "partitions": glue_partitions(moto_with_proxy, "ref_db")}
+    return {
+        "state": s3_state(moto_with_proxy, b),
+        "report": report,
+        "partitions": glue_partitions(moto_with_proxy, "ref_db"),
+    }
 
 
 def expect_oracle(reliability, moto_with_proxy, b: dict) -> None:
@@ -161,7 +224,8 @@ def assert_oracle_holds(reliability) -> None:
 # throttling is also run on the Spark path (local_max_bytes=0), whose tasks Spark retries.
 @pytest.mark.parametrize("path", ["local", "spark"])
 def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
-        moto_with_proxy, bucket, reference, reliability, path):
+    moto_with_proxy, bucket, reference, reliability, path
+):
     expect_oracle(reliability, moto_with_proxy, bucket)
     proxy = moto_with_proxy["proxy"]
     n = {"i": 0}
@@ -186,8 +250,12 @@ def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
 
     proxy.fail = every_fourth
     before = proxy.failed
-    code, report = sync(moto_with_proxy, bucket, f"throttled_{path}_db",
-                        **({"local_max_bytes": 0} if path == "spark" else {}))
+    code, report = sync(
+        moto_with_proxy,
+        bucket,
+        f"throttled_{path}_db",
+        **({"local_max_bytes": 0} if path == "spark" else {}),
+    )
     injected = proxy.failed - before
     reliability.fault(injected)
     proxy.fail = lambda m, p, h, b: None
@@ -199,7 +267,8 @@ def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
 
 
 def test_a_storage_outage_mid_commit_fails_clearly_and_one_rerun_converges(
-        moto_with_proxy, bucket, reference, reliability):
+    moto_with_proxy, bucket, reference, reliability
+):
     expect_oracle(reliability, moto_with_proxy, bucket)
     proxy = moto_with_proxy["proxy"]
     # Every write into the live tables fails: the commit's copies (staging -> lake) break.
@@ -224,11 +293,15 @@ def test_a_storage_outage_mid_commit_fails_clearly_and_one_rerun_converges(
 
 
 def test_an_unavailable_catalog_commits_nothing_and_a_rerun_registers_everything(
-        moto_with_proxy, bucket, reference, reliability):
+    moto_with_proxy, bucket, reference, reliability
+):
     expect_oracle(reliability, moto_with_proxy, bucket)
     proxy = moto_with_proxy["proxy"]
-    proxy.fail = lambda m, p, h, b: 500 if any(
-        k.lower() == "x-amz-target" and v.startswith("AWSGlue") for k, v in h.items()) else None
+    proxy.fail = lambda m, p, h, b: (
+        500
+        if any(k.lower() == "x-amz-target" and v.startswith("AWSGlue") for k, v in h.items())
+        else None
+    )
     before = proxy.failed
     code, report = sync(moto_with_proxy, bucket, "down_db")
     reliability.fault(proxy.failed - before)
@@ -244,7 +317,8 @@ def test_an_unavailable_catalog_commits_nothing_and_a_rerun_registers_everything
 
 
 def test_an_iceberg_lake_through_an_s3_outage_mid_commit_fails_clearly_and_converges(
-        moto_with_proxy, bucket, reliability):
+    moto_with_proxy, bucket, reliability
+):
     """``table_format = "iceberg"`` with its tables in Glue: every write of an Iceberg
     metadata file fails, so the table commits break after the journal and the data files
     are written. The sync
@@ -257,23 +331,39 @@ def test_an_iceberg_lake_through_an_s3_outage_mid_commit_fails_clearly_and_conve
 
     store = S3Store(moto_with_proxy["moto"])
     proxy = moto_with_proxy["proxy"]
-    iceberg = FormatConfig(format="iceberg", catalog="glue", glue_region="us-east-1",
-                           glue_endpoint_url=proxy.url, s3_endpoint_url=proxy.url)
-    reader = GlueCatalog("reader", **{"glue.region": "us-east-1",
-                                      "glue.endpoint": moto_with_proxy["moto"],
-                                      "s3.endpoint": moto_with_proxy["moto"],
-                                      "s3.region": "us-east-1"})
+    iceberg = FormatConfig(
+        format="iceberg",
+        catalog="glue",
+        glue_region="us-east-1",
+        glue_endpoint_url=proxy.url,
+        s3_endpoint_url=proxy.url,
+    )
+    reader = GlueCatalog(
+        "reader",
+        **{
+            "glue.region": "us-east-1",
+            "glue.endpoint": moto_with_proxy["moto"],
+            "s3.endpoint": moto_with_proxy["moto"],
+            "s3.region": "us-east-1",
+        },
+    )
 
     def lake():
         return read_iceberg_lake(store, reader, bucket["lake"], SRC, "ice_db")
 
     reliability.expect(Oracle(store, bucket["archive"], SRC).sync(HOURS).expected(), lake)
     # the tables' metadata files: each table commit fails once its data files are written
-    proxy.fail = lambda m, p, h, b: (500 if m == "PUT" and "/lake/iceberg/" in p
-                                     and ".metadata.json" in p else None)
+    proxy.fail = lambda m, p, h, b: (
+        500 if m == "PUT" and "/lake/iceberg/" in p and ".metadata.json" in p else None
+    )
     before = proxy.failed
-    code, report = sync(moto_with_proxy, bucket, "ice_db", table_format=iceberg,
-                        catalog=CatalogConfig(backend="none"))
+    code, report = sync(
+        moto_with_proxy,
+        bucket,
+        "ice_db",
+        table_format=iceberg,
+        catalog=CatalogConfig(backend="none"),
+    )
     injected = proxy.failed - before
     reliability.fault(injected)
     proxy.fail = lambda m, p, h, b: None
@@ -281,8 +371,13 @@ def test_an_iceberg_lake_through_an_s3_outage_mid_commit_fails_clearly_and_conve
     assert injected >= 1
     assert not any(t.current_snapshot() for t in tables(reader, "ice_db").values())
 
-    code, report = sync(moto_with_proxy, bucket, "ice_db", table_format=iceberg,
-                        catalog=CatalogConfig(backend="none"))
+    code, report = sync(
+        moto_with_proxy,
+        bucket,
+        "ice_db",
+        table_format=iceberg,
+        catalog=CatalogConfig(backend="none"),
+    )
     assert code == 0, report
     assert report["recovered_commits"]  # the journaled table commits rolled forward
     assert_oracle_holds(reliability)

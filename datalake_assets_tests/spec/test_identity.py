@@ -36,18 +36,39 @@ def test_traits_are_trimmed_and_case_folded():
     assert identity("trait:email", "a@b.c") == identity("email", "A@B.C")
 
 
-@pytest.mark.parametrize("value,expected", [
-    ("u1", "u1"), (42, "42"), (42.0, "42"), (1.5, "1.5"), ("", None), (None, None),
-    (True, None), ({"a": 1}, None), ([1], None), (2.0**64, None), (float("nan"), "nan"),
-])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("u1", "u1"),
+        (42, "42"),
+        (42.0, "42"),
+        (1.5, "1.5"),
+        ("", None),
+        (None, None),
+        (True, None),
+        ({"a": 1}, None),
+        ([1], None),
+        (2.0**64, None),
+        (float("nan"), "nan"),
+    ],
+)
 def test_normalize(value, expected):
     assert normalize(ID, value) == expected
 
 
-@pytest.mark.parametrize("text", [
-    "user_id=a'b\"c", "user_id=../../etc/passwd", "user_id=*", "user_id=%", "email=a=b@c",
-    "user_id= spaced ", "user_id=\x00nul", "user_id=🙂",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "user_id=a'b\"c",
+        "user_id=../../etc/passwd",
+        "user_id=*",
+        "user_id=%",
+        "email=a=b@c",
+        "user_id= spaced ",
+        "user_id=\x00nul",
+        "user_id=🙂",
+    ],
+)
 def test_hostile_but_valid_values_are_taken_verbatim(text):
     kind, _, value = text.partition("=")
     ident = parse_identity(text)
@@ -55,14 +76,17 @@ def test_hostile_but_valid_values_are_taken_verbatim(text):
     assert len(identity_hash(KEY, ident)) == 32
 
 
-@pytest.mark.parametrize("text,message", [
-    ("nokind", "expected KIND=VALUE"),
-    ("user_id=", "empty"),
-    ("../x=1", "unknown identity kind"),
-    ("e mail=x", "unknown identity kind"),
-    ("trait:=x", "unknown identity kind"),
-    ("user_id=" + "x" * (10 * 1024 * 1024), "characters; at most"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("nokind", "expected KIND=VALUE"),
+        ("user_id=", "empty"),
+        ("../x=1", "unknown identity kind"),
+        ("e mail=x", "unknown identity kind"),
+        ("trait:=x", "unknown identity kind"),
+        ("user_id=" + "x" * (10 * 1024 * 1024), "characters; at most"),
+    ],
+)
 def test_unusable_requests_fail_clearly_without_the_value(text, message):
     with pytest.raises(IdentityError, match=message) as e:
         parse_identity(text)
@@ -77,12 +101,19 @@ def test_identity_rejects_values_that_are_not_text():
 
 
 def test_identities_of_reads_ids_and_traits():
-    m = {"type": "identify", "userId": "u1", "anonymousId": "a1",
-         "traits": {"email": "A@x.io", "name": "Ann"},
-         "context": {"traits": {"email": "other@x.io"}}}
-    assert identities_of(m) == {Identity(ID, "u1"), Identity(ID, "a1"),
-                                Identity("trait:email", "a@x.io"),
-                                Identity("trait:email", "other@x.io")}
+    m = {
+        "type": "identify",
+        "userId": "u1",
+        "anonymousId": "a1",
+        "traits": {"email": "A@x.io", "name": "Ann"},
+        "context": {"traits": {"email": "other@x.io"}},
+    }
+    assert identities_of(m) == {
+        Identity(ID, "u1"),
+        Identity(ID, "a1"),
+        Identity("trait:email", "a@x.io"),
+        Identity("trait:email", "other@x.io"),
+    }
     # traits of a non-identify call are not traits of the person; context.traits are
     track = {**m, "type": "track"}
     assert Identity("trait:email", "a@x.io") not in identities_of(track)
@@ -127,12 +158,18 @@ def test_identity_hashes_equals_hashing_identities_of_on_random_messages():
                 m[field] = _random_value(rnd)
         m["type"] = rnd.choice(["identify", "track", "alias", None])
         if rnd.random() < 0.5:
-            m["traits"] = rnd.choice([{"email": _random_value(rnd)}, "x", None,
-                                      {"phone": _random_value(rnd)}])
+            m["traits"] = rnd.choice(
+                [{"email": _random_value(rnd)}, "x", None, {"phone": _random_value(rnd)}]
+            )
         if rnd.random() < 0.5:
-            m["context"] = rnd.choice([{"traits": {"email": _random_value(rnd),
-                                                   "phone": _random_value(rnd)}},
-                                       {"traits": None}, "ctx", None])
+            m["context"] = rnd.choice(
+                [
+                    {"traits": {"email": _random_value(rnd), "phone": _random_value(rnd)}},
+                    {"traits": None},
+                    "ctx",
+                    None,
+                ]
+            )
         traits = rnd.choice([("email",), ("email", "phone"), ()])
         expected = {identity_hash(KEY, i) for i in identities_of(m, traits)}
         assert identity_hashes(m, traits, KEY, cache) == expected, m

@@ -7,8 +7,13 @@ from datalake_assets.spec.schema import plan_table
 
 
 def line(**kw):
-    base = {"type": "track", "event": "Order Completed", "messageId": "m1", "anonymousId": "a1",
-            "receivedAt": "2026-11-21T10:00:00.000Z"}
+    base = {
+        "type": "track",
+        "event": "Order Completed",
+        "messageId": "m1",
+        "anonymousId": "a1",
+        "receivedAt": "2026-11-21T10:00:00.000Z",
+    }
     base.update(kw)
     return orjson.dumps({k: v for k, v in base.items() if v is not ...})
 
@@ -41,12 +46,14 @@ def test_rejected_lines(raw, reason):
 
 
 def test_message_is_flattened_with_segment_names():
-    m = parse_line(line(
-        userId=12345,
-        context={"library": {"name": "analytics.js"}, "ip": "1.2.3.4"},
-        properties={"orderId": "o1", "products": [{"sku": 1}], "nested": {"deep": {"x": 1.5}}},
-        integrations={"All": True},
-    ))
+    m = parse_line(
+        line(
+            userId=12345,
+            context={"library": {"name": "analytics.js"}, "ip": "1.2.3.4"},
+            properties={"orderId": "o1", "products": [{"sku": 1}], "nested": {"deep": {"x": 1.5}}},
+            integrations={"All": True},
+        )
+    )
     assert m.table == "order_completed" and m.type == "track" and m.message_id == "m1"
     assert m.received_at == T.parse_timestamp("2026-11-21T10:00:00Z")
     assert m.flat["context_library_name"] == "analytics.js"
@@ -69,15 +76,19 @@ def test_nulls_and_empty_objects_make_no_columns():
 
 
 def test_integers_beyond_64_bits_keep_their_digits():
-    m = parse_line(b'{"type":"identify","messageId":"m","userId":"u","receivedAt":"2026-11-21T10:00:00Z",'
-                   b'"traits":{"big":123456789012345678901234567890}}')
+    m = parse_line(
+        b'{"type":"identify","messageId":"m","userId":"u","receivedAt":"2026-11-21T10:00:00Z",'
+        b'"traits":{"big":123456789012345678901234567890}}'
+    )
     assert m.flat["traits_big"] == "123456789012345678901234567890"
     assert m.kinds[list(m.flat).index("traits_big")] == T.K_BIGNUM
 
 
 def test_nan_and_infinity_are_accepted_as_non_finite_numbers():
-    m = parse_line(b'{"type":"identify","messageId":"m","userId":"u","receivedAt":"2026-11-21T10:00:00Z",'
-                   b'"traits":{"x":NaN,"y":-Infinity}}')
+    m = parse_line(
+        b'{"type":"identify","messageId":"m","userId":"u","receivedAt":"2026-11-21T10:00:00Z",'
+        b'"traits":{"x":NaN,"y":-Infinity}}'
+    )
     kinds = dict(zip(m.flat, m.kinds))
     assert kinds["traits_x"] == T.K_NONFINITE and kinds["traits_y"] == T.K_NONFINITE
 
@@ -87,17 +98,19 @@ def test_deep_nesting_is_cut_to_json_text():
     for _ in range(100):
         deep = {"n": deep}
     flat, _, problems, _ = flatten({"properties": deep}, max_depth=4)
-    (col, value), = flat.items()
+    ((col, value),) = flat.items()
     assert col == "properties_n_n_n"
     assert value.startswith('{"n":') and value.endswith("}")
     assert not problems
 
 
 def test_collisions_keep_canonical_key_and_quarantine_the_other_value():
-    flat, _, problems, _ = flatten({"properties": {"firstName": "A", "first_name": "B", "FirstName": "B"}})
+    flat, _, problems, _ = flatten(
+        {"properties": {"firstName": "A", "first_name": "B", "FirstName": "B"}}
+    )
     assert flat["properties_first_name"] == "B"  # canonical snake_case spelling wins
     lost = sorted((p[1], p[2]) for p in problems)
-    assert lost == [('A', "column_name_collision: properties/firstName")]
+    assert lost == [("A", "column_name_collision: properties/firstName")]
 
 
 def test_unusable_keys_are_quarantined_not_merged():
@@ -120,9 +133,15 @@ def test_plan_table_appends_new_columns_and_widens():
     s[T.K_STR] = 2
     ts = [0] * T.N_KINDS
     ts[T.K_INT] = 1  # an int where a timestamp is fixed: misfit
-    change = plan_table("t", existing, {"properties_price": c, "properties_a": s, "received_at": ts})
-    assert change.columns == [("message_id", "string"), ("properties_price", "double"),
-                              ("properties_a", "string"), ("received_at", "timestamp")]
+    change = plan_table(
+        "t", existing, {"properties_price": c, "properties_a": s, "received_at": ts}
+    )
+    assert change.columns == [
+        ("message_id", "string"),
+        ("properties_price", "double"),
+        ("properties_a", "string"),
+        ("received_at", "timestamp"),
+    ]
     assert change.widened == [("properties_price", "bigint", "double")]
     assert change.new_columns == [("properties_a", "string"), ("received_at", "timestamp")]
     assert change.expected_misfits == {"received_at": 1}
@@ -142,19 +161,40 @@ def test_missing_or_unparseable_received_at_is_quarantined_with_its_reason():
 
 
 def test_nesting_beyond_the_limit_is_quarantined_not_a_crash():
-    line = b'{"type":"identify","messageId":"m","userId":"u",' + R + b'"traits":' + \
-        b'{"n":' * 1020 + b'1' + b'}' * 1021
+    line = (
+        b'{"type":"identify","messageId":"m","userId":"u",'
+        + R
+        + b'"traits":'
+        + b'{"n":' * 1020
+        + b"1"
+        + b"}" * 1021
+    )
     with pytest.raises(Rejected, match="nesting_too_deep"):
         parse_line(line)
-    ok = b'{"type":"identify","messageId":"m","userId":"u",' + R + b'"traits":' + \
-        b'{"n":' * 150 + b'1' + b'}' * 151
+    ok = (
+        b'{"type":"identify","messageId":"m","userId":"u",'
+        + R
+        + b'"traits":'
+        + b'{"n":' * 150
+        + b"1"
+        + b"}" * 151
+    )
     assert parse_line(ok).flat  # 150 levels: cut to JSON text at depth 16, kept
 
 
 def test_wide_integers_keep_their_digits_inside_arrays_and_cut_objects():
     big = b"1180591620717411303425"
-    m = parse_line(b'{"type":"identify","messageId":"m","userId":"u",' + R +
-                   b'"traits":{"a":[' + big + b',1],"o":' + b'{"n":' * 20 + big + b'}' * 20 + b'}}')
+    m = parse_line(
+        b'{"type":"identify","messageId":"m","userId":"u",'
+        + R
+        + b'"traits":{"a":['
+        + big
+        + b',1],"o":'
+        + b'{"n":' * 20
+        + big
+        + b"}" * 20
+        + b"}}"
+    )
     assert m.flat["traits_a"] == "[" + big.decode() + ",1]"
     cut = [v for k, v in m.flat.items() if k.startswith("traits_o")]
     assert len(cut) == 1 and big.decode() in cut[0]
@@ -163,8 +203,11 @@ def test_wide_integers_keep_their_digits_inside_arrays_and_cut_objects():
 def test_a_numeric_message_id_beyond_64_bits_is_rejected_not_rounded_into_a_collision():
     for mid in (b"1180591620717411303424", b"1180591620717411303425"):
         with pytest.raises(Rejected, match="invalid_message_id"):
-            parse_line(b'{"type":"identify","messageId":' + mid + b',"userId":"u",' + R[:-1] + b'}')
-    assert parse_line(b'{"type":"identify","messageId":12345,"userId":"u",' + R[:-1] + b'}').message_id == "12345"
+            parse_line(b'{"type":"identify","messageId":' + mid + b',"userId":"u",' + R[:-1] + b"}")
+    assert (
+        parse_line(b'{"type":"identify","messageId":12345,"userId":"u",' + R[:-1] + b"}").message_id
+        == "12345"
+    )
 
 
 def test_an_object_under_an_unusable_key_is_quarantined_as_json():

@@ -4,7 +4,15 @@ import pytest
 
 from datalake_assets.spec import types as T
 from datalake_assets.spec.types import (
-    BIGINT, BOOLEAN, DOUBLE, STRING, TIMESTAMP, CastError, cast, decide_type, kind_of,
+    BIGINT,
+    BOOLEAN,
+    DOUBLE,
+    STRING,
+    TIMESTAMP,
+    CastError,
+    cast,
+    decide_type,
+    kind_of,
     parse_timestamp,
 )
 
@@ -59,9 +67,17 @@ def test_parse_timestamp(text, micros):
 
 def counts(**kw):
     c = [0] * T.N_KINDS
-    names = {"int": T.K_INT, "float": T.K_FLOAT, "bool": T.K_BOOL, "ts": T.K_TS,
-             "intstr": T.K_INTSTR, "floatstr": T.K_FLOATSTR, "boolstr": T.K_BOOLSTR,
-             "str": T.K_STR, "bignum": T.K_BIGNUM}
+    names = {
+        "int": T.K_INT,
+        "float": T.K_FLOAT,
+        "bool": T.K_BOOL,
+        "ts": T.K_TS,
+        "intstr": T.K_INTSTR,
+        "floatstr": T.K_FLOATSTR,
+        "boolstr": T.K_BOOLSTR,
+        "str": T.K_STR,
+        "bignum": T.K_BIGNUM,
+    }
     for k, n in kw.items():
         c[names[k]] = n
     return c
@@ -119,8 +135,15 @@ def test_cast(value, to, out):
 
 @pytest.mark.parametrize(
     ("value", "to"),
-    [("abc", BIGINT), (2.5, BIGINT), ("007", BIGINT), (1, BOOLEAN), ("2026-11-21", TIMESTAMP),
-     ("99999999999999999999999", DOUBLE), (True, BIGINT)],
+    [
+        ("abc", BIGINT),
+        (2.5, BIGINT),
+        ("007", BIGINT),
+        (1, BOOLEAN),
+        ("2026-11-21", TIMESTAMP),
+        ("99999999999999999999999", DOUBLE),
+        (True, BIGINT),
+    ],
 )
 def test_cast_refuses(value, to):
     with pytest.raises(CastError):
@@ -128,9 +151,18 @@ def test_cast_refuses(value, to):
 
 
 def test_every_castable_kind_casts_and_no_other():
-    samples = {T.K_INT: 3, T.K_FLOAT: 2.5, T.K_BOOL: False, T.K_TS: "2026-01-01T00:00:00Z",
-               T.K_INTSTR: "12", T.K_FLOATSTR: "1.25", T.K_BOOLSTR: "true", T.K_STR: "x",
-               T.K_BIGNUM: "123456789012345678901234567890", T.K_NONFINITE: math.inf}
+    samples = {
+        T.K_INT: 3,
+        T.K_FLOAT: 2.5,
+        T.K_BOOL: False,
+        T.K_TS: "2026-01-01T00:00:00Z",
+        T.K_INTSTR: "12",
+        T.K_FLOATSTR: "1.25",
+        T.K_BOOLSTR: "true",
+        T.K_STR: "x",
+        T.K_BIGNUM: "123456789012345678901234567890",
+        T.K_NONFINITE: math.inf,
+    }
     for kind, value in samples.items():
         assert kind_of(value) == kind
         for typ in T.TYPES:
@@ -142,13 +174,32 @@ def test_every_castable_kind_casts_and_no_other():
 
 
 def test_is_timestamp_agrees_with_parse_timestamp():
-    texts = ["1970-01-01T00:00:00Z", "1970-01-01T00:00:01.5Z", "2026-11-21T10:00:00.123Z",
-             "2026-11-21T10:00:00.123456Z", "2026-11-21T10:00:00.1234567Z", "2026-02-29T00:00:00Z",
-             "2024-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-11-31T00:00:00Z",
-             "2026-11-21T24:00:00Z", "2026-11-21T10:60:00Z", "0000-01-01T00:00:00Z",
-             "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z", "0001-01-01T00:00:00+01:00",
-             "2026-11-21T10:00:00z", "2026-11-21 10:00:00Z", "2026-11-21T10:00Z",
-             "2026-11-21T10:00:00+02:00", "2026-11-21", "", "Z", "2026-11-21T10:00:00.Z",
-             "٢٠٢٦-11-21T10:00:00Z", "2026-11-21T10:00:00.12Z\n"]
+    texts = [
+        "1970-01-01T00:00:00Z",
+        "1970-01-01T00:00:01.5Z",
+        "2026-11-21T10:00:00.123Z",
+        "2026-11-21T10:00:00.123456Z",
+        "2026-11-21T10:00:00.1234567Z",
+        "2026-02-29T00:00:00Z",
+        "2024-02-29T00:00:00Z",
+        "2026-13-01T00:00:00Z",
+        "2026-11-31T00:00:00Z",
+        "2026-11-21T24:00:00Z",
+        "2026-11-21T10:60:00Z",
+        "0000-01-01T00:00:00Z",
+        "0001-01-01T00:00:00Z",
+        "9999-12-31T23:59:59.999999Z",
+        "0001-01-01T00:00:00+01:00",
+        "2026-11-21T10:00:00z",
+        "2026-11-21 10:00:00Z",
+        "2026-11-21T10:00Z",
+        "2026-11-21T10:00:00+02:00",
+        "2026-11-21",
+        "",
+        "Z",
+        "2026-11-21T10:00:00.Z",
+        "٢٠٢٦-11-21T10:00:00Z",
+        "2026-11-21T10:00:00.12Z\n",
+    ]
     for text in texts:
         assert T.is_timestamp(text) == (parse_timestamp(text) is not None), text

@@ -35,8 +35,13 @@ class ForkedSyncs:
         env = {k: v for k, v in os.environ.items() if k != "DATALAKE_FAULT_AT"}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        self.proc = subprocess.Popen([sys.executable, "-m", __name__], env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self._read() == {"ready": True}
 
     def run(self, job_args: list[str], fault: str) -> str:
@@ -102,8 +107,13 @@ def main() -> None:
     import tempfile
 
     # imported once, before any fork (with what a small sync would load lazily)
-    for module in ("pyarrow.acero", "pyarrow.dataset", "pyarrow.parquet",
-                   "datalake_assets.transform.job", "datalake_assets.transform.local_path"):
+    for module in (
+        "pyarrow.acero",
+        "pyarrow.dataset",
+        "pyarrow.parquet",
+        "datalake_assets.transform.job",
+        "datalake_assets.transform.local_path",
+    ):
         importlib.import_module(module)
     assert threading.active_count() == 1, "the helper must fork without other threads"
 
@@ -122,8 +132,9 @@ def main() -> None:
         elif os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             point = err.rsplit("killed at ", 1)[-1].strip() if "killed at " in err else "?"
-            outcome = (f"killed at {point}" if sig == signal.SIGKILL
-                       else f"signal {sig}: {err[-2000:]}")
+            outcome = (
+                f"killed at {point}" if sig == signal.SIGKILL else f"signal {sig}: {err[-2000:]}"
+            )
         else:
             code = os.WEXITSTATUS(status)
             outcome = f"exit {code}" + (f": {err[-2000:]}" if code else "")

@@ -31,16 +31,27 @@ from datalake_assets_tests.support.oracle import Line, file_lines, line_identiti
 # Six hours over three days, pairs 24 h apart (the edge of a one-day lookback), 23, 25, 47
 # and 48 h; and an hour that never gets a file (syncs of it change nothing but finish a cut
 # commit).
-HOURS = ("2026-11-21T10", "2026-11-21T11", "2026-11-22T10", "2026-11-22T11", "2026-11-23T10",
-         "2026-11-23T11")
+HOURS = (
+    "2026-11-21T10",
+    "2026-11-21T11",
+    "2026-11-22T10",
+    "2026-11-22T11",
+    "2026-11-23T10",
+    "2026-11-23T11",
+)
 EMPTY_HOUR = "2026-11-24T00"
 DAYS = tuple(sorted({h[:10] for h in HOURS}))
 CALLS = ("Order Completed", "Signed Up", "identify", "page")  # track events, or a call type
 PERSONS = 3  # userId "person-<n>"; the others are anonymous ("anon-1")
 # Hostile lines the corpus gives a fate to, small enough to keep a history quick (over the
 # default 32 KiB limit they are "oversize"): (case, line number in the case) -> bytes.
-HOSTILE = {(c.name, i): ln.raw for c in CASES if not c.isolated and not c.bug
-           for i, ln in enumerate(c.lines) if len(ln.raw) <= 40_000}
+HOSTILE = {
+    (c.name, i): ln.raw
+    for c in CASES
+    if not c.isolated and not c.bug
+    for i, ln in enumerate(c.lines)
+    if len(ln.raw) <= 40_000
+}
 
 
 @dataclass(frozen=True)
@@ -111,8 +122,11 @@ def render(archive: Archive, line: Copy | Hostile) -> bytes:
     if isinstance(line, Hostile):
         return HOSTILE[(line.case, line.line)]
     m = archive.messages[line.message % len(archive.messages)]
-    obj: dict = {"messageId": message_id(archive, line), "receivedAt": received_at(line),
-                 "timestamp": received_at(line)}
+    obj: dict = {
+        "messageId": message_id(archive, line),
+        "receivedAt": received_at(line),
+        "timestamp": received_at(line),
+    }
     obj.update({"userId": person_id(m.person)} if m.person >= 0 else {"anonymousId": "anon-1"})
     if m.call == "identify":
         obj.update(type="identify", traits={"value": m.value})
@@ -138,8 +152,14 @@ def _write(location: str, lines: list[bytes]) -> None:
 class ArchiveModel:
     """The archive of one source as the test wrote it, with Segment's folder beside it."""
 
-    def __init__(self, archive: Archive, archive_root: str, source_id: str, segment_root: str,
-                 segment_id: str) -> None:
+    def __init__(
+        self,
+        archive: Archive,
+        archive_root: str,
+        source_id: str,
+        segment_root: str,
+        segment_id: str,
+    ) -> None:
         self.archive = archive
         self.archive_root, self.source_id = archive_root, source_id
         self.segment_root, self.segment_id = segment_root, segment_id
@@ -196,8 +216,10 @@ class ArchiveModel:
     def forget(self, identities: set[str]) -> None:
         """The erasure's archive rewrite: each line of theirs blanked, emptied files gone."""
         for location in list(self.files):
-            lines = [b"" if ln and not identities.isdisjoint(line_identities(ln)) else ln
-                     for ln in self.files[location]]
+            lines = [
+                b"" if ln and not identities.isdisjoint(line_identities(ln)) else ln
+                for ln in self.files[location]
+            ]
             if lines == self.files[location]:
                 continue  # none of theirs: left as it is
             if not any(ln.strip() for ln in lines):

@@ -21,8 +21,11 @@ def sql_catalog(lake_root: str):
     each table's row in SQLite (the lake's is ``datalake``)."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    return SqlCatalog("datalake", uri=f"sqlite:///{lake_root}/_iceberg/catalog.db",
-                      warehouse=f"file://{lake_root}/iceberg")
+    return SqlCatalog(
+        "datalake",
+        uri=f"sqlite:///{lake_root}/_iceberg/catalog.db",
+        warehouse=f"file://{lake_root}/iceberg",
+    )
 
 
 def tables(catalog, database: str) -> dict[str, object]:
@@ -37,22 +40,34 @@ def tables(catalog, database: str) -> dict[str, object]:
 
 
 QUARANTINE = "quarantine"
-_LINE_FIELDS = ("level", "reason", "archive_file", "line_number", "raw_line", "raw_line_base64",
-                "day", "hr")
+_LINE_FIELDS = (
+    "level",
+    "reason",
+    "archive_file",
+    "line_number",
+    "raw_line",
+    "raw_line_base64",
+    "day",
+    "hr",
+)
 
 
 def read_iceberg_lake(store, catalog, lake_root: str, source_dir: str, database: str) -> Lake:
     """The oracle's view of an Iceberg lake: message id -> (table, hour) counts from every
     table's current snapshot, and the quarantined lines from the quarantine table's."""
     lake = read_lake(store, lake_root, source_dir)
-    assert not lake.rows and not lake.lines_q, \
+    assert not lake.rows and not lake.lines_q, (
         "an Iceberg lake must hold no Segment-layout table or quarantine file"
+    )
     for name, tbl in tables(catalog, database).items():
         if name == QUARANTINE:
             for r in tbl.scan(selected_fields=_LINE_FIELDS).to_arrow().to_pylist():
                 if r["level"] == "line":
-                    raw = (base64.b64decode(r["raw_line_base64"]) if r["raw_line_base64"]
-                           else (r["raw_line"] or "").encode("utf-8"))
+                    raw = (
+                        base64.b64decode(r["raw_line_base64"])
+                        if r["raw_line_base64"]
+                        else (r["raw_line"] or "").encode("utf-8")
+                    )
                     lake.lines_q.append({**r, "hour": f"{r['day']}T{r['hr']}", "raw": raw})
             continue
         t = tbl.scan(selected_fields=("message_id", "day", "hr")).to_arrow()
@@ -66,11 +81,15 @@ def duckdb_with_iceberg() -> duckdb.DuckDBPyConnection:
     import duckdb_extension_avro
     import duckdb_extension_iceberg
 
-    con = duckdb.connect(config={"autoinstall_known_extensions": False,
-                                 "autoload_known_extensions": False})
+    con = duckdb.connect(
+        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    )
     for pkg, name in ((duckdb_extension_avro, "avro"), (duckdb_extension_iceberg, "iceberg")):
-        path, = glob.glob(os.path.join(os.path.dirname(pkg.__file__), "extensions", "*",
-                                       f"{name}.duckdb_extension"))
+        (path,) = glob.glob(
+            os.path.join(
+                os.path.dirname(pkg.__file__), "extensions", "*", f"{name}.duckdb_extension"
+            )
+        )
         con.execute(f"LOAD '{path}'")
     return con
 

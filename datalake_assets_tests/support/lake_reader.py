@@ -46,14 +46,20 @@ class S3Store:
     def __init__(self, endpoint: str) -> None:
         import boto3
 
-        self.s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                               aws_access_key_id="testing", aws_secret_access_key="testing")
+        self.s3 = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
 
     def list(self, prefix: str) -> list[str]:
         bucket, _, key = prefix.removeprefix("s3://").partition("/")
         out = []
         for page in self.s3.get_paginator("list_objects_v2").paginate(
-                Bucket=bucket, Prefix=key.rstrip("/") + "/"):
+            Bucket=bucket, Prefix=key.rstrip("/") + "/"
+        ):
             out += [f"s3://{bucket}/{o['Key']}" for o in page.get("Contents", [])]
         return sorted(out)
 
@@ -73,7 +79,7 @@ class Lake:
 
 
 def _visible(location: str, base: str) -> bool:
-    return not any(p.startswith((".", "_")) for p in location[len(base):].split("/") if p)
+    return not any(p.startswith((".", "_")) for p in location[len(base) :].split("/") if p)
 
 
 def read_lake(store, lake_root: str, source_dir: str) -> Lake:
@@ -92,12 +98,24 @@ def read_lake(store, lake_root: str, source_dir: str) -> Lake:
         m = _HOUR.search(loc)
         if not loc.endswith(".parquet") or not _visible(loc, quarantine) or not m:
             continue
-        t = pq.read_table(io.BytesIO(store.read(loc)), columns=[
-            "level", "reason", "archive_file", "line_number", "raw_line", "raw_line_base64"])
+        t = pq.read_table(
+            io.BytesIO(store.read(loc)),
+            columns=[
+                "level",
+                "reason",
+                "archive_file",
+                "line_number",
+                "raw_line",
+                "raw_line_base64",
+            ],
+        )
         for r in t.to_pylist():
             if r["level"] == "line":
-                raw = (base64.b64decode(r["raw_line_base64"]) if r["raw_line_base64"]
-                       else (r["raw_line"] or "").encode("utf-8"))
+                raw = (
+                    base64.b64decode(r["raw_line_base64"])
+                    if r["raw_line_base64"]
+                    else (r["raw_line"] or "").encode("utf-8")
+                )
                 lake.lines_q.append({**r, "hour": f"{m.group(1)}T{m.group(2)}", "raw": raw})
     return lake
 
@@ -119,9 +137,11 @@ class Comparison:
         return not (self.lost or self.extra or self.duplicated or self.misplaced)
 
     def __str__(self) -> str:
-        return (f"{self.lines} lines, {self.accounted} accounted for, {len(self.lost)} lost "
-                f"{self.lost[:8]}, {len(self.extra)} extra {self.extra[:8]}, {self.duplicated} "
-                f"duplicated, {len(self.misplaced)} misplaced {self.misplaced[:8]}")
+        return (
+            f"{self.lines} lines, {self.accounted} accounted for, {len(self.lost)} lost "
+            f"{self.lost[:8]}, {len(self.extra)} extra {self.extra[:8]}, {self.duplicated} "
+            f"duplicated, {len(self.misplaced)} misplaced {self.misplaced[:8]}"
+        )
 
 
 def _norm(key: tuple) -> tuple:
@@ -163,7 +183,8 @@ def compare(expected: Expected, lake: Lake) -> Comparison:
     for ln in expected.lines:
         if ln.message_id and ln.fate in (ROW, DUPLICATE, UNSURE):
             hours_of.setdefault(ln.message_id, set()).add(
-                ln.kept_hour if ln.fate == DUPLICATE else ln.hour)
+                ln.kept_hour if ln.fate == DUPLICATE else ln.hour
+            )
     explained = set()
     for ln in expected.lines:
         where = lake.rows.get(ln.message_id, Counter()) if ln.message_id else Counter()
@@ -172,8 +193,10 @@ def compare(expected: Expected, lake: Lake) -> Comparison:
             explained.add(ln.message_id)
             stray = sorted(k for k in where if k[1] not in hours_of.get(ln.message_id, ()))
             if stray and len(hours_of.get(ln.message_id, ())) > 1:
-                c.misplaced.append(f"row {ln.message_id!r} also in {stray}, expected only in "
-                                   f"hours {sorted(hours_of[ln.message_id])}")
+                c.misplaced.append(
+                    f"row {ln.message_id!r} also in {stray}, expected only in "
+                    f"hours {sorted(hours_of[ln.message_id])}"
+                )
         desc = f"{ln.key[0]}:{ln.key[1]!r:.40} ({ln.fate} {ln.message_id!r:.40})"
         if ln.fate == QUARANTINED or (ln.fate == UNSURE and not where):
             r = take(ln.key)
@@ -198,8 +221,11 @@ def compare(expected: Expected, lake: Lake) -> Comparison:
     for mid, where in lake.rows.items():
         if mid not in explained:
             c.extra.append(f"row {mid!r} in {sorted(where)}")
-    c.extra += [f"quarantined line {r['archive_file']}:{r['line_number']} {r['reason']}"
-                for r in lake.lines_q if id(r) not in used]
+    c.extra += [
+        f"quarantined line {r['archive_file']}:{r['line_number']} {r['reason']}"
+        for r in lake.lines_q
+        if id(r) not in used
+    ]
     return c
 
 

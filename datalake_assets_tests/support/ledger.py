@@ -45,7 +45,8 @@ class Recording:
     cases: int = 0
     faults: int = 0
     pending: list[tuple[Expected | Callable[[], Expected], Callable[[], Lake]]] = field(
-        default_factory=list)
+        default_factory=list
+    )
     comparisons: list[Comparison] = field(default_factory=list)
 
     def fault(self, n: int = 1) -> None:
@@ -53,8 +54,7 @@ class Recording:
             raise ValueError(f"faults only go up: {n}")
         self.faults += n
 
-    def expect(self, expected: Expected | Callable[[], Expected],
-               read: Callable[[], Lake]) -> None:
+    def expect(self, expected: Expected | Callable[[], Expected], read: Callable[[], Lake]) -> None:
         """The lake that ``read`` returns must hold ``expected``; compared by ``compare()``,
         or at teardown if the test never got there. ``expected`` may be a function, for an
         archive that is still being written: it is called at comparison time."""
@@ -115,10 +115,12 @@ class Ledger:
 
     def line(self) -> str:
         status = "all passed" if not self.failed else f"{len(self.failed)} failed"
-        return (f"reliability: tests recorded {self.tests} ({status}), cases tried "
-                f"{self.cases_tried}, faults injected {self.faults_injected}, messages in "
-                f"{self.messages_in}, accounted for {self.messages_accounted}, lost {self.lost}, "
-                f"extra {self.extra}, duplicated {self.duplicated}, misplaced {self.misplaced}")
+        return (
+            f"reliability: tests recorded {self.tests} ({status}), cases tried "
+            f"{self.cases_tried}, faults injected {self.faults_injected}, messages in "
+            f"{self.messages_in}, accounted for {self.messages_accounted}, lost {self.lost}, "
+            f"extra {self.extra}, duplicated {self.duplicated}, misplaced {self.misplaced}"
+        )
 
 
 _LEDGER_KEY = pytest.StashKey[Ledger]()
@@ -165,8 +167,11 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         led.failed.append(item.nodeid)
     # A test whose setup failed before its ``reliability`` fixture ran (a module fixture
     # broke) never recorded: it still counts, as a failed test with nothing accounted for.
-    if (report.when == "teardown" and item.nodeid in led.failed
-            and item.nodeid not in item.config.stash[_RECORDED_KEY]):
+    if (
+        report.when == "teardown"
+        and item.nodeid in led.failed
+        and item.nodeid not in item.config.stash[_RECORDED_KEY]
+    ):
         led.tests += 1
 
 
@@ -182,7 +187,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if path:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({**asdict(led), "lost": led.lost, "exit_status": int(exitstatus)}, f,
-                      indent=2)
+            json.dump(
+                {**asdict(led), "lost": led.lost, "exit_status": int(exitstatus)}, f, indent=2
+            )
             f.write("\n")
         terminalreporter.write_line(f"reliability report written to {path}")

@@ -62,25 +62,49 @@ class MariaDB:
         self.folder.mkdir(parents=True, exist_ok=True)
         os.chmod(self.folder, 0o700)  # the socket is root's way in
         subprocess.run(
-            [_which("mariadb-install-db"), "--no-defaults", f"--datadir={self.datadir}",
-             "--auth-root-authentication-method=normal", "--skip-test-db",
-             "--skip-name-resolve", *self._as_root],
-            check=True, capture_output=True, timeout=timeout_s)
+            [
+                _which("mariadb-install-db"),
+                "--no-defaults",
+                f"--datadir={self.datadir}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--skip-name-resolve",
+                *self._as_root,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=timeout_s,
+        )
         self.port = _free_port()
         log = open(self.folder / "server.log", "ab")
         self.proc = subprocess.Popen(
-            [_which("mariadbd"), "--no-defaults", f"--datadir={self.datadir}",
-             f"--socket={self.socket}", f"--port={self.port}", "--bind-address=127.0.0.1",
-             "--skip-name-resolve", f"--pid-file={self.folder / 'mysqld.pid'}",
-             "--innodb-buffer-pool-size=32M", "--performance-schema=OFF", "--skip-log-bin",
-             "--max-connections=200", *self._as_root],
-            stdout=log, stderr=log, start_new_session=True)
+            [
+                _which("mariadbd"),
+                "--no-defaults",
+                f"--datadir={self.datadir}",
+                f"--socket={self.socket}",
+                f"--port={self.port}",
+                "--bind-address=127.0.0.1",
+                "--skip-name-resolve",
+                f"--pid-file={self.folder / 'mysqld.pid'}",
+                "--innodb-buffer-pool-size=32M",
+                "--performance-schema=OFF",
+                "--skip-log-bin",
+                "--max-connections=200",
+                *self._as_root,
+            ],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         log.close()
         deadline = time.monotonic() + timeout_s
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"mariadbd exited with {self.proc.returncode}: "
-                                   f"{(self.folder / 'server.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"mariadbd exited with {self.proc.returncode}: "
+                    f"{(self.folder / 'server.log').read_text()[-2000:]}"
+                )
             try:
                 self.sql("SELECT 1")
                 break
@@ -94,10 +118,22 @@ class MariaDB:
     def sql(self, statement: str, database: str = "") -> list[tuple[str, ...]]:
         """As root over the private socket; rows as tab-split strings."""
         out = subprocess.run(
-            [_which("mariadb"), "--no-defaults", f"--socket={self.socket}", "-uroot",
-             "--batch", "--skip-column-names", *([database] if database else []),
-             "-e", statement],
-            check=True, capture_output=True, text=True, timeout=60)
+            [
+                _which("mariadb"),
+                "--no-defaults",
+                f"--socket={self.socket}",
+                "-uroot",
+                "--batch",
+                "--skip-column-names",
+                *([database] if database else []),
+                "-e",
+                statement,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         return [tuple(line.split("\t")) for line in out.stdout.splitlines()]
 
     def create_database(self, name: str, charset: str = "latin1") -> str:
@@ -122,14 +158,18 @@ class MariaDB:
             self.proc.wait(timeout=30)
 
 
-def metastore_toml(server: MariaDB, folder, database: str, *, url_params: str = "",
-                   password_file: str = "") -> str:
+def metastore_toml(
+    server: MariaDB, folder, database: str, *, url_params: str = "", password_file: str = ""
+) -> str:
     """A lake.toml in ``folder`` whose Hive catalog is ``database`` on ``server`` (the URL
     without ``useMysqlMetadata``, as users write it: the catalog adds it)."""
     from datalake_assets_tests.support.settings_files import write_lake_toml
 
     password = f'metastore_password_file = "{password_file}"' if password_file else ""
-    return str(write_lake_toml(folder, f"""
+    return str(
+        write_lake_toml(
+            folder,
+            f"""
         archive_root = "archive"
         lake_root = "lake"
         [spark]
@@ -142,15 +182,23 @@ def metastore_toml(server: MariaDB, folder, database: str, *, url_params: str = 
         metastore_jdbc_url = "{server.jdbc_url(database, url_params)}"
         metastore_user = "{server.user}"
         {password}
-    """))
+    """,
+        )
+    )
 
 
-def run_datalake(settings: str, *args: str, password: str | None = None,
-                 timeout_s: float = 600) -> subprocess.CompletedProcess:
+def run_datalake(
+    settings: str, *args: str, password: str | None = None, timeout_s: float = 600
+) -> subprocess.CompletedProcess:
     """``datalake --settings <settings> <args>`` in a process of its own; the password (if
     given) in its environment only."""
     env = {k: v for k, v in os.environ.items() if k != ENV_METASTORE_PASSWORD}
     if password is not None:
         env[ENV_METASTORE_PASSWORD] = password
-    return subprocess.run([sys.executable, "-m", "datalake_assets.cli", "--settings", settings,
-                           *args], env=env, capture_output=True, text=True, timeout=timeout_s)
+    return subprocess.run(
+        [sys.executable, "-m", "datalake_assets.cli", "--settings", settings, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )

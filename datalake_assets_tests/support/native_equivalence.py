@@ -25,15 +25,24 @@ from datalake_assets.transform.stage_a import STATS, StageAConfig, merge_stats, 
 HOUR = "2026112110"
 
 
-def run_stage_a_on(root: str, files: list[str], native: bool, monkeypatch=None,
-                   **cfg) -> tuple[dict, int]:
+def run_stage_a_on(
+    root: str, files: list[str], native: bool, monkeypatch=None, **cfg
+) -> tuple[dict, int]:
     """Stage A over ``files`` through one path: ``(normalized output, lines the native
     parse left to the Python path)``."""
-    batch = pa.RecordBatch.from_pydict({"file_idx": list(range(len(files))), "location": files,
-                                        "hour": [HOUR] * len(files)})
-    config = StageAConfig(cfg.pop("max_message_bytes", 32 * 1024), cfg.pop("max_depth", 16),
-                          "src", "run1", f"{root}/work", f"{root}/quarantine", tuple(files),
-                          **cfg)
+    batch = pa.RecordBatch.from_pydict(
+        {"file_idx": list(range(len(files))), "location": files, "hour": [HOUR] * len(files)}
+    )
+    config = StageAConfig(
+        cfg.pop("max_message_bytes", 32 * 1024),
+        cfg.pop("max_depth", 16),
+        "src",
+        "run1",
+        f"{root}/work",
+        f"{root}/quarantine",
+        tuple(files),
+        **cfg,
+    )
     left = [0]
     real = native_parse.parser_for
 
@@ -47,6 +56,7 @@ def run_stage_a_on(root: str, files: list[str], native: bool, monkeypatch=None,
                 handled += len(result.handled)
                 yield result
             left[0] += len(chunk) - handled
+
         p.parse = counted  # type: ignore[method-assign]
         return p
 
@@ -68,8 +78,9 @@ def normalized(out: dict) -> dict:
         t = pa.ipc.open_file(location).read_all()
         lines = t.column("#line").to_pylist()
         at = {ln: rows.setdefault((table, file_idx, ln), {}) for ln in lines}
-        for i, (mid, probs) in enumerate(zip(t.column("#message_id").to_pylist(),
-                                             t.column("#problems").to_pylist())):
+        for i, (mid, probs) in enumerate(
+            zip(t.column("#message_id").to_pylist(), t.column("#problems").to_pylist())
+        ):
             at[lines[i]].update({"#id": mid, "#problems": probs})
         for c in t.column_names:
             if c.startswith("#"):
@@ -87,8 +98,11 @@ def normalized(out: dict) -> dict:
     key_rows = keys.decode(p for k, p in payloads if k == keys.KEYS).to_pylist()
     entries = read_entries([p for k, p in payloads if k == IDENTITY]).to_pylist()
     return {
-        "lines_in": stats.lines_in, "messages": stats.messages, "counts": stats.counts,
-        "lines_quarantined": stats.lines_quarantined, "suppressed": stats.suppressed,
+        "lines_in": stats.lines_in,
+        "messages": stats.messages,
+        "counts": stats.counts,
+        "lines_quarantined": stats.lines_quarantined,
+        "suppressed": stats.suppressed,
         "rows": rows,
         "quarantine": sorted(quarantine, key=lambda r: (r["archive_file"], r["line_number"])),
         "keys": sorted(key_rows, key=lambda r: (r["file_idx"], r["line_no"])),
@@ -103,8 +117,11 @@ def differences(a: dict, b: dict, limit: int = 10) -> list[str]:
         ra, rb = a["rows"].get(key), b["rows"].get(key)
         if ra != rb:
             cols = sorted(set(ra or {}) | set(rb or {}))
-            diff = {c: ((ra or {}).get(c), (rb or {}).get(c)) for c in cols
-                    if (ra or {}).get(c) != (rb or {}).get(c)}
+            diff = {
+                c: ((ra or {}).get(c), (rb or {}).get(c))
+                for c in cols
+                if (ra or {}).get(c) != (rb or {}).get(c)
+            }
             out.append(f"row {key}: {diff!r:.400}")
             if len(out) >= limit:
                 break
@@ -113,19 +130,63 @@ def differences(a: dict, b: dict, limit: int = 10) -> list[str]:
 
 # ------------------------------------------------------------------------ generated traffic
 
-_VALUES = [0, -0, 1, -7, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64 + 1, 10**30, 1.0, -0.0,
-           1.5, 1e16, 1e-7, 5e-324, 1.7976931348623157e308, 123456789.123, "1", "007", "1.5",
-           "1e5", "true", "False", "", " ", "x", "2026-11-21T10:00:00Z", "2026-02-30T10:00:00Z",
-           "2026-11-21 10:00", "é", "日本", "🎉", "a\"b", "back\\slash", "tab\there",
-           "nul\u0000", True, False, None, [], [1, "a"], [{"k": 1}], {}, {"n": None},
-           {"deep": {"er": 1}}]
+_VALUES = [
+    0,
+    -0,
+    1,
+    -7,
+    2**63 - 1,
+    2**63,
+    -(2**63),
+    -(2**63) - 1,
+    2**64 + 1,
+    10**30,
+    1.0,
+    -0.0,
+    1.5,
+    1e16,
+    1e-7,
+    5e-324,
+    1.7976931348623157e308,
+    123456789.123,
+    "1",
+    "007",
+    "1.5",
+    "1e5",
+    "true",
+    "False",
+    "",
+    " ",
+    "x",
+    "2026-11-21T10:00:00Z",
+    "2026-02-30T10:00:00Z",
+    "2026-11-21 10:00",
+    "é",
+    "日本",
+    "🎉",
+    'a"b',
+    "back\\slash",
+    "tab\there",
+    "nul\u0000",
+    True,
+    False,
+    None,
+    [],
+    [1, "a"],
+    [{"k": 1}],
+    {},
+    {"n": None},
+    {"deep": {"er": 1}},
+]
 
 
 def _value(rnd: random.Random, depth: int = 0) -> object:
     r = rnd.random()
     if r < 0.08 and depth < 20:
-        return {rnd.choice(["a", "b", "B", "c_d", "cD", "x y"]): _value(rnd, depth + 1)
-                for _ in range(rnd.randint(0, 3))}
+        return {
+            rnd.choice(["a", "b", "B", "c_d", "cD", "x y"]): _value(rnd, depth + 1)
+            for _ in range(rnd.randint(0, 3))
+        }
     if r < 0.12:
         return [_value(rnd, depth + 1) for _ in range(rnd.randint(0, 3))] if depth < 20 else []
     return rnd.choice(_VALUES)
@@ -135,16 +196,37 @@ def generated_line(rnd: random.Random, i: int) -> bytes:
     """A message built to disagree with its neighbours: keys whose type changes from line to
     line, colliding spellings, deep and wide nesting, numbers beyond 64 bits, odd texts; a
     few lines malformed in the ways the two parsers might read differently."""
-    props = {k: _value(rnd) for k in rnd.sample(["price", "qty", "Price", "first_name",
-                                                 "firstName", "tags", "meta", "%", "",
-                                                 "utm.source", "utm_source", "n", "when"],
-                                                rnd.randint(1, 6))}
-    m: dict = {"type": rnd.choice(["track"] * 6 + ["identify", "page", "alias", "group"]),
-               "messageId": f"m{i}", "anonymousId": f"anon-{i % 17}",
-               "receivedAt": f"2026-11-21T10:{i % 60:02d}:00.{i % 1000:03d}Z",
-               "event": rnd.choice(["Order Completed", "Signed In", "order_completed"]),
-               "properties": props, "traits": {"email": rnd.choice(["A@b.com ", "c@d.org", 5])},
-               "context": {"traits": {"email": "ctx@e.net"}, "page": {"path": "/x"}}}
+    props = {
+        k: _value(rnd)
+        for k in rnd.sample(
+            [
+                "price",
+                "qty",
+                "Price",
+                "first_name",
+                "firstName",
+                "tags",
+                "meta",
+                "%",
+                "",
+                "utm.source",
+                "utm_source",
+                "n",
+                "when",
+            ],
+            rnd.randint(1, 6),
+        )
+    }
+    m: dict = {
+        "type": rnd.choice(["track"] * 6 + ["identify", "page", "alias", "group"]),
+        "messageId": f"m{i}",
+        "anonymousId": f"anon-{i % 17}",
+        "receivedAt": f"2026-11-21T10:{i % 60:02d}:00.{i % 1000:03d}Z",
+        "event": rnd.choice(["Order Completed", "Signed In", "order_completed"]),
+        "properties": props,
+        "traits": {"email": rnd.choice(["A@b.com ", "c@d.org", 5])},
+        "context": {"traits": {"email": "ctx@e.net"}, "page": {"path": "/x"}},
+    }
     r = rnd.random()
     if r < 0.05:
         m["userId"] = rnd.choice([42, "u7", "", None, 1.5, True])
@@ -167,9 +249,9 @@ def generated_line(rnd: random.Random, i: int) -> bytes:
     elif r < 0.02:
         raw = raw.replace(b'"properties":{', b'"properties":{"n":NaN,', 1)
     elif r < 0.03:
-        raw = raw[:-1] + b',}'  # a trailing comma
+        raw = raw[:-1] + b",}"  # a trailing comma
     elif r < 0.035:
-        raw = raw.replace(b'"x"', b'"\xff\xfe"', 1) + b' \xc3'  # invalid UTF-8
+        raw = raw.replace(b'"x"', b'"\xff\xfe"', 1) + b" \xc3"  # invalid UTF-8
     elif r < 0.04:
         raw = json.dumps(m, indent=2, ensure_ascii=False).encode().replace(b"\n", b" ")
     elif r < 0.045:

@@ -36,16 +36,24 @@ from datetime import UTC, datetime, timedelta
 
 ROW, DUPLICATE, QUARANTINED, UNSURE = "row", "duplicate", "quarantined", "unsure"
 ANY_TRACK_TABLE = "<a track event's table>"  # exact name not restated (odd event names)
-TYPE_TABLES = {"identify": "identifies", "page": "pages", "screen": "screens",
-               "group": "groups", "alias": "aliases", "track": None}
+TYPE_TABLES = {
+    "identify": "identifies",
+    "page": "pages",
+    "screen": "screens",
+    "group": "groups",
+    "alias": "aliases",
+    "track": None,
+}
 STANDARD_TABLES = frozenset(t for t in TYPE_TABLES.values() if t)
 # Names a table cannot take (prefixed instead): the exact list is the naming module's
 RESERVED = STANDARD_TABLES | {"tracks", "quarantine", "sync_reports", "raw_archive"}
 MAX_NESTING = 200
 MAX_ID_CHARS = 255  # schema conformance: message_id is 1-255 characters
 DEFAULT_MAX_BYTES = 32 * 1024
-_ISO = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}(?::\d{2}(?:\.(\d+))?)?)"
-                  r"(Z|z|[-+]\d{2}(?::?\d{2})?)?")
+_ISO = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}(?::\d{2}(?:\.(\d+))?)?)"
+    r"(Z|z|[-+]\d{2}(?::?\d{2})?)?"
+)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SIMPLE_EVENT = re.compile(r"[A-Za-z]+(?:[ _-][A-Za-z]+)*")
 
@@ -131,7 +139,10 @@ def event_table(event: str) -> tuple[str, str]:
 def classify(line: Line, max_bytes: int = DEFAULT_MAX_BYTES) -> Line:
     """The line's fate before dedup: a row (with its tables), quarantined, or unsure."""
     raw = line.raw
-    q = lambda *reasons: _set(line, QUARANTINED, reasons=frozenset(reasons))
+
+    def q(*reasons):
+        return _set(line, QUARANTINED, reasons=frozenset(reasons))
+
     if len(raw) > max_bytes:
         return q("oversize")
     try:
@@ -184,8 +195,7 @@ def classify(line: Line, max_bytes: int = DEFAULT_MAX_BYTES) -> Line:
         return q(*reasons)
     if not isinstance(mid, str):
         mid = str(mid)
-    return _set(line, UNSURE if unsure else ROW, message_id=mid, tables=tables,
-                received_us=micros)
+    return _set(line, UNSURE if unsure else ROW, message_id=mid, tables=tables, received_us=micros)
 
 
 def _set(line: Line, fate: str, **kw) -> Line:
@@ -234,8 +244,16 @@ def lines_of_file(location: str, rank: int, hour: str, data: bytes, key_by_raw=F
     if damaged:
         for ln in out:
             ln.fate = UNSURE  # kept up to "the last good 64 KiB read": not restated here
-        out.append(Line((location, "*"), hour, b"", QUARANTINED,
-                        reasons=frozenset({"unreadable_file"}), order=(rank, 1 << 62)))
+        out.append(
+            Line(
+                (location, "*"),
+                hour,
+                b"",
+                QUARANTINED,
+                reasons=frozenset({"unreadable_file"}),
+                order=(rank, 1 << 62),
+            )
+        )
     return out
 
 
@@ -252,29 +270,44 @@ def archive_hour_lines(store, archive_root: str, source_id: str, hour: str) -> l
 class Oracle:
     """A model of one source's lake, synced batch by batch: ``Oracle(...).sync(hours)``."""
 
-    def __init__(self, store, archive_root: str, source_id: str, *,
-                 max_message_bytes: int = DEFAULT_MAX_BYTES, lookback_hours: int = 7 * 24,
-                 hour_lines=None) -> None:
+    def __init__(
+        self,
+        store,
+        archive_root: str,
+        source_id: str,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_BYTES,
+        lookback_hours: int = 7 * 24,
+        hour_lines=None,
+    ) -> None:
         self.max_bytes = max_message_bytes
         self.lookback = timedelta(hours=lookback_hours)
         self.hour_lines = hour_lines or (
-            lambda h: archive_hour_lines(store, archive_root, source_id, h))
+            lambda h: archive_hour_lines(store, archive_root, source_id, h)
+        )
         self.hours: dict[str, list[Line]] = {}  # what the lake holds, by hour
         self.forgotten: set[str] = set()  # identities erased and suppressed (``forget``)
 
     def sync(self, hours) -> Oracle:
         """One successful sync of ``hours`` (one batch)."""
-        batch = {h: [classify(ln, self.max_bytes) for ln in self.hour_lines(h)
-                     if not self._forgotten(ln)]  # suppressed: stored nowhere, not deduped
-                 for h in sorted(hours)}
+        batch = {
+            h: [
+                classify(ln, self.max_bytes) for ln in self.hour_lines(h) if not self._forgotten(ln)
+            ]  # suppressed: stored nowhere, not deduped
+            for h in sorted(hours)
+        }
         batch = {h: lines for h, lines in batch.items() if lines}  # no files: left alone
         if not batch:
             return self
         lo = _hour_dt(min(batch)) - self.lookback
         hi = _hour_dt(max(batch)) + self.lookback
-        held = {ln.message_id: ln for h, lines in self.hours.items()
-                if h not in batch and lo <= _hour_dt(h) <= hi and self.lookback
-                for ln in lines if ln.fate == ROW}  # no lookback: within the batch only
+        held = {
+            ln.message_id: ln
+            for h, lines in self.hours.items()
+            if h not in batch and lo <= _hour_dt(h) <= hi and self.lookback
+            for ln in lines
+            if ln.fate == ROW
+        }  # no lookback: within the batch only
         candidates: dict[str, list[Line]] = {}
         for h in sorted(batch):
             for ln in batch[h]:
@@ -303,8 +336,10 @@ class Oracle:
             for ln in lines:
                 homes = kept.get(ln.message_id, [])
                 if h not in batch and ln.fate == DUPLICATE and ln.kept_hour in batch and homes:
-                    home = min(homes, key=lambda k: (k.hour != ln.kept_hour,
-                                                     abs(_hour_dt(k.hour) - _hour_dt(h))))
+                    home = min(
+                        homes,
+                        key=lambda k: (k.hour != ln.kept_hour, abs(_hour_dt(k.hour) - _hour_dt(h))),
+                    )
                     ln.kept_hour, ln.tables = home.hour, home.tables
 
     def forget(self, identities) -> Oracle:
@@ -334,8 +369,11 @@ def line_identities(raw: bytes) -> set[str]:
         return set()
     if not isinstance(obj, dict):
         return set()
-    return {str(v) for k in ("userId", "anonymousId", "previousId")
-            if isinstance(v := obj.get(k), str | int) and not isinstance(v, bool) and v != ""}
+    return {
+        str(v)
+        for k in ("userId", "anonymousId", "previousId")
+        if isinstance(v := obj.get(k), str | int) and not isinstance(v, bool) and v != ""
+    }
 
 
 def segment_archive_lines(store, segment_root: str, segment_id: str):
@@ -346,10 +384,17 @@ def segment_archive_lines(store, segment_root: str, segment_id: str):
     base = f"{segment_root.rstrip('/')}/segment-logs/{segment_id}"
     by_hour: dict[str, list[Line]] = {}
     for rank, location in enumerate(sorted(store.list(base))):
-        folder, name = location[len(base) + 1:].split("/")[-2:]
-        if not (folder.isdigit() and folder == str(int(folder)) and int(folder) % 86_400_000 == 0
-                and int(folder) < 253402300800000) or not name.endswith(".gz") \
-                or name.startswith((".", "_")):
+        folder, name = location[len(base) + 1 :].split("/")[-2:]
+        if (
+            not (
+                folder.isdigit()
+                and folder == str(int(folder))
+                and int(folder) % 86_400_000 == 0
+                and int(folder) < 253402300800000
+            )
+            or not name.endswith(".gz")
+            or name.startswith((".", "_"))
+        ):
             continue
         day = datetime.fromtimestamp(int(folder) / 1000, UTC).strftime("%Y-%m-%d")
         for ln in lines_of_file(location, rank, "", store.read(location), key_by_raw=True):
@@ -358,9 +403,13 @@ def segment_archive_lines(store, segment_root: str, segment_id: str):
                 micros = parse_iso(received) if isinstance(received, str) else None
             except (ValueError, RecursionError, AttributeError):
                 micros = None
-            ln.hour = (f"{day}T00" if micros is None else
-                       (_EPOCH + timedelta(microseconds=micros)).strftime("%Y-%m-%dT%H"))
+            ln.hour = (
+                f"{day}T00"
+                if micros is None
+                else (_EPOCH + timedelta(microseconds=micros)).strftime("%Y-%m-%dT%H")
+            )
             by_hour.setdefault(ln.hour, []).append(ln)
+
     def hour_lines(hour: str) -> list[Line]:  # fresh lines: a sync classifies them in place
         return [Line(ln.key, ln.hour, ln.raw, order=ln.order) for ln in by_hour.get(hour, [])]
 

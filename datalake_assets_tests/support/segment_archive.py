@@ -13,8 +13,8 @@ from pathlib import Path
 import orjson
 
 from datalake_assets.ingest import segment_layout as sl
-from datalake_assets.spec import layout
 from datalake_assets.lake import storage
+from datalake_assets.spec import layout
 from datalake_assets_tests.support.archive_builders import msg
 from datalake_assets_tests.support.settings_files import load_lake_toml
 
@@ -37,7 +37,7 @@ def gz(lines: list[bytes], members: int = 1) -> bytes:
     """Gzipped JSON lines, in ``members`` concatenated gzip members (Segment writes one)."""
     body = [line + b"\n" for line in lines]
     step = max(1, -(-len(body) // members))
-    return b"".join(gzip.compress(b"".join(body[i:i + step])) for i in range(0, len(body), step))
+    return b"".join(gzip.compress(b"".join(body[i : i + step])) for i in range(0, len(body), step))
 
 
 def put(segment_root: str, day_ms: int | str, name: str, data: bytes) -> str:
@@ -104,8 +104,9 @@ def build_segment_archive(root: str) -> dict[str, tuple[str, list[bytes]]]:
 def archive_files(archive_root: str) -> dict[str, bytes]:
     """Every file under the source's archive folder, by relative path."""
     base = layout.join(archive_root, SOURCE)
-    return {loc[len(base) + 1:]: raw_bytes(loc)
-            for loc, _ in storage.list_files(base, recursive=True)}
+    return {
+        loc[len(base) + 1 :]: raw_bytes(loc) for loc, _ in storage.list_files(base, recursive=True)
+    }
 
 
 def raw_bytes(location: str) -> bytes:
@@ -130,5 +131,5 @@ def settings_file(tmp_path: Path, segment_archive: str, extra: str = "", source_
         f'archive_root = "archive"\nlake_root = "lake"\n{extra}'
         f'[[sources]]\nid = "{SOURCE}"\nslug = "web_prod"\nstart = "2026-11-01-00:00"\n'
         f'segment_archive = "{segment_archive}"\nsegment_source_id = "{SEGMENT_ID}"\n'
-        f"{source_extra}"
+        f"{source_extra}",
     )

@@ -27,5 +27,6 @@ def per_source_sensors(settings):
     source (the tests of that mode; the batched default has its own, test_batch_sync.py)."""
     import dataclasses
 
-    return dataclasses.replace(settings, automation=dataclasses.replace(
-        settings.automation, sensor_runs="per_source"))
+    return dataclasses.replace(
+        settings, automation=dataclasses.replace(settings.automation, sensor_runs="per_source")
+    )

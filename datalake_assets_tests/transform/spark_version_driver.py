@@ -33,11 +33,13 @@ def _catalog_state(spark, catalog, databases: list[str]) -> dict:
                 "location": info.location,
                 "partitions": sorted(
                     [list(p.values), p.location, [list(c) for c in p.columns or ()]]
-                    for p in catalog.list_partitions(database, name)),
+                    for p in catalog.list_partitions(database, name)
+                ),
             }
         if tables:  # what a query engine reads through the catalog, in one Spark job
-            union = " UNION ALL ".join(f"SELECT '{n}' AS t, count(*) AS n FROM `{database}`.`{n}`"
-                                       for n in tables)
+            union = " UNION ALL ".join(
+                f"SELECT '{n}' AS t, count(*) AS n FROM `{database}`.`{n}`" for n in tables
+            )
             for row in spark.sql(union).collect():
                 tables[row["t"]]["rows"] = row["n"]
         state[database] = tables
@@ -56,17 +58,41 @@ def main(spec_path: str) -> int:
     codes, limits = [], (dedup.DRIVER_MAX_KEYS, dedup._DRIVER_CHECK_MAX_ROWS)
     for run in spec["runs"]:
         dedup.DRIVER_MAX_KEYS, dedup._DRIVER_CHECK_MAX_ROWS = (
-            (0, 0) if run.get("big_batch") else limits)
-        codes.append(job.main([
-            "--lake-root", spec["lake_root"], "--archive-root", spec["archive_root"],
-            "--source-id", spec["source_id"], "--lock-wait-seconds", "5",
-            "--local-max-bytes", "0",  # the Spark path, whatever the batch's size
-            *cfg.to_args(), "--hours", *run["hours"]]))
+            (0, 0) if run.get("big_batch") else limits
+        )
+        codes.append(
+            job.main(
+                [
+                    "--lake-root",
+                    spec["lake_root"],
+                    "--archive-root",
+                    spec["archive_root"],
+                    "--source-id",
+                    spec["source_id"],
+                    "--lock-wait-seconds",
+                    "5",
+                    "--local-max-bytes",
+                    "0",  # the Spark path, whatever the batch's size
+                    *cfg.to_args(),
+                    "--hours",
+                    *run["hours"],
+                ]
+            )
+        )
     spark = job.job_spark_session(cfg)  # the session the runs used
-    state = _catalog_state(spark, catalog_from_config(cfg, spark),
-                           [spec["source_id"], cfg.reports_database])
-    print(json.dumps({"pyspark": pyspark.__version__, "spark": spark.version, "exit_codes": codes,
-                      "catalog": state}))
+    state = _catalog_state(
+        spark, catalog_from_config(cfg, spark), [spec["source_id"], cfg.reports_database]
+    )
+    print(
+        json.dumps(
+            {
+                "pyspark": pyspark.__version__,
+                "spark": spark.version,
+                "exit_codes": codes,
+                "catalog": state,
+            }
+        )
+    )
     sys.stdout.flush()
     return 0
 

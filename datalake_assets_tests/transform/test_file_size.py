@@ -34,9 +34,16 @@ H10, H11 = "2026-11-21T10", "2026-11-21T11"
 def blob_messages(n: int, hour: str = H10, prefix: str = "m") -> list[dict]:
     """Messages of ~300 bytes of incompressible text: the files' size follows the rows."""
     rnd = random.Random(n)
-    return [msg(f"{prefix}{i}", hour=hour, minute=i % 60, userId=f"u{i % 50}",
-                properties={"blob": f"{rnd.getrandbits(1024):0256x}", "n": i})
-            for i in range(n)]
+    return [
+        msg(
+            f"{prefix}{i}",
+            hour=hour,
+            minute=i % 60,
+            userId=f"u{i % 50}",
+            properties={"blob": f"{rnd.getrandbits(1024):0256x}", "n": i},
+        )
+        for i in range(n)
+    ]
 
 
 def written_files(manifest: list[dict], table: str) -> list[dict]:
@@ -63,14 +70,27 @@ def test_a_large_hour_is_cut_into_files_of_the_target_size(tmp_path):
     f = write_hour(str(tmp_path), "s", H10, lines)
     # many small work files, as stage A writes them for a large hour
     _, stats = stage_a(tmp_path, [f], flush_rows=250, buffered_rows=250)
-    columns = (("message_id", T.STRING), ("user_id", T.STRING), ("properties_blob", T.STRING),
-               ("properties_n", T.BIGINT), ("event", T.STRING))
-    cfg = StageBConfig("s", "run1", str(tmp_path / "data"), str(tmp_path / "q"), "day_hour",
-                       {"order_completed": columns, "tracks": columns[:2] + columns[-1:]},
-                       target_file_bytes=TARGET)
+    columns = (
+        ("message_id", T.STRING),
+        ("user_id", T.STRING),
+        ("properties_blob", T.STRING),
+        ("properties_n", T.BIGINT),
+        ("event", T.STRING),
+    )
+    cfg = StageBConfig(
+        "s",
+        "run1",
+        str(tmp_path / "data"),
+        str(tmp_path / "q"),
+        "day_hour",
+        {"order_completed": columns, "tracks": columns[:2] + columns[-1:]},
+        target_file_bytes=TARGET,
+    )
     tasks = plan_stage_b_tasks(stats.work_files, {})
     assert len(tasks) == 2  # one per table: 4,000 rows is a small hour for the planner
-    batch = pa.RecordBatch.from_pylist([{"task": t, "table": tb, "items": it} for t, tb, it in tasks])
+    batch = pa.RecordBatch.from_pylist(
+        [{"task": t, "table": tb, "items": it} for t, tb, it in tasks]
+    )
     manifest = pa.Table.from_batches(list(run_stage_b(iter([batch]), cfg))).to_pylist()
 
     files = written_files(manifest, "order_completed")
@@ -96,10 +116,12 @@ def work(table: str, hour: str, rows: list[int]) -> list[tuple[str, str, int, st
 
 
 def test_the_plan_cuts_a_large_hour_evenly_and_keeps_small_hours_whole():
-    files = (work("pages", "2026112110", [10_000] * 26)  # 260k rows: two tasks of 130k
-             + work("pages", "2026112111", [10_000] * 60)  # 600k: three of 200k
-             + work("pages", "2026112112", [3_000, 2_000])  # small hours: packed whole
-             + work("pages", "2026112113", [1_000]))
+    files = (
+        work("pages", "2026112110", [10_000] * 26)  # 260k rows: two tasks of 130k
+        + work("pages", "2026112111", [10_000] * 60)  # 600k: three of 200k
+        + work("pages", "2026112112", [3_000, 2_000])  # small hours: packed whole
+        + work("pages", "2026112113", [1_000])
+    )
     tasks = plan_stage_b_tasks(files, {})
     rows_of = {loc: n for _, _, _, loc, n in files}
     by_hour: dict[str, list[int]] = {}
@@ -164,8 +186,9 @@ def test_a_sync_replay_and_erasure_take_several_files_per_table_hour(tmp_path):
     hours = {h["hour"]: h for h in result.tables["order_completed"].to_dict()["by_hour"]}
     assert hours["2026-11-21T10"]["files"] == len(ten)
     assert hours["2026-11-21T10"]["rows"] == 3000
-    day = layout.table_partition_dir(lake, "s", "order_completed", "day",
-                                     layout.ArchiveHour.parse(H10))
+    day = layout.table_partition_dir(
+        lake, "s", "order_completed", "day", layout.ArchiveHour.parse(H10)
+    )
     assert hours["2026-11-21T10"]["bytes"] == sum(os.path.getsize(f"{day}/{n}") for n in ten)
 
     # a replay of the small hour replaces its file and leaves the large hour's files as they were
@@ -184,26 +207,50 @@ def test_a_sync_replay_and_erasure_take_several_files_per_table_hour(tmp_path):
 def test_a_task_of_several_hours_writes_each_hour_whole(tmp_path):
     """Small hours packed in one task: one file each (an hour's rows written once the task
     moves on to the next one), all rows there."""
-    files = [write_hour(str(tmp_path), "s", f"2026-11-21T{h:02d}",
-                        blob_messages(30 + h, f"2026-11-21T{h:02d}", f"h{h}-"), name=f"{h}.jsonl")
-             for h in (10, 11, 12)]
-    batch = pa.RecordBatch.from_pydict({"file_idx": [0, 1, 2], "location": files,
-                                        "hour": ["2026112110", "2026112111", "2026112112"]})
-    config = StageAConfig(32768, 16, "s", "run1", str(tmp_path / "work"),
-                          str(tmp_path / "quarantine"), tuple(files))
+    files = [
+        write_hour(
+            str(tmp_path),
+            "s",
+            f"2026-11-21T{h:02d}",
+            blob_messages(30 + h, f"2026-11-21T{h:02d}", f"h{h}-"),
+            name=f"{h}.jsonl",
+        )
+        for h in (10, 11, 12)
+    ]
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "file_idx": [0, 1, 2],
+            "location": files,
+            "hour": ["2026112110", "2026112111", "2026112112"],
+        }
+    )
+    config = StageAConfig(
+        32768, 16, "s", "run1", str(tmp_path / "work"), str(tmp_path / "quarantine"), tuple(files)
+    )
     out = pa.Table.from_batches(list(run_stage_a(iter([batch]), config))).to_pydict()
     stats = merge_stats([p for k, p in zip(out["kind"], out["payload"]) if k == STATS])
     columns = (("message_id", T.STRING), ("event", T.STRING))
-    cfg = StageBConfig("s", "run1", str(tmp_path / "data"), str(tmp_path / "q"), "day",
-                       {"order_completed": columns, "tracks": columns},
-                       target_file_bytes=TARGET)
+    cfg = StageBConfig(
+        "s",
+        "run1",
+        str(tmp_path / "data"),
+        str(tmp_path / "q"),
+        "day",
+        {"order_completed": columns, "tracks": columns},
+        target_file_bytes=TARGET,
+    )
     tasks = plan_stage_b_tasks(stats.work_files, {})
     assert len(tasks) == 2  # one per table, three hours each
-    rows = pa.RecordBatch.from_pylist([{"task": t, "table": tb, "items": it} for t, tb, it in tasks])
+    rows = pa.RecordBatch.from_pylist(
+        [{"task": t, "table": tb, "items": it} for t, tb, it in tasks]
+    )
     manifest = pa.Table.from_batches(list(run_stage_b(iter([rows]), cfg))).to_pylist()
     files_of = written_files(manifest, "order_completed")
     assert sorted((f["hour"], f["rows"]) for f in files_of) == [
-        ("2026112110", 40), ("2026112111", 41), ("2026112112", 42)]
+        ("2026112110", 40),
+        ("2026112111", 41),
+        ("2026112112", 42),
+    ]
     for f in files_of:
         assert layout.hour_of_data_file(f["location"]) == f["hour"]
         assert pq.read_table(f["location"]).num_rows == f["rows"]

@@ -39,20 +39,32 @@ def test_ids_held_by_hashed_old_and_empty_files_are_found_exactly(tmp_path):
 
 def test_a_hash_hit_that_is_not_the_same_id_is_not_held(tmp_path):
     # "other" is written with the hash of "mine": the hash column says held, the id says not
-    forged = pa.table({"message_id": ["other", "zz"],
-                       "id_hash": pa.concat_arrays([id_hashes(pa.array(["mine"])),
-                                                    id_hashes(pa.array(["zz"]))])})
+    forged = pa.table(
+        {
+            "message_id": ["other", "zz"],
+            "id_hash": pa.concat_arrays(
+                [id_hashes(pa.array(["mine"])), id_hashes(pa.array(["zz"]))]
+            ),
+        }
+    )
     files = [write(tmp_path / "hour=2026112108", "f.parquet", forged)]
     assert prior_ids(files, pa.array(["mine", "zz"])).to_pylist() == ["zz"]
     assert prior_ids(files, pa.array(["mine"])).to_pylist() == []
 
 
 def test_many_files_and_a_big_batch(tmp_path):
-    files = [write(tmp_path / f"hour=20261121{h:02d}", "p.parquet",
-                   index_table(pa.array([f"{h}-{i}" for i in range(5000)])))
-             for h in range(24)]
-    batch = pa.array([f"{h}-{i}" for h in (3, 17) for i in range(0, 5000, 7)]
-                     + [f"new-{i}" for i in range(50_000)])
+    files = [
+        write(
+            tmp_path / f"hour=20261121{h:02d}",
+            "p.parquet",
+            index_table(pa.array([f"{h}-{i}" for i in range(5000)])),
+        )
+        for h in range(24)
+    ]
+    batch = pa.array(
+        [f"{h}-{i}" for h in (3, 17) for i in range(0, 5000, 7)]
+        + [f"new-{i}" for i in range(50_000)]
+    )
     got = prior_ids(files, batch).to_pylist()
     assert sorted(got) == sorted(f"{h}-{i}" for h in (3, 17) for i in range(0, 5000, 7))
 
@@ -60,8 +72,10 @@ def test_many_files_and_a_big_batch(tmp_path):
 @pytest.mark.usefixtures("moto_endpoint")
 def test_an_s3_lake(moto_bucket):
     client, bucket = moto_bucket
-    put = {"k/hour=2026112108/a.parquet": index_table(pa.array(["a", "b"])),
-           "k/hour=2026112109/b.parquet": old_format(["c"])}
+    put = {
+        "k/hour=2026112108/a.parquet": index_table(pa.array(["a", "b"])),
+        "k/hour=2026112109/b.parquet": old_format(["c"]),
+    }
     for key, table in put.items():
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)

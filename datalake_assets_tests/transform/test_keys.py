@@ -15,14 +15,16 @@ def key_rows(n: int, seed: int) -> pa.Table:
     rnd = random.Random(seed)
     rows = []
     for i in range(n):
-        rows.append({
-            "table": rnd.choice(["pages", "order_completed", "identifies"]),
-            "hour": rnd.choice(["2026112110", "2026112111"]),
-            "message_id": f"m{rnd.randrange(n // 3)}",
-            "received_at": rnd.choice([None, 5, 5, 7, rnd.randrange(100)]),
-            "file_idx": rnd.randrange(4),
-            "line_no": i + 1,
-        })
+        rows.append(
+            {
+                "table": rnd.choice(["pages", "order_completed", "identifies"]),
+                "hour": rnd.choice(["2026112110", "2026112111"]),
+                "message_id": f"m{rnd.randrange(n // 3)}",
+                "received_at": rnd.choice([None, 5, 5, 7, rnd.randrange(100)]),
+                "file_idx": rnd.randrange(4),
+                "line_no": i + 1,
+            }
+        )
     return pa.Table.from_pylist(rows, schema=keys.KEY_SCHEMA)
 
 
@@ -39,17 +41,57 @@ def test_payloads_round_trip_and_keep_the_schema():
 
 
 def test_first_copy_is_the_earliest_received_then_file_then_line():
-    t = pa.Table.from_pylist([
-        {"table": "t", "hour": "h", "message_id": "a", "received_at": None, "file_idx": 0, "line_no": 1},
-        {"table": "t", "hour": "h", "message_id": "a", "received_at": 9, "file_idx": 1, "line_no": 5},
-        {"table": "t", "hour": "h", "message_id": "a", "received_at": 9, "file_idx": 1, "line_no": 2},
-        {"table": "t", "hour": "h", "message_id": "b", "received_at": 3, "file_idx": 2, "line_no": 1},
-        {"table": "t", "hour": "h", "message_id": "b", "received_at": 3, "file_idx": 0, "line_no": 8},
-    ], schema=keys.KEY_SCHEMA)
+    t = pa.Table.from_pylist(
+        [
+            {
+                "table": "t",
+                "hour": "h",
+                "message_id": "a",
+                "received_at": None,
+                "file_idx": 0,
+                "line_no": 1,
+            },
+            {
+                "table": "t",
+                "hour": "h",
+                "message_id": "a",
+                "received_at": 9,
+                "file_idx": 1,
+                "line_no": 5,
+            },
+            {
+                "table": "t",
+                "hour": "h",
+                "message_id": "a",
+                "received_at": 9,
+                "file_idx": 1,
+                "line_no": 2,
+            },
+            {
+                "table": "t",
+                "hour": "h",
+                "message_id": "b",
+                "received_at": 3,
+                "file_idx": 2,
+                "line_no": 1,
+            },
+            {
+                "table": "t",
+                "hour": "h",
+                "message_id": "b",
+                "received_at": 3,
+                "file_idx": 0,
+                "line_no": 8,
+            },
+        ],
+        schema=keys.KEY_SCHEMA,
+    )
     ordered, first = keys.first_copies(t)
     kept = ordered.filter(first).select(["message_id", "file_idx", "line_no"]).to_pylist()
-    assert kept == [{"message_id": "a", "file_idx": 1, "line_no": 2},
-                    {"message_id": "b", "file_idx": 0, "line_no": 8}]
+    assert kept == [
+        {"message_id": "a", "file_idx": 1, "line_no": 2},
+        {"message_id": "b", "file_idx": 0, "line_no": 8},
+    ]
 
 
 def test_driver_and_spark_find_the_same_duplicates(spark, tmp_path):
@@ -68,7 +110,8 @@ def test_driver_and_spark_find_the_same_duplicates(spark, tmp_path):
     # Every id of the batch that the index holds is gone from the batch; one copy of each
     # other id is kept.
     dropped = {(r["file_idx"], r["line_no"]) for r in t.to_pylist()} - {
-        (f, line) for (_, f), lines in duplicates_of(t, prior).drop.items() for line in lines}
+        (f, line) for (_, f), lines in duplicates_of(t, prior).drop.items() for line in lines
+    }
     kept_ids = [r["message_id"] for r in t.to_pylist() if (r["file_idx"], r["line_no"]) in dropped]
     assert sorted(kept_ids) == sorted(set(ids) - set(held))
 
@@ -78,7 +121,11 @@ def test_a_batch_too_big_for_the_driver_gets_its_keys_back_as_spark_rows(spark):
     payloads = [keys.encode(b) for b in t.to_batches(max_chunksize=64)]
     output = spark.createDataFrame(
         [(keys.KEYS, p) for p in payloads] + [(2, b"stats"), (3, b"identities")],
-        "kind byte, payload binary")
+        "kind byte, payload binary",
+    )
     rows = keys.as_rows(spark, output).toPandas()
-    assert pa.Table.from_pandas(rows, schema=keys.KEY_SCHEMA, preserve_index=False).sort_by(
-        "line_no").equals(t.sort_by("line_no"))
+    assert (
+        pa.Table.from_pandas(rows, schema=keys.KEY_SCHEMA, preserve_index=False)
+        .sort_by("line_no")
+        .equals(t.sort_by("line_no"))
+    )

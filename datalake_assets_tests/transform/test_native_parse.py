@@ -29,7 +29,6 @@ KEY = b"k" * 32
 IDENTITY = {"identity_key": KEY, "identity_traits": ("email",)}
 
 
-
 def write(path: str, lines: list[bytes], compress: bool = True) -> str:
     body = b"".join(line + b"\n" for line in lines)
     with open(path, "wb") as f:
@@ -44,13 +43,20 @@ def both(tmp_path, files: list[str], monkeypatch, **cfg) -> tuple[dict, dict, in
 
 
 def demo_files(root: str, events: int, files: int = 2, seed: int = 7) -> list[str]:
-    s = generate_archive(root, "src", [ArchiveHour.parse("2026-11-21T10")],
-                         events_per_hour=events, files_per_hour=files, seed=seed)
+    s = generate_archive(
+        root,
+        "src",
+        [ArchiveHour.parse("2026-11-21T10")],
+        events_per_hour=events,
+        files_per_hour=files,
+        seed=seed,
+    )
     return sorted(s.files)
 
 
 def test_plain_traffic_takes_the_native_path_and_writes_what_the_python_path_writes(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     files = demo_files(str(tmp_path / "archive"), 6000)
     py, nat, left = both(tmp_path, files, monkeypatch, **IDENTITY)
     assert not differences(py, nat), differences(py, nat)
@@ -66,10 +72,16 @@ def test_generated_hostile_traffic_is_written_the_same(tmp_path, monkeypatch, se
     printing: interleaved with plain lines, in one file and one chunk."""
     rnd = random.Random(seed)
     lines = [generated_line(rnd, i) for i in range(3000)]
-    files = [write(str(tmp_path / "a.jsonl.gz"), lines),
-             write(str(tmp_path / "b.jsonl"), lines[::-1], compress=False)]
-    suppressed = frozenset({identity_hash(KEY, Identity("id", "anon-3")),
-                            identity_hash(KEY, Identity("trait:email", "a@b.com"))})
+    files = [
+        write(str(tmp_path / "a.jsonl.gz"), lines),
+        write(str(tmp_path / "b.jsonl"), lines[::-1], compress=False),
+    ]
+    suppressed = frozenset(
+        {
+            identity_hash(KEY, Identity("id", "anon-3")),
+            identity_hash(KEY, Identity("trait:email", "a@b.com")),
+        }
+    )
     py, nat, left = both(tmp_path, files, monkeypatch, suppressed=suppressed, **IDENTITY)
     assert not differences(py, nat), differences(py, nat)
     assert py["suppressed"] and py["quarantine"] and py["lines_in"] > 5000
@@ -79,12 +91,17 @@ def test_generated_hostile_traffic_is_written_the_same(tmp_path, monkeypatch, se
 def test_escaped_strings_in_one_table_plain_strings_in_another(tmp_path, monkeypatch):
     """String columns are searched for escapes only in a table whose lines hold a
     backslash (``_escaped``): both tables are written as the Python path writes them."""
-    plain = [b'{"type":"page","name":"Home","messageId":"p%d","anonymousId":"a%d",'
-             b'"receivedAt":"2026-11-21T10:00:00Z","properties":{"path":"/x/%d"}}' % (i, i, i)
-             for i in range(400)]
-    escaped = [b'{"type":"track","event":"Note","messageId":"t%d","anonymousId":"a%d",'
-               b'"receivedAt":"2026-11-21T10:00:00Z","properties":{"text":"a\\nb\\\\c%d",'
-               b'"plain":"x"}}' % (i, i, i) for i in range(400)]
+    plain = [
+        b'{"type":"page","name":"Home","messageId":"p%d","anonymousId":"a%d",'
+        b'"receivedAt":"2026-11-21T10:00:00Z","properties":{"path":"/x/%d"}}' % (i, i, i)
+        for i in range(400)
+    ]
+    escaped = [
+        b'{"type":"track","event":"Note","messageId":"t%d","anonymousId":"a%d",'
+        b'"receivedAt":"2026-11-21T10:00:00Z","properties":{"text":"a\\nb\\\\c%d",'
+        b'"plain":"x"}}' % (i, i, i)
+        for i in range(400)
+    ]
     files = [write(str(tmp_path / "a.jsonl.gz"), [x for pair in zip(plain, escaped) for x in pair])]
     monkeypatch.setattr(native_parse, "MIN_NATIVE_LINES", 100)
     py, nat, left = both(tmp_path, files, monkeypatch, **IDENTITY)
@@ -97,9 +114,12 @@ def test_small_chunks_and_a_shape_that_grows(tmp_path, monkeypatch):
     fit it) and chunks are small (``buffered_rows``)."""
     rnd = random.Random(9)
     early = [generated_line(rnd, i) for i in range(300)]
-    late = [b'{"type":"track","event":"Order Completed","messageId":"late%d","anonymousId":"a",'
-            b'"receivedAt":"2026-11-21T10:00:00Z","properties":{"new_%d":{"x":%d},"price":"%d"}}'
-            % (i, i % 5, i, i) for i in range(300)]
+    late = [
+        b'{"type":"track","event":"Order Completed","messageId":"late%d","anonymousId":"a",'
+        b'"receivedAt":"2026-11-21T10:00:00Z","properties":{"new_%d":{"x":%d},"price":"%d"}}'
+        % (i, i % 5, i, i)
+        for i in range(300)
+    ]
     files = [write(str(tmp_path / "a.jsonl.gz"), early + late)]
     py, nat, _ = both(tmp_path, files, monkeypatch, flush_rows=50, buffered_rows=120)
     assert not differences(py, nat), differences(py, nat)
@@ -135,8 +155,10 @@ def test_the_hostile_corpus_is_written_the_same(tmp_path, monkeypatch, max_bytes
     for case in CASES:
         for line in case.lines:
             by_file.setdefault(line.file, []).append(line.raw)
-    files = [write(str(tmp_path / name), lines, compress=name.endswith(".gz"))
-             for name, lines in sorted(by_file.items())]
+    files = [
+        write(str(tmp_path / name), lines, compress=name.endswith(".gz"))
+        for name, lines in sorted(by_file.items())
+    ]
     py, nat, _ = both(tmp_path, files, monkeypatch, max_message_bytes=max_bytes, **IDENTITY)
     assert not differences(py, nat), differences(py, nat)
     assert py["quarantine"] and py["rows"]
@@ -150,6 +172,7 @@ def test_small_chunks_take_the_python_path(tmp_path, monkeypatch):
     p = native_parse.NativeParser(32 * 1024, 16)
     chunk = native_parse.Chunk()
     from datalake_assets.lake import storage
+
     for raw in storage.iter_lines(files[0]):
         chunk.add(raw)
     assert len(chunk) > 0 and list(p.parse(chunk, None, "2026112110")) == []
@@ -170,13 +193,21 @@ def test_a_sync_writes_the_same_lake_either_way(tmp_path, monkeypatch):
     )
 
     archive = str(tmp_path / "archive")
-    generate_archive(archive, "src", [ArchiveHour.parse("2026-11-21T10")],
-                     events_per_hour=2000, files_per_hour=2, seed=5)
+    generate_archive(
+        archive,
+        "src",
+        [ArchiveHour.parse("2026-11-21T10")],
+        events_per_hour=2000,
+        files_per_hour=2,
+        seed=5,
+    )
     rnd = random.Random(4)
     hour_dir = os.path.dirname(demo_files(str(tmp_path / "x"), 10)[0]).replace(
-        str(tmp_path / "x"), archive)
-    write(os.path.join(hour_dir, "part-0900.jsonl.gz"),
-          [generated_line(rnd, i) for i in range(1500)])
+        str(tmp_path / "x"), archive
+    )
+    write(
+        os.path.join(hour_dir, "part-0900.jsonl.gz"), [generated_line(rnd, i) for i in range(1500)]
+    )
     states = []
     for native in (False, True):
         lake = str(tmp_path / f"lake-{native}")
@@ -185,16 +216,19 @@ def test_a_sync_writes_the_same_lake_either_way(tmp_path, monkeypatch):
             import shutil
 
             from datalake_assets.spec import layout
+
             os.makedirs(os.path.dirname(layout.privacy_key_path(lake)))
-            shutil.copy(layout.privacy_key_path(str(tmp_path / "lake-False")),
-                        layout.privacy_key_path(lake))
+            shutil.copy(
+                layout.privacy_key_path(str(tmp_path / "lake-False")), layout.privacy_key_path(lake)
+            )
         else:
             lake_key(lake)
         if not native:
             monkeypatch.setattr(native_parse, "parser_for", lambda *a: None)
         monkeypatch.setattr(native_parse, "MIN_NATIVE_LINES", 1)
-        result = run_sync(no_spark, SyncRequest(lake, archive, "src", ("2026-11-21T10",),
-                                                local_max_bytes=LOCAL))
+        result = run_sync(
+            no_spark, SyncRequest(lake, archive, "src", ("2026-11-21T10",), local_max_bytes=LOCAL)
+        )
         monkeypatch.undo()
         native_parse._LOCAL.parsers = {}
         states.append((report_state(result, lake), parquet_state(lake)))

@@ -25,7 +25,8 @@ def test_the_idle_heap_flags_join_every_set_of_java_options(tmp_path):
 def test_the_suites_jvm_runs_with_the_flags(spark):
     """The suite's session is built by ``local_spark_session`` with a Hive conf: its JVM got
     the flags (an unknown -XX flag would not have started at all)."""
-    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory
-                .getRuntimeMXBean().getInputArguments())
+    args = list(
+        spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    )
     for flag in IDLE_HEAP_JAVA_OPTIONS.split():
         assert flag in args

@@ -40,8 +40,10 @@ from datalake_assets_tests.support.archive_builders import msg, write_hour
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIREMENTS = Path(__file__).with_name("spark35-requirements.txt")
-SPARK35_INSTALL = ("python3 -m venv .venv-spark35 && .venv-spark35/bin/pip install -q "
-                   "-r datalake_assets_tests/transform/spark35-requirements.txt")
+SPARK35_INSTALL = (
+    "python3 -m venv .venv-spark35 && .venv-spark35/bin/pip install -q "
+    "-r datalake_assets_tests/transform/spark35-requirements.txt"
+)
 DRIVER = Path(__file__).with_name("spark_version_driver.py")
 IN_CI = bool(os.environ.get("CI"))
 SRC = "src35"
@@ -65,8 +67,11 @@ def test_the_spark35_venv_is_an_emr_node_and_ci_installs_it():
     """The venv holds what a cluster node gets (``JOB_LIBRARIES``, which the EMR bootstrap
     and Databricks install) plus PySpark 3.5; the README's test command builds it, and
     ``.ci/run`` runs that same command."""
-    lines = [s.strip() for s in REQUIREMENTS.read_text(encoding="utf-8").splitlines()
-             if s.strip() and not s.lstrip().startswith("#")]
+    lines = [
+        s.strip()
+        for s in REQUIREMENTS.read_text(encoding="utf-8").splitlines()
+        if s.strip() and not s.lstrip().startswith("#")
+    ]
     assert re.fullmatch(r"pyspark==3\.5\.\d+", lines[0]), lines[0]
     assert tuple(lines[1:]) == JOB_LIBRARIES
     readme = (REPO / "README.md").read_text(encoding="utf-8")
@@ -90,8 +95,11 @@ def _first_valid(path: str, n: int) -> list[dict]:
                 m = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
-            if (isinstance(m, dict) and isinstance(m.get("messageId"), str)
-                    and m["messageId"] not in {o["messageId"] for o in out}):
+            if (
+                isinstance(m, dict)
+                and isinstance(m.get("messageId"), str)
+                and m["messageId"] not in {o["messageId"] for o in out}
+            ):
                 out.append(m)
             if len(out) == n:
                 break
@@ -104,38 +112,89 @@ def _probe(mid: str, hour: str, minute: int, **props) -> dict:
 
 def write_archive(archive: str) -> None:
     hours = [layout.ArchiveHour.parse(h) for h in ("2026-11-21T10", "2026-11-21T11")]
-    summary = generate_archive(archive, SRC, hours, events_per_hour=1500, files_per_hour=2,
-                               seed=35, malformed_rate=0.01, duplicate_rate=0.03)
+    summary = generate_archive(
+        archive,
+        SRC,
+        hours,
+        events_per_hour=1500,
+        files_per_hour=2,
+        seed=35,
+        malformed_rate=0.01,
+        duplicate_rate=0.03,
+    )
     assert summary.malformed_lines and summary.duplicate_lines
-    big = {"type": "track", "event": "Big", "messageId": "big-1",
-           "receivedAt": "2026-11-21T11:30:00Z", "properties": {"blob": "x" * 40_000}}
-    write_hour(archive, SRC, "2026-11-21T11", [
-        _probe("p1", "2026-11-21T11", 1, amount=1, ratio=2, flag=True, tags=["a", "b"],
-               when="2026-11-20T08:00:00Z", nested={"x": {"y": 1}}),
-        _probe("p2", "2026-11-21T11", 3, amount=2, ratio=3, flag="false", tags=[],
-               when="2026-11-20T09:00:00+01:00"),
-        _probe("p2", "2026-11-21T11", 2, amount=20, ratio=30),  # in-file duplicate, earlier
-        msg("s1", "2026-11-21T11", 4, anonymousId="anon-suppressed"),
-        msg("s2", "2026-11-21T11", 5, type="identify", anonymousId="anon-suppressed",
-            traits={"email": "Someone@Example.com"}),
-        b"{not json", b'"a string"', b"", orjson.dumps(big),
-        {"type": "track", "event": "No Id", "receivedAt": "2026-11-21T11:06:00Z"},
-        {"type": "nonsense", "messageId": "bad-type", "receivedAt": "2026-11-21T11:07:00Z"},
-    ], name="part-9000.jsonl.gz")
+    big = {
+        "type": "track",
+        "event": "Big",
+        "messageId": "big-1",
+        "receivedAt": "2026-11-21T11:30:00Z",
+        "properties": {"blob": "x" * 40_000},
+    }
+    write_hour(
+        archive,
+        SRC,
+        "2026-11-21T11",
+        [
+            _probe(
+                "p1",
+                "2026-11-21T11",
+                1,
+                amount=1,
+                ratio=2,
+                flag=True,
+                tags=["a", "b"],
+                when="2026-11-20T08:00:00Z",
+                nested={"x": {"y": 1}},
+            ),
+            _probe(
+                "p2",
+                "2026-11-21T11",
+                3,
+                amount=2,
+                ratio=3,
+                flag="false",
+                tags=[],
+                when="2026-11-20T09:00:00+01:00",
+            ),
+            _probe("p2", "2026-11-21T11", 2, amount=20, ratio=30),  # in-file duplicate, earlier
+            msg("s1", "2026-11-21T11", 4, anonymousId="anon-suppressed"),
+            msg(
+                "s2",
+                "2026-11-21T11",
+                5,
+                type="identify",
+                anonymousId="anon-suppressed",
+                traits={"email": "Someone@Example.com"},
+            ),
+            b"{not json",
+            b'"a string"',
+            b"",
+            orjson.dumps(big),
+            {"type": "track", "event": "No Id", "receivedAt": "2026-11-21T11:06:00Z"},
+            {"type": "nonsense", "messageId": "bad-type", "receivedAt": "2026-11-21T11:07:00Z"},
+        ],
+        name="part-9000.jsonl.gz",
+    )
     # Hour 12: copies of hour 10's messages (duplicates across hours, in the lookback
     # window); a probe column widens (bigint -> double), another gets a value that does not
     # fit (quarantined).
-    copies = _first_valid(os.path.join(layout.archive_hour_dir(archive, SRC, hours[0]),
-                                       "part-0000.jsonl.gz"), 6)
+    copies = _first_valid(
+        os.path.join(layout.archive_hour_dir(archive, SRC, hours[0]), "part-0000.jsonl.gz"), 6
+    )
     for m in copies:
         m["receivedAt"] = "2026-11-21T12:10:00.000Z"
-    write_hour(archive, SRC, "2026-11-21T12", [
-        *copies,
-        _probe("p3", "2026-11-21T12", 1, amount="1.5x", ratio=2.5, flag=False, tags=["c"]),
-        _probe("p1", "2026-11-21T12", 2, amount=7),  # p1 is in hour 11: a duplicate
-        msg("s3", "2026-11-21T12", 3, anonymousId="anon-suppressed"),
-        b"[1, 2]",
-    ])
+    write_hour(
+        archive,
+        SRC,
+        "2026-11-21T12",
+        [
+            *copies,
+            _probe("p3", "2026-11-21T12", 1, amount="1.5x", ratio=2.5, flag=False, tags=["c"]),
+            _probe("p1", "2026-11-21T12", 2, amount=7),  # p1 is in hour 11: a duplicate
+            msg("s3", "2026-11-21T12", 3, anonymousId="anon-suppressed"),
+            b"[1, 2]",
+        ],
+    )
 
 
 # ------------------------------------------------------------------------------- the runs
@@ -143,9 +202,18 @@ def write_archive(archive: str) -> None:
 
 def _run_drivers(tmp: Path, archive: str, pythons: dict[str, str]) -> dict[str, dict]:
     """Both drivers side by side, each on a lake and a metastore of its own."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME",
-                        "SPARK_ENV_LOADED", "PYTHONPATH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PYSPARK_PYTHON",
+            "PYSPARK_DRIVER_PYTHON",
+            "SPARK_HOME",
+            "SPARK_ENV_LOADED",
+            "PYTHONPATH",
+        )
+    }
     env["PYTHONPATH"] = str(REPO)
     procs = {}
     for name, python in pythons.items():
@@ -154,15 +222,31 @@ def _run_drivers(tmp: Path, archive: str, pythons: dict[str, str]) -> dict[str, 
         lake_root = str(work / "lake")
         os.makedirs(os.path.dirname(layout.privacy_key_path(lake_root)))
         Path(layout.privacy_key_path(lake_root)).write_bytes(KEY)
-        write_suppressed(lake_root, "req-1", [identity_hash(KEY, identity("id", "anon-suppressed"))])
-        spec = {"lake_root": lake_root, "archive_root": archive, "source_id": SRC,
-                "metastore_dir": str(work / "metastore"),
-                "runs": [{"hours": ["2026-11-21T10", "2026-11-21T11"]},
-                         {"hours": ["2026-11-21T11", "2026-11-21T12"], "big_batch": True}]}
+        write_suppressed(
+            lake_root, "req-1", [identity_hash(KEY, identity("id", "anon-suppressed"))]
+        )
+        spec = {
+            "lake_root": lake_root,
+            "archive_root": archive,
+            "source_id": SRC,
+            "metastore_dir": str(work / "metastore"),
+            "runs": [
+                {"hours": ["2026-11-21T10", "2026-11-21T11"]},
+                {"hours": ["2026-11-21T11", "2026-11-21T12"], "big_batch": True},
+            ],
+        }
         (work / "spec.json").write_text(json.dumps(spec))
-        procs[name] = (lake_root, subprocess.Popen(
-            [python, str(DRIVER), str(work / "spec.json")], cwd=work, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs[name] = (
+            lake_root,
+            subprocess.Popen(
+                [python, str(DRIVER), str(work / "spec.json")],
+                cwd=work,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            ),
+        )
     out = {}
     for name, (lake_root, proc) in procs.items():
         stdout, stderr = proc.communicate(timeout=900)
@@ -252,8 +336,10 @@ def _reports(lake_root: str) -> list[dict]:
 def test_spark35_and_spark4_write_the_same_lake(tmp_path):
     python35 = spark35_python()
     if python35 is None:
-        reason = (f"PySpark 3.5's venv is missing (SPARK35_PYTHON or .venv-spark35); build it "
-                  f"with: {SPARK35_INSTALL}")
+        reason = (
+            f"PySpark 3.5's venv is missing (SPARK35_PYTHON or .venv-spark35); build it "
+            f"with: {SPARK35_INSTALL}"
+        )
         if IN_CI:
             pytest.fail(f"{reason} (CI: a test dependency, installed by .ci/run)")
         pytest.skip(reason)
@@ -270,8 +356,12 @@ def test_spark35_and_spark4_write_the_same_lake(tmp_path):
     first, second = _reports(runs["spark4"]["lake_root"])
     for report in (first, second):
         assert report["status"] == "finished"
-        assert report["lines_in"] == (report["messages_written"] + report["duplicates"]
-                                      + report["lines_quarantined"] + report["suppressed"])
+        assert report["lines_in"] == (
+            report["messages_written"]
+            + report["duplicates"]
+            + report["lines_quarantined"]
+            + report["suppressed"]
+        )
     assert first["duplicates"] > 0 and first["lines_quarantined"] > 0 and first["suppressed"] == 2
     assert second["cross_hour_duplicates"] == 6 and second["suppressed"] == 3
     assert second["values_quarantined"] == 1
@@ -284,8 +374,10 @@ def test_spark35_and_spark4_write_the_same_lake(tmp_path):
     differ = [f for f in sorted(folders4) if views["spark35"][f] != views["spark4"][f]]
     assert not differ, f"folders that differ between PySpark 3.5 and 4: {differ[:10]}"
 
-    catalogs = {name: _normal(run["catalog"], _substitutions(run["lake_root"]))
-                for name, run in runs.items()}
+    catalogs = {
+        name: _normal(run["catalog"], _substitutions(run["lake_root"]))
+        for name, run in runs.items()
+    }
     assert catalogs["spark35"] == catalogs["spark4"]
     tables = catalogs["spark4"][SRC]
     assert tables["probe_seen"]["rows"] == 3 and len(tables["probe_seen"]["partitions"]) == 2

@@ -37,12 +37,22 @@ PROGRAM = textwrap.dedent("""
 
 
 def test_the_jvms_incubator_notice_is_dropped_and_every_other_line_kept(tmp_path):
-    done = subprocess.run([sys.executable, "-c", PROGRAM, JVM, str(tmp_path / "written")],
-                          capture_output=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM, JVM, str(tmp_path / "written")],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stderr.decode().split("\n")
-    assert lines == ["ours", "26/11/26 05:49:25 ERROR Executor: Exception in task 0.0",
-                     "\tat a.b(C.java:1)", "", "x" * 100000, "the end"], lines[:4]
+    assert lines == [
+        "ours",
+        "26/11/26 05:49:25 ERROR Executor: Exception in task 0.0",
+        "\tat a.b(C.java:1)",
+        "",
+        "x" * 100000,
+        "the end",
+    ], lines[:4]
 
 
 def test_the_quiet_log4j_configuration_is_added_unless_the_user_has_one():

@@ -18,17 +18,33 @@ def stage_a(tmp_path, files, **cfg):
     batch = pa.RecordBatch.from_pydict(
         {"file_idx": list(range(len(files))), "location": files, "hour": [HOUR] * len(files)}
     )
-    config = StageAConfig(32768, 16, "s", "run1", str(tmp_path / "work"),
-                          str(tmp_path / "quarantine"), tuple(files), **cfg)
+    config = StageAConfig(
+        32768,
+        16,
+        "s",
+        "run1",
+        str(tmp_path / "work"),
+        str(tmp_path / "quarantine"),
+        tuple(files),
+        **cfg,
+    )
     out = pa.Table.from_batches(list(run_stage_a(iter([batch]), config))).to_pydict()
     stats = merge_stats([p for k, p in zip(out["kind"], out["payload"]) if k == STATS])
     return out, stats
 
 
 def test_statistics_are_the_same_whatever_the_flush_size(tmp_path):
-    lines = [msg(f"m{i}", properties={f"key_{i % 7}": i, "price": 1 if i % 2 else 1.5,
-                                      "qty": str(i) if i % 3 else i})
-             for i in range(60)]
+    lines = [
+        msg(
+            f"m{i}",
+            properties={
+                f"key_{i % 7}": i,
+                "price": 1 if i % 2 else 1.5,
+                "qty": str(i) if i % 3 else i,
+            },
+        )
+        for i in range(60)
+    ]
     f = write_hour(str(tmp_path), "s", "2026-11-21T10", lines)
     _, whole = stage_a(tmp_path / "a", [f])
     _, pieces = stage_a(tmp_path / "b", [f], flush_rows=7, buffered_rows=11)
@@ -44,7 +60,9 @@ def test_statistics_are_the_same_whatever_the_flush_size(tmp_path):
 
 def test_stats_from_several_tasks_add_up(tmp_path):
     f1 = write_hour(str(tmp_path), "s", "2026-11-21T10", [msg("a"), b"not json"], name="a.jsonl")
-    f2 = write_hour(str(tmp_path), "s", "2026-11-21T10", [msg("b"), msg("c", type="page")], name="b.jsonl.gz")
+    f2 = write_hour(
+        str(tmp_path), "s", "2026-11-21T10", [msg("b"), msg("c", type="page")], name="b.jsonl.gz"
+    )
     out, stats = stage_a(tmp_path, [f1, f2])
     assert stats.lines_in == 4
     assert stats.messages == {"order_completed": 2, "tracks": 2, "pages": 1}
@@ -55,7 +73,9 @@ def test_stats_from_several_tasks_add_up(tmp_path):
 
 def test_corrupt_gzip_keeps_what_was_read_and_quarantines_the_rest(tmp_path):
     rnd = random.Random(5)
-    lines = [msg(f"m{i}", properties={"blob": "%032x" % rnd.getrandbits(128)}) for i in range(20000)]
+    lines = [
+        msg(f"m{i}", properties={"blob": f"{rnd.getrandbits(128):032x}"}) for i in range(20000)
+    ]
     f = write_hour(str(tmp_path), "s", "2026-11-21T10", lines)
     data = open(f, "rb").read()
     with open(f, "wb") as fh:
@@ -68,16 +88,28 @@ def test_corrupt_gzip_keeps_what_was_read_and_quarantines_the_rest(tmp_path):
 
 
 def test_stage_b_casts_drops_duplicates_and_quarantines_misfits(tmp_path):
-    lines = [msg(f"m{i}", properties={"n": i if i != 3 else "three", "when": "2026-11-21T10:00:00Z"})
-             for i in range(10)]
+    lines = [
+        msg(f"m{i}", properties={"n": i if i != 3 else "three", "when": "2026-11-21T10:00:00Z"})
+        for i in range(10)
+    ]
     f = write_hour(str(tmp_path), "s", "2026-11-21T10", lines)
     _, stats = stage_a(tmp_path, [f])
-    columns = {"order_completed": (("message_id", T.STRING), ("properties_n", T.BIGINT),
-                                   ("properties_when", T.TIMESTAMP), ("event", T.STRING)),
-               "tracks": (("message_id", T.STRING), ("event", T.STRING))}
-    cfg = StageBConfig("s", "run1", str(tmp_path / "data"), str(tmp_path / "q"), "day_hour", columns)
+    columns = {
+        "order_completed": (
+            ("message_id", T.STRING),
+            ("properties_n", T.BIGINT),
+            ("properties_when", T.TIMESTAMP),
+            ("event", T.STRING),
+        ),
+        "tracks": (("message_id", T.STRING), ("event", T.STRING)),
+    }
+    cfg = StageBConfig(
+        "s", "run1", str(tmp_path / "data"), str(tmp_path / "q"), "day_hour", columns
+    )
     tasks = plan_stage_b_tasks(stats.work_files, {("order_completed", 0): [1, 2]})
-    batch = pa.RecordBatch.from_pylist([{"task": t, "table": tb, "items": it} for t, tb, it in tasks])
+    batch = pa.RecordBatch.from_pylist(
+        [{"task": t, "table": tb, "items": it} for t, tb, it in tasks]
+    )
     manifest = pa.Table.from_batches(list(run_stage_b(iter([batch]), cfg))).to_pylist()
     files = {m["table"]: m for m in manifest if m["entry"] == "file"}
     assert files["order_completed"]["rows"] == 8 and files["tracks"]["rows"] == 8

@@ -22,8 +22,9 @@ class BodyError(RequestError):
 
 
 def _too_large(max_bytes: int, close: bool) -> BodyError:
-    return BodyError(400, "batch_too_large", f"request body is larger than {max_bytes} bytes",
-                     close)
+    return BodyError(
+        400, "batch_too_large", f"request body is larger than {max_bytes} bytes", close
+    )
 
 
 def read_body(headers: object, rfile: BinaryIO, max_bytes: int) -> bytes | None:
@@ -32,8 +33,12 @@ def read_body(headers: object, rfile: BinaryIO, max_bytes: int) -> bytes | None:
     encoding = get("Transfer-Encoding")
     if encoding is not None:
         if encoding.strip().lower() != "chunked":
-            raise BodyError(501, "unsupported_transfer_encoding",
-                            f"Transfer-Encoding {encoding!r} is not supported (chunked is)", True)
+            raise BodyError(
+                501,
+                "unsupported_transfer_encoding",
+                f"Transfer-Encoding {encoding!r} is not supported (chunked is)",
+                True,
+            )
         return _read_chunked(rfile, max_bytes)
     length_text = get("Content-Length")
     if length_text is None:

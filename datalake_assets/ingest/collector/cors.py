@@ -49,8 +49,12 @@ def origin_matches(pattern: str, origin: str) -> bool:
     want, got = _split(pattern), _split(origin)
     if want is None or got is None:
         return False
-    return (got[0] == want[0] and got[2] == want[2]
-            and got[1].endswith(want[1][1:]) and len(got[1]) > len(want[1]) - 1)
+    return (
+        got[0] == want[0]
+        and got[2] == want[2]
+        and got[1].endswith(want[1][1:])
+        and len(got[1]) > len(want[1]) - 1
+    )
 
 
 class Cors:
@@ -78,26 +82,35 @@ class Cors:
         """The headers of a reply to an admitted origin."""
         h = self._headers.get(origin)
         if h is None:
-            h = (("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
-                 ("Access-Control-Expose-Headers", "Retry-After"))
+            h = (
+                ("Access-Control-Allow-Origin", origin),
+                ("Vary", "Origin"),
+                ("Access-Control-Expose-Headers", "Retry-After"),
+            )
             if len(self._headers) > 4096:
                 self._headers.clear()
             self._headers[origin] = h
         return h
 
     @staticmethod
-    def preflight_headers(origin: str, requested: str | None,
-                          private_network: bool = False) -> list[tuple[str, str]]:
+    def preflight_headers(
+        origin: str, requested: str | None, private_network: bool = False
+    ) -> list[tuple[str, str]]:
         """A preflight's reply to an admitted origin: the requested headers are allowed when
         they are well-formed header names (custom headers a page configured), else the list
         the libraries use."""
-        allow = requested.strip() if requested and _HEADER_LIST_RE.fullmatch(
-            requested.strip()) else ALLOW_HEADERS
-        out = [("Access-Control-Allow-Origin", origin),
-               ("Vary", "Origin, Access-Control-Request-Headers"),
-               ("Access-Control-Allow-Methods", ALLOW_METHODS),
-               ("Access-Control-Allow-Headers", allow),
-               ("Access-Control-Max-Age", MAX_AGE_SECONDS)]
+        allow = (
+            requested.strip()
+            if requested and _HEADER_LIST_RE.fullmatch(requested.strip())
+            else ALLOW_HEADERS
+        )
+        out = [
+            ("Access-Control-Allow-Origin", origin),
+            ("Vary", "Origin, Access-Control-Request-Headers"),
+            ("Access-Control-Allow-Methods", ALLOW_METHODS),
+            ("Access-Control-Allow-Headers", allow),
+            ("Access-Control-Max-Age", MAX_AGE_SECONDS),
+        ]
         if private_network:  # Chromium's Private Network Access (a public page, a LAN collector)
             out.append(("Access-Control-Allow-Private-Network", "true"))
         return out

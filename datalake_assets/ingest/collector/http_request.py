@@ -81,7 +81,9 @@ def parse_request(handler, fallback) -> bool:  # noqa: ANN001 (a BaseHTTPRequest
         handler.close_connection = True
     elif conntype == "keep-alive":
         handler.close_connection = False
-    if (handler.headers.get("Expect", "").lower() == "100-continue"
-            and handler.request_version == "HTTP/1.1"):
+    if (
+        handler.headers.get("Expect", "").lower() == "100-continue"
+        and handler.request_version == "HTTP/1.1"
+    ):
         return handler.handle_expect_100()
     return True

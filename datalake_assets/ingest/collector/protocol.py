@@ -122,11 +122,15 @@ def decode_body(raw: bytes, content_encoding: str | None, limits: Limits) -> byt
     if encoding in ("gzip", "x-gzip", "deflate"):
         raw = _inflate(raw, limits.max_batch_bytes + 1, encoding)
     elif encoding != "identity":
-        raise RequestError(415, "unsupported_encoding",
-                           f"Content-Encoding {encoding!r} is not supported (use gzip)")
+        raise RequestError(
+            415,
+            "unsupported_encoding",
+            f"Content-Encoding {encoding!r} is not supported (use gzip)",
+        )
     if len(raw) > limits.max_batch_bytes:
-        raise RequestError(400, "batch_too_large",
-                           f"request body is larger than {limits.max_batch_bytes} bytes")
+        raise RequestError(
+            400, "batch_too_large", f"request body is larger than {limits.max_batch_bytes} bytes"
+        )
     return raw
 
 
@@ -170,7 +174,8 @@ def parse_json(raw: bytes, exact: bool = False) -> dict:
 
 def _kind(v: object) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
-        type(v), "null" if v is None else "number")
+        type(v), "null" if v is None else "number"
+    )
 
 
 # ------------------------------------------------------------------------------------ stamping
@@ -211,7 +216,7 @@ def time_us(text: str) -> int | None:
         if rest[0] == ".":
             for suffix in _UTC_SUFFIXES:
                 if rest.endswith(suffix):
-                    frac = rest[1: -len(suffix)]
+                    frac = rest[1 : -len(suffix)]
                     break
             else:
                 return parse_timestamp(text)
@@ -304,8 +309,13 @@ def _dumps(m: dict) -> bytes:
 Drop = Callable[[dict], bool]
 
 
-def process(body: dict, endpoint_type: str | None, received: datetime, limits: Limits,
-            drop: Drop | None = None) -> Outcome:
+def process(
+    body: dict,
+    endpoint_type: str | None,
+    received: datetime,
+    limits: Limits,
+    drop: Drop | None = None,
+) -> Outcome:
     """Stamp, check and serialize the messages of one request (``endpoint_type`` ``None``: a
     batch); a valid message ``drop`` says yes to is only counted (``suppressed``). Raises
     ``RequestError`` for a request refused whole."""
@@ -315,9 +325,12 @@ def process(body: dict, endpoint_type: str | None, received: datetime, limits: L
         messages = body.get("batch")
         if type(messages) is not list:
             raise RequestError(
-                400, "invalid_batch",
+                400,
+                "invalid_batch",
                 f"'batch' must be an array of messages, got {_kind(messages)}"
-                if "batch" in body else "missing 'batch' (an array of messages)")
+                if "batch" in body
+                else "missing 'batch' (an array of messages)",
+            )
         context, integrations = body.get("context"), body.get("integrations")
         sent_at = body.get("sentAt")
     else:
@@ -347,21 +360,29 @@ def process(body: dict, endpoint_type: str | None, received: datetime, limits: L
             if len(line) > max_bytes:
                 raise Rejected("oversize", f"{len(line)} bytes > limit {max_bytes}")
         except Rejected as e:
-            out.rejected.append({"index": i, "code": e.reason,
-                                 "message": e.detail or e.reason.replace("_", " ")})
+            out.rejected.append(
+                {"index": i, "code": e.reason, "message": e.detail or e.reason.replace("_", " ")}
+            )
             continue
         out.lines.append(line)
     return out
 
 
-def process_body(raw: bytes, endpoint_type: str | None, received: datetime, limits: Limits,
-                 body: dict | None = None, drop: Drop | None = None) -> Outcome:
+def process_body(
+    raw: bytes,
+    endpoint_type: str | None,
+    received: datetime,
+    limits: Limits,
+    body: dict | None = None,
+    drop: Drop | None = None,
+) -> Outcome:
     """``process`` of ``body`` (``parse_json(raw)`` if not given). orjson reads integers wider
     than 64 bits as floats, which it writes as ``1.2e+19``: when an archived line holds an
     ``e+``, ``raw`` is read again with the exact parser (rare: a float >= 1e16, or the text
     ``e+`` in a string)."""
-    outcome = process(parse_json(raw) if body is None else body, endpoint_type, received, limits,
-                      drop)
+    outcome = process(
+        parse_json(raw) if body is None else body, endpoint_type, received, limits, drop
+    )
     if outcome.lines and b"e+" in outcome.payload():
         outcome = process(parse_json(raw, exact=True), endpoint_type, received, limits, drop)
     return outcome
@@ -376,7 +397,10 @@ def reply_for(outcome: Outcome, batch: bool) -> tuple[int, dict[str, object]]:
         if not batch:
             r = outcome.rejected[0]
             return 400, {"success": False, "code": r["code"], "message": r["message"]}
-        return 400, {"success": False, "code": "invalid_batch",
-                     "message": f"all {outcome.total} messages were rejected",
-                     "rejected": outcome.rejected}
+        return 400, {
+            "success": False,
+            "code": "invalid_batch",
+            "message": f"all {outcome.total} messages were rejected",
+            "rejected": outcome.rejected,
+        }
     return 200, {"success": True, "accepted": accepted, "rejected": outcome.rejected}

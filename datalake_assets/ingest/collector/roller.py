@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator
 
 from datalake_assets.ingest.collector.spool_files import ClosedSegment, fsync_dir
 from datalake_assets.ingest.collector.suppression import Suppression
-from datalake_assets.spec.layout import archive_hour_dir, join
 from datalake_assets.lake import storage
+from datalake_assets.spec.layout import archive_hour_dir, join
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,7 @@ def archive_location(archive_root: str, seg: ClosedSegment) -> str:
 DropLine = Callable[[bytes], bool]
 
 
-def _without(chunks: Iterator[bytes], drop_line: DropLine, dropped: list[int]
-             ) -> Iterator[bytes]:
+def _without(chunks: Iterator[bytes], drop_line: DropLine, dropped: list[int]) -> Iterator[bytes]:
     """``chunks`` (whole lines in all) without the lines ``drop_line`` says yes to; counts
     them in ``dropped[0]``."""
     rest = b""
@@ -58,7 +57,7 @@ def _without(chunks: Iterator[bytes], drop_line: DropLine, dropped: list[int]
         rest = data[cut:]
         if not cut:
             continue
-        lines = data[:cut - 1].split(b"\n")  # exactly the spool's lines (JSON has no raw \n)
+        lines = data[: cut - 1].split(b"\n")  # exactly the spool's lines (JSON has no raw \n)
         kept = [line for line in lines if not drop_line(line)]
         dropped[0] += len(lines) - len(kept)
         if kept:
@@ -87,8 +86,9 @@ def _whole_lines(path: str) -> Iterator[bytes]:
             yield chunk
 
 
-def _gzip_chunks(path: str, drop_line: DropLine | None = None,
-                 dropped: list[int] | None = None) -> Iterator[bytes]:
+def _gzip_chunks(
+    path: str, drop_line: DropLine | None = None, dropped: list[int] | None = None
+) -> Iterator[bytes]:
     """The segment's whole lines (without the dropped ones), gzipped, in pieces (memory: one
     chunk plus zlib's window)."""
     chunks = _whole_lines(path)
@@ -102,8 +102,12 @@ def _gzip_chunks(path: str, drop_line: DropLine | None = None,
     yield z.flush()
 
 
-def roll_segment(archive_root: str, seg: ClosedSegment, drop_line: DropLine | None = None,
-                 dropped: list[int] | None = None) -> str:
+def roll_segment(
+    archive_root: str,
+    seg: ClosedSegment,
+    drop_line: DropLine | None = None,
+    dropped: list[int] | None = None,
+) -> str:
     """Roll one closed segment into the archive and delete it; returns the archive file.
     Lines ``drop_line`` says yes to are left out (counted in ``dropped[0]``)."""
     final = archive_location(archive_root, seg)
@@ -128,9 +132,13 @@ def roll_segment(archive_root: str, seg: ClosedSegment, drop_line: DropLine | No
 class Roller:
     """A background thread rolling closed segments, oldest first, with retries."""
 
-    def __init__(self, archive_root: str, retry_min_seconds: float = 1.0,
-                 retry_max_seconds: float = 60.0,
-                 suppression: Suppression | None = None) -> None:
+    def __init__(
+        self,
+        archive_root: str,
+        retry_min_seconds: float = 1.0,
+        retry_max_seconds: float = 60.0,
+        suppression: Suppression | None = None,
+    ) -> None:
         self.archive_root = archive_root
         self.suppression = suppression
         self.retry_min = retry_min_seconds
@@ -176,8 +184,12 @@ class Roller:
                 dropped = [0]  # of this attempt: a failed one is done again
                 s = self.suppression
                 try:
-                    roll_segment(self.archive_root, seg,
-                                 s.matches_line if s is not None and s.active else None, dropped)
+                    roll_segment(
+                        self.archive_root,
+                        seg,
+                        s.matches_line if s is not None and s.active else None,
+                        dropped,
+                    )
                     self.rolled += 1
                     self.suppressed += dropped[0]
                     break

@@ -90,13 +90,20 @@ class _Handler(BaseHTTPRequestHandler):
         if log.isEnabledFor(logging.DEBUG):  # never headers: no keys
             log.debug("%s %s", self.address_string(), format % args)
 
-    def _reply(self, status: int, body: dict[str, object] | None, close: bool = False,
-               headers: list[tuple[str, str]] | tuple = ()) -> None:
+    def _reply(
+        self,
+        status: int,
+        body: dict[str, object] | None,
+        close: bool = False,
+        headers: list[tuple[str, str]] | tuple = (),
+    ) -> None:
         """The whole reply in one write (status line, headers, body): one syscall and one
         packet per reply, which matters with one small event per request."""
         data = orjson.dumps(body) if body is not None else b""
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nServer: {self.server_version}"
-                 f"\r\nDate: {_http_date()}\r\nContent-Length: {len(data)}\r\n"]
+        lines = [
+            f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nServer: {self.server_version}"
+            f"\r\nDate: {_http_date()}\r\nContent-Length: {len(data)}\r\n"
+        ]
         if body is not None:
             lines.append("Content-Type: application/json\r\n")
         if status == 401:
@@ -129,9 +136,13 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         self._cors = ()
         c._count("refused_origins")
-        self._error(protocol.RequestError(
-            403, "origin_not_allowed",
-            "this page's origin may not send to this source (its cors_origins)"))
+        self._error(
+            protocol.RequestError(
+                403,
+                "origin_not_allowed",
+                "this page's origin may not send to this source (its cors_origins)",
+            )
+        )
         return False
 
     def do_OPTIONS(self) -> None:
@@ -147,13 +158,22 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(204, None, headers=[("Allow", ALLOW_METHODS)])
         elif c.cors.allows(origin):
             c._count("preflights")
-            self._reply(204, None, headers=Cors.preflight_headers(
-                origin, self.headers.get("Access-Control-Request-Headers"),
-                self.headers.get("Access-Control-Request-Private-Network") == "true"))
+            self._reply(
+                204,
+                None,
+                headers=Cors.preflight_headers(
+                    origin,
+                    self.headers.get("Access-Control-Request-Headers"),
+                    self.headers.get("Access-Control-Request-Private-Network") == "true",
+                ),
+            )
         else:
             c._count("refused_origins")
-            self._error(protocol.RequestError(
-                403, "origin_not_allowed", "no source admits this origin (cors_origins)"))
+            self._error(
+                protocol.RequestError(
+                    403, "origin_not_allowed", "no source admits this origin (cors_origins)"
+                )
+            )
 
     def do_GET(self) -> None:
         c = self.server.collector
@@ -172,16 +192,23 @@ class _Handler(BaseHTTPRequestHandler):
             return
         source_id = c.keys.source_of(key)
         if source_id is None:
-            self._error(protocol.RequestError(404, "not_found",
-                                              settings_endpoint.UNKNOWN_KEY_MESSAGE))
+            self._error(
+                protocol.RequestError(404, "not_found", settings_endpoint.UNKNOWN_KEY_MESSAGE)
+            )
             return
         if not self._admit_origin(c, source_id):
             return
         url = settings_endpoint.collector_url(
-            c.settings.collector.public_url, self.headers.get("Host"),
-            self.headers.get("X-Forwarded-Proto"), c.url)
-        self._reply(200, settings_endpoint.settings_document(key, url),
-                    headers=[("Cache-Control", "private, max-age=60")])
+            c.settings.collector.public_url,
+            self.headers.get("Host"),
+            self.headers.get("X-Forwarded-Proto"),
+            c.url,
+        )
+        self._reply(
+            200,
+            settings_endpoint.settings_document(key, url),
+            headers=[("Cache-Control", "private, max-age=60")],
+        )
 
     def do_POST(self) -> None:
         c = self.server.collector
@@ -197,8 +224,10 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception:  # a bug, not the client's fault: 500, which the libraries retry
             log.exception("request failed")
             c._count("errors")
-            self._error(protocol.RequestError(500, "internal_error",
-                                              "the collector failed; retry later"), close=True)
+            self._error(
+                protocol.RequestError(500, "internal_error", "the collector failed; retry later"),
+                close=True,
+            )
         finally:
             with c._stats_lock:
                 c._pending -= 1
@@ -208,8 +237,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if path not in protocol.ENDPOINTS:
             c._count("errors")
-            self._error(protocol.RequestError(404, "not_found", f"no such endpoint: {path}"),
-                        close=True)
+            self._error(
+                protocol.RequestError(404, "not_found", f"no such endpoint: {path}"), close=True
+            )
             return
         endpoint_type = protocol.ENDPOINTS[path]
         try:
@@ -225,10 +255,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if overloaded:  # before the JSON work: the client retries after Retry-After
             c._count("busy")
-            self._error(protocol.RequestError(
-                429, "too_many_requests",
-                f"more than {c.max_pending} requests in progress; retry after "
-                f"{RETRY_AFTER_BUSY} s"))
+            self._error(
+                protocol.RequestError(
+                    429,
+                    "too_many_requests",
+                    f"more than {c.max_pending} requests in progress; retry after "
+                    f"{RETRY_AFTER_BUSY} s",
+                )
+            )
             return
         authorization = self.headers.get("Authorization")
         if authorization is not None and authorization == self._auth[0]:
@@ -251,9 +285,12 @@ class _Handler(BaseHTTPRequestHandler):
                 if source_id is None:
                     c._count("unauthorized")
                     raise protocol.RequestError(
-                        401, "unauthorized",
-                        "unknown write key" if key else "missing write key (HTTP Basic user "
-                        "name, or 'writeKey' in the body)")
+                        401,
+                        "unauthorized",
+                        "unknown write key"
+                        if key
+                        else "missing write key (HTTP Basic user name, or 'writeKey' in the body)",
+                    )
             received = datetime.now(UTC)
             drop = c.suppression.matches if c.suppression.active else None  # else no hashing
             outcome = protocol.process_body(raw, endpoint_type, received, c.limits, body, drop)
@@ -282,9 +319,14 @@ class _Handler(BaseHTTPRequestHandler):
 class Collector:
     """The collector of one settings: ``start()``, then ``stop()`` (graceful)."""
 
-    def __init__(self, settings: LakeSettings, host: str | None = None,
-                 port: int | None = None, spool_dir: str | None = None,
-                 listen_socket: socket.socket | None = None) -> None:
+    def __init__(
+        self,
+        settings: LakeSettings,
+        host: str | None = None,
+        port: int | None = None,
+        spool_dir: str | None = None,
+        listen_socket: socket.socket | None = None,
+    ) -> None:
         """``spool_dir``: default ``[collector] spool_dir``; ``listen_socket``: a listening
         socket to accept on (shared by worker processes) instead of binding host and port."""
         cs = settings.collector
@@ -298,16 +340,32 @@ class Collector:
         self._pending = 0  # requests in progress (under _stats_lock)
         self.suppression = Suppression.of(settings)
         self.roller = Roller(settings.archive_root, suppression=self.suppression)
-        self.spool = Spool(spool_dir or cs.spool_path(), self.roller.submit,
-                           cs.segment_max_bytes, cs.segment_max_age_seconds)
+        self.spool = Spool(
+            spool_dir or cs.spool_path(),
+            self.roller.submit,
+            cs.segment_max_bytes,
+            cs.segment_max_age_seconds,
+        )
         self._listen_socket = listen_socket
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[_Handler] = set()
         self._draining = False
         self._stats_lock = threading.Lock()
-        self._stats = dict.fromkeys(("requests", "accepted", "rejected", "suppressed", "busy",
-                                     "unauthorized", "errors", "preflights", "refused_origins"), 0)
+        self._stats = dict.fromkeys(
+            (
+                "requests",
+                "accepted",
+                "rejected",
+                "suppressed",
+                "busy",
+                "unauthorized",
+                "errors",
+                "preflights",
+                "refused_origins",
+            ),
+            0,
+        )
         self.recovered = 0
 
     # ------------------------------------------------------------------------------ running
@@ -328,7 +386,8 @@ class Collector:
         if not self.keys:
             raise RuntimeError(
                 "no write keys configured: add write_keys to a [[sources]] entry of the "
-                "settings, or set DATALAKE_WRITE_KEYS=\"key=source,...\"")
+                'settings, or set DATALAKE_WRITE_KEYS="key=source,..."'
+            )
         left = self.spool.open()
         try:
             self.suppression.start()  # before the roller takes the segments left by a crash
@@ -344,8 +403,9 @@ class Collector:
             if self._listen_socket is None:
                 self._httpd = server_cls((self.host, self.port), _Handler)
             else:
-                self._httpd = server_cls(self._listen_socket.getsockname()[:2], _Handler,
-                                         bind_and_activate=False)
+                self._httpd = server_cls(
+                    self._listen_socket.getsockname()[:2], _Handler, bind_and_activate=False
+                )
                 self._httpd.socket.close()
                 self._httpd.socket = self._listen_socket
         except BaseException:
@@ -354,9 +414,12 @@ class Collector:
             self.suppression.stop()
             raise
         self._httpd.collector = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        kwargs={"poll_interval": 0.2}, name="collector-http",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name="collector-http",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -375,8 +438,7 @@ class Collector:
                     conn.connection.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-        while (any(conn.busy for conn in list(self._connections))
-               and time.monotonic() < deadline):
+        while any(conn.busy for conn in list(self._connections)) and time.monotonic() < deadline:
             time.sleep(0.02)
         self.spool.close()
         complete = self.roller.stop(timeout=max(1.0, deadline - time.monotonic()))
@@ -393,7 +455,12 @@ class Collector:
     def stats(self) -> dict[str, int]:
         with self._stats_lock:
             out = dict(self._stats)
-        out.update(fsync_rounds=self.spool.commits, segments_rolled=self.roller.rolled,
-                   segments_waiting=self.roller.pending(), roll_failures=self.roller.failures,
-                   suppressed_at_roll=self.roller.suppressed, **self.suppression.stats())
+        out.update(
+            fsync_rounds=self.spool.commits,
+            segments_rolled=self.roller.rolled,
+            segments_waiting=self.roller.pending(),
+            roll_failures=self.roller.failures,
+            suppressed_at_roll=self.roller.suppressed,
+            **self.suppression.stats(),
+        )
         return out

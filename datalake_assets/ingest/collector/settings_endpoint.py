@@ -31,8 +31,9 @@ def write_key_of(path: str) -> str | None:
     return unquote(m.group(1)) if m else None
 
 
-def collector_url(public_url: str, host_header: str | None, forwarded_proto: str | None,
-                  fallback: str) -> str:
+def collector_url(
+    public_url: str, host_header: str | None, forwarded_proto: str | None, fallback: str
+) -> str:
     """Where browsers reach the collector: ``public_url``, else from the request's ``Host``
     (a malformed one: ``fallback``, the listening address)."""
     if public_url:

@@ -117,8 +117,7 @@ class Spool:
             log.info("adopted %d segment(s) from the spools of earlier worker processes", adopted)
         left = self.recover()
         self._stopping, self._closed = False, False
-        self._thread = threading.Thread(target=self._commit_loop, name="spool-commit",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._commit_loop, name="spool-commit", daemon=True)
         self._thread.start()
         return left
 
@@ -131,8 +130,11 @@ class Spool:
                     continue
                 cut = cut_torn_tail(seg.path)
                 if cut:
-                    log.warning("spool segment %s: cut %d bytes of an unacknowledged torn line",
-                                seg.path, cut)
+                    log.warning(
+                        "spool segment %s: cut %d bytes of an unacknowledged torn line",
+                        seg.path,
+                        cut,
+                    )
                 if os.path.getsize(seg.path) == 0:
                     os.remove(seg.path)
                     continue
@@ -170,10 +172,13 @@ class Spool:
                 seg = None
             if seg is None:
                 sid = new_segment_id()
-                seg = _Segment(source_id, hour, sid,
-                               os.path.join(self.spool_dir, source_id,
-                                            segment_file_name(hour, sid)),
-                               opened_at=time.monotonic())
+                seg = _Segment(
+                    source_id,
+                    hour,
+                    sid,
+                    os.path.join(self.spool_dir, source_id, segment_file_name(hour, sid)),
+                    opened_at=time.monotonic(),
+                )
                 self._open[source_id] = seg
             r = self._round
             r.pending.setdefault(seg, []).append(data)
@@ -257,9 +262,14 @@ class Spool:
             os.ftruncate(seg.fd, seg.written)
             os.fsync(seg.fd)
         except OSError as e:
-            log.error("spool segment %s: cannot cut back to %d bytes: %s (the roll skips a "
-                      "torn last line; a line damaged in the middle would be quarantined by "
-                      "the sync)", seg.path, seg.written, e)
+            log.error(
+                "spool segment %s: cannot cut back to %d bytes: %s (the roll skips a "
+                "torn last line; a line damaged in the middle would be quarantined by "
+                "the sync)",
+                seg.path,
+                seg.written,
+                e,
+            )
 
     def _write(self, seg: _Segment, data: bytes) -> None:
         if seg.fd is None:

@@ -33,14 +33,14 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable
-from typing import BinaryIO
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import orjson
 
 from datalake_assets.ingest.collector.spool_files import (
-    SpoolError,
     WORKER_PREFIX,
+    SpoolError,
     fsync_dir,
     lock_spool,
     parse_segment_path,
@@ -64,15 +64,17 @@ class SpoolErasure:
     skipped_live: int = 0
 
 
-def erase_from_spool(spool_dir: str, key: bytes, hashes: frozenset[str],
-                     traits: Iterable[str]) -> int:
+def erase_from_spool(
+    spool_dir: str, key: bytes, hashes: frozenset[str], traits: Iterable[str]
+) -> int:
     """Remove the lines of the identities ``hashes`` (``identity_hash`` under ``key``) from
     the sealed segments of the spool; returns the lines removed (``erase_spool`` for more)."""
     return erase_spool(spool_dir, key, hashes, traits).lines_removed
 
 
-def erase_spool(spool_dir: str, key: bytes, hashes: frozenset[str],
-                traits: Iterable[str]) -> SpoolErasure:
+def erase_spool(
+    spool_dir: str, key: bytes, hashes: frozenset[str], traits: Iterable[str]
+) -> SpoolErasure:
     out = SpoolErasure()
     if not hashes or not os.path.isdir(spool_dir):
         return out
@@ -87,8 +89,9 @@ def erase_spool(spool_dir: str, key: bytes, hashes: frozenset[str],
                 message = json.loads(line)
             except (ValueError, RecursionError):
                 return False
-        return (type(message) is dict
-                and not hashes.isdisjoint(identity_hashes(message, traits, key, cache)))
+        return type(message) is dict and not hashes.isdisjoint(
+            identity_hashes(message, traits, key, cache)
+        )
 
     for spool in _spools(spool_dir):
         try:
@@ -102,8 +105,11 @@ def erase_spool(spool_dir: str, key: bytes, hashes: frozenset[str],
         finally:
             os.close(fd)
     if out.skipped_live:
-        log.warning("spool erasure: %d segment(s) of running collectors skipped; their lines "
-                    "are dropped by the suppression list when rolled", out.skipped_live)
+        log.warning(
+            "spool erasure: %d segment(s) of running collectors skipped; their lines "
+            "are dropped by the suppression list when rolled",
+            out.skipped_live,
+        )
     return out
 
 
@@ -112,8 +118,11 @@ def _spools(spool_dir: str) -> list[str]:
     out = [spool_dir]
     for name in sorted(os.listdir(spool_dir)):
         path = os.path.join(spool_dir, name)
-        if name.startswith(WORKER_PREFIX) and name[len(WORKER_PREFIX):].isdigit() \
-                and os.path.isdir(path):
+        if (
+            name.startswith(WORKER_PREFIX)
+            and name[len(WORKER_PREFIX) :].isdigit()
+            and os.path.isdir(path)
+        ):
             out.append(path)
     return out
 

@@ -80,9 +80,11 @@ def source_dirs(spool_dir: str) -> list[str]:
         names = sorted(os.listdir(spool_dir))
     except FileNotFoundError:
         return []
-    return [os.path.join(spool_dir, n) for n in names
-            if not n.startswith((".", WORKER_PREFIX))
-            and os.path.isdir(os.path.join(spool_dir, n))]
+    return [
+        os.path.join(spool_dir, n)
+        for n in names
+        if not n.startswith((".", WORKER_PREFIX)) and os.path.isdir(os.path.join(spool_dir, n))
+    ]
 
 
 def move_segments(from_spool: str, into_spool: str) -> int:
@@ -117,7 +119,7 @@ def adopt_worker_spools(spool_dir: str, keep: int = 0, into: str | None = None) 
     (default ``spool_dir``). Each such spool's lock is taken first: a live worker's is not."""
     moved = 0
     for name in sorted(os.listdir(spool_dir)):
-        index = name[len(WORKER_PREFIX):]
+        index = name[len(WORKER_PREFIX) :]
         if not name.startswith(WORKER_PREFIX) or not index.isdigit() or int(index) < keep:
             continue
         worker_dir = os.path.join(spool_dir, name)

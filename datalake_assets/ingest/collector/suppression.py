@@ -47,8 +47,9 @@ class _List:
 class Suppression:
     """The suppression list in force and its reloads (module docstring)."""
 
-    def __init__(self, lake_root: str, traits: tuple[str, ...],
-                 reload_seconds: float = 10.0) -> None:
+    def __init__(
+        self, lake_root: str, traits: tuple[str, ...], reload_seconds: float = 10.0
+    ) -> None:
         self.lake_root = lake_root
         self.traits = tuple(traits)
         self.reload_seconds = reload_seconds
@@ -62,8 +63,11 @@ class Suppression:
     @classmethod
     def of(cls, settings: LakeSettings) -> Suppression:
         """The lake's list, with the settings' traits and reload interval."""
-        return cls(settings.lake_root, settings.privacy.identity_traits,
-                   settings.privacy.suppression_reload_seconds)
+        return cls(
+            settings.lake_root,
+            settings.privacy.identity_traits,
+            settings.privacy.suppression_reload_seconds,
+        )
 
     @property
     def active(self) -> bool:
@@ -83,8 +87,9 @@ class Suppression:
         directory = suppression_dir(self.lake_root)
         fs, path = storage.resolve(directory)
         infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-        return tuple(sorted((i.path, i.size, i.mtime_ns) for i in infos
-                            if i.type == pafs.FileType.File))
+        return tuple(
+            sorted((i.path, i.size, i.mtime_ns) for i in infos if i.type == pafs.FileType.File)
+        )
 
     def reload(self) -> bool:
         """Read the list again if its folder's listing changed; whether it was read. Raises
@@ -106,16 +111,20 @@ class Suppression:
             self.reload()
         except Exception as e:  # noqa: BLE001 - keep the list in force, retry next time
             self.errors += 1
-            log.error("cannot read the suppression list under %s (%s); the list in force "
-                      "(%d hashes) is kept and read again in %s s", suppression_dir(
-                          self.lake_root), type(e).__name__, self.size, self.reload_seconds)
+            log.error(
+                "cannot read the suppression list under %s (%s); the list in force "
+                "(%d hashes) is kept and read again in %s s",
+                suppression_dir(self.lake_root),
+                type(e).__name__,
+                self.size,
+                self.reload_seconds,
+            )
 
     def start(self) -> None:
         """Read the list now, then again every ``reload_seconds`` in a background thread."""
         self._reload_logged()
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="suppression-reload",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="suppression-reload", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -139,7 +148,8 @@ class Suppression:
         if len(cache) > MAX_CACHED_VALUES:
             self._cache = cache = {}
         return not current.hashes.isdisjoint(
-            identity_hashes(message, self.traits, current.key, cache))
+            identity_hashes(message, self.traits, current.key, cache)
+        )
 
     def matches_line(self, line: bytes) -> bool:
         """``matches`` of an archived JSON line; a line that is not an object names nobody."""

@@ -62,8 +62,9 @@ def _die_with_parent() -> None:
         pass
 
 
-def _worker_main(settings: LakeSettings, sock: socket.socket, spool_dir: str,
-                 report_fd: int) -> int:
+def _worker_main(
+    settings: LakeSettings, sock: socket.socket, spool_dir: str, report_fd: int
+) -> int:
     from datalake_assets.ingest.collector.server import Collector
 
     _die_with_parent()
@@ -86,8 +87,9 @@ def _worker_main(settings: LakeSettings, sock: socket.socket, spool_dir: str,
 class Workers:
     """The parent of ``n`` collector worker processes."""
 
-    def __init__(self, settings: LakeSettings, n: int, host: str | None = None,
-                 port: int | None = None) -> None:
+    def __init__(
+        self, settings: LakeSettings, n: int, host: str | None = None, port: int | None = None
+    ) -> None:
         cs = settings.collector
         self.settings = settings
         self.n = n
@@ -111,7 +113,8 @@ class Workers:
         if not self.settings.write_key_sources():
             raise RuntimeError(
                 "no write keys configured: add write_keys to a [[sources]] entry of the "
-                "settings, or set DATALAKE_WRITE_KEYS=\"key=source,...\"")
+                'settings, or set DATALAKE_WRITE_KEYS="key=source,..."'
+            )
         self._lock_fd = lock_spool(self.spool_dir)
         self.moved = prepare_spool(self.spool_dir, self.n)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -134,8 +137,9 @@ class Workers:
                 os.close(self._report_r)
                 if self._lock_fd is not None:
                     os.close(self._lock_fd)  # the parent's lock stays the parent's
-                code = _worker_main(self.settings, self._sock,
-                                    worker_spool(self.spool_dir, index), self._report_w)
+                code = _worker_main(
+                    self.settings, self._sock, worker_spool(self.spool_dir, index), self._report_w
+                )
             except BaseException:
                 log.exception("collector worker %d failed", index)
             finally:
@@ -151,8 +155,12 @@ class Workers:
                 pid = 0
             if pid and pid in self.pids:
                 index = self.pids.pop(pid)
-                log.error("collector worker %d (pid %d) exited with status %d: restarting it",
-                          index, pid, status)
+                log.error(
+                    "collector worker %d (pid %d) exited with status %d: restarting it",
+                    index,
+                    pid,
+                    status,
+                )
                 time.sleep(0.5)
                 self._spawn(index)
                 continue

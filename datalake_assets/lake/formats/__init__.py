@@ -13,8 +13,16 @@ from datalake_assets.lake.formats.base import (
     TablesToCommit,
 )
 
-__all__ = ["ICEBERG", "SEGMENT", "FormatConfig", "FormatError", "SourceTables", "TableFormat",
-           "TablesToCommit", "table_format"]
+__all__ = [
+    "ICEBERG",
+    "SEGMENT",
+    "FormatConfig",
+    "FormatError",
+    "SourceTables",
+    "TableFormat",
+    "TablesToCommit",
+    "table_format",
+]
 
 
 def table_format(config: FormatConfig, lake_root: str) -> TableFormat:

@@ -82,41 +82,62 @@ class FormatConfig:
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
-            raise FormatError(f"unknown table format {self.format!r}; choose one of "
-                              f"{', '.join(map(repr, FORMATS))}", "invalid_settings")
+            raise FormatError(
+                f"unknown table format {self.format!r}; choose one of "
+                f"{', '.join(map(repr, FORMATS))}",
+                "invalid_settings",
+            )
         if self.catalog not in ICEBERG_CATALOGS:
-            raise FormatError(f"unknown Iceberg catalog {self.catalog!r}; choose one of "
-                              f"{', '.join(map(repr, ICEBERG_CATALOGS))}", "invalid_settings")
-        if isinstance(self.retention_hours, bool) or not isinstance(self.retention_hours, int) \
-                or self.retention_hours < 1:
-            raise FormatError(f"retention_hours must be an integer >= 1, got "
-                              f"{self.retention_hours!r}", "invalid_settings")
+            raise FormatError(
+                f"unknown Iceberg catalog {self.catalog!r}; choose one of "
+                f"{', '.join(map(repr, ICEBERG_CATALOGS))}",
+                "invalid_settings",
+            )
+        if (
+            isinstance(self.retention_hours, bool)
+            or not isinstance(self.retention_hours, int)
+            or self.retention_hours < 1
+        ):
+            raise FormatError(
+                f"retention_hours must be an integer >= 1, got {self.retention_hours!r}",
+                "invalid_settings",
+            )
         for name, low in (("compact_after_hours", 0), ("target_file_mb", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise FormatError(f"{name} must be an integer >= {low}, got {value!r}",
-                                  "invalid_settings")
+                raise FormatError(
+                    f"{name} must be an integer >= {low}, got {value!r}", "invalid_settings"
+                )
 
     @classmethod
     def of_settings(cls, settings: Any) -> FormatConfig:
         """From loaded settings (``LakeSettings``: ``table_format``, ``[iceberg]``, and
         ``[catalog]``'s Glue keys where ``[iceberg]`` leaves them empty)."""
         ice, cat = settings.iceberg, settings.catalog
-        return cls(format=settings.table_format, catalog=ice.catalog, uri=ice.uri,
-                   glue_region=ice.glue_region or cat.glue_region,
-                   glue_endpoint_url=ice.glue_endpoint_url or cat.glue_endpoint_url,
-                   glue_catalog_id=ice.glue_catalog_id or cat.glue_catalog_id,
-                   s3_endpoint_url=ice.s3_endpoint_url, retention_hours=ice.retention_hours,
-                   compact_after_hours=ice.compact_after_hours,
-                   target_file_mb=ice.target_file_mb)
+        return cls(
+            format=settings.table_format,
+            catalog=ice.catalog,
+            uri=ice.uri,
+            glue_region=ice.glue_region or cat.glue_region,
+            glue_endpoint_url=ice.glue_endpoint_url or cat.glue_endpoint_url,
+            glue_catalog_id=ice.glue_catalog_id or cat.glue_catalog_id,
+            s3_endpoint_url=ice.s3_endpoint_url,
+            retention_hours=ice.retention_hours,
+            compact_after_hours=ice.compact_after_hours,
+            target_file_mb=ice.target_file_mb,
+        )
 
     # argv: a sync started elsewhere (spark-submit on EMR, Pipes) gets the same format
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group("table format")
         for f in dataclasses.fields(FormatConfig):
-            group.add_argument(_ARG_PREFIX + f.name.replace("_", "-"), dest=f"format_{f.name}",
-                               type=int if f.type in ("int", int) else str, default=f.default)
+            group.add_argument(
+                _ARG_PREFIX + f.name.replace("_", "-"),
+                dest=f"format_{f.name}",
+                type=int if f.type in ("int", int) else str,
+                default=f.default,
+            )
 
     def to_args(self) -> list[str]:
         out: list[str] = []
@@ -128,8 +149,13 @@ class FormatConfig:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> FormatConfig:
-        return cls(**{f.name: getattr(args, f"format_{f.name}")
-                      for f in dataclasses.fields(cls) if hasattr(args, f"format_{f.name}")})
+        return cls(
+            **{
+                f.name: getattr(args, f"format_{f.name}")
+                for f in dataclasses.fields(cls)
+                if hasattr(args, f"format_{f.name}")
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -232,15 +258,17 @@ class TableFormat(ABC):
         """``[(location, size)]``: the data files readers read for ``table``'s rows of
         ``hour`` (compact ``YYYYMMDDHH``)."""
 
-    def committed_files(self, src: SourceTables, table: str,
-                        hours: list[str]) -> dict[str, list[tuple[str, int]]] | None:
+    def committed_files(
+        self, src: SourceTables, table: str, hours: list[str]
+    ) -> dict[str, list[tuple[str, int]]] | None:
         """``{hour: [(location, size)]}``: the files readers read for ``hours`` (compact) after
         a commit, when they are not the staged files themselves (``None``: they are, as
         the Segment layout moves them in)."""
         return None
 
-    def append(self, database: str, table: str, rows: pa.Table,
-               partition_by: tuple[str, ...]) -> bool:
+    def append(
+        self, database: str, table: str, rows: pa.Table, partition_by: tuple[str, ...]
+    ) -> bool:
         """Append ``rows`` to an append-only table of the lake's own (the sync reports), if
         the format holds such tables; ``False``: it does not (the Segment layout's are files
         registered by the ``[catalog]``)."""
@@ -251,14 +279,16 @@ class TableFormat(ABC):
         proof reads them all): the live ones, unless the format keeps older versions."""
         return self.live_files(src, table, hour)
 
-    def maintain(self, src: SourceTables, tables: list[str],
-                 retention: timedelta | None = None) -> dict[str, dict]:
+    def maintain(
+        self, src: SourceTables, tables: list[str], retention: timedelta | None = None
+    ) -> dict[str, dict]:
         """Expire what no reader needs any more (older than ``retention``, default the
         settings'); per table, what was removed."""
         return {}
 
-    def compact(self, src: SourceTables, tables: list[str], cutoff: datetime,
-                target_bytes: int) -> list[TableCompaction]:
+    def compact(
+        self, src: SourceTables, tables: list[str], cutoff: datetime, target_bytes: int
+    ) -> list[TableCompaction]:
         """Rewrite the small files of the tables' hours that ended before ``cutoff`` into files
         of about ``target_bytes``, one atomic commit a table; ``CompactionUnsupported`` if the
         format cannot (``compaction.py`` calls it under the source's lock)."""

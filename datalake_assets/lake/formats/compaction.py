@@ -61,10 +61,18 @@ def cold_cutoff(now: datetime, settle_hours: int) -> datetime:
     return now.astimezone(UTC) - timedelta(hours=settle_hours)
 
 
-def compact_source(lake_root: str, config: FormatConfig, src: SourceTables, owner: str, *,
-                   settle_hours: int | None = None, target_bytes: int | None = None,
-                   now: datetime | None = None, tables: list[str] | None = None,
-                   lock_wait_s: float = 600.0) -> CompactionReport:
+def compact_source(
+    lake_root: str,
+    config: FormatConfig,
+    src: SourceTables,
+    owner: str,
+    *,
+    settle_hours: int | None = None,
+    target_bytes: int | None = None,
+    now: datetime | None = None,
+    tables: list[str] | None = None,
+    lock_wait_s: float = 600.0,
+) -> CompactionReport:
     """Compact every table of the source's schema record and its quarantine (or ``tables``);
     ``settle_hours``/``target_bytes`` default to the config's ``compact_after_hours`` and
     ``target_file_mb``."""
@@ -74,8 +82,11 @@ def compact_source(lake_root: str, config: FormatConfig, src: SourceTables, owne
     target = config.target_file_mb * MB if target_bytes is None else target_bytes
     cutoff = cold_cutoff(now or datetime.now(UTC), settle)
     report = CompactionReport(src.source_dir, fmt.name, cutoff.isoformat(), settle, target)
-    names = tables if tables is not None else [
-        *sorted(read_schema_record(lake_root, src.source_dir)), QUARANTINE]
+    names = (
+        tables
+        if tables is not None
+        else [*sorted(read_schema_record(lake_root, src.source_dir)), QUARANTINE]
+    )
     for table in names:
         with SourceLock(lake_root, src.source_dir, owner, wait_s=lock_wait_s):
             commit.recover(lake_root, src.source_dir, fmt.apply)
@@ -92,12 +103,16 @@ def compact_source(lake_root: str, config: FormatConfig, src: SourceTables, owne
 def report_path(lake_root: str, source_dir: str, at: datetime) -> str:
     """Beside the sync reports (``reports/``), under a folder of its own that their readers
     (``reports/day=/source=/run_id=/``) do not match."""
-    return layout.join(lake_root, "reports", "compaction", f"source={source_dir}",
-                       at.astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ") + ".json")
+    return layout.join(
+        lake_root,
+        "reports",
+        "compaction",
+        f"source={source_dir}",
+        at.astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ") + ".json",
+    )
 
 
-def write_report(lake_root: str, report: CompactionReport,
-                 at: datetime | None = None) -> str:
+def write_report(lake_root: str, report: CompactionReport, at: datetime | None = None) -> str:
     """Write the report (JSON); returns its location."""
     location = report_path(lake_root, report.source, at or datetime.now(UTC))
     storage.write_bytes_atomic(location, json.dumps(report.to_json(), indent=2).encode())
@@ -112,14 +127,18 @@ def report_lines(source_id: str, report: CompactionReport) -> list[str]:
     """What ``datalake compact`` prints: a line per table rewritten, then the source's."""
     if not report.supported:
         return [f"{source_id}: {report.note}"]
-    out = [f"{source_id}.{t.table}: {t.files_before} files ({_mb(t.bytes_before)}) -> "
-           f"{t.files_after} ({_mb(t.bytes_after)}), {t.rows} rows, "
-           f"{len(t.partitions)} partitions ({', '.join(t.partitions[:3])}"
-           f"{', ...' if len(t.partitions) > 3 else ''}), {t.seconds:.2f} s"
-           for t in report.tables]
+    out = [
+        f"{source_id}.{t.table}: {t.files_before} files ({_mb(t.bytes_before)}) -> "
+        f"{t.files_after} ({_mb(t.bytes_after)}), {t.rows} rows, "
+        f"{len(t.partitions)} partitions ({', '.join(t.partitions[:3])}"
+        f"{', ...' if len(t.partitions) > 3 else ''}), {t.seconds:.2f} s"
+        for t in report.tables
+    ]
     tot = report.totals()
-    out.append(f"{source_id}: {len(report.tables)} tables compacted, {tot['files_before']} files "
-               f"-> {tot['files_after']}, {_mb(tot['bytes_before'])} -> "
-               f"{_mb(tot['bytes_after'])}; hours before {report.cutoff[:16]}Z, target "
-               f"{_mb(report.target_bytes)}; {report.seconds:.1f} s")
+    out.append(
+        f"{source_id}: {len(report.tables)} tables compacted, {tot['files_before']} files "
+        f"-> {tot['files_after']}, {_mb(tot['bytes_before'])} -> "
+        f"{_mb(tot['bytes_after'])}; hours before {report.cutoff[:16]}Z, target "
+        f"{_mb(report.target_bytes)}; {report.seconds:.1f} s"
+    )
     return out

@@ -62,8 +62,9 @@ from datalake_assets.spec.naming import catalog_table_name
 
 RUN_PROPERTY = "datalake.run-id"
 # the quarantine's columns (``records.QUARANTINE_SCHEMA``) as the lake's types
-QUARANTINE_COLUMNS = tuple((f.name, "bigint" if f.type == pa.int64() else "string")
-                           for f in QUARANTINE_SCHEMA)
+QUARANTINE_COLUMNS = tuple(
+    (f.name, "bigint" if f.type == pa.int64() else "string") for f in QUARANTINE_SCHEMA
+)
 _APPEND_ATTEMPTS = 10  # concurrent appends to a shared table (the sync reports)
 _CATALOG_NAME = "datalake"
 
@@ -78,7 +79,9 @@ def default_sql_uri(lake_root: str) -> str:
         raise FormatError(
             "the Iceberg SQL catalog's default (a SQLite file under the lake) needs a local "
             f"lake, and lake_root is {lake_root!r}: set [table_format] uri to a SQLAlchemy URI "
-            "(e.g. postgresql+psycopg2://...) or catalog = \"glue\"", "invalid_settings")
+            '(e.g. postgresql+psycopg2://...) or catalog = "glue"',
+            "invalid_settings",
+        )
     return f"sqlite:///{os.path.join(lake_root, '_iceberg', 'catalog.db')}"
 
 
@@ -96,8 +99,10 @@ def hours_filter(hours: list[str] | tuple[str, ...]):
     """The rows of these hours (compact), on the partition columns (prunes whole files)."""
     from pyiceberg.expressions import And, EqualTo, Or
 
-    terms = [And(EqualTo("day", h.day), EqualTo("hr", h.hr))
-             for h in sorted({layout.ArchiveHour.parse(x) for x in hours})]
+    terms = [
+        And(EqualTo("day", h.day), EqualTo("hr", h.hr))
+        for h in sorted({layout.ArchiveHour.parse(x) for x in hours})
+    ]
     return reduce(Or, terms)
 
 
@@ -130,16 +135,21 @@ class IcebergFormat(TableFormat):
         if c.catalog == "glue":
             from pyiceberg.catalog.glue import GlueCatalog
 
-            props = {"glue.region": c.glue_region, "glue.endpoint": c.glue_endpoint_url,
-                     "glue.id": c.glue_catalog_id, **fileio}
+            props = {
+                "glue.region": c.glue_region,
+                "glue.endpoint": c.glue_endpoint_url,
+                "glue.id": c.glue_catalog_id,
+                **fileio,
+            }
             return GlueCatalog(_CATALOG_NAME, **{k: v for k, v in props.items() if v})
         from pyiceberg.catalog.sql import SqlCatalog
 
         uri = c.uri or default_sql_uri(self.lake_root)
         if uri.startswith("sqlite:///"):
-            os.makedirs(os.path.dirname(uri[len("sqlite:///"):]) or ".", exist_ok=True)
-        return SqlCatalog(_CATALOG_NAME, uri=uri,
-                          warehouse=_uri(layout.join(self.lake_root, "iceberg")), **fileio)
+            os.makedirs(os.path.dirname(uri[len("sqlite:///") :]) or ".", exist_ok=True)
+        return SqlCatalog(
+            _CATALOG_NAME, uri=uri, warehouse=_uri(layout.join(self.lake_root, "iceberg")), **fileio
+        )
 
     def identifier(self, src: SourceTables, table: str) -> tuple[str, str]:
         return (src.database, catalog_table_name(table, src.table_prefix))
@@ -160,9 +170,12 @@ class IcebergFormat(TableFormat):
         with self._create_lock:  # tables commit in threads: one namespace creation at a time
             cat.create_namespace_if_not_exists(src.database)
         try:
-            tbl = cat.create_table(self.identifier(src, table), schema=arrow_schema(columns),
-                                   location=_uri(self.location(src, table)),
-                                   properties={"format-version": "2"})
+            tbl = cat.create_table(
+                self.identifier(src, table),
+                schema=arrow_schema(columns),
+                location=_uri(self.location(src, table)),
+                properties={"format-version": "2"},
+            )
         except TableAlreadyExistsError:  # created by a run that was killed right after
             return cat.load_table(self.identifier(src, table))
         with tbl.update_spec() as spec:
@@ -179,11 +192,20 @@ class IcebergFormat(TableFormat):
         if batch.quarantine_staged:  # the quarantine: a table of the source like the others
             staged[QUARANTINE] = batch.quarantine_staged
             tables[QUARANTINE] = QUARANTINE_COLUMNS
-        steps = [{"format": ICEBERG, "table": t, "source_dir": src.source_dir,
-                  "database": src.database, "table_prefix": src.table_prefix,
-                  "staged": staged[t], "hours": list(batch.hours),
-                  "columns": [list(c) for c in cols], "widened": list(batch.widened.get(t, ()))}
-                 for t, cols in sorted(tables.items())]
+        steps = [
+            {
+                "format": ICEBERG,
+                "table": t,
+                "source_dir": src.source_dir,
+                "database": src.database,
+                "table_prefix": src.table_prefix,
+                "staged": staged[t],
+                "hours": list(batch.hours),
+                "columns": [list(c) for c in cols],
+                "widened": list(batch.widened.get(t, ())),
+            }
+            for t, cols in sorted(tables.items())
+        ]
         return [], steps
 
     def apply(self, step: dict, run_id: str) -> None:
@@ -225,9 +247,12 @@ class IcebergFormat(TableFormat):
             if tbl is None:
                 continue
             snap = tbl.current_snapshot()
-            out[t] = CommittedTable(t, ".".join(self.identifier(batch.src, t)),
-                                    _location(tbl.location()),
-                                    snap.snapshot_id if snap else None)
+            out[t] = CommittedTable(
+                t,
+                ".".join(self.identifier(batch.src, t)),
+                _location(tbl.location()),
+                snap.snapshot_id if snap else None,
+            )
         return out
 
     # --------------------------------------------------------------------------- reads
@@ -236,15 +261,20 @@ class IcebergFormat(TableFormat):
         tbl = self.load(src, table)
         if tbl is None or tbl.current_snapshot() is None:
             return []
-        return sorted((_location(task.file.file_path), task.file.file_size_in_bytes)
-                      for task in tbl.scan(row_filter=hours_filter([hour])).plan_files())
+        return sorted(
+            (_location(task.file.file_path), task.file.file_size_in_bytes)
+            for task in tbl.scan(row_filter=hours_filter([hour])).plan_files()
+        )
 
     def stored_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
         """Every file under the table's partition folder of the hour (pyiceberg writes
         ``<location>/data/day=/hr=/``): live, replaced but still in an old snapshot, or left
         by a writer that died."""
-        hourly = [(loc, size) for loc, size in storage.list_files(
-            self.hour_location(src, table, hour)) if loc.endswith(".parquet")]
+        hourly = [
+            (loc, size)
+            for loc, size in storage.list_files(self.hour_location(src, table, hour))
+            if loc.endswith(".parquet")
+        ]
         return hourly + self._coarse_files(src, table, hour)
 
     def _coarse_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
@@ -253,11 +283,16 @@ class IcebergFormat(TableFormat):
         unpartitioned; which month a file holds is in the metadata, not its name)."""
         data = layout.join(self.location(src, table), "data")
         day = layout.join(data, f"day={layout.ArchiveHour.parse(hour).day}")
-        return [(loc, size) for folder in (day, data) for loc, size in storage.list_files(folder)
-                if loc.endswith(".parquet")]
+        return [
+            (loc, size)
+            for folder in (day, data)
+            for loc, size in storage.list_files(folder)
+            if loc.endswith(".parquet")
+        ]
 
-    def committed_files(self, src: SourceTables, table: str,
-                        hours: list[str]) -> dict[str, list[tuple[str, int]]] | None:
+    def committed_files(
+        self, src: SourceTables, table: str, hours: list[str]
+    ) -> dict[str, list[tuple[str, int]]] | None:
         """pyiceberg wrote the table's files itself: one scan plan for all ``hours``' days
         (an ``In`` on ``day``: pyiceberg evaluates a filter of many hours' ``Or`` per file,
         seconds for 72 hours), each hourly file under the hour of its partition (after a
@@ -286,8 +321,9 @@ class IcebergFormat(TableFormat):
         h = layout.ArchiveHour.parse(hour)
         return layout.join(self.location(src, table), "data", f"day={h.day}", f"hr={h.hr}")
 
-    def append(self, database: str, table: str, rows: pa.Table,
-               partition_by: tuple[str, ...]) -> bool:
+    def append(
+        self, database: str, table: str, rows: pa.Table, partition_by: tuple[str, ...]
+    ) -> bool:
         """One append (``<database>.<table>`` at ``<lake>/iceberg/_meta/<table>``, created on
         first use). Every source's syncs append to the same table: a commit that lost the race
         to another is retried on the table's new version."""
@@ -306,8 +342,11 @@ class IcebergFormat(TableFormat):
                 with self._create_lock:
                     cat.create_namespace_if_not_exists(database)
                 try:
-                    tbl = cat.create_table(ident, schema=rows.schema, location=_uri(
-                        layout.join(self.lake_root, "iceberg", "_meta", table)))
+                    tbl = cat.create_table(
+                        ident,
+                        schema=rows.schema,
+                        location=_uri(layout.join(self.lake_root, "iceberg", "_meta", table)),
+                    )
                     with tbl.update_spec() as spec:
                         for c in partition_by:
                             spec.add_identity(c)
@@ -327,8 +366,9 @@ class IcebergFormat(TableFormat):
 
     # --------------------------------------------------------------------- maintenance
 
-    def maintain(self, src: SourceTables, tables: list[str],
-                 retention: timedelta | None = None) -> dict[str, dict]:
+    def maintain(
+        self, src: SourceTables, tables: list[str], retention: timedelta | None = None
+    ) -> dict[str, dict]:
         """Expire the snapshots older than the retention (the current one stays), then delete
         the files under each table's location that no remaining snapshot or metadata version
         references and that are older than the retention (a killed run's files, replaced
@@ -345,31 +385,43 @@ class IcebergFormat(TableFormat):
                 continue
             before = len(tbl.snapshots())
             current = tbl.current_snapshot()
-            old = [s.snapshot_id for s in tbl.snapshots()
-                   if current is not None and s.snapshot_id != current.snapshot_id
-                   and s.timestamp_ms < cutoff.timestamp() * 1000]
+            old = [
+                s.snapshot_id
+                for s in tbl.snapshots()
+                if current is not None
+                and s.snapshot_id != current.snapshot_id
+                and s.timestamp_ms < cutoff.timestamp() * 1000
+            ]
             if old:
                 tbl.maintenance.expire_snapshots().by_ids(old).commit()
                 tbl = self.load(src, table)
             removed, freed = remove_orphans(tbl, cutoff)
-            out[table] = {"snapshots_expired": len(old), "snapshots_before": before,
-                          "orphan_files_removed": removed, "orphan_bytes_removed": freed}
+            out[table] = {
+                "snapshots_expired": len(old),
+                "snapshots_before": before,
+                "orphan_files_removed": removed,
+                "orphan_bytes_removed": freed,
+            }
         return out
 
-    def compact(self, src: SourceTables, tables: list[str], cutoff: datetime,
-                target_bytes: int) -> list[TableCompaction]:
+    def compact(
+        self, src: SourceTables, tables: list[str], cutoff: datetime, target_bytes: int
+    ) -> list[TableCompaction]:
         """Each table's cold small files rewritten under a coarse spec, one transaction a
         table (``iceberg_compact.py`` says how and why)."""
         from datalake_assets.lake.formats.iceberg_compact import compact_table
 
-        return [compact_table(lambda t=table: self.load(src, t), table, cutoff, target_bytes)
-                for table in tables]
+        return [
+            compact_table(lambda t=table: self.load(src, t), table, cutoff, target_bytes)
+            for table in tables
+        ]
 
 
 def applied(tbl, run_id: str) -> bool:
     """Whether a snapshot of the table carries the run's id (its commit is done)."""
-    return any(s.summary is not None and s.summary.get(RUN_PROPERTY) == run_id
-               for s in tbl.snapshots())
+    return any(
+        s.summary is not None and s.summary.get(RUN_PROPERTY) == run_id for s in tbl.snapshots()
+    )
 
 
 def _read_staged(staged_root: str, schema: pa.Schema) -> pa.Table:
@@ -390,10 +442,21 @@ def _read_staged(staged_root: str, schema: pa.Schema) -> pa.Table:
         n = t.num_rows
         # an erasure stages a table's own files too: their day/hr, and columns added after
         # them (absent: null), come from the hour and the schema
-        values = {"day": pa.array([h.day] * n, pa.string()),
-                  "hr": pa.array([h.hr] * n, pa.string())}
-        parts.append(pa.Table.from_arrays(
-            [values[f.name] if f.name in values else
-             t[f.name].cast(f.type) if f.name in t.column_names else pa.nulls(n, f.type)
-             for f in schema], schema=schema))
+        values = {
+            "day": pa.array([h.day] * n, pa.string()),
+            "hr": pa.array([h.hr] * n, pa.string()),
+        }
+        parts.append(
+            pa.Table.from_arrays(
+                [
+                    values[f.name]
+                    if f.name in values
+                    else t[f.name].cast(f.type)
+                    if f.name in t.column_names
+                    else pa.nulls(n, f.type)
+                    for f in schema
+                ],
+                schema=schema,
+            )
+        )
     return pa.concat_tables(parts) if parts else schema.empty_table()

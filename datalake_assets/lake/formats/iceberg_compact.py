@@ -120,8 +120,10 @@ def plan_groups(tbl, cutoff: datetime, target_bytes: int) -> list[Group]:
         # file's overhead included) said it filled a day file; the day file alone, smaller,
         # would send it to its month on the next run: a second rewrite for nothing
         by_day_file = any(len(specs[t.file.spec_id].fields) == 1 for t in tasks)
-        if not by_day_file and \
-                sum(t.file.file_size_in_bytes for t in tasks) < target_bytes * MONTH_FRACTION:
+        if (
+            not by_day_file
+            and sum(t.file.file_size_in_bytes for t in tasks) < target_bytes * MONTH_FRACTION
+        ):
             months.setdefault(day[:7], Group("month", day[:7])).tasks.extend(tasks)
         else:
             days.append(Group("day", day, tasks))
@@ -170,12 +172,14 @@ def _write(tx, tbl, rows, group_bytes: int, target_bytes: int, write_uuid, count
     props = dict(tx.table_metadata.properties)
     props[TableProperties.WRITE_TARGET_FILE_SIZE_BYTES] = str(max(1, int(target_bytes * ratio)))
     meta = tx.table_metadata.model_copy(update={"properties": props})
-    return list(_dataframe_to_data_files(meta, rows, tbl.io, write_uuid=write_uuid,
-                                         counter=counter))
+    return list(
+        _dataframe_to_data_files(meta, rows, tbl.io, write_uuid=write_uuid, counter=counter)
+    )
 
 
-def compact_table(load, table: str, cutoff: datetime, target_bytes: int,
-                  owner: str = "") -> TableCompaction:
+def compact_table(
+    load, table: str, cutoff: datetime, target_bytes: int, owner: str = ""
+) -> TableCompaction:
     """Rewrite the table's groups (``plan_groups``) in one transaction; ``load()`` gives the
     table's current version (re-read when another writer committed first)."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
@@ -203,8 +207,9 @@ def compact_table(load, table: str, cutoff: datetime, target_bytes: int,
                     with tx.update_snapshot(snapshot_properties=props).overwrite() as ow:
                         for g in todo:  # one group in memory at a time
                             rows = _read(tbl, g.tasks)
-                            written = _write(tx, tbl, rows, g.bytes, target_bytes,
-                                             ow.commit_uuid, counter)
+                            written = _write(
+                                tx, tbl, rows, g.bytes, target_bytes, ow.commit_uuid, counter
+                            )
                             for task in g.tasks:
                                 ow.delete_data_file(task.file)
                             for f in written:
@@ -224,8 +229,11 @@ def compact_table(load, table: str, cutoff: datetime, target_bytes: int,
                     pass
                 use_spec(tx, "hour")
                 if tx.table_metadata.default_spec_id != hourly:  # never leave syncs a coarse spec
-                    raise FormatError(f"{table}: the hourly partition spec did not come back "
-                                      "as the default; nothing committed", "internal")
+                    raise FormatError(
+                        f"{table}: the hourly partition spec did not come back "
+                        "as the default; nothing committed",
+                        "internal",
+                    )
                 # files written, nothing committed: a kill here leaves the table as it was
                 faults.checkpoint(FAULT_POINT)
         except (CommitFailedException, ValidationException):

@@ -21,20 +21,27 @@ def _extension(module: str, name: str) -> str:
     import importlib
 
     pkg = importlib.import_module(module)
-    found = glob.glob(os.path.join(os.path.dirname(pkg.__file__), "extensions", "*",
-                                   f"{name}.duckdb_extension"))
+    found = glob.glob(
+        os.path.join(os.path.dirname(pkg.__file__), "extensions", "*", f"{name}.duckdb_extension")
+    )
     if not found:
-        raise FormatError(f"DuckDB's {name} extension is missing from {module}: reinstall the "
-                          "package (pip install -e .)", "internal")
+        raise FormatError(
+            f"DuckDB's {name} extension is missing from {module}: reinstall the "
+            "package (pip install -e .)",
+            "internal",
+        )
     return found[0]
 
 
 def duckdb_connection() -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the iceberg extension loaded from its package."""
-    con = duckdb.connect(config={"autoinstall_known_extensions": False,
-                                 "autoload_known_extensions": False})
-    for module, name in (("duckdb_extension_avro", "avro"),
-                         ("duckdb_extension_iceberg", "iceberg")):
+    con = duckdb.connect(
+        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    )
+    for module, name in (
+        ("duckdb_extension_avro", "avro"),
+        ("duckdb_extension_iceberg", "iceberg"),
+    ):
         con.execute(f"LOAD '{_extension(module, name)}'")
     return con
 
@@ -53,8 +60,9 @@ def attach_tables(con: duckdb.DuckDBPyConnection, catalog, databases: list[str])
         con.execute(f'CREATE SCHEMA IF NOT EXISTS "{database}"')
         for ident in sorted(idents):
             metadata = catalog.load_table(ident).metadata_location.replace("'", "''")
-            con.execute(f'CREATE OR REPLACE VIEW "{database}"."{ident[-1]}" AS '
-                        f"SELECT * FROM iceberg_scan('{metadata}')")
+            con.execute(
+                f'CREATE OR REPLACE VIEW "{database}"."{ident[-1]}" AS '
+                f"SELECT * FROM iceberg_scan('{metadata}')"
+            )
             names.append(f"{database}.{ident[-1]}")
     return names
-

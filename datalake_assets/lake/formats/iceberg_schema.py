@@ -31,8 +31,9 @@ def add_columns(tx, tbl, columns) -> None:
             us.union_by_name(pa.schema([pa.field(n, ARROW_TYPES[t]) for n, t in new]))
 
 
-def commit_widening(tbl, columns, widened: list[str], staged: pa.Table, rows_filter,
-                     props: dict[str, str]) -> None:
+def commit_widening(
+    tbl, columns, widened: list[str], staged: pa.Table, rows_filter, props: dict[str, str]
+) -> None:
     """One transaction: the widened columns replaced (new field ids, same names and
     positions), every kept row rewritten with its values cast by the lake's rules, the
     synced hours' rows replaced by ``staged``."""
@@ -50,8 +51,11 @@ def commit_widening(tbl, columns, widened: list[str], staged: pa.Table, rows_fil
         if f.name in widened:
             col, misfits = cast_array(col, types[f.name])
             if misfits:  # a widening always fits (types.CASTABLE); never drop a value silently
-                raise FormatError(f"widening {f.name} to {types[f.name]} would lose "
-                                  f"{len(misfits)} values; nothing committed", "internal")
+                raise FormatError(
+                    f"widening {f.name} to {types[f.name]} would lose "
+                    f"{len(misfits)} values; nothing committed",
+                    "internal",
+                )
         arrays.append(col.cast(f.type))
     rewritten = pa.Table.from_arrays(arrays, schema=target)
     names = [n for n, _ in columns]
@@ -76,5 +80,10 @@ def iceberg_type(typ: str):
     """The Iceberg type of a lake type (``ARROW_TYPES``'s Arrow types, as pyiceberg maps them)."""
     from pyiceberg import types as it
 
-    return {"bigint": it.LongType(), "double": it.DoubleType(), "boolean": it.BooleanType(),
-            "string": it.StringType(), "timestamp": it.TimestamptzType()}[typ]
+    return {
+        "bigint": it.LongType(),
+        "double": it.DoubleType(),
+        "boolean": it.BooleanType(),
+        "string": it.StringType(),
+        "timestamp": it.TimestamptzType(),
+    }[typ]

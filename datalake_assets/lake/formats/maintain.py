@@ -17,8 +17,13 @@ from datalake_assets.lake.lock import SourceLock
 from datalake_assets.lake.records import read_schema_record
 
 
-def maintain_source(lake_root: str, config: FormatConfig, src: SourceTables, owner: str,
-                    retention: timedelta | None = None) -> dict[str, dict]:
+def maintain_source(
+    lake_root: str,
+    config: FormatConfig,
+    src: SourceTables,
+    owner: str,
+    retention: timedelta | None = None,
+) -> dict[str, dict]:
     """Per table, what the maintenance removed (``{}``: the format keeps nothing to expire)."""
     fmt = table_format(config, lake_root)
     if not fmt.keeps_versions:

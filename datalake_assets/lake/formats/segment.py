@@ -23,14 +23,18 @@ from datalake_assets.lake.formats.base import (
 from datalake_assets.spec import layout
 
 
-def hour_files(lake_root: str, src: SourceTables, table: str,
-               hour: layout.ArchiveHour) -> list[tuple[str, int]]:
+def hour_files(
+    lake_root: str, src: SourceTables, table: str, hour: layout.ArchiveHour
+) -> list[tuple[str, int]]:
     """``[(location, size)]`` of ``table``'s files of ``hour``: its partition folder's files
     whose name carries the hour (a coarse layout's folder holds 24 hours; the quarantine's
     folders are always hourly)."""
     folder = _hour_folder(lake_root, src, table, hour)
-    return [(loc, size) for loc, size in storage.list_files(folder)
-            if layout.hour_of_data_file(loc) == hour.compact and loc.endswith(".parquet")]
+    return [
+        (loc, size)
+        for loc, size in storage.list_files(folder)
+        if layout.hour_of_data_file(loc) == hour.compact and loc.endswith(".parquet")
+    ]
 
 
 def _hour_folder(lake_root: str, src: SourceTables, table: str, hour: layout.ArchiveHour) -> str:
@@ -51,13 +55,19 @@ class SegmentLayout(TableFormat):
             hour = layout.ArchiveHour.parse(h)
             part = layout.date_partition_path(src.date_layout, hour)
             for t in batch.tables:
-                by_dir[(layout.join(layout.table_root(self.lake_root, src.source_dir, t), part),
-                        layout.join(layout.segment_type_dir(batch.staged_data_root, t),
-                                    part))].add(h)
+                by_dir[
+                    (
+                        layout.join(layout.table_root(self.lake_root, src.source_dir, t), part),
+                        layout.join(layout.segment_type_dir(batch.staged_data_root, t), part),
+                    )
+                ].add(h)
             if batch.quarantine_staged:
-                by_dir[(layout.quarantine_dir(self.lake_root, src.source_dir, hour),
-                        layout.join(batch.quarantine_staged,
-                                    layout.hour_partition_path(hour)))].add(h)
+                by_dir[
+                    (
+                        layout.quarantine_dir(self.lake_root, src.source_dir, hour),
+                        layout.join(batch.quarantine_staged, layout.hour_partition_path(hour)),
+                    )
+                ].add(h)
         return commit.swaps_of(by_dir), []
 
     def location(self, src: SourceTables, table: str) -> str:
@@ -74,8 +84,9 @@ class SegmentLayout(TableFormat):
     def live_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
         return hour_files(self.lake_root, src, table, layout.ArchiveHour.parse(hour))
 
-    def compact(self, src: SourceTables, tables: list[str], cutoff: datetime,
-                target_bytes: int) -> list[TableCompaction]:
+    def compact(
+        self, src: SourceTables, tables: list[str], cutoff: datetime, target_bytes: int
+    ) -> list[TableCompaction]:
         """A partition is a folder here: files can merge only inside one (docs/compaction.md,
         "The Segment layout")."""
         raise CompactionUnsupported(SEGMENT_COMPACTION)

@@ -24,15 +24,19 @@ class IcebergSettings:
     catalog: OneOf(ICEBERG_CATALOGS, "Iceberg catalog") = "sql"
     # a SQLAlchemy URI of the SQL catalog's database; "" -> SQLite under a local lake
     uri: Str = ""
-    glue_region: Match(_REGION_RE, "glue region", "an AWS region such as 'us-east-1'",
-                       empty=True) = ""
-    glue_endpoint_url: Match(_ENDPOINT_RE, "glue endpoint url", "an http:// or https:// URL",
-                             empty=True) = ""
-    glue_catalog_id: Match(r"[0-9]{12}", "glue catalog id", "a 12-digit AWS account id",
-                           empty=True) = ""
+    glue_region: Match(
+        _REGION_RE, "glue region", "an AWS region such as 'us-east-1'", empty=True
+    ) = ""
+    glue_endpoint_url: Match(
+        _ENDPOINT_RE, "glue endpoint url", "an http:// or https:// URL", empty=True
+    ) = ""
+    glue_catalog_id: Match(
+        r"[0-9]{12}", "glue catalog id", "a 12-digit AWS account id", empty=True
+    ) = ""
     # the tables' files on S3 through a VPC endpoint or a test server; "" -> AWS
-    s3_endpoint_url: Match(_ENDPOINT_RE, "s3 endpoint url", "an http:// or https:// URL",
-                           empty=True) = ""
+    s3_endpoint_url: Match(
+        _ENDPOINT_RE, "s3 endpoint url", "an http:// or https:// URL", empty=True
+    ) = ""
     retention_hours: Int(1, 24 * 365) = 168
     # hours younger than this are left to late syncs and replays; 0: every finished hour
     compact_after_hours: Int(0, 24 * 365) = 48

@@ -20,10 +20,12 @@ H10 = ArchiveHour.parse("2026-11-21T10")
 
 def lake_settings(tmp_path: Path, **collector: object) -> LakeSettings:
     return LakeSettings(
-        str(tmp_path / "archive"), str(tmp_path / "lake"),
+        str(tmp_path / "archive"),
+        str(tmp_path / "lake"),
         (SourceSettings("src1", write_keys=(KEY,)), SourceSettings("web", write_keys=(WEB_KEY,))),
-        collector=CollectorSettings(**{"port": 0, "spool_dir": str(tmp_path / "spool"),
-                                       **collector}),
+        collector=CollectorSettings(
+            **{"port": 0, "spool_dir": str(tmp_path / "spool"), **collector}
+        ),
     )
 
 
@@ -36,8 +38,15 @@ def archive_lines(archive_root: str | Path) -> list[dict]:
     return out
 
 
-def post(url: str, path: str, body: object, key: str | None = KEY, raw: bytes | None = None,
-         headers: dict[str, str] | None = None, conn: http.client.HTTPConnection | None = None):
+def post(
+    url: str,
+    path: str,
+    body: object,
+    key: str | None = KEY,
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    conn: http.client.HTTPConnection | None = None,
+):
     """``(status, reply JSON, response headers)``."""
     host_port = url.split("://", 1)[1]
     own = conn is None
@@ -57,16 +66,20 @@ def post(url: str, path: str, body: object, key: str | None = KEY, raw: bytes | 
 
 
 def track(mid: str | None = None, **kw) -> dict:
-    m = {"type": "track", "event": "Order Completed", "userId": "u1",
-         "properties": {"revenue": 10}}
+    m = {"type": "track", "event": "Order Completed", "userId": "u1", "properties": {"revenue": 10}}
     if mid is not None:
         m["messageId"] = mid
     m.update(kw)
     return m
 
 
-def request(url: str, method: str, path: str, body: bytes | None = None,
-            headers: dict[str, str] | None = None):
+def request(
+    url: str,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+):
     """``(status, reply bytes, response headers)`` of any request."""
     conn = http.client.HTTPConnection(url.split("://", 1)[1], timeout=30)
     try:

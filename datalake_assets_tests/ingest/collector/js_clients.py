@@ -34,13 +34,19 @@ def _npm_ci() -> str | None:
     """Installs js/node_modules if missing (npm ci); the reason it could not, else None."""
     if shutil.which("node") is None:
         return "node is not installed (Node 20)"
-    if (JS / "node_modules" / "@segment" / "analytics-next" / "package.json").exists() and \
-            (JS / "node_modules" / "@segment" / "analytics-node" / "package.json").exists():
+    if (JS / "node_modules" / "@segment" / "analytics-next" / "package.json").exists() and (
+        JS / "node_modules" / "@segment" / "analytics-node" / "package.json"
+    ).exists():
         return None
     if shutil.which("npm") is None:
         return "npm is not installed"
-    done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        ["npm", "ci", "--no-audit", "--no-fund"],
+        cwd=JS,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode:
         return f"npm ci failed in {JS}: {done.stderr[-500:]}"
     return None
@@ -63,13 +69,18 @@ def require_browser() -> None:
 
 
 class _PageHandler(http.server.BaseHTTPRequestHandler):
-    files = {"/page.html": (JS / "page.html", "text/html"),
-             "/classic.html": (JS / "classic.html", "text/html"),
-             "/standalone.js": (
-                 JS / "node_modules/@segment/analytics-next/dist/umd/standalone.js",
-                 "application/javascript"),
-             "/analytics-next.js": (JS / "node_modules/@segment/analytics-next/dist/umd/index.js",
-                                    "application/javascript")}
+    files = {
+        "/page.html": (JS / "page.html", "text/html"),
+        "/classic.html": (JS / "classic.html", "text/html"),
+        "/standalone.js": (
+            JS / "node_modules/@segment/analytics-next/dist/umd/standalone.js",
+            "application/javascript",
+        ),
+        "/analytics-next.js": (
+            JS / "node_modules/@segment/analytics-next/dist/umd/index.js",
+            "application/javascript",
+        ),
+    }
 
     def do_GET(self) -> None:  # noqa: N802
         found = self.files.get(self.path.split("?", 1)[0])

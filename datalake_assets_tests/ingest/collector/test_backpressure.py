@@ -16,8 +16,7 @@ import pytest
 from datalake_assets.ingest.collector import Collector
 from datalake_assets.ingest.collector import server as server_module
 from datalake_assets.ingest.collector.spool import SpoolError
-from datalake_assets_tests.ingest.collector.helpers import (
-    KEY, archive_lines, basic, lake_settings)
+from datalake_assets_tests.ingest.collector.helpers import KEY, archive_lines, basic, lake_settings
 
 CLIENTS, BATCHES, PER_BATCH = 8, 15, 20
 
@@ -28,10 +27,20 @@ def _client(url: str, n: int, statuses: Counter, lock: threading.Lock) -> None:
     host = url.split("://")[1]
     conn = http.client.HTTPConnection(host, timeout=30)
     for b in range(BATCHES):
-        body = json.dumps({"batch": [
-            {"type": "track", "userId": f"u{n}", "event": "Order Completed",
-             "messageId": f"c{n}-b{b}-m{i}", "properties": {"i": i}}
-            for i in range(PER_BATCH)]}).encode()
+        body = json.dumps(
+            {
+                "batch": [
+                    {
+                        "type": "track",
+                        "userId": f"u{n}",
+                        "event": "Order Completed",
+                        "messageId": f"c{n}-b{b}-m{i}",
+                        "properties": {"i": i},
+                    }
+                    for i in range(PER_BATCH)
+                ]
+            }
+        ).encode()
         for attempt in itertools.count():
             headers = {"Authorization": basic(KEY), "Content-Type": "application/json"}
             if attempt:
@@ -92,8 +101,9 @@ def test_retrying_clients_get_every_message_in_exactly_once(tmp_path, spark, mon
     monkeypatch.setattr(server_module._Handler, "_reply", lossy_reply)
     statuses: Counter = Counter()
     lock = threading.Lock()
-    threads = [threading.Thread(target=_client, args=(c.url, n, statuses, lock))
-               for n in range(CLIENTS)]
+    threads = [
+        threading.Thread(target=_client, args=(c.url, n, statuses, lock)) for n in range(CLIENTS)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -114,13 +124,19 @@ def test_retrying_clients_get_every_message_in_exactly_once(tmp_path, spark, mon
     extra = sum(n - 1 for n in archived.values())
     assert extra == len(lost_replies) * PER_BATCH
 
-    hours = sorted({f"{m['receivedAt'][:10]}T{m['receivedAt'][11:13]}"
-                    for m in archive_lines(tmp_path / "archive" / "src1")})
+    hours = sorted(
+        {
+            f"{m['receivedAt'][:10]}T{m['receivedAt'][11:13]}"
+            for m in archive_lines(tmp_path / "archive" / "src1")
+        }
+    )
     lake = str(tmp_path / "lake")
     result = run_sync(spark, SyncRequest(lake, str(tmp_path / "archive"), "src1", tuple(hours)))
     assert (result.source.messages_written, result.source.duplicates) == (total, extra)
-    rows = duckdb.sql(f"select message_id from read_parquet("
-                      f"'{lake}/data/src1/segment_type=order_completed/*/*/*.parquet')").fetchall()
+    rows = duckdb.sql(
+        f"select message_id from read_parquet("
+        f"'{lake}/data/src1/segment_type=order_completed/*/*/*.parquet')"
+    ).fetchall()
     assert Counter(r for (r,) in rows) == Counter(dict.fromkeys(archived, 1))
 
 
@@ -129,8 +145,12 @@ def test_a_fault_is_a_500_the_libraries_retry(tmp_path, monkeypatch):
     try:
         monkeypatch.setattr(c.spool, "append", lambda *a: 1 / 0)
         conn = http.client.HTTPConnection(c.url.split("://")[1], timeout=30)
-        conn.request("POST", "/v1/t", body=b'{"userId":"u","event":"E"}',
-                     headers={"Authorization": basic(KEY)})
+        conn.request(
+            "POST",
+            "/v1/t",
+            body=b'{"userId":"u","event":"E"}',
+            headers={"Authorization": basic(KEY)},
+        )
         resp = conn.getresponse()
         assert resp.status == 500 and json.loads(resp.read())["code"] == "internal_error"
         conn.close()

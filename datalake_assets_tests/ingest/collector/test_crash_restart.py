@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from datalake_assets_tests.ingest.collector.helpers import KEY, REPO, archive_lines, post, track
 from datalake_assets_tests.support.lake_reader import LocalStore, read_lake
 from datalake_assets_tests.support.oracle import Oracle
 from datalake_assets_tests.support.settings_files import write_lake_toml
-from datalake_assets_tests.ingest.collector.helpers import REPO, KEY, archive_lines, post, track
 
 
 class CollectorProcess:
@@ -26,10 +26,23 @@ class CollectorProcess:
 
     def __init__(self, settings_file: Path, env: dict[str, str], workers: int = 1) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "datalake_assets.cli", "--settings", str(settings_file),
-             "collect", "--workers", str(workers)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
-            start_new_session=True)  # its own process group: kill_all() reaches the workers
+            [
+                sys.executable,
+                "-m",
+                "datalake_assets.cli",
+                "--settings",
+                str(settings_file),
+                "collect",
+                "--workers",
+                str(workers),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+        )  # its own process group: kill_all() reaches the workers
         self.lines: list[str] = []
         self._url: list[str] = []
         self._started = threading.Event()
@@ -84,12 +97,15 @@ def worker_pids(parent: int) -> list[int]:
 @pytest.mark.reliability
 @pytest.mark.parametrize("workers_before, workers_after", [(1, 2), (2, 1)])
 def test_kill_9_and_restart_loses_no_acknowledged_message_and_duplicates_none(
-        tmp_path, workers_before, workers_after, spark, reliability):
+    tmp_path, workers_before, workers_after, spark, reliability
+):
     """SIGKILL under load, then a restart with another number of worker processes (the
     segments of spools nobody owns any more are adopted); with 2 workers, one of them is also
     killed alone first (the parent restarts it). Then the archive is synced and the lake
     compared with the oracle: every acknowledged message is in it exactly once."""
-    settings_file = write_lake_toml(tmp_path, """
+    settings_file = write_lake_toml(
+        tmp_path,
+        """
         archive_root = "archive"
         lake_root = "lake"
         [collector]
@@ -99,23 +115,28 @@ def test_kill_9_and_restart_loses_no_acknowledged_message_and_duplicates_none(
         segment_max_age_seconds = 1
         [[sources]]
         id = "src1"
-        """)
+        """,
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO), "DATALAKE_WRITE_KEYS": f"{KEY}=src1"}
     acked: list[str] = []
     acked_lock = threading.Lock()
     archive, lake = str(tmp_path / "archive"), str(tmp_path / "lake")
 
     def archive_hours() -> list[str]:
-        return sorted(f"{h.parent.name[4:]}T{h.name[3:]}"
-                      for h in (tmp_path / "archive" / "src1").glob("day=*/hr=*"))
+        return sorted(
+            f"{h.parent.name[4:]}T{h.name[3:]}"
+            for h in (tmp_path / "archive" / "src1").glob("day=*/hr=*")
+        )
 
     # What the lake must hold once the archive is synced: the oracle over whatever the
     # archive holds, and every acknowledged id (one the archive lacks is lost). Compared at
     # the end, or at teardown if the test stops before.
     reliability.expect(
-        lambda: Oracle(LocalStore(), archive, "src1").sync(archive_hours()).expected()
-        .require(acked),
-        lambda: read_lake(LocalStore(), lake, "src1"))
+        lambda: (
+            Oracle(LocalStore(), archive, "src1").sync(archive_hours()).expected().require(acked)
+        ),
+        lambda: read_lake(LocalStore(), lake, "src1"),
+    )
 
     def sender(name: str, url: str, rounds: int) -> None:
         conn = http.client.HTTPConnection(url.split("://")[1], timeout=30)
@@ -133,8 +154,9 @@ def test_kill_9_and_restart_loses_no_acknowledged_message_and_duplicates_none(
             conn.close()
 
     def load_until(url: str, batches: int, tag: str) -> list[threading.Thread]:
-        threads = [threading.Thread(target=sender, args=(f"{tag}{w}", url, 10_000))
-                   for w in range(4)]
+        threads = [
+            threading.Thread(target=sender, args=(f"{tag}{w}", url, 10_000)) for w in range(4)
+        ]
         for t in threads:
             t.start()
         deadline = time.monotonic() + 120

@@ -18,10 +18,20 @@ from datalake_assets.ingest.collector import Collector
 from datalake_assets.settings import CollectorSettings, LakeSettings, SourceSettings
 from datalake_assets_tests.ingest.collector.helpers import KEY, WEB_KEY, archive_lines
 from datalake_assets_tests.ingest.collector.js_clients import (
-    CHROMIUM, JS, page_server, require_browser, require_node_libraries)
+    CHROMIUM,
+    JS,
+    page_server,
+    require_browser,
+    require_node_libraries,
+)
 
-TYPE_TABLES = {"identify": "identifies", "page": "pages", "screen": "screens",
-               "group": "groups", "alias": "aliases"}
+TYPE_TABLES = {
+    "identify": "identifies",
+    "page": "pages",
+    "screen": "screens",
+    "group": "groups",
+    "alias": "aliases",
+}
 
 
 def _sync_and_read(spark, tmp_path, source: str) -> list[dict]:
@@ -36,13 +46,16 @@ def _sync_and_read(spark, tmp_path, source: str) -> list[dict]:
     lake = str(tmp_path / "lake")
     result = run_sync(spark, SyncRequest(lake, str(tmp_path / "archive"), source, tuple(hours)))
     assert result.source.lines_quarantined == 0
-    rel = duckdb.sql(f"select * from read_parquet('{lake}/data/{source}/*/*/*/*.parquet', "
-                     "hive_partitioning=true, union_by_name=true)")
+    rel = duckdb.sql(
+        f"select * from read_parquet('{lake}/data/{source}/*/*/*/*.parquet', "
+        "hive_partitioning=true, union_by_name=true)"
+    )
     rows = [dict(zip(rel.columns, row)) for row in rel.fetchall()]
     # the tracks table holds every track call again (Segment's schema): checked here, then left
     tracks = Counter(r["message_id"] for r in rows if r["segment_type"] == "tracks")
-    assert tracks == Counter(r["message_id"] for r in rows
-                             if r["segment_type"] not in (*TYPE_TABLES.values(), "tracks"))
+    assert tracks == Counter(
+        r["message_id"] for r in rows if r["segment_type"] not in (*TYPE_TABLES.values(), "tracks")
+    )
     return [r for r in rows if r["segment_type"] != "tracks"]
 
 
@@ -53,13 +66,22 @@ def _table(m_type: str, event: str | None) -> str:
 @pytest.mark.spark
 def test_analytics_node_through_the_collector_into_the_lake(tmp_path, spark):
     require_node_libraries()
-    c = Collector(LakeSettings(
-        str(tmp_path / "archive"), str(tmp_path / "lake"),
-        (SourceSettings("src1", write_keys=(KEY,)),),
-        collector=CollectorSettings(port=0, spool_dir=str(tmp_path / "spool")))).start()
+    c = Collector(
+        LakeSettings(
+            str(tmp_path / "archive"),
+            str(tmp_path / "lake"),
+            (SourceSettings("src1", write_keys=(KEY,)),),
+            collector=CollectorSettings(port=0, spool_dir=str(tmp_path / "spool")),
+        )
+    ).start()
     try:
-        done = subprocess.run(["node", str(JS / "send_node.cjs"), c.url, KEY, "5"],
-                              capture_output=True, text=True, timeout=120, cwd=JS)
+        done = subprocess.run(
+            ["node", str(JS / "send_node.cjs"), c.url, KEY, "5"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=JS,
+        )
     finally:
         assert c.stop() is True
     assert done.returncode == 0, done.stderr
@@ -74,8 +96,14 @@ def test_analytics_node_through_the_collector_into_the_lake(tmp_path, spark):
         assert r["context_library_name"] == "@segment/analytics-node"
         assert r["context_library_version"] == "3.1.0"
     assert Counter(r["segment_type"] for r in rows) == {
-        "identifies": 5, "order_completed": 5, "signed_in": 5, "pages": 5, "screens": 5,
-        "groups": 5, "aliases": 5}
+        "identifies": 5,
+        "order_completed": 5,
+        "signed_in": 5,
+        "pages": 5,
+        "screens": 5,
+        "groups": 5,
+        "aliases": 5,
+    }
     assert {r["context_ip"] for r in rows if r["segment_type"] == "signed_in"} == {"203.0.113.9"}
 
 
@@ -86,10 +114,14 @@ def test_analytics_next_in_chromium_through_the_collector_into_the_lake(tmp_path
 
     with page_server() as page_port:
         page_origin = f"http://localhost:{page_port}"  # the collector is at 127.0.0.1
-        c = Collector(LakeSettings(
-            str(tmp_path / "archive"), str(tmp_path / "lake"),
-            (SourceSettings("web", write_keys=(WEB_KEY,), cors_origins=(page_origin,)),),
-            collector=CollectorSettings(port=0, spool_dir=str(tmp_path / "spool")))).start()
+        c = Collector(
+            LakeSettings(
+                str(tmp_path / "archive"),
+                str(tmp_path / "lake"),
+                (SourceSettings("web", write_keys=(WEB_KEY,), cors_origins=(page_origin,)),),
+                collector=CollectorSettings(port=0, spool_dir=str(tmp_path / "spool")),
+            )
+        ).start()
         page_url = f"{page_origin}/page.html?writeKey={WEB_KEY}&collector={c.url}"
         try:
             with sync_playwright() as p:
@@ -112,17 +144,19 @@ def test_analytics_next_in_chromium_through_the_collector_into_the_lake(tmp_path
                     while c.stats()["accepted"] < 15 and time.monotonic() < deadline:
                         time.sleep(0.05)
                     # the classic snippet: a queue, _writeKey and _cdn, then standalone.js
-                    page.goto(f"{page_origin}/classic.html?writeKey={WEB_KEY}"
-                              f"&collector={c.url}")
+                    page.goto(f"{page_origin}/classic.html?writeKey={WEB_KEY}&collector={c.url}")
                     deadline = time.monotonic() + 20
                     while c.stats()["accepted"] < 17 and time.monotonic() < deadline:
                         time.sleep(0.05)
                     # a page of another origin: the browser blocks what the collector refuses
-                    page.goto(f"http://127.0.0.1:{page_port}/page.html?writeKey={WEB_KEY}"
-                              f"&collector={c.url}")
+                    page.goto(
+                        f"http://127.0.0.1:{page_port}/page.html?writeKey={WEB_KEY}"
+                        f"&collector={c.url}"
+                    )
                     blocked = page.evaluate(
                         "(url) => fetch(url).then(() => 'read', (e) => 'blocked: ' + e)",
-                        f"{c.url}/v1/projects/{WEB_KEY}/settings")
+                        f"{c.url}/v1/projects/{WEB_KEY}/settings",
+                    )
                 finally:
                     browser.close()
             stats = c.stats()
@@ -140,7 +174,12 @@ def test_analytics_next_in_chromium_through_the_collector_into_the_lake(tmp_path
         assert by_id[mid]["segment_type"] == _table(m_type, by_id[mid].get("event"))
     later = [r for r in rows if r["message_id"] not in sent]
     assert sorted(r["segment_type"] for r in later) == [
-        "classic_snippet_loaded", "identifies", "pages", "pages", "video_played"]
+        "classic_snippet_loaded",
+        "identifies",
+        "pages",
+        "pages",
+        "video_played",
+    ]
     for r in rows:
         assert r["context_library_name"] == "analytics.js"
         assert r["context_library_version"] == "next-1.84.3", r  # the UMD bundle

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 import pytest
 
 from datalake_assets.ingest.collector import Collector
-from datalake_assets_tests.ingest.collector.helpers import KEY, lake_settings, archive_lines
+from datalake_assets_tests.ingest.collector.helpers import KEY, archive_lines, lake_settings
 
 
 @pytest.mark.spark
 def test_official_python_client_through_the_sync_into_the_lake(tmp_path, spark):
-    import segment.analytics as analytics  # a test dependency: never skipped
     import duckdb
+    import segment.analytics as analytics  # a test dependency: never skipped
 
     from datalake_assets.transform.job import SyncRequest, run_sync
 
@@ -34,14 +34,20 @@ def test_official_python_client_through_the_sync_into_the_lake(tmp_path, spark):
             calls = [
                 analytics.identify(user, {"email": f"{user}@example.com", "plan": "pro"}),
                 analytics.track(user, "Order Completed", {"revenue": 10.5 + u, "items": [u]}),
-                analytics.track(user, "Signed In", {"method": "email"},
-                                context={"ip": "203.0.113.7"}),
+                analytics.track(
+                    user, "Signed In", {"method": "email"}, context={"ip": "203.0.113.7"}
+                ),
                 analytics.page(user, "Docs", "Home", {"path": "/home"}),
                 analytics.screen(user, "App", "Main", {"variant": "b"}),
                 analytics.group(user, f"group-{u % 3}", {"name": "ACME"}),
                 analytics.alias(anon, user),
-                analytics.track(None, "Video Played", {"seconds": u}, anonymous_id=anon,
-                                timestamp=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
+                analytics.track(
+                    None,
+                    "Video Played",
+                    {"seconds": u},
+                    anonymous_id=anon,
+                    timestamp=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+                ),
             ]
             for ok, msg in calls:
                 assert ok
@@ -63,29 +69,51 @@ def test_official_python_client_through_the_sync_into_the_lake(tmp_path, spark):
     lake = str(tmp_path / "lake")
     result = run_sync(spark, SyncRequest(lake, str(tmp_path / "archive"), "src1", tuple(hours)))
     src = result.source
-    assert (src.lines_in, src.messages_written, src.duplicates,
-            src.lines_quarantined) == (96, 96, 0, 0)
+    assert (src.lines_in, src.messages_written, src.duplicates, src.lines_quarantined) == (
+        96,
+        96,
+        0,
+        0,
+    )
     tables = sorted(t for t in result.tables if t != "tracks")
-    assert tables == ["aliases", "groups", "identifies", "order_completed", "pages", "screens",
-                      "signed_in", "video_played"]
+    assert tables == [
+        "aliases",
+        "groups",
+        "identifies",
+        "order_completed",
+        "pages",
+        "screens",
+        "signed_in",
+        "video_played",
+    ]
     union = " union all ".join(
         f"select message_id, '{t}' as t from read_parquet("
-        f"'{lake}/data/src1/segment_type={t}/*/*/*.parquet')" for t in tables)
+        f"'{lake}/data/src1/segment_type={t}/*/*/*.parquet')"
+        for t in tables
+    )
     rows = duckdb.sql(f"select message_id, t from ({union})").fetchall()
     assert Counter(mid for mid, _ in rows) == Counter(list(sent))  # each exactly once
     per_type = Counter(sent.values())
     assert Counter(t for _, t in rows) == {
-        "identifies": per_type["identify"], "pages": per_type["page"],
-        "screens": per_type["screen"], "groups": per_type["group"],
-        "aliases": per_type["alias"], "order_completed": 12, "signed_in": 12, "video_played": 12}
+        "identifies": per_type["identify"],
+        "pages": per_type["page"],
+        "screens": per_type["screen"],
+        "groups": per_type["group"],
+        "aliases": per_type["alias"],
+        "order_completed": 12,
+        "signed_in": 12,
+        "video_played": 12,
+    }
     # skew correction on loopback: timestamp and the device's originalTimestamp stay close
-    (ips, skew), = duckdb.sql(
-        f"select list(distinct context_ip), max(abs(epoch(\"timestamp\") - "
+    ((ips, skew),) = duckdb.sql(
+        f'select list(distinct context_ip), max(abs(epoch("timestamp") - '
         f"epoch(original_timestamp))) from read_parquet("
-        f"'{lake}/data/src1/segment_type=signed_in/*/*/*.parquet')").fetchall()
+        f"'{lake}/data/src1/segment_type=signed_in/*/*/*.parquet')"
+    ).fetchall()
     assert ips == ["203.0.113.7"] and skew < 60
     # an explicit historical timestamp survives the correction (shifted by the latency only)
-    (day,), = duckdb.sql(
-        f"select distinct cast(\"timestamp\" as date) from read_parquet("
-        f"'{lake}/data/src1/segment_type=video_played/*/*/*.parquet')").fetchall()
+    ((day,),) = duckdb.sql(
+        f'select distinct cast("timestamp" as date) from read_parquet('
+        f"'{lake}/data/src1/segment_type=video_played/*/*/*.parquet')"
+    ).fetchall()
     assert str(day) == "2026-01-02"

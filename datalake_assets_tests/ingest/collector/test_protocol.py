@@ -14,7 +14,6 @@ import pytest
 from datalake_assets.ingest.collector import protocol
 from datalake_assets_tests.ingest.collector.helpers import KEY, track
 
-
 RECEIVED = datetime(2026, 11, 21, 10, 0, 10, 123456, tzinfo=UTC)
 LIMITS = protocol.Limits()
 
@@ -36,28 +35,48 @@ def test_stamps_received_at_and_message_ids():
     assert m["receivedAt"] == "2026-11-21T10:00:10.123Z"
 
 
-@pytest.mark.parametrize("sent, expected", [
-    # receivedAt - (sentAt - originalTimestamp): the device clock is 5 s late
-    ({"timestamp": "2026-11-21T09:59:55.000Z", "sentAt": "2026-11-21T10:00:00.000Z"},
-     {"timestamp": "2026-11-21T10:00:05.123Z", "originalTimestamp": "2026-11-21T09:59:55.000Z"}),
-    # offsets and the batch's sentAt work the same; only the message's own sentAt counts first
-    ({"timestamp": "2026-11-21T11:59:55+02:00", "sentAt": "2026-11-21T10:00:00Z"},
-     {"timestamp": "2026-11-21T10:00:05.123Z", "originalTimestamp": "2026-11-21T11:59:55+02:00"}),
-    # an originalTimestamp alone is the device time
-    ({"originalTimestamp": "2026-11-21T09:00:00Z", "sentAt": "2026-11-21T09:00:01Z"},
-     {"timestamp": "2026-11-21T10:00:09.123Z", "originalTimestamp": "2026-11-21T09:00:00Z"}),
-    # both sent: the client's decision, kept
-    ({"timestamp": "2026-01-01T00:00:00Z", "originalTimestamp": "2025-12-31T23:59:00Z",
-      "sentAt": "2026-11-21T10:00:00Z"},
-     {"timestamp": "2026-01-01T00:00:00Z", "originalTimestamp": "2025-12-31T23:59:00Z"}),
-    # no sentAt: nothing to correct with, the client's timestamp is kept
-    ({"timestamp": "2026-11-20T08:00:00Z"}, {"timestamp": "2026-11-20T08:00:00Z"}),
-    # no time at all: the server's
-    ({}, {"timestamp": "2026-11-21T10:00:10.123Z"}),
-    # unparseable: kept as sent, uncorrected
-    ({"timestamp": "yesterday", "sentAt": "2026-11-21T10:00:00Z"}, {"timestamp": "yesterday"}),
-    ({"timestamp": "2026-11-21T10:00:00Z", "sentAt": 5}, {"timestamp": "2026-11-21T10:00:00Z"}),
-])
+@pytest.mark.parametrize(
+    "sent, expected",
+    [
+        # receivedAt - (sentAt - originalTimestamp): the device clock is 5 s late
+        (
+            {"timestamp": "2026-11-21T09:59:55.000Z", "sentAt": "2026-11-21T10:00:00.000Z"},
+            {
+                "timestamp": "2026-11-21T10:00:05.123Z",
+                "originalTimestamp": "2026-11-21T09:59:55.000Z",
+            },
+        ),
+        # offsets and the batch's sentAt work the same; only the message's own sentAt counts first
+        (
+            {"timestamp": "2026-11-21T11:59:55+02:00", "sentAt": "2026-11-21T10:00:00Z"},
+            {
+                "timestamp": "2026-11-21T10:00:05.123Z",
+                "originalTimestamp": "2026-11-21T11:59:55+02:00",
+            },
+        ),
+        # an originalTimestamp alone is the device time
+        (
+            {"originalTimestamp": "2026-11-21T09:00:00Z", "sentAt": "2026-11-21T09:00:01Z"},
+            {"timestamp": "2026-11-21T10:00:09.123Z", "originalTimestamp": "2026-11-21T09:00:00Z"},
+        ),
+        # both sent: the client's decision, kept
+        (
+            {
+                "timestamp": "2026-01-01T00:00:00Z",
+                "originalTimestamp": "2025-12-31T23:59:00Z",
+                "sentAt": "2026-11-21T10:00:00Z",
+            },
+            {"timestamp": "2026-01-01T00:00:00Z", "originalTimestamp": "2025-12-31T23:59:00Z"},
+        ),
+        # no sentAt: nothing to correct with, the client's timestamp is kept
+        ({"timestamp": "2026-11-20T08:00:00Z"}, {"timestamp": "2026-11-20T08:00:00Z"}),
+        # no time at all: the server's
+        ({}, {"timestamp": "2026-11-21T10:00:10.123Z"}),
+        # unparseable: kept as sent, uncorrected
+        ({"timestamp": "yesterday", "sentAt": "2026-11-21T10:00:00Z"}, {"timestamp": "yesterday"}),
+        ({"timestamp": "2026-11-21T10:00:00Z", "sentAt": 5}, {"timestamp": "2026-11-21T10:00:00Z"}),
+    ],
+)
 def test_clock_skew_correction(sent, expected):
     (m,), _ = run({"batch": [track("a", **sent)]})
     assert {k: m.get(k) for k in expected} == expected
@@ -65,15 +84,31 @@ def test_clock_skew_correction(sent, expected):
         assert "originalTimestamp" not in m
 
 
-@pytest.mark.parametrize("text", [
-    "2026-11-21T10:00:00Z", "2026-11-21T10:00:00.1Z", "2026-11-21T10:00:00.123Z",
-    "2026-11-21T10:00:00.123456789Z", "2026-11-21T10:00:00.123+00:00",
-    "2026-11-21T10:00:00+00:00",
-    "2026-11-21T10:00:00.123+01:00", "2026-11-21 10:00:00Z", "2026-11-21T10:00:00", "2026-11-21",
-    "2026-02-30T10:00:00Z", "2026-11-21T25:00:00.000Z", "2026-11-21T10:00:00.Z",
-    "2026-11-21T10:00:00.12aZ", "2026-11-21T10:00:00.١٢٣Z", "0001-01-01T00:00:00.000Z",
-    "9999-12-31T23:59:59.999Z", "2026-11-21T10:00:00z", "", "soon",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-11-21T10:00:00Z",
+        "2026-11-21T10:00:00.1Z",
+        "2026-11-21T10:00:00.123Z",
+        "2026-11-21T10:00:00.123456789Z",
+        "2026-11-21T10:00:00.123+00:00",
+        "2026-11-21T10:00:00+00:00",
+        "2026-11-21T10:00:00.123+01:00",
+        "2026-11-21 10:00:00Z",
+        "2026-11-21T10:00:00",
+        "2026-11-21",
+        "2026-02-30T10:00:00Z",
+        "2026-11-21T25:00:00.000Z",
+        "2026-11-21T10:00:00.Z",
+        "2026-11-21T10:00:00.12aZ",
+        "2026-11-21T10:00:00.١٢٣Z",
+        "0001-01-01T00:00:00.000Z",
+        "9999-12-31T23:59:59.999Z",
+        "2026-11-21T10:00:00z",
+        "",
+        "soon",
+    ],
+)
 def test_fast_time_parse_agrees_with_the_sync(text):
     from datalake_assets.spec.types import parse_timestamp
 
@@ -83,14 +118,20 @@ def test_fast_time_parse_agrees_with_the_sync(text):
 
 def test_batch_sent_at_context_and_integrations_merge_into_every_message():
     body = {
-        "writeKey": KEY, "sentAt": "2026-11-21T10:00:00.000Z",
+        "writeKey": KEY,
+        "sentAt": "2026-11-21T10:00:00.000Z",
         "context": {"ip": "10.0.0.1", "library": {"name": "batch-lib"}},
         "integrations": {"All": False},
         "batch": [
             track("a", timestamp="2026-11-21T09:59:59.000Z"),
-            track("b", context={"ip": "10.9.9.9", "locale": "fr"},
-                  integrations={"Mixpanel": True}, sentAt="2026-11-21T10:00:01.000Z",
-                  timestamp="2026-11-21T10:00:00.000Z", writeKey="leaked"),
+            track(
+                "b",
+                context={"ip": "10.9.9.9", "locale": "fr"},
+                integrations={"Mixpanel": True},
+                sentAt="2026-11-21T10:00:01.000Z",
+                timestamp="2026-11-21T10:00:00.000Z",
+                writeKey="leaked",
+            ),
             track("c", context="not an object"),
         ],
     }
@@ -110,14 +151,28 @@ def test_batch_sent_at_context_and_integrations_merge_into_every_message():
 
 def test_bad_messages_are_rejected_alone_with_their_index():
     big = track("big", properties={"blob": "x" * 40000})
-    body = {"batch": [track("ok1"), 7, {"userId": "u"}, track("t", type="bogus"),
-                      track("nouser", userId=None), track("noevent", event=""), big,
-                      track("ok2", type="identify", event=None)]}
+    body = {
+        "batch": [
+            track("ok1"),
+            7,
+            {"userId": "u"},
+            track("t", type="bogus"),
+            track("nouser", userId=None),
+            track("noevent", event=""),
+            big,
+            track("ok2", type="identify", event=None),
+        ]
+    }
     msgs, out = run(body)
     assert [m["messageId"] for m in msgs] == ["ok1", "ok2"]
     assert [(r["index"], r["code"]) for r in out.rejected] == [
-        (1, "not_an_object"), (2, "missing_type"), (3, "unknown_type"), (4, "missing_user_id"),
-        (5, "missing_event"), (6, "oversize")]
+        (1, "not_an_object"),
+        (2, "missing_type"),
+        (3, "unknown_type"),
+        (4, "missing_user_id"),
+        (5, "missing_event"),
+        (6, "oversize"),
+    ]
     assert all(r["message"] for r in out.rejected)
     status, reply = protocol.reply_for(out, batch=True)
     assert status == 200 and reply["success"] and reply["accepted"] == 2
@@ -142,8 +197,10 @@ def test_single_calls_take_the_endpoint_type():
     (m,), _ = run({"userId": "u", "traits": {"a": 1}, "type": "track"}, endpoint_type="identify")
     assert m["type"] == "identify"
     _, out = run({"event": "x"}, endpoint_type="track")
-    assert protocol.reply_for(out, batch=False) == (400, {
-        "success": False, "code": "missing_user_id", "message": "missing user id"})
+    assert protocol.reply_for(out, batch=False) == (
+        400,
+        {"success": False, "code": "missing_user_id", "message": "missing user id"},
+    )
 
 
 def test_whole_requests_refused():
@@ -160,9 +217,11 @@ def test_whole_requests_refused():
 
 def test_wide_integers_stay_exact_and_nan_becomes_null():
     wide = 123456789012345678901234567890
-    raw = (b'{"batch": [{"type": "track", "event": "e", "userId": "u", "messageId": "m", '
-           b'"n": 123456789012345678901234567890, '
-           b'"f": NaN, "g": 1e20}]}')
+    raw = (
+        b'{"batch": [{"type": "track", "event": "e", "userId": "u", "messageId": "m", '
+        b'"n": 123456789012345678901234567890, '
+        b'"f": NaN, "g": 1e20}]}'
+    )
     assert protocol.parse_json(raw)["batch"][0]["n"] == wide  # NaN: the exact parser
     # orjson, the fast path, rounds wide integers to floats: the body is read again exactly
     assert protocol.parse_json(raw.replace(b"NaN", b"1"))["batch"][0]["n"] != wide
@@ -193,12 +252,17 @@ def test_body_decoding():
         assert (e.value.status, e.value.code) == (status, code)
 
 
-@pytest.mark.parametrize("header, key", [
-    (None, None), ("", None),
-    ("Basic " + base64.b64encode(b"abc:").decode(), "abc"),
-    ("basic " + base64.b64encode(b"abc").decode(), "abc"),
-    ("Basic " + base64.b64encode(b"abc:ignored").decode(), "abc"),
-    ("Bearer abc", ""), ("Basic !!!", ""),
-])
+@pytest.mark.parametrize(
+    "header, key",
+    [
+        (None, None),
+        ("", None),
+        ("Basic " + base64.b64encode(b"abc:").decode(), "abc"),
+        ("basic " + base64.b64encode(b"abc").decode(), "abc"),
+        ("Basic " + base64.b64encode(b"abc:ignored").decode(), "abc"),
+        ("Bearer abc", ""),
+        ("Basic !!!", ""),
+    ],
+)
 def test_write_key_from_header(header, key):
     assert protocol.write_key_from_header(header) == key

@@ -27,9 +27,14 @@ def test_roll_writes_one_named_file_and_deletes_the_segment(tmp_path):
     archive = str(tmp_path / "archive")
     seg = make_segment(tmp_path, b'{"a":1}\n{"b":2}\n{"torn')
     final = roll_segment(archive, seg)
-    assert final == archive_location(archive, seg) == (
-        f"{archive}/src1/day=2026-11-21/hr=10/"
-        "collector-2026112110-20261121T100000-cccccccccccc.jsonl.gz")
+    assert (
+        final
+        == archive_location(archive, seg)
+        == (
+            f"{archive}/src1/day=2026-11-21/hr=10/"
+            "collector-2026112110-20261121T100000-cccccccccccc.jsonl.gz"
+        )
+    )
     assert gzip.decompress(Path(final).read_bytes()) == b'{"a":1}\n{"b":2}\n'
     assert not os.path.exists(seg.path)
     assert os.listdir(os.path.dirname(final)) == [os.path.basename(final)]
@@ -74,8 +79,10 @@ def test_roll_to_s3_with_moto(tmp_path, monkeypatch, moto_endpoint):
         storage._fs_for.cache_clear()
         seg = make_segment(tmp_path, b'{"a":1}\n{"b":2}\n')
         final = roll_segment("s3://arch/raw", seg)
-        assert final == ("s3://arch/raw/src1/day=2026-11-21/hr=10/"
-                         "collector-2026112110-20261121T100000-cccccccccccc.jsonl.gz")
+        assert final == (
+            "s3://arch/raw/src1/day=2026-11-21/hr=10/"
+            "collector-2026112110-20261121T100000-cccccccccccc.jsonl.gz"
+        )
         assert gzip.decompress(storage.read_bytes(final)) == b'{"a":1}\n{"b":2}\n'
         assert not os.path.exists(seg.path)
         assert [loc for loc, _ in storage.list_files("s3://arch/raw", recursive=True)] == [final]

@@ -23,8 +23,15 @@ def test_collector_settings_defaults_and_file(tmp_path):
     defaults = load_settings(env=env).collector
     assert defaults == CollectorSettings(spool_dir=str(tmp_path / "home" / "spool"))
     assert (defaults.host, defaults.port, defaults.max_message_bytes, defaults.max_batch_bytes) == (
-        "127.0.0.1", 8088, 32768, 512000)
-    s = load_settings(write_lake_toml(tmp_path, """
+        "127.0.0.1",
+        8088,
+        32768,
+        512000,
+    )
+    s = load_settings(
+        write_lake_toml(
+            tmp_path,
+            """
         [collector]
         host = "0.0.0.0"
         port = 9000
@@ -39,12 +46,18 @@ def test_collector_settings_defaults_and_file(tmp_path):
         write_keys = ["abc123", "def456"]
         [[sources]]
         id = "ios"
-        """), env=env)
-    assert s.collector == CollectorSettings("0.0.0.0", 9000, str(tmp_path / "var" / "spool"),
-                                            1048576, 30, 16384, 256000, 2)
+        """,
+        ),
+        env=env,
+    )
+    assert s.collector == CollectorSettings(
+        "0.0.0.0", 9000, str(tmp_path / "var" / "spool"), 1048576, 30, 16384, 256000, 2
+    )
     assert s.sources[0].write_keys == ("abc123", "def456") and s.sources[1].write_keys == ()
     assert {k: v.id for k, v in s.write_key_sources().items()} == {
-        "abc123": "Web-Prod", "def456": "Web-Prod"}
+        "abc123": "Web-Prod",
+        "def456": "Web-Prod",
+    }
 
 
 def test_shipped_lake_toml_documents_the_collector():
@@ -56,25 +69,36 @@ def test_shipped_lake_toml_documents_the_collector():
     assert "DATALAKE_WRITE_KEYS" in text
 
 
-@pytest.mark.parametrize("text, key, fragment", [
-    ("[collector]\nport = 70000\n", "collector.port", "from 0 to 65535"),
-    ("[collector]\nport = \"80\"\n", "collector.port", "integer"),
-    ("[collector]\nhost = \"my host\"\n", "collector.host", "invalid host"),
-    ("[collector]\nspool_dir = \"s3://b/spool\"\n", "collector.spool_dir", "local folder"),
-    ("[collector]\nspool_dir = \"\"\n", "collector.spool_dir", "must not be empty"),
-    ("[collector]\nsegment_max_bytes = 10\n", "collector.segment_max_bytes", "65536"),
-    ("[collector]\nsegment_max_age_seconds = 0\n", "collector.segment_max_age_seconds", "1 to"),
-    ("[collector]\nmax_message_bytes = 600000\n", "collector.max_message_bytes", "512000"),
-    ("[collector]\nspool = \"x\"\n", "collector.spool", "did you mean 'spool_dir'"),
-    ("[collector]\nworkers = 0\n", "collector.workers", "from 1 to 64"),
-    ("[[sources]]\nid = \"a\"\nwrite_keys = \"k1\"\n", "sources[0].write_keys", "array"),
-    ("[[sources]]\nid = \"a\"\nwrite_keys = [1]\n", "sources[0].write_keys[0]", "string"),
-    ("[[sources]]\nid = \"a\"\nwrite_keys = [\"k1\", \"k1\"]\n", "sources[0].write_keys[1]",
-     "duplicate write key"),
-    (('[[sources]]\nid = "a"\nwrite_keys = ["k1"]\n'
-      '[[sources]]\nid = "b"\nwrite_keys = ["k2", "k1"]\n'),
-     "sources[1].write_keys[1]", "sources[0].write_keys[0]"),
-])
+@pytest.mark.parametrize(
+    "text, key, fragment",
+    [
+        ("[collector]\nport = 70000\n", "collector.port", "from 0 to 65535"),
+        ('[collector]\nport = "80"\n', "collector.port", "integer"),
+        ('[collector]\nhost = "my host"\n', "collector.host", "invalid host"),
+        ('[collector]\nspool_dir = "s3://b/spool"\n', "collector.spool_dir", "local folder"),
+        ('[collector]\nspool_dir = ""\n', "collector.spool_dir", "must not be empty"),
+        ("[collector]\nsegment_max_bytes = 10\n", "collector.segment_max_bytes", "65536"),
+        ("[collector]\nsegment_max_age_seconds = 0\n", "collector.segment_max_age_seconds", "1 to"),
+        ("[collector]\nmax_message_bytes = 600000\n", "collector.max_message_bytes", "512000"),
+        ('[collector]\nspool = "x"\n', "collector.spool", "did you mean 'spool_dir'"),
+        ("[collector]\nworkers = 0\n", "collector.workers", "from 1 to 64"),
+        ('[[sources]]\nid = "a"\nwrite_keys = "k1"\n', "sources[0].write_keys", "array"),
+        ('[[sources]]\nid = "a"\nwrite_keys = [1]\n', "sources[0].write_keys[0]", "string"),
+        (
+            '[[sources]]\nid = "a"\nwrite_keys = ["k1", "k1"]\n',
+            "sources[0].write_keys[1]",
+            "duplicate write key",
+        ),
+        (
+            (
+                '[[sources]]\nid = "a"\nwrite_keys = ["k1"]\n'
+                '[[sources]]\nid = "b"\nwrite_keys = ["k2", "k1"]\n'
+            ),
+            "sources[1].write_keys[1]",
+            "sources[0].write_keys[0]",
+        ),
+    ],
+)
 def test_invalid_collector_settings(tmp_path, text, key, fragment):
     path = write_lake_toml(tmp_path, text)
     with pytest.raises(SettingsError) as e:
@@ -98,20 +122,27 @@ def test_write_keys_never_appear_in_errors_or_reprs(tmp_path, secret):
 
 
 def test_write_keys_from_the_environment_replace_the_file(tmp_path):
-    path = write_lake_toml(tmp_path, """
+    path = write_lake_toml(
+        tmp_path,
+        """
         [[sources]]
         id = "web"
         write_keys = ["from-file"]
         [[sources]]
         id = "Mobile-App"
-        """)
+        """,
+    )
     s = load_settings(path, env={"DATALAKE_WRITE_KEYS": " k1=web, k2=mobile_app ,k3=web,"})
     assert [src.write_keys for src in s.sources] == [("k1", "k3"), ("k2",)]
     assert load_settings(path, env={"DATALAKE_WRITE_KEYS": ""}).sources[0].write_keys == (
-        "from-file",)
-    for value, fragment in [("k1", "expected 'key=source'"), ("k1=nosuch", "unknown source"),
-                            ("k1=web,k1=web", "duplicate write key"),
-                            ("bad key=web", "invalid write key")]:
+        "from-file",
+    )
+    for value, fragment in [
+        ("k1", "expected 'key=source'"),
+        ("k1=nosuch", "unknown source"),
+        ("k1=web,k1=web", "duplicate write key"),
+        ("bad key=web", "invalid write key"),
+    ]:
         with pytest.raises(SettingsError) as e:
             load_settings(path, env={"DATALAKE_WRITE_KEYS": value})
         assert e.value.key == "DATALAKE_WRITE_KEYS" and e.value.origin == "environment"
@@ -127,7 +158,9 @@ def test_direct_construction_validates_collector_settings():
 
 
 def test_cors_origins_and_public_url(tmp_path):
-    path = write_lake_toml(tmp_path, """
+    path = write_lake_toml(
+        tmp_path,
+        """
         [collector]
         public_url = "https://collect.example.com/seg/"
         max_pending_requests = 64
@@ -136,14 +169,20 @@ def test_cors_origins_and_public_url(tmp_path):
         cors_origins = ["https://shop.example.com", "https://*.example.com:8443"]
         [[sources]]
         id = "app"
-        """)
+        """,
+    )
     s = load_settings(path)
     assert s.sources[0].cors_origins == ("https://shop.example.com", "https://*.example.com:8443")
     assert s.sources[1].cors_origins == ("*",)  # the default: any origin
     assert s.collector.public_url == "https://collect.example.com/seg"
     assert s.collector.max_pending_requests == 64
-    for bad in (["https://shop.example.com/"], ["shop.example.com"], ["https://Shop.com"],
-                "https://a.com", ["ftp://a.com"]):
+    for bad in (
+        ["https://shop.example.com/"],
+        ["shop.example.com"],
+        ["https://Shop.com"],
+        "https://a.com",
+        ["ftp://a.com"],
+    ):
         with pytest.raises(SettingsError) as e:
             SourceSettings("web", cors_origins=bad)  # type: ignore[arg-type]
         assert "cors_origins" in str(e.value)

@@ -85,8 +85,9 @@ def test_append_returns_only_after_its_fsync(tmp_path, monkeypatch):
 
 def test_segments_close_on_size_hour_and_age(tmp_path):
     closed: list[ClosedSegment] = []
-    sp = Spool(str(tmp_path / "spool"), closed.append, segment_max_bytes=100,
-               segment_max_age_seconds=0.3)
+    sp = Spool(
+        str(tmp_path / "spool"), closed.append, segment_max_bytes=100, segment_max_age_seconds=0.3
+    )
     sp.open()
     line = b'{"x":"' + b"a" * 50 + b'"}\n'
     sp.append("src1", H10, line)
@@ -104,7 +105,9 @@ def test_segments_close_on_size_hour_and_age(tmp_path):
     while len(closed) < 4 and time.monotonic() < deadline:  # age: both remaining segments
         time.sleep(0.01)
     assert sorted((c.source_id, c.hour) for c in closed[2:]) == [
-        ("src1", H10.next()), ("web", H10.next())]
+        ("src1", H10.next()),
+        ("web", H10.next()),
+    ]
     sp.close()
     assert len(closed) == 4
     assert all(parse_segment_path(c.path) == c for c in closed)
@@ -182,7 +185,10 @@ def test_spools_of_gone_workers_are_adopted(tmp_path):
     sp = Spool(str(root), lambda s: None)
     left = sp.open()
     assert sorted((s.source_id, s.segment_id[-12:]) for s in left) == [
-        ("src1", "aaaaaaaaaaaa"), ("src1", "bbbbbbbbbbbb"), ("web", "cccccccccccc")]
+        ("src1", "aaaaaaaaaaaa"),
+        ("src1", "bbbbbbbbbbbb"),
+        ("web", "cccccccccccc"),
+    ]
     assert all(Path(s.path).parent.parent == root for s in left)
     sp.close()
     # a worker spool in use by a live process is not taken

@@ -24,8 +24,12 @@ from datalake_assets_tests.ingest.collector.helpers import (
 
 KEY = b"s" * 32
 TRAITS = ("email",)
-GONE = frozenset({identity_hash(KEY, identity("user_id", "gone")),
-                  identity_hash(KEY, identity("email", "gone@x.io"))})
+GONE = frozenset(
+    {
+        identity_hash(KEY, identity("user_id", "gone")),
+        identity_hash(KEY, identity("email", "gone@x.io")),
+    }
+)
 
 
 def line(mid: str, **kw) -> bytes:
@@ -41,18 +45,34 @@ def segment(folder: Path, name: str, *lines: bytes) -> Path:
 
 def test_sealed_segments_lose_exactly_the_persons_lines(tmp_path):
     spool = tmp_path / "spool"
-    keep = [line("k1", userId="u1"), line("k2", anonymousId="a2", context={"traits": {}}),
-            b"not json at all\n", line("k3", userId="u1", traits={"email": "gone@x.io"})]
-    mixed = segment(spool / "src1", "00", keep[0], line("g1", userId="gone"), keep[1],
-                    line("g2", anonymousId="gone"), keep[2],
-                    line("g3", userId="u2", context={"traits": {"email": " Gone@X.io"}}),
-                    keep[3], b'{"torn": "gon')
+    keep = [
+        line("k1", userId="u1"),
+        line("k2", anonymousId="a2", context={"traits": {}}),
+        b"not json at all\n",
+        line("k3", userId="u1", traits={"email": "gone@x.io"}),
+    ]
+    mixed = segment(
+        spool / "src1",
+        "00",
+        keep[0],
+        line("g1", userId="gone"),
+        keep[1],
+        line("g2", anonymousId="gone"),
+        keep[2],
+        line("g3", userId="u2", context={"traits": {"email": " Gone@X.io"}}),
+        keep[3],
+        b'{"torn": "gon',
+    )
     only_gone = segment(spool / "worker.1" / "web", "01", line("g4", previousId="gone"))
     untouched = segment(spool / "worker.0" / "src1", "02", keep[0])
     before = os.stat(untouched)
     result = erase_spool(str(spool), KEY, GONE, TRAITS)
-    assert (result.lines_removed, result.segments_rewritten, result.segments_deleted,
-            result.skipped_live) == (4, 1, 1, 0)
+    assert (
+        result.lines_removed,
+        result.segments_rewritten,
+        result.segments_deleted,
+        result.skipped_live,
+    ) == (4, 1, 1, 0)
     # the other lines byte for byte, the torn tail as it was (a restart cuts it)
     assert mixed.read_bytes() == b"".join(keep) + b'{"torn": "gon'
     assert not only_gone.exists()
@@ -96,7 +116,8 @@ def test_a_stopped_collectors_spool_is_erased_and_the_next_start_archives_the_re
 def test_a_running_collectors_segments_are_left_to_the_suppression(tmp_path):
     settings = dataclasses.replace(
         lake_settings(tmp_path, segment_max_age_seconds=3600),
-        privacy=PrivacySettings(suppression_reload_seconds=1))
+        privacy=PrivacySettings(suppression_reload_seconds=1),
+    )
     c = Collector(settings).start()
     try:
         for mid, uid in (("g1", "gone"), ("k1", "u1")):

@@ -25,14 +25,19 @@ from datalake_assets_tests.ingest.collector.helpers import (
 
 def settings_with(tmp_path: Path, reload_seconds: int = 10, **collector: object):
     s = lake_settings(tmp_path, **collector)
-    return dataclasses.replace(s, privacy=PrivacySettings(
-        identity_traits=("email",), suppression_reload_seconds=reload_seconds))
+    return dataclasses.replace(
+        s,
+        privacy=PrivacySettings(
+            identity_traits=("email",), suppression_reload_seconds=reload_seconds
+        ),
+    )
 
 
 def suppress(lake_root: str, request_id: str, *identities: tuple[str, str]) -> None:
     key = lake_key(lake_root)
-    write_suppressed(lake_root, request_id,
-                     [identity_hash(key, identity(k, v)) for k, v in identities])
+    write_suppressed(
+        lake_root, request_id, [identity_hash(key, identity(k, v)) for k, v in identities]
+    )
 
 
 def wait_for(condition, timeout: float = 10.0) -> None:
@@ -51,8 +56,12 @@ def test_suppressed_messages_get_200_and_are_stored_nowhere(tmp_path):
         assert (status, reply) == (200, {"success": True})
         batch = [
             track("s2", userId="u2", anonymousId="gone"),  # any identity of the message
-            {"type": "identify", "messageId": "s3", "userId": "u3",
-             "traits": {"email": " GONE@x.io"}},
+            {
+                "type": "identify",
+                "messageId": "s3",
+                "userId": "u3",
+                "traits": {"email": " GONE@x.io"},
+            },
             track("s4", userId="u4", context={"traits": {"email": "gone@x.io"}}),
             track("k1", userId="u2"),
             track("k2", userId="u5", traits={"email": "gone@x.io"}),  # not an identify: kept
@@ -60,8 +69,11 @@ def test_suppressed_messages_get_200_and_are_stored_nowhere(tmp_path):
         status, reply, _ = post(c.url, "/v1/batch", {"batch": batch})
         assert (status, reply) == (200, {"success": True})
         # rejected messages are reported; suppressed ones count as accepted for the client
-        status, reply, _ = post(c.url, "/v1/batch", {"batch": [
-            track("s5", userId="gone"), {"type": "track", "userId": "gone"}]})
+        status, reply, _ = post(
+            c.url,
+            "/v1/batch",
+            {"batch": [track("s5", userId="gone"), {"type": "track", "userId": "gone"}]},
+        )
         assert status == 200 and reply["accepted"] == 1 and len(reply["rejected"]) == 1
         stats = c.stats()
         assert (stats["suppressed"], stats["accepted"], stats["suppression_list"]) == (5, 2, 2)
@@ -94,7 +106,8 @@ def test_segments_left_by_a_crash_are_filtered_when_rolled_at_start(tmp_path):
     spool.mkdir(parents=True)
     (spool / "2026112110-20261121T100000-aaaaaaaaaaaa.wal").write_bytes(
         b'{"type":"track","event":"E","userId":"gone","messageId":"x1"}\n'
-        b'{"type":"track","event":"E","userId":"u2","messageId":"x2"}\n')
+        b'{"type":"track","event":"E","userId":"u2","messageId":"x2"}\n'
+    )
     suppress(settings.lake_root, "req-1", ("user_id", "gone"))
     c = Collector(settings).start()
     assert c.stop()
