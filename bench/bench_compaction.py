@@ -15,7 +15,7 @@ SQL catalog), once on the local disk and once in S3 (moto on 127.0.0.1): one Par
 hour, registered one day at a time (``add_files``: 365 commits, so 365 manifests; a year of
 real syncs leaves one per sync). The small table is also written in the Segment layout twice:
 ``day_hour`` (a file per hour, as synced) and ``day`` with each day's 24 hours in one file
-(what merging a closed day would give; docs/compaction.md, "The Segment layout").
+(what merging a closed day would give; docs/concepts/compaction.md, "The Segment layout").
 
 Then, for each table before and after compaction (``iceberg_compact.compact_table``, every
 hour cold, the default 512 MB target), two queries by DuckDB (``iceberg_scan`` with the

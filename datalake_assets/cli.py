@@ -6,7 +6,7 @@
     datalake import [--from D]   import Segment's S3-destination archive into the raw archive
     datalake collect             run the Segment-compatible collector until SIGTERM/SIGINT
     datalake catalog init-metastore   create a MySQL/MariaDB metastore's schema, once, up front
-    datalake forget --user-id X  erase and suppress a person (docs/privacy.md)
+    datalake forget --user-id X  erase and suppress a person (docs/guides/forget-a-person.md)
     datalake sql "SELECT ..."    Spark SQL on the Hive catalog (through `datalake dev`'s server)
 
 Every option and its help: ``cli_parser.py``. A user's mistake is raised as ``UsageError`` and

@@ -1,4 +1,4 @@
-"""``datalake forget``: erase and suppress a person (``docs/privacy.md``); beside ``cli.py``,
+"""``datalake forget``: erase and suppress a person (``docs/guides/forget-a-person.md``); beside ``cli.py``,
 which wires it in (its options: ``cli_parser.py``), so that the command line stays one module a
 newcomer can read."""
 
@@ -12,7 +12,7 @@ from datalake_assets.settings import LakeSettings
 
 
 def cmd_forget(settings: LakeSettings, args: argparse.Namespace) -> int:
-    """Erase and suppress the identities named (``docs/privacy.md``). Prints counts, never an
+    """Erase and suppress the identities named (``docs/guides/forget-a-person.md``). Prints counts, never an
     identity value; exit 0 when completed, 1 when failed, 2 for a request that is refused."""
     from datalake_assets.privacy.forget import forget, resume
     from datalake_assets.privacy.request import request_from_options

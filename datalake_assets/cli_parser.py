@@ -164,7 +164,7 @@ def build_parser() -> Parser:
         "import",
         "import Segment's S3-destination archive (segment-logs/)",
         "Import received days of a source's Segment S3-destination archive "
-        "(segment_archive) into the raw archive (docs/segment-import.md).",
+        "(segment_archive) into the raw archive (docs/guides/segment-import.md).",
     )
     i.add_argument("--source", help=SOURCE_HELP)
     i.add_argument(
@@ -200,9 +200,9 @@ def build_parser() -> Parser:
     c = _command(
         sub,
         "collect",
-        "run the Segment-compatible collector (docs/collector.md)",
+        "run the Segment-compatible collector (docs/guides/collect-events.md)",
         "Run the Segment-compatible HTTP collector until SIGTERM or Ctrl-C; accepted "
-        "messages are rolled into the raw archive (docs/collector.md).",
+        "messages are rolled into the raw archive (docs/guides/collect-events.md).",
     )
     c.add_argument("--host", help="listening address (default: [collector] host)")
     c.add_argument(
@@ -244,7 +244,7 @@ def build_parser() -> Parser:
     m = _command(
         sub,
         "maintain",
-        "expire old table versions (Iceberg: docs/table-formats.md)",
+        "expire old table versions (Iceberg: docs/guides/iceberg.md)",
         "Expire each table's snapshots older than the retention and delete the files "
         "no snapshot references (a killed sync's, replaced ones), source by source "
         "under its lock: what the nightly table_maintenance job does. Nothing to do "
@@ -269,12 +269,12 @@ def build_parser() -> Parser:
     c = _command(
         sub,
         "compact",
-        "right-size cold data's files (docs/compaction.md)",
+        "right-size cold data's files (docs/guides/compaction.md)",
         "Rewrite the small files of each table's cold hours (ended more than [iceberg] "
         "compact_after_hours ago) into files of about target_file_mb, coarsening their "
         "partitions to a day or a month; one atomic commit a table, source by source "
         "under its lock: what the nightly table_maintenance job does first. Prints "
-        "files and bytes before and after. The Segment layout: see docs/compaction.md.",
+        "files and bytes before and after. The Segment layout: see docs/concepts/compaction.md.",
     )
     c.add_argument(
         "--source",
@@ -302,9 +302,9 @@ def build_parser() -> Parser:
     f = _command(
         sub,
         "forget",
-        "erase and suppress a person's data (docs/privacy.md)",
+        "erase and suppress a person's data (docs/guides/forget-a-person.md)",
         "Erase a person's rows from the lake and add their identities to the "
-        "suppression list (docs/privacy.md). Prints counts, never an identity; exit "
+        "suppression list (docs/guides/forget-a-person.md). Prints counts, never an identity; exit "
         "code 1 when the request failed (run it again, or --resume).",
     )
     f.add_argument(

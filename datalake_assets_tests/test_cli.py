@@ -248,7 +248,7 @@ def test_help_of_each_command_shows_its_own_usage_and_description(tmp_path, path
 )
 def test_the_dev_demo_is_yesterday_whole_and_todays_closed_hours(now, first, n):
     """``datalake dev``'s demo holds a complete day, so the daily models have one to build
-    by themselves (docs/models.md)."""
+    by themselves (docs/concepts/models.md)."""
     from datetime import UTC, datetime
 
     from datalake_assets.cli import _last_closed_hours, demo_hours

@@ -32,7 +32,7 @@ from typing import Any
 SERVER_DIR = "spark-connect"
 DISCOVERY_FILE = "connect-local.json"
 # The server runs the syncs' catalog statements and, under `datalake dev`, the dbt models
-# (docs/models.md): two cores (one made the models' Spark the whole cost of a build,
+# (docs/guides/models.md): two cores (one made the models' Spark the whole cost of a build,
 # bench/README.md) and a heap for a few days of the demo's sessions.
 SERVER_MASTER = "local[2]"
 SERVER_MEMORY = "1g"

@@ -10,7 +10,7 @@ streaming, and routes every line by the hour of its ``receivedAt`` into our layo
 
     <archive_root>/<source id>/day=YYYY-MM-DD/hr=HH/segment-<file id>.jsonl.gz
 
-so the sync, the archive sensors and backfills work on it unchanged (docs/segment-import.md).
+so the sync, the archive sensors and backfills work on it unchanged (docs/concepts/segment-import.md).
 
 * ``<file id>``: 16 hex digits of SHA-256 over ``<segment source id>/<day ms>/<file name>``.
   Output names are deterministic: importing a file again replaces its outputs, never adds.

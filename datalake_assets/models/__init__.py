@@ -1,4 +1,4 @@
-"""The dbt models on the lake (``docs/models.md``): sessions, identity graph, users, daily
+"""The dbt models on the lake (``docs/concepts/models.md``): sessions, identity graph, users, daily
 counts, and the user's own models, built on the platform's Spark in the lake's catalog.
 
 ``project/`` is the shipped dbt project; ``workspace.py`` assembles and parses one project per

@@ -50,14 +50,14 @@ def can_run(settings: LakeSettings) -> str | None:
             f"table_format is {settings.table_format!r}: the local models profile reads "
             "the tables through Spark's Hive catalog, which cannot read Iceberg tables here; "
             "set [models] profiles_dir to a profiles.yml for an engine that reads them "
-            "(Athena, Databricks, Spark with the Iceberg runtime: docs/models.md)"
+            "(Athena, Databricks, Spark with the Iceberg runtime: docs/guides/models.md)"
         )
     if backend == "hive":
         return None
     return (
         f"[catalog] backend is {backend!r}: the local models profile runs on Spark with a "
         "Hive catalog; set [models] profiles_dir to a profiles.yml for your engine (EMR's "
-        "Thrift server, Databricks, Athena: docs/models.md)"
+        "Thrift server, Databricks, Athena: docs/guides/models.md)"
     )
 
 

@@ -5,7 +5,7 @@ from the tables, building the models again over the days it touched removes them
 model (and corrects the aggregates they counted in): ``dbt build`` with ``--vars {min_day,
 max_day}`` spanning the touched received days (daily models: those days, and sessions the day
 before them too, ``sessions.sql``); whole-table models are rebuilt entirely. The user's own
-models are in the same project and are rebuilt the same way (``docs/models.md`` says what a
+models are in the same project and are rebuilt the same way (``docs/concepts/models.md`` says what a
 model must look like for that to remove a person).
 
 The proof reads every model's files in the lake (``<lake_root>/models/<slug>/``: the built-in

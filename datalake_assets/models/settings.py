@@ -1,4 +1,4 @@
-"""``[models]``: the dbt models on the lake (``datalake_assets.models``, ``docs/models.md``)."""
+"""``[models]``: the dbt models on the lake (``datalake_assets.models``, ``docs/guides/models.md``)."""
 
 import os
 

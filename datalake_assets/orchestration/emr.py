@@ -9,7 +9,7 @@ holds ``EmrSparkCompute`` (a step of a cluster), ``emr_serverless.py``
 One ``run_sync``:
 
 1. **Package**: a zip of ``datalake_assets`` and ``dagster_pipes`` (pure Python; PySpark and the
-   native dependencies come with the cluster image, see ``docs/emr.md``) and the entry script,
+   native dependencies come with the cluster image, see ``docs/guides/emr.md``) and the entry script,
    content-addressed under the staging prefix: ``s3://<bucket>/_jobs/<sha256>/``. Uploaded when
    absent (or older than a day, so a lifecycle rule on ``_jobs/`` never expires one in use).
 2. **Submit** through Dagster Pipes: ``spark-submit --py-files <zip> <entry> <pipes args>

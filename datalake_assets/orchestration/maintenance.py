@@ -41,7 +41,7 @@ def build_maintenance_automation(settings: LakeSettings) -> tuple[list[Any], lis
         name="compact_tables",
         description="Rewrites the small files of each table's cold hours (older than [iceberg] "
         "compact_after_hours) into files of about target_file_mb, one commit a "
-        "table (docs/compaction.md).",
+        "table (docs/concepts/compaction.md).",
     )
     def compact_op(context: OpExecutionContext) -> None:
         done: dict[str, Any] = {}

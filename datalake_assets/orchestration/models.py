@@ -79,7 +79,7 @@ def build_models_sensor(settings: LakeSettings, sources: list[SourceSettings]) -
             default_status=sensor_status(settings.automation),
             minimum_interval_seconds=30,
             description="Builds a day of the models once its 24 hours are synced (again when one "
-            "is re-synced), and the whole-table models once a day (docs/models.md)",
+            "is re-synced), and the whole-table models once a day (docs/concepts/models.md)",
         )
     ]
 

@@ -1,4 +1,4 @@
-"""Privacy requests in Dagster (``docs/privacy.md``): a job to forget a person, a sensor for
+"""Privacy requests in Dagster (``docs/guides/forget-a-person.md``): a job to forget a person, a sensor for
 request files, and the nightly compaction of the identity summaries.
 
 * Job ``forget_person``, one op ``forget``. Launched from the UI's launchpad with a request
@@ -193,7 +193,7 @@ def build_forget_job(settings: LakeSettings):
                 f"request {counts['request_id']} is not complete: the proof found "
                 f"{counts['rows_remaining']} rows of its identities still in the lake. Run it "
                 "again (re-execute this run): a request converges on a re-run. If rows still "
-                "remain, see docs/privacy.md.",
+                "remain, see docs/guides/forget-a-person.md.",
                 metadata={"rows_remaining": counts["rows_remaining"]},
             )
         if location:
@@ -207,7 +207,7 @@ def build_forget_job(settings: LakeSettings):
         executor_def=in_process_executor,  # one step: no extra process
         tags={"datalake/kind": "privacy"},
         description="Forgets a person: erases their rows everywhere in the lake and/or "
-        "suppresses their future events (docs/privacy.md). The run config is "
+        "suppresses their future events (docs/guides/forget-a-person.md). The run config is "
         "kept by Dagster: prefer dropping a request file under "
         "<lake>/_privacy/requests/.",
     )

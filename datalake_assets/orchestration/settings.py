@@ -25,7 +25,7 @@ SENSOR_STATUSES = ("running", "stopped")
 SENSOR_RUNS = ("auto", "batched", "per_source")
 COMPUTE_BACKENDS = ("local", "emr", "emr_serverless", "databricks")
 # What the job imports beyond the standard library and PySpark, pinned like pyproject.toml:
-# installed for each Databricks task (docs/emr.md installs the same on EMR nodes).
+# installed for each Databricks task (docs/guides/emr.md installs the same on EMR nodes).
 JOB_LIBRARIES = (
     "pyarrow>=16",
     "orjson>=3.9",

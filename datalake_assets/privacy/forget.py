@@ -1,4 +1,4 @@
-"""Carry out a privacy request: suppress, erase, prove, audit (``docs/privacy.md``).
+"""Carry out a privacy request: suppress, erase, prove, audit (``docs/concepts/privacy.md``).
 
 ``forget(settings, request)`` runs these steps; each is idempotent, so a request killed at any
 moment converges when it is run again (the same request, or ``resume`` from its state file):

@@ -3,7 +3,7 @@ that a request finds a person's hours by reading a few row groups, not a footer 
 
 **Why.** The sync writes the identity index per hour (``lake/identities.py``): a lookup that
 opened every hour's index would pay 8,760 Parquet footers for a year of one source. The
-summary holds the same facts in twelve files a year (``docs/privacy.md`` has the figures).
+summary holds the same facts in twelve files a year (``docs/reference/performance.md`` has the figures).
 
 **Layout.** ``<lake>/_identities/<source>/_summary/month=YYYY-MM/summary.parquet``. The ``_``
 keeps it out of the ``hour=`` folders that the sync swaps and that lookups glob. Columns:

@@ -11,9 +11,9 @@ difference between the lake and the oracle, or between the archive and its model
 
 The model restates three documented rules: Segment's files are routed to the hour of each
 line's ``receivedAt`` into ``segment-<file id>.jsonl.gz`` (file id: 16 hex digits of SHA-256
-over ``<segment source id>/<day ms>/<name>``; docs/segment-import.md), and an erasure replaces
+over ``<segment source id>/<day ms>/<name>``; docs/concepts/segment-import.md), and an erasure replaces
 each of the person's lines by an empty line and deletes a file left with no other line
-(docs/privacy.md).
+(docs/concepts/privacy.md).
 """
 
 from __future__ import annotations

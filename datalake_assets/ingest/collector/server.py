@@ -3,7 +3,7 @@
 The standard library's ``ThreadingHTTPServer`` (one thread per connection, HTTP/1.1
 keep-alive): the work per request is JSON decoding and stamping (``protocol``), then one wait
 for a group-committed fsync (``spool``), so threads suffice; the figures are in
-``docs/collector.md`` and ``bench/bench_collector.py``.
+``docs/reference/performance.md`` and ``bench/bench_collector.py``.
 
 Life cycle (``Collector``): ``start()`` locks the spool, reads the suppression list
 (``suppression.py``: suppressed messages are answered as accepted, then dropped), hands the

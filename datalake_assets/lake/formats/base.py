@@ -45,7 +45,7 @@ ICEBERG_CATALOGS = ("sql", "glue")
 DEFAULT_RETENTION_HOURS = 168
 DEFAULT_COMPACT_AFTER_HOURS = 48  # the settle window: late syncs and replays of recent hours
 DEFAULT_TARGET_FILE_MB = 512  # Segment's guide: "files with sizes ranging from 256 MB to 1 GB"
-SEGMENT_COMPACTION = "not supported for the Segment layout: see docs/compaction.md"
+SEGMENT_COMPACTION = "not supported for the Segment layout: see docs/concepts/compaction.md"
 _ARG_PREFIX = "--table-format-"
 
 

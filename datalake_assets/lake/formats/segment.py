@@ -87,6 +87,6 @@ class SegmentLayout(TableFormat):
     def compact(
         self, src: SourceTables, tables: list[str], cutoff: datetime, target_bytes: int
     ) -> list[TableCompaction]:
-        """A partition is a folder here: files can merge only inside one (docs/compaction.md,
+        """A partition is a folder here: files can merge only inside one (docs/concepts/compaction.md,
         "The Segment layout")."""
         raise CompactionUnsupported(SEGMENT_COMPACTION)

@@ -18,7 +18,7 @@ class IcebergSettings:
     tables; the ``glue_*`` keys "" fall back to ``[catalog]``'s). ``retention_hours``: snapshots
     older than this are expired and unreferenced files older than this deleted by the
     maintenance job (``datalake maintain``). ``compact_after_hours`` and ``target_file_mb``:
-    compaction (``datalake compact``, docs/compaction.md) rewrites the hours older than the
+    compaction (``datalake compact``, docs/guides/compaction.md) rewrites the hours older than the
     former into files of about the latter."""
 
     catalog: OneOf(ICEBERG_CATALOGS, "Iceberg catalog") = "sql"

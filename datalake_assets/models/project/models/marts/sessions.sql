@@ -1,4 +1,4 @@
-{#- Sessions of pages, screens and tracks (rules: docs/models.md, "sessions").
+{#- Sessions of pages, screens and tracks (rules: docs/concepts/models.md, "sessions").
 
   * A visitor is their anonymous_id (else their user_id). Their events are ordered by when
     they happened; a gap of more than session_gap_minutes starts a new session (a gap of
