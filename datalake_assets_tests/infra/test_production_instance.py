@@ -1,7 +1,8 @@
 """The production topology, for real on loopback: the instance of ``infra/dagster/dagster.yaml``
 on a private PostgreSQL cluster (``support/postgres.py``), and the code server, the webserver
-and the daemon as three processes of their own, started with the commands the image runs
-(``dagster code-server start``, ``dagster-webserver``, ``dagster-daemon run``), the webserver
+and the daemon as three processes of their own, started by the image's entry point
+(``infra/docker/entrypoint.sh codeserver|webserver|daemon``: ``dagster code-server start``,
+``dagster-webserver``, ``dagster-daemon run``) and checked by its health checks, the webserver
 and the daemon loading the code location over gRPC (as ``infra/dagster/workspace.yaml``).
 
 One scenario, as an operator lives it:
@@ -49,6 +50,7 @@ pytestmark = [pytest.mark.dagster]
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCE_DIR = REPO / "infra" / "dagster"
+ENTRYPOINT = REPO / "infra" / "docker" / "entrypoint.sh"
 SOURCE = "web"
 LOCATION = "datalake_assets.definitions"
 RUN_TIMEOUT = 300.0  # a busy 2-core machine; each run worker loads the definitions
@@ -89,34 +91,31 @@ class Topology:
             )
         )
         self.ui = DagsterUI(GraphQL(f"http://127.0.0.1:{self.web_port}/graphql"))
+        # the image's environment (infra/docker/Dockerfile), pointed at this test's folders
+        self.image_env = dict(
+            env,
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+            DATALAKE_WORKSPACE=str(self.workspace),
+            DATALAKE_BIND="127.0.0.1",
+            CODE_SERVER_PORT=str(self.grpc_port),
+            WEBSERVER_PORT=str(self.web_port),
+            DATALAKE_ROLE_FILE=str(home / "role"),
+        )
 
     def start(self, name: str) -> None:
-        bin_dir = Path(sys.executable).parent
-        cmd = {
-            "codeserver": [
-                str(bin_dir / "dagster"), "code-server", "start", "-m", LOCATION,
-                "-h", "127.0.0.1", "-p", str(self.grpc_port),
-            ],
-            "webserver": [
-                str(bin_dir / "dagster-webserver"), "-w", str(self.workspace),
-                "-h", "127.0.0.1", "-p", str(self.web_port),
-            ],
-            "daemon": [str(bin_dir / "dagster-daemon"), "run", "-w", str(self.workspace)],
-        }[name]  # fmt: skip
+        """``name`` started by the image's entry point, as its container's command would."""
         log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 - the child holds it
         self.procs[name] = subprocess.Popen(
-            cmd, env=self.env, cwd=self.home, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            [str(ENTRYPOINT), name], env=self.image_env, cwd=self.home, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         log.close()
 
-    def code_server_healthy(self) -> bool:
-        """The image's health check of the code server (``dagster api grpc-health-check``):
-        the webserver and the daemon start once it answers, as the compose file orders them."""
+    def healthy(self, name: str) -> bool:
+        """The image's health check of ``name`` (``entrypoint.sh health``)."""
         check = subprocess.run(
-            [str(Path(sys.executable).parent / "dagster"), "api", "grpc-health-check",
-             "-h", "127.0.0.1", "-p", str(self.grpc_port)],
-            env=self.env, capture_output=True, timeout=60, check=False,
+            [str(ENTRYPOINT), "health", name], env=self.image_env, capture_output=True,
+            timeout=60, check=False,
         )  # fmt: skip
         return check.returncode == 0
 
@@ -213,11 +212,13 @@ def test_the_production_topology_on_postgres(tmp_path, pg):
     env["DATALAKE_WEBSERVER_URL"] = f"http://127.0.0.1:{top.web_port}"
     ui = top.ui
     try:
-        top.start("codeserver")
-        poll("the code server's health check", top.code_server_healthy, 240, 2.0)
+        top.start("codeserver")  # first: the others load the code location from it
+        poll("the code server's health check", lambda: top.healthy("codeserver"), 240, 2.0)
         top.start("webserver")
         top.start("daemon")
         poll("the code location, loaded over gRPC", _loaded(ui), 240, 2.0)
+        poll("the webserver's health check", lambda: top.healthy("webserver"), 60, 2.0)
+        poll("the daemon's health check", lambda: top.healthy("daemon"), 120, 2.0)
 
         # 1. the sensor syncs the first hours by itself
         wait_synced(ui, hours[:2])
