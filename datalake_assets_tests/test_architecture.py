@@ -29,7 +29,7 @@ LAYERS: dict[str, set[str]] = {
     "catalog": {"rules", "lake", "settings", "catalog"},
     "sync": {"rules", "lake", "settings", "catalog", "sync"},
     "ingest": {"rules", "lake", "settings", "ingest"},
-    # ingest: the collector's own spool eraser (privacy/forget.py's ``_erase_spool``)
+    # ingest: the collector's own spool eraser (privacy/forget_steps.py's ``_erase_spool``)
     "privacy": {"rules", "lake", "settings", "catalog", "ingest", "privacy"},
     # the dbt models: assembled, run on the platform's Spark (sync's session), brought to an
     # erasure (privacy's request state)
