@@ -269,9 +269,11 @@ def test_the_sync_reads_as_named_phases():
 # (segment.hour_files): the one outside use of an implementation, and it is that layout's.
 FORMAT_IMPLEMENTATIONS = {
     "datalake_assets.lake.formats.iceberg",
+    "datalake_assets.lake.formats.iceberg_catalog",
     "datalake_assets.lake.formats.iceberg_compact",
     "datalake_assets.lake.formats.iceberg_files",
     "datalake_assets.lake.formats.iceberg_schema",
+    "datalake_assets.lake.formats.iceberg_staged",
     "datalake_assets.lake.formats.segment",
 }
 SEGMENT_LISTING_USERS = {"datalake_assets.catalog.in_step"}
