@@ -29,7 +29,7 @@ LAYERS: dict[str, set[str]] = {
     "catalog": {"rules", "lake", "settings", "catalog"},
     "sync": {"rules", "lake", "settings", "catalog", "sync"},
     "ingest": {"rules", "lake", "settings", "ingest"},
-    # ingest: the collector's own spool eraser (privacy/forget.py's ``_erase_spool``)
+    # ingest: the collector's own spool eraser (privacy/forget_steps.py's ``_erase_spool``)
     "privacy": {"rules", "lake", "settings", "catalog", "ingest", "privacy"},
     # the dbt models: assembled, run on the platform's Spark (sync's session), brought to an
     # erasure (privacy's request state)
@@ -269,9 +269,11 @@ def test_the_sync_reads_as_named_phases():
 # (segment.hour_files): the one outside use of an implementation, and it is that layout's.
 FORMAT_IMPLEMENTATIONS = {
     "datalake_assets.lake.formats.iceberg",
+    "datalake_assets.lake.formats.iceberg_catalog",
     "datalake_assets.lake.formats.iceberg_compact",
     "datalake_assets.lake.formats.iceberg_files",
     "datalake_assets.lake.formats.iceberg_schema",
+    "datalake_assets.lake.formats.iceberg_staged",
     "datalake_assets.lake.formats.segment",
 }
 SEGMENT_LISTING_USERS = {"datalake_assets.catalog.in_step"}

@@ -23,28 +23,29 @@ grown from ``json_structure`` of the lines that did not fit it. Each chunk:
    path.
 6. **Identities** per distinct (type, table, ids, traits), not per line; messages of a
    suppressed identity take the Python path, which drops and counts them.
+
+The chunk's lines and their byte scans are ``native_chunk.py``'s; what the parse hands over
+per table (its rows, step 6's identities) is ``native_tables.py``'s.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from bisect import bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass
-from itertools import pairwise
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from datalake_assets.spec.json_checks import field, in_table, plainly_valid, received, unquoted
+from datalake_assets.spec.json_checks import in_table, plainly_valid
 from datalake_assets.spec.json_columns import counted_keys, flatten_texts
 from datalake_assets.spec.messages import child_name
 from datalake_assets.spec.naming import TRACKS_TABLE, TYPE_TABLES, event_table_name
 from datalake_assets.transform.identity_tally import IdentityTally
-from datalake_assets.transform.native_identities import tally_batch
+from datalake_assets.transform.native_chunk import Chunk, _escaped, _key_counts, _texts
+from datalake_assets.transform.native_tables import TableResult, _finish, _without
 
 try:  # the workers' native parser; without it every line takes the Python path
     import duckdb
@@ -95,27 +96,6 @@ def parser_for(source_id: str, max_message_bytes: int, max_depth: int) -> Native
             kept.pop(next(iter(kept))).close()
     kept[key] = p  # most recently used last
     return p
-
-
-@dataclass
-class TableRows:
-    """One table's rows of a chunk: flattened columns, and per row its line number, message
-    id and receivedAt (microseconds)."""
-
-    columns: dict[str, pa.Array]
-    lines: pa.Array
-    ids: pa.Array
-    received: pa.Array
-
-
-@dataclass
-class TableResult:
-    """One table's part of a chunk: its rows (None: none left to write) and the indices of
-    the lines handled natively (written, or dropped as a suppressed identity's)."""
-
-    table: str
-    rows: TableRows | None
-    handled: np.ndarray
 
 
 class _Shape:
@@ -323,126 +303,9 @@ class NativeParser:
         return _without(msgs, rows, columns, bad)
 
 
-def _without(
-    msgs: pa.StructArray, rows: np.ndarray, columns: dict, drop: np.ndarray
-) -> tuple[pa.StructArray, np.ndarray, dict]:
-    """``msgs``, ``rows`` and ``columns`` without the ``drop`` rows (and without the columns
-    left empty)."""
-    if not drop.any():
-        return msgs, rows, columns
-    keep = pa.array(~drop)
-    columns = {c: a.filter(keep) for c, a in columns.items()}
-    return (
-        msgs.filter(keep),
-        rows[~drop],
-        {c: a for c, a in columns.items() if a.null_count < len(a)},
-    )
-
-
-def _finish(
-    table: str,
-    msgs: pa.StructArray,
-    rows: np.ndarray,
-    columns: dict,
-    tally: IdentityTally | None,
-    hour: str,
-) -> TableResult:
-    """Count a table's identities (``native_identities``): its rows (None: all dropped) and
-    the line indices handled here (written, or dropped as suppressed)."""
-    handled = rows
-    if tally is not None and tally.key and len(rows):
-        suppressed, unresolved = tally_batch(tally, msgs, np.ones(len(rows), bool), table, hour)
-        handled = rows[~unresolved]
-        msgs, rows, columns = _without(msgs, rows, columns, suppressed | unresolved)
-    if not len(rows):
-        return TableResult(table, None, handled)
-    return TableResult(
-        table,
-        TableRows(
-            columns, pa.array(rows, pa.int64()), unquoted(field(msgs, "messageId")), received(msgs)
-        ),
-        handled,
-    )
-
-
 def _leaves(tree: dict) -> int:
     return sum(1 if v is None else _leaves(v) for v in tree.values())
 
 
 def _shape(tree: dict) -> dict | str:
     return {k: "JSON" if v is None else _shape(v) for k, v in tree.items()} or "JSON"
-
-
-class Chunk:
-    """Lines gathered for the native parser, their bytes in one buffer (no object per line)."""
-
-    __slots__ = ("data", "ends")
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-        self.ends = [0]
-
-    def add(self, raw: bytes) -> None:
-        self.data += raw
-        self.ends.append(len(self.data))
-
-    def __len__(self) -> int:
-        return len(self.ends) - 1
-
-    def line(self, i: int) -> bytes:
-        return bytes(self.data[self.ends[i] : self.ends[i + 1]])
-
-
-def _texts(chunk: Chunk) -> pa.Array:
-    """The lines as one string array over the chunk's buffer; a line that is not UTF-8 as
-    ``""`` (routed to the Python path)."""
-    n = len(chunk)
-    if len(chunk.data) >= 2**31:
-        raise ValueError("a chunk of 2 GiB or more: the Python path reads it")
-    offsets = pa.py_buffer(np.array(chunk.ends, np.int32))
-    texts = pa.StringArray.from_buffers(n, offsets, pa.py_buffer(chunk.data))
-    try:
-        texts.validate(full=True)
-        return texts
-    except pa.ArrowInvalid:
-        pass
-    fixed = []
-    for i in range(n):
-        try:
-            fixed.append(chunk.line(i).decode("utf-8"))
-        except UnicodeDecodeError:
-            fixed.append("")
-    return pa.array(fixed, pa.string())
-
-
-def _key_counts(chunk: Chunk) -> np.ndarray:
-    """``KEY_COUNT_RE``'s count in each line, for minified lines (``_ROUTE_RE`` routes away
-    a line with space around a key's colon): ``":`` not followed by ``n`` (null) or ``{}``.
-    ``bytes.count`` over each line's range of the chunk's buffer: a C search. Numpy byte tests
-    over the whole buffer were not reliably faster (0.24-0.48 against 0.30 s for 100k bench
-    lines, session 16) and hold arrays the size of the text."""
-    data, ends = chunk.data, chunk.ends
-    count = data.count
-    return np.fromiter(
-        (
-            count(b'":', a, b) - count(b'":n', a, b) - count(b'":{}', a, b)
-            for a, b in pairwise(ends)
-        ),
-        np.int64,
-        len(chunk),
-    )
-
-
-def _escaped(chunk: Chunk) -> np.ndarray:
-    """Whether each line holds a backslash (a table without any: its string columns are not
-    searched for escapes, a tenth of ``flatten_texts``' time on the bench hour). One C search
-    per line that holds one (a byte test over the whole text would hold an array its size)."""
-    data, ends = chunk.data, chunk.ends
-    out = np.zeros(len(chunk), bool)
-    end = ends[-1]
-    at = data.find(b"\\", 0, end)
-    while at >= 0:
-        line = bisect_right(ends, at) - 1
-        out[line] = True
-        at = data.find(b"\\", ends[line + 1], end)
-    return out

@@ -1,6 +1,6 @@
 """The models as a user meets them (issue #28), checked in the ``datalake dev`` session of
 test_dagster_ui.py (one webserver, daemon and metastore start for both): a second source,
-``demo``, with an archive of demo traffic (``ingest/demo.py``, small hours) from 20:00 the day
+``demo``, with an archive of demo traffic (``ingest/demo/``, small hours) from 20:00 the day
 before yesterday (day A, whose first hour is the source's first: A is complete with its last
 4 hours) to 03:00 yesterday (day B, 4 of its 24 hours), driven through the UI's GraphQL:
 

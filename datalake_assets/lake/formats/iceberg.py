@@ -23,11 +23,15 @@ lake's own rules (``spec/columnar.cast_array``, the rules a sync applies to new 
 see the table before (old type, every value) or after (new type, every value). The cost is a
 rewrite of the table, paid once per column and widening (a column widens at most twice); the
 sync's report lists the widening (``widened_columns``).
+
+Beside this module: ``iceberg_catalog.py`` (which catalog, the FileIO's URIs),
+``iceberg_staged.py`` (the staged rows a commit writes), ``iceberg_schema.py`` (columns and
+widening), ``iceberg_files.py`` (orphan files), ``iceberg_compact.py`` (compaction),
+``iceberg_read.py`` (reading without Spark).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -35,8 +39,6 @@ from functools import reduce
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.formats.base import (
@@ -44,18 +46,19 @@ from datalake_assets.lake.formats.base import (
     QUARANTINE,
     CommittedTable,
     FormatConfig,
-    FormatError,
     SourceTables,
     TableCompaction,
     TableFormat,
     TablesToCommit,
 )
+from datalake_assets.lake.formats.iceberg_catalog import _location, _uri, open_catalog
 from datalake_assets.lake.formats.iceberg_schema import (
     PARTITION_COLUMNS,
     add_columns,
     arrow_schema,
     commit_widening,
 )
+from datalake_assets.lake.formats.iceberg_staged import _read_staged
 from datalake_assets.lake.records import QUARANTINE_SCHEMA
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
@@ -66,33 +69,11 @@ QUARANTINE_COLUMNS = tuple(
     (f.name, "bigint" if f.type == pa.int64() else "string") for f in QUARANTINE_SCHEMA
 )
 _APPEND_ATTEMPTS = 10  # concurrent appends to a shared table (the sync reports)
-_CATALOG_NAME = "datalake"
 
 
 def table_location(lake_root: str, source_dir: str, table: str) -> str:
     """``<lake>/iceberg/<source>/<table>``: a source's Iceberg tables side by side."""
     return layout.join(lake_root, "iceberg", source_dir, table)
-
-
-def default_sql_uri(lake_root: str) -> str:
-    if storage.is_uri(lake_root):
-        raise FormatError(
-            "the Iceberg SQL catalog's default (a SQLite file under the lake) needs a local "
-            f"lake, and lake_root is {lake_root!r}: set [table_format] uri to a SQLAlchemy URI "
-            '(e.g. postgresql+psycopg2://...) or catalog = "glue"',
-            "invalid_settings",
-        )
-    return f"sqlite:///{os.path.join(lake_root, '_iceberg', 'catalog.db')}"
-
-
-def _uri(location: str) -> str:
-    """A location as pyiceberg's FileIO wants it (``file://`` for a local path)."""
-    return location if storage.is_uri(location) else "file://" + os.path.abspath(location)
-
-
-def _location(uri: str) -> str:
-    """pyiceberg's file URI as the lake's storage module names it."""
-    return uri.removeprefix("file://")
 
 
 def hours_filter(hours: list[str] | tuple[str, ...]):
@@ -122,34 +103,8 @@ class IcebergFormat(TableFormat):
     def catalog(self):
         with self._lock:
             if self._catalog is None:
-                self._catalog = self._open_catalog()
+                self._catalog = open_catalog(self.config, self.lake_root)
             return self._catalog
-
-    def _open_catalog(self):
-        c = self.config
-        fileio: dict[str, str] = {}
-        if c.s3_endpoint_url:
-            fileio["s3.endpoint"] = c.s3_endpoint_url
-        if c.glue_region:
-            fileio["s3.region"] = c.glue_region
-        if c.catalog == "glue":
-            from pyiceberg.catalog.glue import GlueCatalog
-
-            props = {
-                "glue.region": c.glue_region,
-                "glue.endpoint": c.glue_endpoint_url,
-                "glue.id": c.glue_catalog_id,
-                **fileio,
-            }
-            return GlueCatalog(_CATALOG_NAME, **{k: v for k, v in props.items() if v})
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        uri = c.uri or default_sql_uri(self.lake_root)
-        if uri.startswith("sqlite:///"):
-            os.makedirs(os.path.dirname(uri[len("sqlite:///") :]) or ".", exist_ok=True)
-        return SqlCatalog(
-            _CATALOG_NAME, uri=uri, warehouse=_uri(layout.join(self.lake_root, "iceberg")), **fileio
-        )
 
     def identifier(self, src: SourceTables, table: str) -> tuple[str, str]:
         return (src.database, catalog_table_name(table, src.table_prefix))
@@ -422,41 +377,3 @@ def applied(tbl, run_id: str) -> bool:
     return any(
         s.summary is not None and s.summary.get(RUN_PROPERTY) == run_id for s in tbl.snapshots()
     )
-
-
-def _read_staged(staged_root: str, schema: pa.Schema) -> pa.Table:
-    """The staged files of a table (every hour), with ``day`` and ``hr`` from each file's
-    hour, cast to ``schema``."""
-    parts = []
-    for loc, _ in storage.list_files(staged_root, recursive=True):
-        hour = layout.hour_of_data_file(loc)
-        if hour is None or not loc.endswith(".parquet"):
-            continue
-        h = layout.ArchiveHour.parse(hour)
-        fs, path = storage.resolve(loc)
-        t = pq.read_table(path, filesystem=fs)
-        if "day" in t.column_names and "hr" in t.column_names:
-            # a table's own file staged by an erasure may be a compacted one holding other
-            # hours too: only the hour's rows replace the hour (the rest stay in the table)
-            t = t.filter(pc.and_(pc.equal(t["day"], h.day), pc.equal(t["hr"], h.hr)))
-        n = t.num_rows
-        # an erasure stages a table's own files too: their day/hr, and columns added after
-        # them (absent: null), come from the hour and the schema
-        values = {
-            "day": pa.array([h.day] * n, pa.string()),
-            "hr": pa.array([h.hr] * n, pa.string()),
-        }
-        parts.append(
-            pa.Table.from_arrays(
-                [
-                    values[f.name]
-                    if f.name in values
-                    else t[f.name].cast(f.type)
-                    if f.name in t.column_names
-                    else pa.nulls(n, f.type)
-                    for f in schema
-                ],
-                schema=schema,
-            )
-        )
-    return pa.concat_tables(parts) if parts else schema.empty_table()

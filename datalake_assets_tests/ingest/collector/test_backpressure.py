@@ -13,8 +13,7 @@ from collections import Counter
 
 import pytest
 
-from datalake_assets.ingest.collector import Collector
-from datalake_assets.ingest.collector import server as server_module
+from datalake_assets.ingest.collector import Collector, http_handler
 from datalake_assets.ingest.collector.spool import SpoolError
 from datalake_assets_tests.ingest.collector.helpers import KEY, archive_lines, basic, lake_settings
 
@@ -88,7 +87,7 @@ def test_retrying_clients_get_every_message_in_exactly_once(tmp_path, spark, mon
         return real_append(source_id, hour, payload)
 
     monkeypatch.setattr(c.spool, "append", flaky_append)
-    real_reply = server_module._Handler._reply
+    real_reply = http_handler._Handler._reply
     replies = itertools.count()
     lost_replies = []  # one entry per 200 reply dropped after its messages were spooled
 
@@ -98,7 +97,7 @@ def test_retrying_clients_get_every_message_in_exactly_once(tmp_path, spark, mon
             raise ConnectionResetError("injected: the reply is lost after the fsync")
         return real_reply(self, status, body, close, headers)
 
-    monkeypatch.setattr(server_module._Handler, "_reply", lossy_reply)
+    monkeypatch.setattr(http_handler._Handler, "_reply", lossy_reply)
     statuses: Counter = Counter()
     lock = threading.Lock()
     threads = [

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from datalake_assets.ingest.collector import protocol
+from datalake_assets.ingest.collector import clock_skew, message_rules, protocol
 from datalake_assets_tests.ingest.collector.helpers import KEY, track
 
 RECEIVED = datetime(2026, 11, 21, 10, 0, 10, 123456, tzinfo=UTC)
@@ -19,7 +19,7 @@ LIMITS = protocol.Limits()
 
 
 def run(body, endpoint_type=None, limits=LIMITS):
-    out = protocol.process(body, endpoint_type, RECEIVED, limits)
+    out = message_rules.process(body, endpoint_type, RECEIVED, limits)
     return [orjson.loads(line) for line in out.lines], out
 
 
@@ -112,8 +112,8 @@ def test_clock_skew_correction(sent, expected):
 def test_fast_time_parse_agrees_with_the_sync(text):
     from datalake_assets.spec.types import parse_timestamp
 
-    assert protocol.time_us(text) == parse_timestamp(text)
-    assert protocol.time_us(text) == parse_timestamp(text)  # cached the second time
+    assert clock_skew.time_us(text) == parse_timestamp(text)
+    assert clock_skew.time_us(text) == parse_timestamp(text)  # cached the second time
 
 
 def test_batch_sent_at_context_and_integrations_merge_into_every_message():
@@ -174,12 +174,12 @@ def test_bad_messages_are_rejected_alone_with_their_index():
         (6, "oversize"),
     ]
     assert all(r["message"] for r in out.rejected)
-    status, reply = protocol.reply_for(out, batch=True)
+    status, reply = message_rules.reply_for(out, batch=True)
     assert status == 200 and reply["success"] and reply["accepted"] == 2
     assert [r["index"] for r in reply["rejected"]] == [1, 2, 3, 4, 5, 6]
     # all rejected: 400, with the list
     _, none = run({"batch": [5, 6]})
-    status, reply = protocol.reply_for(none, batch=True)
+    status, reply = message_rules.reply_for(none, batch=True)
     assert status == 400 and reply["code"] == "invalid_batch" and len(reply["rejected"]) == 2
 
 
@@ -197,7 +197,7 @@ def test_single_calls_take_the_endpoint_type():
     (m,), _ = run({"userId": "u", "traits": {"a": 1}, "type": "track"}, endpoint_type="identify")
     assert m["type"] == "identify"
     _, out = run({"event": "x"}, endpoint_type="track")
-    assert protocol.reply_for(out, batch=False) == (
+    assert message_rules.reply_for(out, batch=False) == (
         400,
         {"success": False, "code": "missing_user_id", "message": "missing user id"},
     )
@@ -205,10 +205,10 @@ def test_single_calls_take_the_endpoint_type():
 
 def test_whole_requests_refused():
     with pytest.raises(protocol.RequestError) as e:
-        protocol.process({"batch": {"a": 1}}, None, RECEIVED, LIMITS)
+        message_rules.process({"batch": {"a": 1}}, None, RECEIVED, LIMITS)
     assert (e.value.status, e.value.code) == (400, "invalid_batch")
     with pytest.raises(protocol.RequestError, match="missing 'batch'"):
-        protocol.process({}, None, RECEIVED, LIMITS)
+        message_rules.process({}, None, RECEIVED, LIMITS)
     for raw in (b"{nope", b"[1, 2]", b"", b'"text"'):
         with pytest.raises(protocol.RequestError) as e:
             protocol.parse_json(raw)
@@ -226,11 +226,11 @@ def test_wide_integers_stay_exact_and_nan_becomes_null():
     # orjson, the fast path, rounds wide integers to floats: the body is read again exactly
     assert protocol.parse_json(raw.replace(b"NaN", b"1"))["batch"][0]["n"] != wide
     for body in (raw, raw.replace(b"NaN", b"1")):
-        (line,) = protocol.process_body(body, None, RECEIVED, LIMITS).lines
+        (line,) = message_rules.process_body(body, None, RECEIVED, LIMITS).lines
         out = json.loads(line)  # valid JSON, exact digits
         assert out["n"] == wide and out["g"] == 1e20
     assert json.loads(line)["f"] == 1
-    (line,) = protocol.process_body(raw, None, RECEIVED, LIMITS).lines
+    (line,) = message_rules.process_body(raw, None, RECEIVED, LIMITS).lines
     assert json.loads(line)["f"] is None
 
 
