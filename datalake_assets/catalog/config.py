@@ -39,12 +39,14 @@ from datalake_assets.catalog.base import CatalogError, NoCatalog, check_identifi
 from datalake_assets.catalog.glue import GlueCatalog
 from datalake_assets.catalog.hive import HiveCatalog
 from datalake_assets.catalog.metastore import effective_jdbc_url, jdbc_spark_conf, prepare_session
-from datalake_assets.catalog.settings import (
+from datalake_assets.settings.catalog_section import (
+    DEFAULT_METASTORE_DIR,
     DEFAULT_METASTORE_JARS,
     MARIADB_DRIVER,
     METASTORE_SERVER_MODES,
+    CatalogSettings,
 )
-from datalake_assets.settings import DEFAULT_METASTORE_DIR, CatalogSettings, default_home
+from datalake_assets.settings.fields import default_home
 
 BACKENDS = ("glue", "hive", "none")
 DEFAULT_BACKEND = "hive"

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings
 from datalake_assets.lake.formats import FormatConfig
 from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.transform_section import DEFAULT_LOCAL_MAX_BYTES
 from datalake_assets.spec import layout
 from datalake_assets.spec.identity import DEFAULT_IDENTITY_TRAITS
 from datalake_assets.transform.hour_files import DEFAULT_TARGET_FILE_BYTES
-from datalake_assets.transform.settings import DEFAULT_LOCAL_MAX_BYTES
 
 CATALOG_ONLY = ("register", "check")  # SyncRequest.catalog_only
 _DESCRIPTION = (

@@ -410,7 +410,7 @@ def test_maintenance_expires_old_snapshots_and_deletes_files_no_snapshot_referen
 
 def test_the_table_format_is_chosen_by_settings_or_environment_and_travels_to_a_job(tmp_path):
     from datalake_assets.settings import load_settings
-    from datalake_assets.settings_base import SettingsError
+    from datalake_assets.settings.fields import SettingsError
     from datalake_assets.transform.request import parse_args, request_from_settings
 
     assert load_settings(env={}).table_format == "segment"

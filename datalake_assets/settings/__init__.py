@@ -47,31 +47,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, model_validator
 
-from datalake_assets.catalog.settings import (
-    CATALOG_BACKENDS,
-    DEFAULT_METASTORE_DIR,
+from datalake_assets.settings.catalog_section import (
     CatalogSettings,
 )
-from datalake_assets.ingest.settings import (
-    DEFAULT_SPOOL_DIR,
-    CollectorSettings,
-    CorsOrigins,
-    SegmentArchive,
-    WriteKeys,
-)
-from datalake_assets.lake.formats.settings import TABLE_FORMATS, IcebergSettings
-from datalake_assets.models.settings import ModelsSettings
-from datalake_assets.orchestration.settings import (
-    COMPUTE_BACKENDS,
-    DEPLOY_MODES,
-    SENSOR_STATUSES,
-    AutomationSettings,
-    ComputeSettings,
-    check_compute_fits,
-)
-from datalake_assets.privacy.settings import PrivacySettings
-from datalake_assets.settings_base import (
-    ENV_HOME,
+from datalake_assets.settings.environment import ENV_SETTINGS, apply_env
+from datalake_assets.settings.fields import (
     Bool,
     Match,
     NotInFile,
@@ -86,15 +66,26 @@ from datalake_assets.settings_base import (
     load_model,
     settings_model,
 )
-from datalake_assets.settings_env import ENV_SETTINGS, apply_env
-from datalake_assets.spec import naming
-from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
-from datalake_assets.transform.settings import (
-    DEFAULT_SPARK_CONF,
-    MAX_DEPTH_LIMIT,
+from datalake_assets.settings.formats_section import TABLE_FORMATS, IcebergSettings
+from datalake_assets.settings.ingest_section import (
+    CollectorSettings,
+    CorsOrigins,
+    SegmentArchive,
+    WriteKeys,
+)
+from datalake_assets.settings.models_section import ModelsSettings
+from datalake_assets.settings.orchestration_section import (
+    AutomationSettings,
+    ComputeSettings,
+    check_compute_fits,
+)
+from datalake_assets.settings.privacy_section import PrivacySettings
+from datalake_assets.settings.transform_section import (
     SparkSettings,
     SyncSettings,
 )
+from datalake_assets.spec import naming
+from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
 
 SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the documented defaults
 

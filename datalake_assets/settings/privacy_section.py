@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import PlainValidator
 
-from datalake_assets.settings_base import Int, SettingsError, settings_model, type_name
+from datalake_assets.settings.fields import Int, SettingsError, settings_model, type_name
 from datalake_assets.spec.identity import DEFAULT_IDENTITY_TRAITS, DEFAULT_LINK_DEPTH
 
 _TRAIT_RE = re.compile(r"[A-Za-z0-9_]{1,128}")

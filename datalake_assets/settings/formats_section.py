@@ -1,9 +1,9 @@
 """Settings of the lake's table format: the top-level ``table_format`` key and ``[iceberg]``
 (``datalake_assets.lake.formats``)."""
 
-from datalake_assets.catalog.settings import ENDPOINT_RE as _ENDPOINT_RE
-from datalake_assets.catalog.settings import REGION_RE as _REGION_RE
-from datalake_assets.settings_base import Int, Match, OneOf, Str, settings_model
+from datalake_assets.settings.catalog_section import ENDPOINT_RE as _ENDPOINT_RE
+from datalake_assets.settings.catalog_section import REGION_RE as _REGION_RE
+from datalake_assets.settings.fields import Int, Match, OneOf, Str, settings_model
 
 TABLE_FORMATS = ("segment", "iceberg")  # = lake.formats.base.FORMATS
 ICEBERG_CATALOGS = ("sql", "glue")  # = lake.formats.base.ICEBERG_CATALOGS

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import PlainValidator, model_validator
 
-from datalake_assets.settings_base import (
+from datalake_assets.settings.fields import (
     Int,
     Match,
     OneOf,

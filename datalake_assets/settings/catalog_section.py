@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, ValidationInfo, model_validator
 
-from datalake_assets.settings_base import (
+from datalake_assets.settings.fields import (
     LocalFolder,
     Match,
     OneOf,

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, PlainValidator, ValidationInfo, model_validator
 
-from datalake_assets.settings_base import (
+from datalake_assets.settings.fields import (
     HALF_URI_RE,
     URI_RE,
     Int,
