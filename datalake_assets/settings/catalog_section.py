@@ -17,7 +17,7 @@ from datalake_assets.settings.fields import (
     settings_model,
 )
 
-CATALOG_BACKENDS = ("glue", "hive", "none")  # = datalake_assets.catalog.config.BACKENDS
+CATALOG_BACKENDS = ("glue", "hive", "none")
 DEFAULT_METASTORE_DIR = "metastore"
 METASTORE_SERVER_MODES = ("auto", "off")  # relative like the roots: <home>/metastore by default
 ENDPOINT_RE = r"https?://[^\s'\"\\;`]+"
