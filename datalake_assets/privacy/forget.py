@@ -37,7 +37,6 @@ from datalake_assets.catalog.base import Catalog, CatalogError
 from datalake_assets.catalog.config import catalog_from_config, config_from_settings
 from datalake_assets.ingest.collector.spool_erase import erase_spool
 from datalake_assets.lake import commit, faults, storage
-from datalake_assets.lake.formats import FormatConfig
 from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.identities import lake_key, write_suppressed
 from datalake_assets.lake.lock import SourceLock
@@ -66,6 +65,7 @@ from datalake_assets.privacy.state import (
 )
 from datalake_assets.privacy.summary import compact, month_of, summary_months
 from datalake_assets.settings import LakeSettings
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec import layout
 from datalake_assets.spec.identity import TRAIT_PREFIX, identity_hash
 

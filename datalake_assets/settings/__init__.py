@@ -66,7 +66,7 @@ from datalake_assets.settings.fields import (
     load_model,
     settings_model,
 )
-from datalake_assets.settings.formats_section import TABLE_FORMATS, IcebergSettings
+from datalake_assets.settings.formats_section import IcebergSettings
 from datalake_assets.settings.ingest_section import (
     CollectorSettings,
     CorsOrigins,
@@ -86,6 +86,7 @@ from datalake_assets.settings.transform_section import (
 )
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
+from datalake_assets.spec.table_formats import SEGMENT, TABLE_FORMATS
 
 SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the documented defaults
 
@@ -255,7 +256,7 @@ class LakeSettings:
     # the dbt models on the lake (models/): sessions, users, identity graph, daily counts
     models: ModelsSettings = dataclasses.field(default_factory=ModelsSettings)
     # how the tables hold their files (lake/formats/): Segment's hive-style folders, or Iceberg
-    table_format: OneOf(TABLE_FORMATS, "table format") = "segment"
+    table_format: OneOf(TABLE_FORMATS, "table format") = SEGMENT
     iceberg: IcebergSettings = dataclasses.field(default_factory=IcebergSettings)
 
     @model_validator(mode="after")

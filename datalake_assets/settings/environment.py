@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from datalake_assets.settings.fields import SettingsError, resolve_root
-from datalake_assets.settings.formats_section import TABLE_FORMATS
 from datalake_assets.settings.ingest_section import ENV_WRITE_KEYS, sources_with_env_keys
+from datalake_assets.spec.table_formats import TABLE_FORMATS
 
 ENV_SETTINGS = "DATALAKE_SETTINGS"
 ENV_ARCHIVE_ROOT = "DATALAKE_ARCHIVE_ROOT"

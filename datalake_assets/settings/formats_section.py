@@ -1,12 +1,23 @@
 """Settings of the lake's table format: the top-level ``table_format`` key and ``[iceberg]``
-(``datalake_assets.lake.formats``)."""
+(``datalake_assets.lake.formats``), and ``FormatConfig``, both as one value the formats take
+and a sync carries through its argv."""
 
-from datalake_assets.settings.catalog_section import ENDPOINT_RE as _ENDPOINT_RE
-from datalake_assets.settings.catalog_section import REGION_RE as _REGION_RE
-from datalake_assets.settings.fields import Int, Match, OneOf, Str, settings_model
+import argparse
+import dataclasses
+from typing import Any
 
-TABLE_FORMATS = ("segment", "iceberg")  # = lake.formats.base.FORMATS
-ICEBERG_CATALOGS = ("sql", "glue")  # = lake.formats.base.ICEBERG_CATALOGS
+from datalake_assets.settings.fields import (
+    AwsAccountId,
+    AwsRegion,
+    HttpUrl,
+    Int,
+    OneOf,
+    Str,
+    settings_model,
+)
+from datalake_assets.spec.table_formats import ICEBERG_CATALOGS, SEGMENT, TABLE_FORMATS
+
+_ARG_PREFIX = "--table-format-"
 
 
 @settings_model
@@ -24,21 +35,62 @@ class IcebergSettings:
     catalog: OneOf(ICEBERG_CATALOGS, "Iceberg catalog") = "sql"
     # a SQLAlchemy URI of the SQL catalog's database; "" -> SQLite under a local lake
     uri: Str = ""
-    glue_region: Match(
-        _REGION_RE, "glue region", "an AWS region such as 'us-east-1'", empty=True
-    ) = ""
-    glue_endpoint_url: Match(
-        _ENDPOINT_RE, "glue endpoint url", "an http:// or https:// URL", empty=True
-    ) = ""
-    glue_catalog_id: Match(
-        r"[0-9]{12}", "glue catalog id", "a 12-digit AWS account id", empty=True
-    ) = ""
+    glue_region: AwsRegion("glue region") = ""
+    glue_endpoint_url: HttpUrl("glue endpoint url") = ""
+    glue_catalog_id: AwsAccountId("glue catalog id") = ""
     # the tables' files on S3 through a VPC endpoint or a test server; "" -> AWS
-    s3_endpoint_url: Match(
-        _ENDPOINT_RE, "s3 endpoint url", "an http:// or https:// URL", empty=True
-    ) = ""
+    s3_endpoint_url: HttpUrl("s3 endpoint url") = ""
     retention_hours: Int(1, 24 * 365) = 168
     # hours younger than this are left to late syncs and replays; 0: every finished hour
     compact_after_hours: Int(0, 24 * 365) = 48
     # the size compaction writes files at; Segment's guide targets 256 MB to 1 GB
     target_file_mb: Int(256, 1024) = 512
+
+
+@settings_model
+class FormatConfig(IcebergSettings):
+    """Which table format a lake uses and how to reach its catalog: ``table_format`` and the
+    ``[iceberg]`` settings (inherited, so validated once, by the settings' rules), with
+    ``[catalog]``'s Glue keys where ``[iceberg]`` leaves them empty (``of_settings``). What
+    ``lake.formats.table_format`` takes; a sync started elsewhere (spark-submit on EMR, Pipes)
+    gets it through its argv (``to_args``, ``add_arguments``, ``from_args``)."""
+
+    format: OneOf(TABLE_FORMATS, "table format") = SEGMENT
+
+    @classmethod
+    def of_settings(cls, settings: Any) -> "FormatConfig":
+        """From loaded settings (a ``LakeSettings``)."""
+        ice, cat = settings.iceberg, settings.catalog
+        values = {f.name: getattr(ice, f.name) for f in dataclasses.fields(IcebergSettings)}
+        for key in ("glue_region", "glue_endpoint_url", "glue_catalog_id"):
+            values[key] = values[key] or getattr(cat, key)
+        return cls(**values, format=settings.table_format)
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("table format")
+        for f in dataclasses.fields(FormatConfig):
+            group.add_argument(
+                _ARG_PREFIX + f.name.replace("_", "-"),
+                dest=f"format_{f.name}",
+                type=type(f.default),
+                default=f.default,
+            )
+
+    def to_args(self) -> list[str]:
+        out: list[str] = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value != "" and value != f.default:
+                out += [_ARG_PREFIX + f.name.replace("_", "-"), str(value)]
+        return out
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "FormatConfig":
+        return cls(
+            **{
+                f.name: getattr(args, f"format_{f.name}")
+                for f in dataclasses.fields(cls)
+                if hasattr(args, f"format_{f.name}")
+            }
+        )

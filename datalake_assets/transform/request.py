@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings
-from datalake_assets.lake.formats import FormatConfig
 from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.settings.transform_section import DEFAULT_LOCAL_MAX_BYTES
 from datalake_assets.spec import layout
 from datalake_assets.spec.identity import DEFAULT_IDENTITY_TRAITS

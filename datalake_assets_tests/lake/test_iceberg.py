@@ -18,9 +18,10 @@ import pytest
 
 from datalake_assets.ingest.demo import generate_archive
 from datalake_assets.lake.faults import ENV as FAULT_ENV
-from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats import SourceTables, table_format
 from datalake_assets.lake.formats.iceberg import RUN_PROPERTY, applied
 from datalake_assets.lake.records import read_schema_record
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.job import SyncRequest, run_sync
 from datalake_assets_tests.support.archive_builders import msg, write_hour
