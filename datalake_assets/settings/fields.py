@@ -295,6 +295,18 @@ def AwsAccountId(what: str) -> Any:  # noqa: N802 (a type)
     return Match(r"[0-9]{12}", what, "a 12-digit AWS account id", empty=True)
 
 
+def string_array(value: Any, what: str, pattern: re.Pattern[str], invalid: str) -> tuple[str, ...]:
+    """``value``, an array of strings each matching ``pattern``, as a tuple. ``what`` names the
+    items (``"trait names"``); ``invalid`` is the error of an item that does not match, which
+    names its position, never its value."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise SettingsError(f"must be an array of {what}, got {type_name(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not pattern.fullmatch(item):
+            raise SettingsError(invalid, key=f"[{i}]")
+    return tuple(value)
+
+
 def OneOf(choices: tuple[str, ...], what: str, allowed: str | None = None) -> Any:  # noqa: N802
     def check(value: str) -> str:
         if value not in choices:

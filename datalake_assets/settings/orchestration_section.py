@@ -20,7 +20,7 @@ from datalake_assets.settings.fields import (
     SparkConf,
     default_home,
     settings_model,
-    type_name,
+    string_array,
 )
 
 SENSOR_STATUSES = ("running", "stopped")
@@ -56,16 +56,13 @@ _COMPUTE_CONF_OWNED = {
 
 
 def _libraries(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise SettingsError(f"must be an array of PyPI requirements, got {type_name(value)}")
-    for i, spec in enumerate(value):
-        if not isinstance(spec, str) or not _REQUIREMENT_RE.fullmatch(spec):
-            raise SettingsError(
-                "invalid requirement; allowed: a PyPI name with optional extras "
-                'and version bounds, e.g. "pandas>=2.2,<3"',
-                key=f"[{i}]",
-            )
-    return tuple(value)
+    return string_array(
+        value,
+        "PyPI requirements",
+        _REQUIREMENT_RE,
+        "invalid requirement; allowed: a PyPI name with optional extras "
+        'and version bounds, e.g. "pandas>=2.2,<3"',
+    )
 
 
 @settings_model
