@@ -28,12 +28,16 @@ date layouts, bad start hours, and sources that would overwrite each other. A ``
 names the file (or ``environment``), the key path (``sources[1].date_layout``), the bad value
 and what is allowed.
 
-The models are frozen pydantic dataclasses (``settings_base.py``), also validated when
-built directly or by ``dataclasses.replace``. Each feature's model lives next to the feature
-and is re-exported here: ``transform/settings.py`` (``[spark]``, ``[sync]``),
-``catalog/settings.py``, ``orchestration/settings.py`` (``[automation]``, ``[compute]``),
-``ingest/settings.py`` (``[collector]``, write keys, the Segment import). Here: the sources,
-the whole, the loader and the environment.
+The models are frozen pydantic dataclasses (``fields.py``: the base, the field types and the
+errors), also validated when built directly or by ``dataclasses.replace``. This package holds
+every section, one module each, and each name has one home, imported from there:
+``transform_section.py`` (``[spark]``, ``[sync]``), ``catalog_section.py``,
+``orchestration_section.py`` (``[automation]``, ``[compute]``), ``ingest_section.py``
+(``[collector]``, write keys, the Segment import), ``privacy_section.py``,
+``models_section.py``, ``formats_section.py`` (``table_format``, ``[iceberg]``);
+``environment.py`` the ``DATALAKE_*`` overrides. Here: the sources, the whole and the loader.
+Importing the package imports pydantic and the standard library, no data library
+(``test_architecture.py`` checks it).
 """
 
 import dataclasses

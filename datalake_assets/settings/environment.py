@@ -1,4 +1,4 @@
-"""Environment overrides of the lake settings (``settings.py`` loads the file, then applies
+"""Environment overrides of the lake settings (``load_settings`` loads the file, then applies
 these): ``DATALAKE_*`` variables, each replacing one setting. An empty variable counts as
 unset."""
 

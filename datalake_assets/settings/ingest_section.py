@@ -1,9 +1,6 @@
 """Settings of the ingest: ``[collector]`` (``datalake_assets.ingest.collector``) and the
 per-source keys of the collector (``write_keys``) and of the Segment import
-(``segment_archive``, ``datalake_assets.ingest.segment_import``).
-
-Here rather than in ``ingest/collector/``: that package's ``__init__`` imports the server,
-which imports ``datalake_assets.settings``, which imports this module."""
+(``segment_archive``, ``datalake_assets.ingest.segment_import``)."""
 
 import os
 import re
