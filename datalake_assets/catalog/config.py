@@ -1,7 +1,8 @@
 """Which catalog a sync registers its tables in, as a value that survives ``spark-submit``.
 
 The sync job runs under ``spark-submit`` with plain command-line arguments, so the catalog
-configuration is a frozen dataclass that round-trips through argv::
+configuration (``CatalogConfig``: the ``[catalog]`` settings model, frozen, plus two knobs of
+the job) round-trips through argv::
 
     cfg = CatalogConfig(backend="glue", glue_region="eu-west-1")
     argv = cfg.to_args()     # ["--catalog-backend", "glue", "--catalog-glue-region", ...]
