@@ -56,7 +56,7 @@ def main() -> int:
     a = p.parse_args()
 
     from datalake_assets.ingest.demo import generate_archive
-    from datalake_assets.lake.formats import FormatConfig
+    from datalake_assets.settings.formats_section import FormatConfig
     from datalake_assets.spec.layout import ArchiveHour
     from datalake_assets.transform.request import SyncRequest
     from datalake_assets.transform.sync import run_sync

@@ -36,14 +36,9 @@ from datalake_assets.cli_catalog import (
 from datalake_assets.cli_forget import cmd_forget
 from datalake_assets.cli_parser import UsageError, build_parser
 from datalake_assets.lake import storage
-from datalake_assets.orchestration.settings import dagster_home
-from datalake_assets.settings import (
-    LakeSettings,
-    SettingsError,
-    SourceSettings,
-    load_settings,
-)
-from datalake_assets.settings_base import default_home
+from datalake_assets.settings import LakeSettings, SourceSettings, load_settings
+from datalake_assets.settings.fields import SettingsError, default_home
+from datalake_assets.settings.orchestration_section import dagster_home
 from datalake_assets.spec import layout
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -292,7 +287,7 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
         f"({len(ranges)} syncs of up to {settings.automation.backfill_hours_per_run} hours)"
     )
     if not args.sync:
-        from datalake_assets.orchestration.settings import archive_sensor_name
+        from datalake_assets.settings.orchestration_section import archive_sensor_name
 
         sensor = archive_sensor_name(settings.automation, settings.compute, source.slug)
         print(

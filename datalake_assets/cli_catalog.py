@@ -53,8 +53,9 @@ def _sql_on_iceberg(settings: LakeSettings, args: argparse.Namespace) -> int:
     """DuckDB over the Iceberg tables (``lake/formats/iceberg_read.py`` says why not Spark)."""
     import duckdb
 
-    from datalake_assets.lake.formats import FormatConfig, table_format
+    from datalake_assets.lake.formats import table_format
     from datalake_assets.lake.formats.iceberg_read import attach_tables, duckdb_connection
+    from datalake_assets.settings.formats_section import FormatConfig
 
     tables = table_format(FormatConfig.of_settings(settings), settings.lake_root)
     con = duckdb_connection()
@@ -77,8 +78,9 @@ def cmd_maintain(settings: LakeSettings, args: argparse.Namespace) -> int:
     """The table format's maintenance (``lake/formats/maintain.py``), one line per table."""
     from datetime import timedelta
 
-    from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+    from datalake_assets.lake.formats import SourceTables, table_format
     from datalake_assets.lake.formats.maintain import maintain_source
+    from datalake_assets.settings.formats_section import FormatConfig
 
     config = FormatConfig.of_settings(settings)
     if not table_format(config, settings.lake_root).keeps_versions:
@@ -102,13 +104,14 @@ def cmd_maintain(settings: LakeSettings, args: argparse.Namespace) -> int:
 def cmd_compact(settings: LakeSettings, args: argparse.Namespace) -> int:
     """Compaction of cold data (``lake/formats/compaction.py``): a line per table rewritten and
     one per source; each source's report written beside the sync reports."""
-    from datalake_assets.lake.formats import FormatConfig, SourceTables
+    from datalake_assets.lake.formats import SourceTables
     from datalake_assets.lake.formats.compaction import (
         MB,
         compact_source,
         report_lines,
         write_report,
     )
+    from datalake_assets.settings.formats_section import FormatConfig
 
     config = FormatConfig.of_settings(settings)
     sources = [settings.source(s) for s in args.source] or list(settings.sources)

@@ -45,8 +45,8 @@ from datalake_assets.orchestration.sensors import (
     find_lake_sync,
     utc_now,
 )
-from datalake_assets.orchestration.settings import sensor_runs_batched
 from datalake_assets.settings import LakeSettings, load_settings
+from datalake_assets.settings.orchestration_section import sensor_runs_batched
 
 STATE_KEY = "datalake/lake_state"  # the reconstruction metadata key of the LakeState
 

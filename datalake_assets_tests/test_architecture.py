@@ -11,6 +11,10 @@ docs/architecture.md draws the same picture and says what each layer holds.
 from __future__ import annotations
 
 import ast
+import functools
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -71,7 +75,7 @@ SYNC_MAY_IMPORT_OF_CATALOG = {
 FORBIDDEN_THIRD_PARTY = {
     "rules": {"dagster", "pyspark", "boto3"},
     "lake": {"dagster", "pyspark"},
-    "settings": {"dagster", "pyspark", "boto3", "pyarrow"},
+    "settings": {"dagster", "pyspark", "boto3", "pyarrow", "duckdb", "pyiceberg"},
     "catalog": {"dagster"},
     "sync": {"dagster"},
     "ingest": {"dagster", "pyspark"},
@@ -93,14 +97,10 @@ def layer_of(module: str) -> str:
     sub = parts[1] if len(parts) > 1 else ""
     if sub in ("", "spec"):  # the package's own __init__ is empty
         return "rules"
-    if sub == "lake" and parts[-1] != "settings":  # lake/formats/settings.py is a settings model
+    if sub == "settings":  # the settings/ package: every section's model, the loader
+        return "settings"
+    if sub == "lake":
         return "lake"
-    if (
-        sub in ("settings", "settings_base", "settings_env")
-        or parts[-1] == "settings"
-        and len(parts) > 2
-    ):
-        return "settings"  # the loader, its base, and each feature's model next to the feature
     if sub == "catalog":
         return "catalog"
     if sub == "transform":
@@ -149,6 +149,57 @@ def imports_of(module: str, path: Path) -> list[tuple[int, str]]:
     return found
 
 
+@functools.cache
+def module_level_imports(module: str, path: Path) -> list[tuple[int, str]]:
+    """The imports that run when the module is imported: ``imports_of`` minus those inside a
+    function (which run when it is called)."""
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = {
+        id(n)
+        for f in ast.walk(tree)
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for n in ast.walk(f)
+    }
+    lines = {n.lineno for n in ast.walk(tree) if isinstance(n, ast.stmt) and id(n) not in skipped}
+    return [(line, target) for line, target in imports_of(module, path) if line in lines]
+
+
+def packages_run_by(target: str) -> list[str]:
+    """The packages whose ``__init__`` importing ``target`` executes: each enclosing one
+    (``a.b.c`` runs ``a`` and ``a.b``), and ``target`` itself if it is a package."""
+    parts = target.split(".")
+    found = [".".join(parts[:i]) for i in range(1, len(parts))]
+    if target in MODULES and MODULES[target].name == "__init__.py":
+        found.append(target)
+    return [p for p in found if p in MODULES]
+
+
+def imports_with_inits(module: str, path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, imported module, via): the module's own imports (``via`` None), and what the
+    package ``__init__`` files they execute import at module level (``via``: that package;
+    the line is the module's import that runs it, 0 for the module's own packages), followed
+    through the packages those imports execute in turn."""
+    found: list[tuple[int, str, str | None]] = []
+    done: set[str] = set()
+
+    def run_inits(line: int, target: str) -> None:
+        for package in packages_run_by(target):
+            if package in done:
+                continue
+            done.add(package)
+            for _, sub in module_level_imports(package, MODULES[package]):
+                found.append((line, sub, package))
+                if sub.split(".")[0] == ROOT:
+                    run_inits(line, sub)
+
+    run_inits(0, module)
+    for line, target in imports_of(module, path):
+        found.append((line, target, None))
+        if target.split(".")[0] == ROOT:
+            run_inits(line, target)
+    return found
+
+
 MODULES = modules()
 
 
@@ -161,21 +212,27 @@ def test_every_module_has_a_layer():
 def test_imports_point_down(module):
     layer = layer_of(module)
     wrong = []
-    for line, target in imports_of(module, MODULES[module]):
+    for line, target, via in imports_with_inits(module, MODULES[module]):
         top = target.split(".")[0]
+        how = f" (run by {via}'s __init__)" if via else ""
         if top == ROOT:
             if target == ROOT:
                 continue
             their = layer_of(target)
             if their not in LAYERS[layer]:
-                wrong.append(f"line {line}: {target} ({their}) from the {layer} layer")
-            if layer == "sync" and their == "catalog" and target not in SYNC_MAY_IMPORT_OF_CATALOG:
+                wrong.append(f"line {line}: {target} ({their}) from the {layer} layer{how}")
+            if (
+                via is None  # what the sync's code names, not what a package's __init__ does
+                and layer == "sync"
+                and their == "catalog"
+                and target not in SYNC_MAY_IMPORT_OF_CATALOG
+            ):
                 wrong.append(
                     f"line {line}: {target}: the sync uses catalog.base/config/"
                     "register/reports, not a backend's internals"
                 )
         elif top in FORBIDDEN_THIRD_PARTY.get(layer, ()):
-            wrong.append(f"line {line}: {target} may not be imported by the {layer} layer")
+            wrong.append(f"line {line}: {target} may not be imported by the {layer} layer{how}")
         if target.startswith("dagster._") and module not in PRIVATE_DAGSTER_ALLOWED:
             wrong.append(f"line {line}: {target} is Dagster's private API")
     assert not wrong, f"{module}:\n  " + "\n  ".join(wrong)
@@ -227,6 +284,56 @@ def test_the_check_catches_a_wrong_import(tmp_path):
     bad.write_text("def f():\n    from datalake_assets.transform import job\n")
     assert (2, "datalake_assets.transform.job") in imports_of("datalake_assets.spec.x", bad)
     assert "sync" not in LAYERS[layer_of("datalake_assets.spec.x")]
+
+
+def test_the_check_follows_package_inits(tmp_path):
+    """Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py``: what they import
+    at module level is checked as the importer's (lake/formats/__init__.py imports base.py,
+    which imports pyarrow: a settings module importing lake.formats.<anything> is refused)."""
+    mod = tmp_path / "x.py"
+    mod.write_text("from datalake_assets.lake.formats import segment\n")
+    found = imports_with_inits("datalake_assets.settings.x", mod)
+    assert (1, "datalake_assets.lake.formats.base", "datalake_assets.lake.formats") in found
+    assert "lake" not in LAYERS[layer_of("datalake_assets.settings.x")]
+    # an import inside the __init__'s function runs only when it is called: not followed
+    assert all(t != "datalake_assets.lake.formats.iceberg" for _, t, via in found if via)
+
+
+DATA_LIBRARIES = ("pyarrow", "pyspark", "duckdb", "pyiceberg", "dagster", "boto3", "pandas")
+
+
+def test_importing_the_settings_imports_no_data_library():
+    """``datalake_assets.settings`` (every section, the loader) is pydantic and the standard
+    library: the CLI, the collector and the job's argv parsing load it cheaply. Checked in a
+    fresh interpreter, whatever the test process has imported already."""
+    code = (
+        "import sys, datalake_assets.settings, pkgutil, importlib\n"
+        "for m in pkgutil.iter_modules(datalake_assets.settings.__path__):\n"
+        "    importlib.import_module('datalake_assets.settings.' + m.name)\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({DATA_LIBRARIES!r})))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PACKAGE.parent,
+        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+# The lead removes the xfail once the other parts of issue #41 are merged (orchestration's two
+# pipes_storage.py, catalog's and lake/formats' base.py, catalog's and transform's request.py).
+@pytest.mark.xfail(strict=False, reason="issue #41: renames in other branches, not merged yet")
+def test_module_names_are_unique():
+    """No two modules (``__init__`` aside) share a file name: a name says which module it is,
+    in a traceback, an import line or a search, without its folder."""
+    seen: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        if path.name != "__init__.py":
+            seen.setdefault(path.name, []).append(name)
+    assert not {n: ms for n, ms in seen.items() if len(ms) > 1}
 
 
 # Size is a question for a reviewer, not a wall: a module past ~400 lines (or a phase of the

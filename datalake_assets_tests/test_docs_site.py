@@ -76,7 +76,7 @@ def _settings_tables() -> dict[str, list[str]]:
     """Table ("" for the top level, "sources", "spark", ...) -> the keys a settings file may
     hold there, from the settings models."""
     from datalake_assets.settings import LakeSettings
-    from datalake_assets.settings_base import file_keys
+    from datalake_assets.settings.fields import file_keys
 
     def model_of(annotation):
         candidates = (annotation, *getattr(annotation, "__args__", ()))
@@ -129,9 +129,16 @@ def test_the_settings_reference_has_every_key(site):
         assert title in sections, f"no section for [{table}] in the settings reference"
         for key in keys:
             assert f"<code>{key}</code>" in sections[title], f"[{table}] {key} is not documented"
+    import importlib
+    import pkgutil
+
     from datalake_assets import settings
 
-    variables = {v for k, v in vars(settings).items() if k.startswith("ENV_")}
+    modules = [settings] + [
+        importlib.import_module(f"{settings.__name__}.{m.name}")
+        for m in pkgutil.iter_modules(settings.__path__)
+    ]
+    variables = {v for mod in modules for k, v in vars(mod).items() if k.startswith("ENV_")}
     for variable in variables:
         assert variable in sections["Environment variables"], variable
 

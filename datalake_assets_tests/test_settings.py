@@ -10,22 +10,23 @@ from pathlib import Path
 
 import pytest
 
+import datalake_assets
 from datalake_assets import settings as st
 from datalake_assets.catalog.config import config_from_settings
-from datalake_assets.models.settings import ModelsSettings
-from datalake_assets.settings import (
-    LakeSettings,
-    SettingsError,
-    SourceSettings,
+from datalake_assets.settings import LakeSettings, SourceSettings, load_settings
+from datalake_assets.settings.catalog_section import CatalogSettings
+from datalake_assets.settings.fields import SettingsError, default_home, file_keys
+from datalake_assets.settings.ingest_section import CollectorSettings
+from datalake_assets.settings.models_section import ModelsSettings
+from datalake_assets.settings.orchestration_section import AutomationSettings
+from datalake_assets.settings.transform_section import (
+    DEFAULT_SPARK_CONF,
     SparkSettings,
     SyncSettings,
-    default_home,
-    load_settings,
 )
-from datalake_assets.settings_base import file_keys
 from datalake_assets.spec.layout import DATE_LAYOUTS
 
-SHIPPED = Path(st.__file__).with_name("lake.toml")
+SHIPPED = Path(datalake_assets.__file__).with_name("lake.toml")
 
 
 def write(tmp_path: Path, text: str, name: str = "lake.toml") -> Path:
@@ -59,13 +60,13 @@ def test_defaults_without_a_file(tmp_path):
         "local[2]", "4g", 4, {"spark.sql.files.maxPartitionBytes": "64m"}
     )
     assert s.sync == SyncSettings(32768, 16)
-    assert s.catalog == st.CatalogSettings("hive", "segment_datalake_meta", f"{home}/metastore")
+    assert s.catalog == CatalogSettings("hive", "segment_datalake_meta", f"{home}/metastore")
     assert s == LakeSettings(
         f"{home}/archive",
         f"{home}/lake",
         (SourceSettings("demo"),),
-        catalog=st.CatalogSettings(metastore_dir=f"{home}/metastore"),
-        collector=st.CollectorSettings(spool_dir=f"{home}/spool"),
+        catalog=CatalogSettings(metastore_dir=f"{home}/metastore"),
+        collector=CollectorSettings(spool_dir=f"{home}/spool"),
         models=ModelsSettings(user_models_dir=f"{home}/models", build_dir=f"{home}/dbt"),
     )
 
@@ -537,7 +538,7 @@ def test_full_file(tmp_path):
 
 
 def test_automation_section(tmp_path):
-    assert load_settings(env=home_env(tmp_path)).automation == st.AutomationSettings(
+    assert load_settings(env=home_env(tmp_path)).automation == AutomationSettings(
         "running", 60, 5, 48, 24
     )
     s = load_settings(
@@ -546,7 +547,7 @@ def test_automation_section(tmp_path):
         ),
         env=home_env(tmp_path),
     )
-    assert s.automation == st.AutomationSettings("stopped", 60, 0, 6, 24)
+    assert s.automation == AutomationSettings("stopped", 60, 0, 6, 24)
 
 
 def test_catalog_section(tmp_path, monkeypatch):
@@ -566,7 +567,7 @@ def test_catalog_section(tmp_path, monkeypatch):
     """,
     )
     s = load_settings(path, env=home_env(tmp_path))
-    assert s.catalog == st.CatalogSettings(
+    assert s.catalog == CatalogSettings(
         "glue",
         "meta",
         str(tmp_path / "meta"),
@@ -593,7 +594,7 @@ def test_catalog_section(tmp_path, monkeypatch):
     assert "'hdfs'" in str(err.value)
     # a directly built CatalogSettings resolves the metastore under the home when used
     monkeypatch.setenv("DATALAKE_HOME", str(tmp_path / "h"))
-    assert config_from_settings(st.CatalogSettings()).metastore_dir == str(
+    assert config_from_settings(CatalogSettings()).metastore_dir == str(
         tmp_path / "h" / "metastore"
     )
 
@@ -655,7 +656,7 @@ def test_direct_construction_validates_and_copies():
     spark = SparkSettings(extra_conf=conf)
     conf["spark.x"] = "2"
     assert spark.extra_conf == {"spark.x": "1"}
-    assert SparkSettings().extra_conf == dict(st.DEFAULT_SPARK_CONF)
+    assert SparkSettings().extra_conf == dict(DEFAULT_SPARK_CONF)
     s = LakeSettings("/a", "/l", [SourceSettings("demo")])
     assert isinstance(s.sources, tuple)
     with pytest.raises(SettingsError, match=r"^date_layout: unknown date layout 'hourly'"):

@@ -1,7 +1,8 @@
 """Which catalog a sync registers its tables in, as a value that survives ``spark-submit``.
 
 The sync job runs under ``spark-submit`` with plain command-line arguments, so the catalog
-configuration is a frozen dataclass that round-trips through argv::
+configuration (``CatalogConfig``: the ``[catalog]`` settings model, frozen, plus two knobs of
+the job) round-trips through argv::
 
     cfg = CatalogConfig(backend="glue", glue_region="eu-west-1")
     argv = cfg.to_args()     # ["--catalog-backend", "glue", "--catalog-glue-region", ...]
@@ -31,87 +32,46 @@ import argparse
 import dataclasses
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from pydantic import model_validator
+
 from datalake_assets.catalog import metastore_server as served  # not the field of that name
-from datalake_assets.catalog.base import CatalogError, NoCatalog, check_identifier
+from datalake_assets.catalog.base import INVALID_SETTINGS, CatalogError, NoCatalog
 from datalake_assets.catalog.glue import GlueCatalog
 from datalake_assets.catalog.hive import HiveCatalog
-from datalake_assets.catalog.metastore import effective_jdbc_url, jdbc_spark_conf, prepare_session
-from datalake_assets.catalog.settings import (
-    DEFAULT_METASTORE_JARS,
-    MARIADB_DRIVER,
-    METASTORE_SERVER_MODES,
+from datalake_assets.catalog.metastore import jdbc_spark_conf, prepare_session
+from datalake_assets.settings.catalog_section import (
+    CATALOG_BACKENDS,
+    DEFAULT_METASTORE_DIR,
+    CatalogSettings,
 )
-from datalake_assets.settings import DEFAULT_METASTORE_DIR, CatalogSettings, default_home
+from datalake_assets.settings.fields import Int, SettingsError, default_home, settings_model
 
-BACKENDS = ("glue", "hive", "none")
-DEFAULT_BACKEND = "hive"
-DEFAULT_REPORTS_DATABASE = "segment_datalake_meta"
-DEFAULT_PARTITION_BATCH_SIZE = 100  # Glue's BatchCreatePartition limit
-DEFAULT_MAX_ATTEMPTS = 5
+GLUE_MAX_PARTITION_BATCH = 100  # Glue's BatchCreatePartition limit
 
 _ARG_PREFIX = "--catalog-"
 
 
-@dataclass(frozen=True)
-class CatalogConfig:
-    """Where and how a sync registers its tables. Empty strings mean "not set"."""
+@settings_model
+class CatalogConfig(CatalogSettings):
+    """Where and how a sync registers its tables: the ``[catalog]`` settings (inherited, so
+    validated once, by the settings' rules) with ``metastore_dir`` resolved
+    (``config_from_settings``), and two knobs of the job's own. Empty strings mean "not set".
+    An invalid value raises ``CatalogError`` (``invalid_settings``)."""
 
-    backend: str = DEFAULT_BACKEND  # "hive" | "glue" | "none"
-    glue_region: str = ""  # "" -> boto3's default (AWS_REGION, ~/.aws/config)
-    glue_endpoint_url: str = ""  # tests (moto) or VPC endpoints
-    glue_catalog_id: str = ""  # AWS account id of the catalog; "" -> the caller's account
-    hive_metastore_uri: str = ""  # thrift://host:9083; "" -> embedded Derby in metastore_dir
-    metastore_dir: str = ""  # embedded Derby metastore + warehouse folder (local path)
-    reports_database: str = DEFAULT_REPORTS_DATABASE  # holds the sync_reports table
-    partition_batch_size: int = DEFAULT_PARTITION_BATCH_SIZE
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS  # Glue throttling retries (total attempts)
-    # a metastore in MySQL/MariaDB instead of Derby (metastore.py); no password here: it is
-    # read from the environment or metastore_password_file when the session starts
-    metastore_jdbc_url: str = ""
-    metastore_jdbc_driver: str = MARIADB_DRIVER
-    metastore_user: str = ""
-    metastore_password_file: str = ""
-    metastore_jars: str = DEFAULT_METASTORE_JARS
-    # "auto": an embedded metastore served by ``datalake dev`` is used through its server
-    # (metastore_server.py); "off": every process opens it itself
-    metastore_server: str = "auto"
+    partition_batch_size: Int(1) = GLUE_MAX_PARTITION_BATCH
+    max_attempts: Int(1) = 5  # Glue throttling retries (total attempts)
 
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise CatalogError(
-                f"unknown catalog backend {self.backend!r}; choose one of "
-                f"{', '.join(repr(b) for b in BACKENDS)}",
-                "invalid_settings",
+    @model_validator(mode="after")
+    def _glue_batch(self) -> CatalogConfig:
+        if self.backend == "glue" and self.partition_batch_size > GLUE_MAX_PARTITION_BATCH:
+            raise SettingsError(
+                f"must be at most {GLUE_MAX_PARTITION_BATCH} for Glue (BatchCreatePartition's "
+                f"limit), got {self.partition_batch_size}",
+                key="partition_batch_size",
             )
-        check_identifier(self.reports_database, "reports database")
-        if self.metastore_server not in METASTORE_SERVER_MODES:
-            raise CatalogError(
-                f"metastore_server must be one of {METASTORE_SERVER_MODES}, got "
-                f"{self.metastore_server!r}",
-                "invalid_settings",
-            )
-        for name in ("partition_batch_size", "max_attempts"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise CatalogError(
-                    f"{name} must be an integer >= 1, got {value!r}", "invalid_settings"
-                )
-        if self.backend == "hive" and self.metastore_jdbc_url:
-            effective_jdbc_url(self.metastore_jdbc_url, self.metastore_jdbc_driver)  # checked
-            if self.hive_metastore_uri:
-                raise CatalogError(
-                    "set either metastore_jdbc_url or hive_metastore_uri, not both",
-                    "invalid_settings",
-                )
-        if self.partition_batch_size > 100 and self.backend == "glue":
-            raise CatalogError(
-                "partition_batch_size must be at most 100 for Glue "
-                f"(BatchCreatePartition's limit), got {self.partition_batch_size}",
-                "invalid_settings",
-            )
+        return self
 
     # ----------------------------------------------------------------------------- argv
 
@@ -123,9 +83,9 @@ class CatalogConfig:
             flag = _ARG_PREFIX + f.name.replace("_", "-")
             if f.name == "backend":
                 group.add_argument(
-                    flag, dest=f"catalog_{f.name}", choices=BACKENDS, default=f.default
+                    flag, dest=f"catalog_{f.name}", choices=CATALOG_BACKENDS, default=f.default
                 )
-            elif f.type in ("int", int):
+            elif isinstance(f.default, int):
                 group.add_argument(flag, dest=f"catalog_{f.name}", type=int, default=f.default)
             else:
                 group.add_argument(flag, dest=f"catalog_{f.name}", default=f.default)
@@ -204,6 +164,20 @@ class CatalogConfig:
         return hive_spark_conf(
             base, f"{base}/warehouse" if base else "", self.hive_metastore_uri or None, jdbc
         )
+
+
+def _catalog_errors(init: Any) -> Any:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+        try:
+            init(self, *args, **kwargs)
+        except SettingsError as e:  # the job's own error, with its code
+            key = e.key.replace("_", " ") + ": " if e.key else ""
+            raise CatalogError(key + e.problem, INVALID_SETTINGS) from None
+
+    return __init__
+
+
+CatalogConfig.__init__ = _catalog_errors(CatalogConfig.__init__)  # type: ignore[method-assign]
 
 
 def prepare_session_env(conf: Mapping[str, str]) -> None:
@@ -285,22 +259,10 @@ def catalog_from_config(cfg: CatalogConfig, spark: Any = None):
 
 
 def config_from_settings(settings: CatalogSettings, home: str | None = None) -> CatalogConfig:
-    """The ``CatalogConfig`` a sync gets from the ``[catalog]`` settings (the one place)."""
-    metastore_dir = settings.metastore_dir or os.path.join(
+    """The ``CatalogConfig`` a sync gets from the ``[catalog]`` settings (the one place): the
+    same values, ``metastore_dir`` resolved (``""``: ``<home>/metastore``)."""
+    values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+    values["metastore_dir"] = settings.metastore_dir or os.path.join(
         home or default_home(), DEFAULT_METASTORE_DIR
     )
-    return CatalogConfig(
-        backend=settings.backend,
-        glue_region=settings.glue_region,
-        glue_endpoint_url=settings.glue_endpoint_url,
-        glue_catalog_id=settings.glue_catalog_id,
-        hive_metastore_uri=settings.hive_metastore_uri,
-        metastore_dir=metastore_dir,
-        reports_database=settings.reports_database,
-        metastore_jdbc_url=settings.metastore_jdbc_url,
-        metastore_jdbc_driver=settings.metastore_jdbc_driver,
-        metastore_user=settings.metastore_user,
-        metastore_password_file=settings.metastore_password_file,
-        metastore_jars=settings.metastore_jars,
-        metastore_server=settings.metastore_server,
-    )
+    return CatalogConfig(**values)

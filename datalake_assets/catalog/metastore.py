@@ -38,13 +38,13 @@ import os
 from collections.abc import Mapping, MutableMapping
 
 from datalake_assets.catalog.base import INVALID_SETTINGS, CatalogError
-from datalake_assets.catalog.settings import (
+from datalake_assets.settings.catalog_section import (
     ENV_METASTORE_PASSWORD,
     MARIADB_DRIVER,
     check_metastore_jdbc_url,
     jdbc_url_params,
 )
-from datalake_assets.settings_base import SettingsError
+from datalake_assets.settings.fields import SettingsError
 
 PASSWORD_REF = f"${{env.{ENV_METASTORE_PASSWORD}}}"  # resolved by Hadoop, inside the JVM
 URL_KEY = "spark.hadoop.javax.jdo.option.ConnectionURL"

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from importlib import resources
 
 from datalake_assets.lake.records import read_schema_record
-from datalake_assets.models.settings import ModelsSettings, build_dir, user_models_dir
 from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.models_section import ModelsSettings, build_dir, user_models_dir
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import STANDARD_TABLES
 

@@ -42,9 +42,9 @@ from dagster import (
 from datalake_assets.lake.listing import DEFAULT_LIST_LIMIT, ArchiveLister, lister_for
 from datalake_assets.orchestration import sensors as sn
 from datalake_assets.orchestration.resources import SparkCompute
-from datalake_assets.orchestration.settings import BATCH_SENSOR
 from datalake_assets.orchestration.sync_events import completeness_results, sync_events
 from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.orchestration_section import BATCH_SENSOR
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.catalog_phase import CatalogBehind
 from datalake_assets.transform.request import request_from_settings

@@ -21,7 +21,6 @@ from dagster import (
     MaterializeResult,
 )
 
-from datalake_assets.lake.formats import FormatConfig
 from datalake_assets.orchestration.catalog_asset import (
     CHECK_IN_STEP,
     catalog_key,
@@ -37,6 +36,7 @@ from datalake_assets.orchestration.sync_events import (
     targeted,
 )
 from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.catalog_phase import CatalogBehind
 from datalake_assets.transform.recheck import LakeSource, latest_synced_hours, recheck

@@ -64,7 +64,7 @@ from datalake_assets.orchestration.remote import (
     WithoutTypedEventStream,
     sync_message,
 )
-from datalake_assets.orchestration.settings import JOB_LIBRARIES
+from datalake_assets.settings.orchestration_section import JOB_LIBRARIES
 from datalake_assets.spec import layout
 from datalake_assets.transform.request import SyncRequest
 from datalake_assets.transform.session import JOB_SPARK_CONF

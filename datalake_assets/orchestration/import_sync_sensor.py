@@ -26,7 +26,8 @@ from datalake_assets.orchestration.import_asset import (
     import_job_name,
     import_sync_sensor_name,
 )
-from datalake_assets.settings import AutomationSettings, LakeSettings, SourceSettings
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.orchestration_section import AutomationSettings
 from datalake_assets.spec.layout import ArchiveHour
 
 IMPORT_TRIGGER = "segment_import"  # TRIGGER_TAG of the syncs requested after an import run

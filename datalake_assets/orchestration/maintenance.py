@@ -20,11 +20,12 @@ from dagster import (
     op,
 )
 
-from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats import SourceTables, table_format
 from datalake_assets.lake.formats.compaction import compact_source, report_lines, write_report
 from datalake_assets.lake.formats.maintain import maintain_source
 from datalake_assets.orchestration.sensors import schedule_status
 from datalake_assets.settings import LakeSettings
+from datalake_assets.settings.formats_section import FormatConfig
 
 MAINTENANCE_JOB = "table_maintenance"
 MAINTENANCE_SCHEDULE = "table_maintenance_nightly"

@@ -71,7 +71,8 @@ from datalake_assets.lake.listing import (
     fingerprint,
     lister_for,
 )
-from datalake_assets.settings import AutomationSettings, LakeSettings, SourceSettings
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.orchestration_section import AutomationSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
 

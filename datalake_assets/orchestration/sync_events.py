@@ -32,7 +32,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 
-from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats import SourceTables, table_format
 from datalake_assets.lake.report import SourceReport, SyncReport, TableReport
 from datalake_assets.orchestration.catalog_asset import (
     catalog_key,
@@ -41,6 +41,7 @@ from datalake_assets.orchestration.catalog_asset import (
     registered_hours,
 )
 from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
 

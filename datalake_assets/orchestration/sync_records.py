@@ -21,9 +21,9 @@ from dagster import AssetCheckEvaluation, AssetMaterialization, DagsterInstance
 
 from datalake_assets.lake.report import SyncReport
 from datalake_assets.orchestration.lake_state import read_source_state
-from datalake_assets.orchestration.settings import dagster_home
 from datalake_assets.orchestration.sync_events import sync_events
 from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.orchestration_section import dagster_home
 from datalake_assets.spec.layout import ArchiveHour
 
 CLI_NOTE = "synced outside Dagster (datalake sync), recorded by the CLI"

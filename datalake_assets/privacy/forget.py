@@ -35,7 +35,6 @@ from dataclasses import asdict, dataclass, field
 from datalake_assets.catalog.base import Catalog, CatalogError
 from datalake_assets.catalog.config import catalog_from_config, config_from_settings
 from datalake_assets.lake import faults
-from datalake_assets.lake.formats import FormatConfig
 from datalake_assets.lake.identities import lake_key, write_suppressed
 from datalake_assets.privacy import audit
 from datalake_assets.privacy.forget_steps import (
@@ -60,6 +59,7 @@ from datalake_assets.privacy.state import (
     unfinished,
 )
 from datalake_assets.settings import LakeSettings
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.identity import TRAIT_PREFIX, identity_hash
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.formats import FormatConfig, SourceTables, TableFormat, table_format
+from datalake_assets.lake.formats import SourceTables, TableFormat, table_format
 from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.records import read_schema_record
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
 

@@ -30,10 +30,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats import SourceTables, table_format
 from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.lake.report import SourceReport, SyncReport, TableChecks, TableReport
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec import layout
 from datalake_assets.spec.column_build import ARROW_TYPES
 from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance

@@ -13,14 +13,15 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings
-from datalake_assets.lake.formats import FormatConfig
 from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.formats_section import FormatConfig
+from datalake_assets.settings.transform_section import SyncSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.identity import DEFAULT_IDENTITY_TRAITS
 from datalake_assets.transform.hour_files import DEFAULT_TARGET_FILE_BYTES
-from datalake_assets.transform.settings import DEFAULT_LOCAL_MAX_BYTES
 
 CATALOG_ONLY = ("register", "check")  # SyncRequest.catalog_only
+_SYNC = SyncSettings()  # the [sync] defaults: a request's (and the job's argv's) too
 _DESCRIPTION = (
     "The sync: one Spark job per source and batch of archive hours (never one per table)."
 )
@@ -44,18 +45,19 @@ class SyncRequest:
     database: str = ""
     date_layout: str = layout.DEFAULT_DATE_LAYOUT
     run_id: str = ""
-    max_message_bytes: int = 32 * 1024
-    max_depth: int = 16
+    max_message_bytes: int = _SYNC.max_message_bytes
+    max_depth: int = _SYNC.max_depth
     replay: bool = False
     table_prefix: str = ""  # catalog table names: <prefix><table>
-    dedup_lookback_hours: int = 7 * 24  # messageId unique across this window (id index)
+    # messageId unique across this window (id index)
+    dedup_lookback_hours: int = _SYNC.dedup_lookback_days * 24
     lock_wait_seconds: float = 600.0  # wait this long for another sync of the source to end
     catalog: CatalogConfig = field(default_factory=lambda: CatalogConfig(backend="none"))
     # traits that identify a person in the identity index and the suppression ([privacy])
     identity_traits: tuple[str, ...] = DEFAULT_IDENTITY_TRAITS
     # a batch of fewer archive bytes (compressed) runs in the driver, without Spark jobs
     # (transform/local_path.py); 0: always Spark
-    local_max_bytes: int = DEFAULT_LOCAL_MAX_BYTES
+    local_max_bytes: int = _SYNC.local_max_bytes
     # a table-hour's Parquet files are cut at this size: [iceberg] target_file_mb, the one
     # file size of the lake (compaction's too), whatever the table format
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
@@ -131,8 +133,8 @@ def parse_args(argv: list[str]) -> SyncRequest:
         "--date-layout", default=layout.DEFAULT_DATE_LAYOUT, choices=sorted(layout.DATE_LAYOUTS)
     )
     p.add_argument("--run-id", default="")
-    p.add_argument("--max-message-bytes", type=int, default=32 * 1024)
-    p.add_argument("--max-depth", type=int, default=16)
+    p.add_argument("--max-message-bytes", type=int, default=_SYNC.max_message_bytes)
+    p.add_argument("--max-depth", type=int, default=_SYNC.max_depth)
     p.add_argument("--replay", action="store_true")
     p.add_argument(
         "--catalog-only",
@@ -142,7 +144,7 @@ def parse_args(argv: list[str]) -> SyncRequest:
         "(register), or check it (check); nothing else",
     )
     p.add_argument("--table-prefix", default="")
-    p.add_argument("--dedup-lookback-hours", type=int, default=7 * 24)
+    p.add_argument("--dedup-lookback-hours", type=int, default=_SYNC.dedup_lookback_days * 24)
     p.add_argument("--lock-wait-seconds", type=float, default=600.0)
     p.add_argument(
         "--identity-traits",
@@ -152,7 +154,7 @@ def parse_args(argv: list[str]) -> SyncRequest:
     p.add_argument(
         "--local-max-bytes",
         type=int,
-        default=DEFAULT_LOCAL_MAX_BYTES,
+        default=_SYNC.local_max_bytes,
         help="archive bytes under which the sync runs without Spark jobs (0: never)",
     )
     p.add_argument(

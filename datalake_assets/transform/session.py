@@ -14,7 +14,8 @@ import sys
 from collections.abc import Mapping
 
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings, prepare_session_env
-from datalake_assets.settings import LakeSettings, SparkSettings
+from datalake_assets.settings import LakeSettings
+from datalake_assets.settings.transform_section import SparkSettings
 from datalake_assets.transform import spark_logs
 
 # Session settings the job relies on, wherever it runs (local session or spark-submit).

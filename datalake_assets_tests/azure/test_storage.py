@@ -9,7 +9,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from datalake_assets.lake import azure, storage
-from datalake_assets.settings_base import SettingsError, resolve_root
+from datalake_assets.settings.fields import SettingsError, resolve_root
 from datalake_assets.spec import azure_uri
 
 HNS = "abfss://lake@acct1.dfs.core.windows.net/prod/data"

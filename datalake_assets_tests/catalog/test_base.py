@@ -39,7 +39,8 @@ from datalake_assets.catalog.ddl import (
 )
 from datalake_assets.catalog.register import read_schemas, register_sync
 from datalake_assets.catalog.reports import REPORT_SCHEMA, report_rows, write_report_table
-from datalake_assets.settings import CatalogSettings, LakeSettings, SourceSettings
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.catalog_section import CatalogSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
 

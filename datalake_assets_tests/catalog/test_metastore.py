@@ -23,8 +23,8 @@ from datalake_assets.catalog.metastore import (
     explain,
     prepare_session,
 )
-from datalake_assets.catalog.settings import ENV_METASTORE_PASSWORD
-from datalake_assets.settings import SettingsError
+from datalake_assets.settings.catalog_section import ENV_METASTORE_PASSWORD
+from datalake_assets.settings.fields import SettingsError
 from datalake_assets_tests.catalog import metastore_worker as worker
 from datalake_assets_tests.support.mariadb import metastore_toml, run_datalake
 from datalake_assets_tests.support.settings_files import load_lake_toml

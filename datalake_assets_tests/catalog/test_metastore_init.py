@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from datalake_assets.catalog.settings import ENV_METASTORE_PASSWORD
+from datalake_assets.settings.catalog_section import ENV_METASTORE_PASSWORD
 from datalake_assets_tests.support.mariadb import metastore_toml, run_datalake
 
 pytestmark = pytest.mark.spark  # JVMs

@@ -19,7 +19,8 @@ from datalake_assets.ingest import segment_layout as sl
 from datalake_assets.ingest import segment_listing as sls
 from datalake_assets.lake import storage
 from datalake_assets.orchestration import sensors as sn
-from datalake_assets.settings import SettingsError, SourceSettings, load_settings
+from datalake_assets.settings import SourceSettings, load_settings
+from datalake_assets.settings.fields import SettingsError
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets_tests.support.lake_reader import LocalStore, read_lake

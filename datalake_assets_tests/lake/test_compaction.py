@@ -20,12 +20,13 @@ import pyarrow as pa
 import pytest
 
 from datalake_assets.lake.faults import ENV as FAULT_ENV
-from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats import SourceTables, table_format
 from datalake_assets.lake.formats.base import SEGMENT_COMPACTION
 from datalake_assets.lake.formats.compaction import compact_source
 from datalake_assets.lake.formats.iceberg_compact import FAULT_POINT, compact_table
 from datalake_assets.lake.formats.maintain import maintain_source
 from datalake_assets.lake.lock import SourceLock
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.transform.job import run_sync
 from datalake_assets.transform.request import request_from_settings
 from datalake_assets_tests.support.archive_builders import msg, write_hour
@@ -352,7 +353,8 @@ def test_a_kill_between_writing_and_committing_leaves_the_table_and_maintain_rem
     stored = {os.path.join(d, f) for d, _, fs in os.walk(data) for f in fs}
     code = (
         "from datetime import datetime, UTC\n"
-        "from datalake_assets.lake.formats import FormatConfig, SourceTables\n"
+        "from datalake_assets.lake.formats import SourceTables\n"
+        "from datalake_assets.settings.formats_section import FormatConfig\n"
         "from datalake_assets.lake.formats.compaction import compact_source\n"
         f"compact_source({root!r}, FormatConfig(format='iceberg'), SourceTables('{SRC}', "
         f"'{SRC}'), 'killed', settle_hours={SETTLE}, target_bytes=1 << 30, "

@@ -18,9 +18,10 @@ import pytest
 
 from datalake_assets.ingest.demo import generate_archive
 from datalake_assets.lake.faults import ENV as FAULT_ENV
-from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats import SourceTables, table_format
 from datalake_assets.lake.formats.iceberg import RUN_PROPERTY, applied
 from datalake_assets.lake.records import read_schema_record
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.job import SyncRequest, run_sync
 from datalake_assets_tests.support.archive_builders import msg, write_hour
@@ -410,7 +411,7 @@ def test_maintenance_expires_old_snapshots_and_deletes_files_no_snapshot_referen
 
 def test_the_table_format_is_chosen_by_settings_or_environment_and_travels_to_a_job(tmp_path):
     from datalake_assets.settings import load_settings
-    from datalake_assets.settings_base import SettingsError
+    from datalake_assets.settings.fields import SettingsError
     from datalake_assets.transform.request import parse_args, request_from_settings
 
     assert load_settings(env={}).table_format == "segment"

@@ -29,7 +29,7 @@ from dagster import (
 from datalake_assets.definitions import build_definitions
 from datalake_assets.orchestration import batch_sync as bs
 from datalake_assets.orchestration import sensors as sn
-from datalake_assets.orchestration.settings import archive_sensor_name, sensor_runs_batched
+from datalake_assets.settings.orchestration_section import archive_sensor_name, sensor_runs_batched
 from datalake_assets.spec import layout
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.settings_files import load_lake_toml, per_source_sensors

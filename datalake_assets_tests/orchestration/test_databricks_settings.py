@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from datalake_assets.orchestration.databricks import DatabricksSparkCompute
-from datalake_assets.orchestration.settings import JOB_LIBRARIES
-from datalake_assets.settings import SettingsError, load_settings
+from datalake_assets.settings import load_settings
+from datalake_assets.settings.fields import SettingsError
+from datalake_assets.settings.orchestration_section import JOB_LIBRARIES
 from datalake_assets_tests.support.settings_files import write_lake_toml
 
 DATABRICKS_TOML = """

@@ -6,7 +6,8 @@ import pytest
 
 from datalake_assets.orchestration.emr_serverless import EmrServerlessCompute
 from datalake_assets.orchestration.emr_steps import EmrSparkCompute
-from datalake_assets.settings import SettingsError, load_settings
+from datalake_assets.settings import load_settings
+from datalake_assets.settings.fields import SettingsError
 from datalake_assets_tests.orchestration.emr_helpers import ROLE
 from datalake_assets_tests.support.settings_files import write_lake_toml
 

@@ -326,7 +326,7 @@ def test_an_iceberg_lake_through_an_s3_outage_mid_commit_fails_clearly_and_conve
     commit forward to exactly what the oracle says (read through Glue, from moto directly)."""
     from pyiceberg.catalog.glue import GlueCatalog
 
-    from datalake_assets.lake.formats import FormatConfig
+    from datalake_assets.settings.formats_section import FormatConfig
     from datalake_assets_tests.support.iceberg_reader import read_iceberg_lake, tables
 
     store = S3Store(moto_with_proxy["moto"])

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from datalake_assets.catalog.settings import ENV_METASTORE_PASSWORD
+from datalake_assets.settings.catalog_section import ENV_METASTORE_PASSWORD
 
 BINARIES = ("mariadbd", "mariadb-install-db", "mariadb")
 DRIVER_JAR = "/usr/share/java/mariadb-java-client.jar"

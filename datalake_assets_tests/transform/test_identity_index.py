@@ -252,8 +252,8 @@ def test_the_request_carries_the_traits_through_its_argv():
 
 
 def test_request_from_settings_takes_the_privacy_traits(tmp_path):
-    from datalake_assets.privacy.settings import PrivacySettings
     from datalake_assets.settings import LakeSettings, SourceSettings
+    from datalake_assets.settings.privacy_section import PrivacySettings
     from datalake_assets.transform.request import request_from_settings
 
     settings = LakeSettings(

@@ -33,7 +33,7 @@ import pytest
 
 from datalake_assets.ingest.demo import generate_archive
 from datalake_assets.lake.identities import KEY_BYTES, write_suppressed
-from datalake_assets.orchestration.settings import JOB_LIBRARIES
+from datalake_assets.settings.orchestration_section import JOB_LIBRARIES
 from datalake_assets.spec import layout
 from datalake_assets.spec.identity import identity, identity_hash
 from datalake_assets_tests.support.archive_builders import msg, write_hour

@@ -1,6 +1,6 @@
 """MkDocs hook: the reference pages that must not drift from the code, generated at build time.
 
-* ``reference/settings.md`` from the pydantic settings models (``datalake_assets.settings``
+* ``reference/settings.md`` from the pydantic settings models (``datalake_assets.settings``:
   ``LakeSettings`` and every model it nests), each key described by the comment above it in the
   shipped template ``datalake_assets/lake.toml``;
 * ``reference/cli.md`` from the ``datalake`` command's argparse parser
@@ -196,7 +196,7 @@ def settings_keys(cls: type | None = None, table: str = "") -> list[tuple[str, s
     """Every key a settings file may hold: (table, key, pydantic field, model), depth first;
     a nested model is a table of its own (``[spark]``, ``[[sources]]``)."""
     from datalake_assets.settings import LakeSettings
-    from datalake_assets.settings_base import file_keys
+    from datalake_assets.settings.fields import file_keys
 
     cls = cls or LakeSettings
     out: list[tuple[str, str, Any, type]] = []
@@ -220,12 +220,13 @@ def settings_keys(cls: type | None = None, table: str = "") -> list[tuple[str, s
 
 
 def _env_overrides() -> dict[tuple[str, str], str]:
-    from datalake_assets import settings
+    from datalake_assets.settings import environment
+    from datalake_assets.settings.ingest_section import ENV_WRITE_KEYS
 
-    out = {("", "archive_root"): getattr(settings, "ENV_ARCHIVE_ROOT", ""),
-           ("", "lake_root"): getattr(settings, "ENV_LAKE_ROOT", ""),
-           ("sources", "write_keys"): getattr(settings, "ENV_WRITE_KEYS", "")}
-    for name, section, key, _read in getattr(settings, "_ENV_OVERRIDES", ()):
+    out = {("", "archive_root"): environment.ENV_ARCHIVE_ROOT,
+           ("", "lake_root"): environment.ENV_LAKE_ROOT,
+           ("sources", "write_keys"): ENV_WRITE_KEYS}
+    for name, section, key, _read in environment._ENV_OVERRIDES:
         out[(section, key)] = name
     # A variable handled on its own: DATALAKE_<KEY> or DATALAKE_<TABLE>_<KEY> names its key.
     keys = {(t, k) for t, k, _f, _m in settings_keys()}
@@ -244,12 +245,11 @@ def environment_variables() -> list[str]:
     import importlib
     import pkgutil
 
-    import datalake_assets
+    from datalake_assets import settings
 
     names: set[str] = set()
-    modules = ["datalake_assets.settings", "datalake_assets.settings_base"] + [
-        f"datalake_assets.{m.name}.settings" for m in pkgutil.iter_modules(datalake_assets.__path__)
-        if m.ispkg and (REPO / "datalake_assets" / m.name / "settings.py").exists()]
+    modules = ["datalake_assets.settings"] + [
+        f"datalake_assets.settings.{m.name}" for m in pkgutil.iter_modules(settings.__path__)]
     for module in modules:
         mod = importlib.import_module(module)
         names |= {v for k, v in vars(mod).items()
@@ -272,7 +272,7 @@ def settings_page() -> str:
         GENERATED,
         "# Settings reference\n",
         ("Every key of the settings file, generated from the settings models "
-        "(`datalake_assets/settings.py` and each feature's `settings.py`) when this site was "
+        "(the `datalake_assets/settings/` package: one module a section) when this site was "
         "built; each description is the comment above the key in the shipped template "
         "`datalake_assets/lake.toml`, which holds exactly these defaults. How to write the "
         "file, and where it is read from: "

@@ -3,20 +3,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from datalake_assets.lake.formats.base import (
-    ICEBERG,
-    SEGMENT,
-    FormatConfig,
     FormatError,
     SourceTables,
     TableFormat,
     TablesToCommit,
 )
+from datalake_assets.spec.table_formats import ICEBERG
 
 __all__ = [
-    "ICEBERG",
-    "SEGMENT",
-    "FormatConfig",
     "FormatError",
     "SourceTables",
     "TableFormat",
@@ -25,8 +22,9 @@ __all__ = [
 ]
 
 
-def table_format(config: FormatConfig, lake_root: str) -> TableFormat:
-    """The lake's table format, as its settings say."""
+def table_format(config: Any, lake_root: str) -> TableFormat:
+    """The lake's table format, as its settings say (``config``: a
+    ``settings.formats_section.FormatConfig``, of a layer above this one)."""
     if config.format == ICEBERG:
         from datalake_assets.lake.formats.iceberg import IcebergFormat
 

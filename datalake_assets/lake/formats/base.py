@@ -1,4 +1,4 @@
-"""The table format seam: how a lake's tables hold their files (``FORMATS``).
+"""The table format seam: how a lake's tables hold their files (``spec.table_formats``).
 
 A sync stages every table-hour as Parquet in the Segment layout (``spec/layout.py``'s staging
 area) whatever the format; the format decides what *committing* those staged hours means, and
@@ -26,8 +26,6 @@ hive-style folders, registered as external tables by the ``[catalog]``) and
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,15 +36,7 @@ import pyarrow as pa
 # The quarantine is one more table of each source for a format: Segment's layout keeps it in
 # its own folders (``quarantine/<source>/day=/hr=``), Iceberg as a table like the others.
 QUARANTINE = "quarantine"
-SEGMENT = "segment"
-ICEBERG = "iceberg"
-FORMATS = (SEGMENT, ICEBERG)
-ICEBERG_CATALOGS = ("sql", "glue")
-DEFAULT_RETENTION_HOURS = 168
-DEFAULT_COMPACT_AFTER_HOURS = 48  # the settle window: late syncs and replays of recent hours
-DEFAULT_TARGET_FILE_MB = 512  # Segment's guide: "files with sizes ranging from 256 MB to 1 GB"
 SEGMENT_COMPACTION = "not supported for the Segment layout: see docs/concepts/compaction.md"
-_ARG_PREFIX = "--table-format-"
 
 
 class FormatError(RuntimeError):
@@ -55,107 +45,6 @@ class FormatError(RuntimeError):
     def __init__(self, message: str, code: str = "internal") -> None:
         super().__init__(message)
         self.code = code
-
-
-@dataclass(frozen=True)
-class FormatConfig:
-    """Which table format a lake uses and how to reach its catalog (``[table_format]``).
-    Empty strings mean "the default"."""
-
-    format: str = SEGMENT
-    # Iceberg only: "sql" (a SQLite file under the lake by default) or "glue"
-    catalog: str = "sql"
-    # the SQL catalog's SQLAlchemy URI; "" -> sqlite:///<lake_root>/_iceberg/catalog.db
-    # (local lakes; a lake on S3 needs a URI or the Glue catalog)
-    uri: str = ""
-    glue_region: str = ""  # "" -> boto3's default
-    glue_endpoint_url: str = ""  # tests (moto) or a VPC endpoint
-    glue_catalog_id: str = ""
-    s3_endpoint_url: str = ""  # tests (moto) or a VPC endpoint, for the tables' files
-    # snapshots older than this are expired by maintenance, and unreferenced files older than
-    # this are deleted (a killed run's files, replaced files)
-    retention_hours: int = DEFAULT_RETENTION_HOURS
-    # compaction (``compaction.py``): hours older than this are cold, rewritten into files of
-    # about ``target_file_mb``
-    compact_after_hours: int = DEFAULT_COMPACT_AFTER_HOURS
-    target_file_mb: int = DEFAULT_TARGET_FILE_MB
-
-    def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise FormatError(
-                f"unknown table format {self.format!r}; choose one of "
-                f"{', '.join(map(repr, FORMATS))}",
-                "invalid_settings",
-            )
-        if self.catalog not in ICEBERG_CATALOGS:
-            raise FormatError(
-                f"unknown Iceberg catalog {self.catalog!r}; choose one of "
-                f"{', '.join(map(repr, ICEBERG_CATALOGS))}",
-                "invalid_settings",
-            )
-        if (
-            isinstance(self.retention_hours, bool)
-            or not isinstance(self.retention_hours, int)
-            or self.retention_hours < 1
-        ):
-            raise FormatError(
-                f"retention_hours must be an integer >= 1, got {self.retention_hours!r}",
-                "invalid_settings",
-            )
-        for name, low in (("compact_after_hours", 0), ("target_file_mb", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise FormatError(
-                    f"{name} must be an integer >= {low}, got {value!r}", "invalid_settings"
-                )
-
-    @classmethod
-    def of_settings(cls, settings: Any) -> FormatConfig:
-        """From loaded settings (``LakeSettings``: ``table_format``, ``[iceberg]``, and
-        ``[catalog]``'s Glue keys where ``[iceberg]`` leaves them empty)."""
-        ice, cat = settings.iceberg, settings.catalog
-        return cls(
-            format=settings.table_format,
-            catalog=ice.catalog,
-            uri=ice.uri,
-            glue_region=ice.glue_region or cat.glue_region,
-            glue_endpoint_url=ice.glue_endpoint_url or cat.glue_endpoint_url,
-            glue_catalog_id=ice.glue_catalog_id or cat.glue_catalog_id,
-            s3_endpoint_url=ice.s3_endpoint_url,
-            retention_hours=ice.retention_hours,
-            compact_after_hours=ice.compact_after_hours,
-            target_file_mb=ice.target_file_mb,
-        )
-
-    # argv: a sync started elsewhere (spark-submit on EMR, Pipes) gets the same format
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        group = parser.add_argument_group("table format")
-        for f in dataclasses.fields(FormatConfig):
-            group.add_argument(
-                _ARG_PREFIX + f.name.replace("_", "-"),
-                dest=f"format_{f.name}",
-                type=int if f.type in ("int", int) else str,
-                default=f.default,
-            )
-
-    def to_args(self) -> list[str]:
-        out: list[str] = []
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value != "" and value != f.default:
-                out += [_ARG_PREFIX + f.name.replace("_", "-"), str(value)]
-        return out
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> FormatConfig:
-        return cls(
-            **{
-                f.name: getattr(args, f"format_{f.name}")
-                for f in dataclasses.fields(cls)
-                if hasattr(args, f"format_{f.name}")
-            }
-        )
 
 
 @dataclass(frozen=True)
@@ -228,7 +117,8 @@ class TableFormat(ABC):
     # snapshots); the Segment layout deletes a replaced hour as it commits
     keeps_versions: bool = False
 
-    def __init__(self, config: FormatConfig, lake_root: str) -> None:
+    def __init__(self, config: Any, lake_root: str) -> None:
+        # config: the lake's ``settings.formats_section.FormatConfig`` (a layer above)
         self.config = config
         self.lake_root = lake_root
 

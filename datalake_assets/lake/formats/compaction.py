@@ -20,9 +20,10 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from datalake_assets.lake import commit, storage
-from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats import SourceTables, table_format
 from datalake_assets.lake.formats.base import QUARANTINE, CompactionUnsupported, TableCompaction
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.lake.records import read_schema_record
@@ -63,7 +64,7 @@ def cold_cutoff(now: datetime, settle_hours: int) -> datetime:
 
 def compact_source(
     lake_root: str,
-    config: FormatConfig,
+    config: Any,  # settings.formats_section.FormatConfig
     src: SourceTables,
     owner: str,
     *,

@@ -42,10 +42,8 @@ import pyarrow as pa
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.formats.base import (
-    ICEBERG,
     QUARANTINE,
     CommittedTable,
-    FormatConfig,
     SourceTables,
     TableCompaction,
     TableFormat,
@@ -62,6 +60,7 @@ from datalake_assets.lake.formats.iceberg_staged import _read_staged
 from datalake_assets.lake.records import QUARANTINE_SCHEMA
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
+from datalake_assets.spec.table_formats import ICEBERG
 
 RUN_PROPERTY = "datalake.run-id"
 # the quarantine's columns (``records.QUARANTINE_SCHEMA``) as the lake's types
@@ -92,7 +91,7 @@ class IcebergFormat(TableFormat):
     registered_by_catalog = False
     keeps_versions = True
 
-    def __init__(self, config: FormatConfig, lake_root: str) -> None:
+    def __init__(self, config: Any, lake_root: str) -> None:
         super().__init__(config, lake_root)
         self._catalog: Any = None
         self._lock = threading.Lock()

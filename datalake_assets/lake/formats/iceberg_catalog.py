@@ -5,9 +5,10 @@ and the file URIs pyiceberg's FileIO reads and writes."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.formats.base import FormatConfig, FormatError
+from datalake_assets.lake.formats.base import FormatError
 from datalake_assets.spec import layout
 
 _CATALOG_NAME = "datalake"
@@ -34,7 +35,7 @@ def _location(uri: str) -> str:
     return uri.removeprefix("file://")
 
 
-def open_catalog(c: FormatConfig, lake_root: str):
+def open_catalog(c: Any, lake_root: str):  # c: settings.formats_section.FormatConfig
     """The lake's Iceberg catalog, as its settings say: AWS Glue, or a SQL catalog (a SQLite
     file under a local lake by default); with the S3 endpoint and region for its FileIO."""
     fileio: dict[str, str] = {}

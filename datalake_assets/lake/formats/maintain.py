@@ -9,9 +9,10 @@ more). The Dagster job ``table_maintenance`` and ``datalake maintain`` call this
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from datalake_assets.lake import commit
-from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats import SourceTables, table_format
 from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.lake.records import read_schema_record
@@ -19,7 +20,7 @@ from datalake_assets.lake.records import read_schema_record
 
 def maintain_source(
     lake_root: str,
-    config: FormatConfig,
+    config: Any,  # settings.formats_section.FormatConfig
     src: SourceTables,
     owner: str,
     retention: timedelta | None = None,

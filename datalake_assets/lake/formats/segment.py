@@ -11,7 +11,6 @@ from datetime import datetime
 from datalake_assets.lake import commit, storage
 from datalake_assets.lake.formats.base import (
     QUARANTINE,
-    SEGMENT,
     SEGMENT_COMPACTION,
     CommittedTable,
     CompactionUnsupported,
@@ -21,6 +20,7 @@ from datalake_assets.lake.formats.base import (
     TablesToCommit,
 )
 from datalake_assets.spec import layout
+from datalake_assets.spec.table_formats import SEGMENT
 
 
 def hour_files(

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import orjson
 
-from datalake_assets.settings import CollectorSettings, LakeSettings, SourceSettings
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.ingest_section import CollectorSettings
 from datalake_assets.spec.layout import ArchiveHour, is_archive_file
 
 REPO = Path(__file__).resolve().parents[3]

@@ -10,7 +10,8 @@ import pytest
 from datalake_assets.ingest.collector import Collector
 from datalake_assets.ingest.collector.cors import KeyTable, origin_matches
 from datalake_assets.ingest.collector.settings_endpoint import UNKNOWN_KEY_MESSAGE
-from datalake_assets.settings import CollectorSettings, LakeSettings, SourceSettings
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.ingest_section import CollectorSettings
 from datalake_assets_tests.ingest.collector.helpers import (
     KEY,
     WEB_KEY,

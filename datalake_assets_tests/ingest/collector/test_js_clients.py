@@ -15,7 +15,8 @@ from collections import Counter
 import pytest
 
 from datalake_assets.ingest.collector import Collector
-from datalake_assets.settings import CollectorSettings, LakeSettings, SourceSettings
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.ingest_section import CollectorSettings
 from datalake_assets_tests.ingest.collector.helpers import KEY, WEB_KEY, archive_lines
 from datalake_assets_tests.ingest.collector.js_clients import (
     CHROMIUM,

@@ -7,14 +7,11 @@ from pathlib import Path
 
 import pytest
 
+import datalake_assets
 from datalake_assets import settings as st
-from datalake_assets.settings import (
-    CollectorSettings,
-    LakeSettings,
-    SettingsError,
-    SourceSettings,
-    load_settings,
-)
+from datalake_assets.settings import LakeSettings, SourceSettings, load_settings
+from datalake_assets.settings.fields import SettingsError
+from datalake_assets.settings.ingest_section import CollectorSettings
 from datalake_assets_tests.support.settings_files import write_lake_toml
 
 
@@ -61,7 +58,7 @@ def test_collector_settings_defaults_and_file(tmp_path):
 
 
 def test_shipped_lake_toml_documents_the_collector():
-    text = Path(st.__file__).with_name("lake.toml").read_text(encoding="utf-8")
+    text = Path(datalake_assets.__file__).with_name("lake.toml").read_text(encoding="utf-8")
     assert "[collector]" in text
     for key in st._COLLECTOR_KEYS:
         assert re.search(rf"^{key} = ", text, re.MULTILINE), key

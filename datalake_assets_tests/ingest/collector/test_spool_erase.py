@@ -13,7 +13,7 @@ import orjson
 from datalake_assets.ingest.collector import Collector
 from datalake_assets.ingest.collector.spool_erase import erase_from_spool, erase_spool
 from datalake_assets.lake.identities import lake_key, write_suppressed
-from datalake_assets.privacy.settings import PrivacySettings
+from datalake_assets.settings.privacy_section import PrivacySettings
 from datalake_assets.spec.identity import identity, identity_hash
 from datalake_assets_tests.ingest.collector.helpers import (
     archive_lines,

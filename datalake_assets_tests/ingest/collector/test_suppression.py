@@ -12,7 +12,7 @@ from pathlib import Path
 from datalake_assets.ingest.collector import Collector
 from datalake_assets.ingest.collector.suppression import Suppression
 from datalake_assets.lake.identities import lake_key, write_suppressed
-from datalake_assets.privacy.settings import PrivacySettings
+from datalake_assets.settings.privacy_section import PrivacySettings
 from datalake_assets.spec.identity import identity, identity_hash
 from datalake_assets.spec.layout import privacy_key_path
 from datalake_assets_tests.ingest.collector.helpers import (

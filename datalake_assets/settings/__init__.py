@@ -28,12 +28,16 @@ date layouts, bad start hours, and sources that would overwrite each other. A ``
 names the file (or ``environment``), the key path (``sources[1].date_layout``), the bad value
 and what is allowed.
 
-The models are frozen pydantic dataclasses (``settings_base.py``), also validated when
-built directly or by ``dataclasses.replace``. Each feature's model lives next to the feature
-and is re-exported here: ``transform/settings.py`` (``[spark]``, ``[sync]``),
-``catalog/settings.py``, ``orchestration/settings.py`` (``[automation]``, ``[compute]``),
-``ingest/settings.py`` (``[collector]``, write keys, the Segment import). Here: the sources,
-the whole, the loader and the environment.
+The models are frozen pydantic dataclasses (``fields.py``: the base, the field types and the
+errors), also validated when built directly or by ``dataclasses.replace``. This package holds
+every section, one module each, and each name has one home, imported from there:
+``transform_section.py`` (``[spark]``, ``[sync]``), ``catalog_section.py``,
+``orchestration_section.py`` (``[automation]``, ``[compute]``), ``ingest_section.py``
+(``[collector]``, write keys, the Segment import), ``privacy_section.py``,
+``models_section.py``, ``formats_section.py`` (``table_format``, ``[iceberg]``);
+``environment.py`` the ``DATALAKE_*`` overrides. Here: the sources, the whole and the loader.
+Importing the package imports pydantic and the standard library, no data library
+(``test_architecture.py`` checks it).
 """
 
 import dataclasses
@@ -47,31 +51,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, model_validator
 
-from datalake_assets.catalog.settings import (
-    CATALOG_BACKENDS,
-    DEFAULT_METASTORE_DIR,
+from datalake_assets.settings.catalog_section import (
     CatalogSettings,
 )
-from datalake_assets.ingest.settings import (
-    DEFAULT_SPOOL_DIR,
-    CollectorSettings,
-    CorsOrigins,
-    SegmentArchive,
-    WriteKeys,
-)
-from datalake_assets.lake.formats.settings import TABLE_FORMATS, IcebergSettings
-from datalake_assets.models.settings import ModelsSettings
-from datalake_assets.orchestration.settings import (
-    COMPUTE_BACKENDS,
-    DEPLOY_MODES,
-    SENSOR_STATUSES,
-    AutomationSettings,
-    ComputeSettings,
-    check_compute_fits,
-)
-from datalake_assets.privacy.settings import PrivacySettings
-from datalake_assets.settings_base import (
-    ENV_HOME,
+from datalake_assets.settings.environment import ENV_SETTINGS, apply_env
+from datalake_assets.settings.fields import (
     Bool,
     Match,
     NotInFile,
@@ -86,15 +70,27 @@ from datalake_assets.settings_base import (
     load_model,
     settings_model,
 )
-from datalake_assets.settings_env import ENV_SETTINGS, apply_env
-from datalake_assets.spec import naming
-from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
-from datalake_assets.transform.settings import (
-    DEFAULT_SPARK_CONF,
-    MAX_DEPTH_LIMIT,
+from datalake_assets.settings.formats_section import IcebergSettings
+from datalake_assets.settings.ingest_section import (
+    CollectorSettings,
+    CorsOrigins,
+    SegmentArchive,
+    WriteKeys,
+)
+from datalake_assets.settings.models_section import ModelsSettings
+from datalake_assets.settings.orchestration_section import (
+    AutomationSettings,
+    ComputeSettings,
+    check_compute_fits,
+)
+from datalake_assets.settings.privacy_section import PrivacySettings
+from datalake_assets.settings.transform_section import (
     SparkSettings,
     SyncSettings,
 )
+from datalake_assets.spec import naming
+from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
+from datalake_assets.spec.table_formats import SEGMENT, TABLE_FORMATS
 
 SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the documented defaults
 
@@ -264,7 +260,7 @@ class LakeSettings:
     # the dbt models on the lake (models/): sessions, users, identity graph, daily counts
     models: ModelsSettings = dataclasses.field(default_factory=ModelsSettings)
     # how the tables hold their files (lake/formats/): Segment's hive-style folders, or Iceberg
-    table_format: OneOf(TABLE_FORMATS, "table format") = "segment"
+    table_format: OneOf(TABLE_FORMATS, "table format") = SEGMENT
     iceberg: IcebergSettings = dataclasses.field(default_factory=IcebergSettings)
 
     @model_validator(mode="after")

@@ -275,6 +275,38 @@ def Match(pattern: str, what: str, rule: str, *, empty: bool | str = False) -> A
     return Annotated[str, Strict(), AfterValidator(check)]
 
 
+# AWS values several sections hold ([catalog]'s and [iceberg]'s Glue keys, [compute]'s)
+REGION_RE = r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}"
+ENDPOINT_RE = r"https?://[^\s'\"\\;`]+"
+
+
+def AwsRegion(what: str) -> Any:  # noqa: N802 (a type)
+    """An AWS region, or ``""`` (the SDK's default: ``AWS_REGION``, ``~/.aws/config``)."""
+    return Match(REGION_RE, what, "an AWS region such as 'us-east-1'", empty=True)
+
+
+def HttpUrl(what: str) -> Any:  # noqa: N802 (a type)
+    """An http(s) endpoint (a VPC endpoint, a test server), or ``""``."""
+    return Match(ENDPOINT_RE, what, "an http:// or https:// URL", empty=True)
+
+
+def AwsAccountId(what: str) -> Any:  # noqa: N802 (a type)
+    """A 12-digit AWS account id, or ``""`` (the caller's account)."""
+    return Match(r"[0-9]{12}", what, "a 12-digit AWS account id", empty=True)
+
+
+def string_array(value: Any, what: str, pattern: re.Pattern[str], invalid: str) -> tuple[str, ...]:
+    """``value``, an array of strings each matching ``pattern``, as a tuple. ``what`` names the
+    items (``"trait names"``); ``invalid`` is the error of an item that does not match, which
+    names its position, never its value."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise SettingsError(f"must be an array of {what}, got {type_name(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not pattern.fullmatch(item):
+            raise SettingsError(invalid, key=f"[{i}]")
+    return tuple(value)
+
+
 def OneOf(choices: tuple[str, ...], what: str, allowed: str | None = None) -> Any:  # noqa: N802
     def check(value: str) -> str:
         if value not in choices:

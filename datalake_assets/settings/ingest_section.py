@@ -1,9 +1,6 @@
 """Settings of the ingest: ``[collector]`` (``datalake_assets.ingest.collector``) and the
 per-source keys of the collector (``write_keys``) and of the Segment import
-(``segment_archive``, ``datalake_assets.ingest.segment_import``).
-
-Here rather than in ``ingest/collector/``: that package's ``__init__`` imports the server,
-which imports ``datalake_assets.settings``, which imports this module."""
+(``segment_archive``, ``datalake_assets.ingest.segment_import``)."""
 
 import os
 import re
@@ -12,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, PlainValidator, ValidationInfo, model_validator
 
-from datalake_assets.settings_base import (
+from datalake_assets.settings.fields import (
     HALF_URI_RE,
     URI_RE,
     Int,

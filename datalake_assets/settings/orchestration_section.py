@@ -10,7 +10,9 @@ from typing import Annotated, Any
 
 from pydantic import PlainValidator, model_validator
 
-from datalake_assets.settings_base import (
+from datalake_assets.settings.fields import (
+    AwsRegion,
+    HttpUrl,
     Int,
     Match,
     OneOf,
@@ -18,7 +20,7 @@ from datalake_assets.settings_base import (
     SparkConf,
     default_home,
     settings_model,
-    type_name,
+    string_array,
 )
 
 SENSOR_STATUSES = ("running", "stopped")
@@ -41,7 +43,6 @@ _REQUIREMENT_RE = re.compile(
     r"([<>=!~]=?[A-Za-z0-9.*+!-]+(,[<>=!~]=?[A-Za-z0-9.*+!-]+)*)?"
 )
 DEPLOY_MODES = ("client", "cluster")
-_URL = "an http:// or https:// URL"
 _CLUSTER = "an EMR cluster id such as 'j-2AXXXXXXGAPLF'"
 _S3 = r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/[^\s]*)?"
 # Spark settings the remote job may not take from [compute.conf]: they are set for it.
@@ -55,16 +56,13 @@ _COMPUTE_CONF_OWNED = {
 
 
 def _libraries(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise SettingsError(f"must be an array of PyPI requirements, got {type_name(value)}")
-    for i, spec in enumerate(value):
-        if not isinstance(spec, str) or not _REQUIREMENT_RE.fullmatch(spec):
-            raise SettingsError(
-                "invalid requirement; allowed: a PyPI name with optional extras "
-                'and version bounds, e.g. "pandas>=2.2,<3"',
-                key=f"[{i}]",
-            )
-    return tuple(value)
+    return string_array(
+        value,
+        "PyPI requirements",
+        _REQUIREMENT_RE,
+        "invalid requirement; allowed: a PyPI name with optional extras "
+        'and version bounds, e.g. "pandas>=2.2,<3"',
+    )
 
 
 @settings_model
@@ -127,12 +125,7 @@ class ComputeSettings:
 
     backend: OneOf(COMPUTE_BACKENDS, "compute backend") = "local"
     # "" -> AWS_REGION / ~/.aws/config
-    region: Match(
-        r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}",
-        "region",
-        "an AWS region such as 'us-east-1'",
-        empty=True,
-    ) = ""
+    region: AwsRegion("region") = ""
     cluster_id: Match(r"j-[A-Za-z0-9]{1,64}", "cluster id", _CLUSTER, empty=True) = ""  # emr
     # emr: replays (backfills) go here; "" -> cluster_id
     replay_cluster_id: Match(r"j-[A-Za-z0-9]{1,64}", "replay cluster id", _CLUSTER, empty=True) = ""
@@ -164,11 +157,11 @@ class ComputeSettings:
     run_timeout_s: Int(60, 7 * 86400) = 4 * 3600  # and finish within this once started
     poll_interval_s: Int(1, 600) = 15
     # one endpoint for EMR, EMR Serverless and S3 (tests, gateways)
-    endpoint_url: Match(r"https?://[^\s'\"\\;`]+", "endpoint url", _URL, empty=True) = ""
+    endpoint_url: HttpUrl("endpoint url") = ""
     # the remote job's spark.* settings
     conf: SparkConf(_COMPUTE_CONF_OWNED) = dataclasses.field(default_factory=dict)
     # databricks: the workspace URL; "" -> DATABRICKS_HOST. Credentials: environment only.
-    databricks_host: Match(r"https?://[^\s'\"\\;`]+", "databricks host", _URL, empty=True) = ""
+    databricks_host: HttpUrl("databricks host") = ""
     # databricks: an existing cluster; "" -> a job cluster per run
     databricks_cluster_id: Match(
         r"[0-9]{4}-[0-9]{6}-[A-Za-z0-9]{4,32}",

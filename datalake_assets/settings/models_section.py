@@ -2,7 +2,7 @@
 
 import os
 
-from datalake_assets.settings_base import (
+from datalake_assets.settings.fields import (
     Bool,
     Int,
     LocalFolder,

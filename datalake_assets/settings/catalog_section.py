@@ -6,7 +6,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, ValidationInfo, model_validator
 
-from datalake_assets.settings_base import (
+from datalake_assets.settings.fields import (
+    AwsAccountId,
+    AwsRegion,
+    HttpUrl,
     LocalFolder,
     Match,
     OneOf,
@@ -17,11 +20,9 @@ from datalake_assets.settings_base import (
     settings_model,
 )
 
-CATALOG_BACKENDS = ("glue", "hive", "none")  # = datalake_assets.catalog.config.BACKENDS
+CATALOG_BACKENDS = ("glue", "hive", "none")
 DEFAULT_METASTORE_DIR = "metastore"
 METASTORE_SERVER_MODES = ("auto", "off")  # relative like the roots: <home>/metastore by default
-ENDPOINT_RE = r"https?://[^\s'\"\\;`]+"
-REGION_RE = r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}"
 _THRIFT_RE = r"thrift://[A-Za-z0-9.\-]+:[0-9]{1,5}(?:,thrift://[A-Za-z0-9.\-]+:[0-9]{1,5})*"
 
 # A Hive metastore in MySQL / MariaDB (catalog/metastore.py): Databricks' external metastore,
@@ -157,17 +158,11 @@ class CatalogSettings:
         empty=True,
     ) = ""
     # "" -> AWS_REGION / ~/.aws/config
-    glue_region: Match(
-        REGION_RE, "glue region", "an AWS region such as 'us-east-1'", empty=True
-    ) = ""
+    glue_region: AwsRegion("glue region") = ""
     # 12-digit account id of the Glue catalog; "" -> your account
-    glue_catalog_id: Match(
-        r"[0-9]{12}", "glue catalog id", "a 12-digit AWS account id", empty=True
-    ) = ""
+    glue_catalog_id: AwsAccountId("glue catalog id") = ""
     # a VPC endpoint or a test server; "" -> AWS
-    glue_endpoint_url: Match(
-        ENDPOINT_RE, "glue endpoint url", "an http:// or https:// URL", empty=True
-    ) = ""
+    glue_endpoint_url: HttpUrl("glue endpoint url") = ""
     # jdbc:mysql://host:3306/metastore: a Hive metastore in MySQL/MariaDB instead of Derby
     metastore_jdbc_url: Str = ""
     metastore_jdbc_driver: OneOf(JDBC_DRIVERS, "JDBC driver") = MARIADB_DRIVER

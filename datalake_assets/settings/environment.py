@@ -1,4 +1,4 @@
-"""Environment overrides of the lake settings (``settings.py`` loads the file, then applies
+"""Environment overrides of the lake settings (``load_settings`` loads the file, then applies
 these): ``DATALAKE_*`` variables, each replacing one setting. An empty variable counts as
 unset."""
 
@@ -9,9 +9,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from datalake_assets.ingest.settings import ENV_WRITE_KEYS, sources_with_env_keys
-from datalake_assets.lake.formats.settings import TABLE_FORMATS
-from datalake_assets.settings_base import SettingsError, resolve_root
+from datalake_assets.settings.fields import SettingsError, resolve_root
+from datalake_assets.settings.ingest_section import ENV_WRITE_KEYS, sources_with_env_keys
+from datalake_assets.spec.table_formats import TABLE_FORMATS
 
 ENV_SETTINGS = "DATALAKE_SETTINGS"
 ENV_ARCHIVE_ROOT = "DATALAKE_ARCHIVE_ROOT"

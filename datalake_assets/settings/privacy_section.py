@@ -6,24 +6,22 @@ from typing import Annotated, Any
 
 from pydantic import PlainValidator
 
-from datalake_assets.settings_base import Int, SettingsError, settings_model, type_name
+from datalake_assets.settings.fields import Int, SettingsError, settings_model, string_array
 from datalake_assets.spec.identity import DEFAULT_IDENTITY_TRAITS, DEFAULT_LINK_DEPTH
 
 _TRAIT_RE = re.compile(r"[A-Za-z0-9_]{1,128}")
 
 
-def _traits(traits: Any) -> tuple[str, ...]:
-    if isinstance(traits, str) or not isinstance(traits, (list, tuple)):
-        raise SettingsError(f"must be an array of trait names, got {type_name(traits)}")
-    for i, t in enumerate(traits):
-        if not isinstance(t, str) or not _TRAIT_RE.fullmatch(t):
-            raise SettingsError(
-                'invalid trait name; allowed: 1-128 characters from [A-Za-z0-9_], e.g. "email"',
-                key=f"[{i}]",
-            )
+def _traits(value: Any) -> tuple[str, ...]:
+    traits = string_array(
+        value,
+        "trait names",
+        _TRAIT_RE,
+        'invalid trait name; allowed: 1-128 characters from [A-Za-z0-9_], e.g. "email"',
+    )
     if len(set(traits)) != len(traits):
         raise SettingsError("a trait is listed twice")
-    return tuple(traits)
+    return traits
 
 
 @settings_model

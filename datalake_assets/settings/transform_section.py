@@ -6,7 +6,14 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from datalake_assets.settings_base import Int, Match, SettingsError, SparkConf, Str, settings_model
+from datalake_assets.settings.fields import (
+    Int,
+    Match,
+    SettingsError,
+    SparkConf,
+    Str,
+    settings_model,
+)
 
 
 def _default_spark_conf() -> dict[str, str]:
