@@ -33,7 +33,13 @@ from datalake_assets.lake import storage
 from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
 from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.records import read_schema_record
-from datalake_assets.lake.report import SourceReport, SyncReport, TableChecks, TableReport
+from datalake_assets.lake.report import (
+    SourceHour,
+    SourceReport,
+    SyncReport,
+    TableChecks,
+    TableReport,
+)
 from datalake_assets.spec import layout
 from datalake_assets.spec.column_build import ARROW_TYPES
 from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance
@@ -178,16 +184,7 @@ def latest_source_hours(
 
 
 def _totals(report: SourceReport) -> dict[str, Any]:
-    return {
-        "hour": report.hours_synced[0],
-        "lines_in": report.lines_in,
-        "messages_written": report.messages_written,
-        "duplicates": report.duplicates,
-        "lines_quarantined": report.lines_quarantined,
-        "suppressed": report.suppressed,
-        "values_quarantined": report.values_quarantined,
-        "reconciled": report.reconciled,
-    }
+    return SourceHour.of_report(report).entry(report.hours_synced[0])
 
 
 def recheck(src: LakeSource, tables: list[str], hours: list[layout.ArchiveHour]) -> SyncReport:
