@@ -266,8 +266,8 @@ def test_the_sync_reads_as_named_phases():
 
 # The table format is one seam (lake/formats/base.py): the sync, erasure, checks, Dagster and
 # the CLI use the factory and the interface; only lake/formats/ knows an implementation (and
-# pyiceberg). The catalog's Segment-layout registration lists a partition folder's files
-# (segment.hour_files): the one outside use of an implementation, and it is that layout's.
+# pyiceberg). One table-hour's files are listed through the interface
+# (lake.formats.table_hour_files), the catalog's Segment-layout registration's too.
 FORMAT_IMPLEMENTATIONS = {
     "datalake_assets.lake.formats.iceberg",
     "datalake_assets.lake.formats.iceberg_compact",
@@ -275,7 +275,6 @@ FORMAT_IMPLEMENTATIONS = {
     "datalake_assets.lake.formats.iceberg_schema",
     "datalake_assets.lake.formats.segment",
 }
-SEGMENT_LISTING_USERS = {"datalake_assets.catalog.in_step"}
 
 
 def test_the_table_format_is_one_seam():
@@ -286,8 +285,6 @@ def test_the_table_format_is_one_seam():
         for line, target in imports_of(module, path):
             if target.split(".")[0] == "pyiceberg":
                 wrong.append(f"{module} line {line}: pyiceberg outside lake/formats/")
-            elif target in FORMAT_IMPLEMENTATIONS and not (
-                target.endswith(".segment") and module in SEGMENT_LISTING_USERS
-            ):
+            elif target in FORMAT_IMPLEMENTATIONS:
                 wrong.append(f"{module} line {line}: {target} (use lake.formats' interface)")
     assert not wrong, "\n".join(wrong)

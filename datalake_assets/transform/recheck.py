@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
+from datalake_assets.lake.formats import FormatConfig, SourceTables, table_hour_files
 from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.lake.report import (
@@ -63,19 +63,18 @@ class LakeSource:
     table_prefix: str = ""
     table_format: FormatConfig = dataclasses.field(default_factory=FormatConfig)
 
-
-def _hour_files(src: LakeSource, table: str, hour: layout.ArchiveHour) -> list[tuple[str, int]]:
-    """The files readers read for the table's rows of ``hour`` (its table format says)."""
-    tables = SourceTables(
-        src.source_dir, src.database or src.source_id, src.table_prefix, src.date_layout
-    )
-    return table_format(src.table_format, src.lake_root).live_files(tables, table, hour.compact)
+    def hour_files(self, table: str, hour: layout.ArchiveHour) -> list[tuple[str, int]]:
+        """The files readers read for the table's rows of ``hour`` (its table format says)."""
+        tables = SourceTables(
+            self.source_dir, self.database or self.source_id, self.table_prefix, self.date_layout
+        )
+        return table_hour_files(self.table_format, self.lake_root, tables, table, hour)
 
 
 def _misfits(src: LakeSource, hour: layout.ArchiveHour) -> dict[str, Counter[str]]:
     """table -> column -> values of the hour quarantined for not fitting their column."""
     out: dict[str, Counter[str]] = {}
-    for loc, _ in _hour_files(src, QUARANTINE, hour):
+    for loc, _ in src.hour_files(QUARANTINE, hour):
         fs, path = storage.resolve(loc)
         rows = _of_hour(
             pq.ParquetFile(path, filesystem=fs),
@@ -107,7 +106,7 @@ def table_hour(
     misfits: Counter[str],
 ) -> dict[str, Any] | None:
     """The check figures of ``table`` in ``hour`` from its files (``None``: no file)."""
-    files = _hour_files(src, table, hour)
+    files = src.hour_files(table, hour)
     if not files:
         return None
     parts, widened, rows = [], {}, 0
