@@ -17,6 +17,18 @@ Printed per run: the distinct call edges (caller function -> callee function: wh
 follows) and the calls made (the edges times how often each ran), down and up, the calls up
 by the package they reach (``spec`` and ``lake`` are below the catalog; anything else is a
 layer above it called back), then the edges themselves. The calls inside boto3/moto and the standard library are not counted.
+
+Measured (``--quiet``; dataclass constructors and ``to_dict`` count as calls too)::
+
+    before the catalog step (e03d1ea)       after (catalog/step.py)
+    sync:   down 10 edges / 10 calls        down 8 / 8  (prepare, register_and_check, record_report,
+            up 27 edges / 302 calls          read_schemas, catalog_from_config + 3 constructors)
+                                            up 33 / 326 (the hour entries are built inside now)
+    repair: down 7 edges / 8 calls          down 5 / 5
+            up 26 edges / 372 calls         up 30 / 322 (the table-hours listed once, not twice)
+
+Every call up reaches ``spec`` or ``lake`` (below the catalog), before and after: the catalog
+never calls back into the sync or Dagster.
 """
 
 from __future__ import annotations
