@@ -31,9 +31,9 @@ from datalake_assets.catalog.base import (
 )
 from datalake_assets.catalog.register import register_sync
 from datalake_assets.lake import storage
-from datalake_assets.lake.formats import SourceTables
-from datalake_assets.lake.formats.segment import hour_files
+from datalake_assets.lake.formats import SourceTables, table_hour_files
 from datalake_assets.lake.records import read_schema_record
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name
 from datalake_assets.spec.types import BIGINT, BOOLEAN, DOUBLE, STRING, TIMESTAMP
@@ -66,6 +66,11 @@ def _type_name(t: pa.DataType) -> str:
     return {pa.int64(): BIGINT, pa.float64(): DOUBLE, pa.bool_(): BOOLEAN}.get(t, STRING)
 
 
+# The catalog registers the Segment layout's tables (external tables over its partition
+# folders); a format whose commit is its catalog's update has none here.
+_SEGMENT_LAYOUT = FormatConfig()
+
+
 def lake_partitions(
     src: CatalogSource, tables: list[str], hours: list[layout.ArchiveHour]
 ) -> list[LakePartition]:
@@ -78,7 +83,8 @@ def lake_partitions(
             )
             files = [
                 loc
-                for loc, _ in hour_files(
+                for loc, _ in table_hour_files(
+                    _SEGMENT_LAYOUT,
                     src.lake_root,
                     SourceTables(src.source_dir, src.database, src.table_prefix, src.date_layout),
                     table,

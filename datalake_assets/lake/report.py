@@ -161,6 +161,52 @@ class TableReport(_Row):
     _OMITTED_WHEN_NONE = frozenset({"cross_hour_duplicates"})
 
 
+@dataclass(frozen=True)
+class SourceHour:
+    """One hour's reconciliation, as a source report's ``by_hour`` entry says it (``entry``):
+    the sync's figures of the hour (``transform/hour_figures.py``), a report's totals
+    (``of_report``: a one-hour report of a version before ``by_hour``, or a batch as a
+    whole), or an hour of nothing read (all zero)."""
+
+    lines_in: int = 0
+    messages_written: int = 0
+    duplicates: int = 0
+    cross_hour_duplicates: int = 0
+    lines_quarantined: int = 0
+    suppressed: int = 0
+    values_quarantined: int = 0
+
+    @property
+    def reconciled(self) -> bool:
+        """Every line read is a row, a duplicate, quarantined or suppressed."""
+        return self.lines_in == (
+            self.messages_written + self.duplicates + self.lines_quarantined + self.suppressed
+        )
+
+    def entry(self, hour: str | None = None) -> dict[str, Any]:
+        """The ``by_hour`` entry: ``hour`` (``YYYY-MM-DDTHH``, when given), the figures and
+        ``reconciled``."""
+        figures = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {
+            **({"hour": hour} if hour is not None else {}),
+            **figures,
+            "reconciled": self.reconciled,
+        }
+
+    @classmethod
+    def of_report(cls, report: SourceReport) -> SourceHour:
+        """The report's totals (``cross_hour_duplicates``: 0 when the report has none)."""
+        return cls(
+            lines_in=report.lines_in,
+            messages_written=report.messages_written,
+            duplicates=report.duplicates,
+            cross_hour_duplicates=report.cross_hour_duplicates or 0,
+            lines_quarantined=report.lines_quarantined,
+            suppressed=report.suppressed,
+            values_quarantined=report.values_quarantined,
+        )
+
+
 @dataclass(kw_only=True)
 class SourceReport(_Row):
     """The sync of the source (``type = "source"``): its reconciliation
@@ -185,8 +231,8 @@ class SourceReport(_Row):
     partitions: list[dict[str, str]] = field(default_factory=list)  # of hours_synced
     tables: int = 0
     warning: str | None = None
-    # Each synced hour's reconciliation (``transform/hour_figures.py``); the fields above are
-    # the batch's totals. Reports of versions before it have none.
+    # Each synced hour's reconciliation (``SourceHour.entry``, ``transform/hour_figures.py``);
+    # the fields above are the batch's totals. Reports of versions before it have none.
     by_hour: list[dict[str, Any]] = field(default_factory=list)
 
     type = SOURCE
@@ -221,9 +267,7 @@ class SourceReport(_Row):
 
     @property
     def reconciled(self) -> bool:
-        return self.lines_in == (
-            self.messages_written + self.duplicates + self.lines_quarantined + self.suppressed
-        )
+        return SourceHour.of_report(self).reconciled
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 Downstream of the source's tables and quarantine, hourly-partitioned like them, materialized
 by the same run right after the sync registers its hours (one Spark job per source-hour stays
-the rule). Its metadata says what was registered for the hour (``transform/catalog_phase.py``:
-the report's ``by_hour[...]["catalog"]``). Its blocking check ``in_step`` reads the catalog
+the rule). Its metadata says what was registered for the hour (``catalog/step.py``'s
+``HourEntry``: the report's ``by_hour[...]["catalog"]``). Its blocking check ``in_step`` reads the catalog
 back: every table with files in the hour has that partition, at the files' folder, with the
 files' columns (and, on Glue, their types); it fails naming what is missing or different.
 
@@ -28,6 +28,7 @@ from dagster import (
 )
 
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings
+from datalake_assets.catalog.step import HourEntry
 from datalake_assets.lake.report import SyncReport
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
@@ -99,23 +100,23 @@ def catalog_specs(
     return [spec], [check]
 
 
-def _entry(report: SyncReport, key: str) -> dict[str, Any] | None:
+def _entry(report: SyncReport, key: str) -> HourEntry | None:
     hour = str(ArchiveHour.parse(key))
     for e in report.source.by_hour:
         if e.get("hour") == hour:
-            return e.get("catalog")
+            return HourEntry.from_dict(e["catalog"]) if e.get("catalog") is not None else None
     return None
 
 
-def hour_metadata(entry: dict[str, Any]) -> dict[str, Any]:
+def hour_metadata(entry: HourEntry) -> dict[str, Any]:
     return {
-        "catalog": entry["kind"],
-        "database": entry["database"],
-        "tables": MetadataValue.json(entry["tables"]),
-        "partitions_registered": entry["partitions_registered"],
-        "tables_created": MetadataValue.json(entry["tables_created"]),
-        "columns_added": MetadataValue.json(entry["columns_added"]),
-        "columns_widened": MetadataValue.json(entry["columns_widened"]),
+        "catalog": entry.kind,
+        "database": entry.database,
+        "tables": MetadataValue.json(entry.tables),
+        "partitions_registered": entry.partitions_registered,
+        "tables_created": MetadataValue.json(entry.tables_created),
+        "columns_added": MetadataValue.json(entry.columns_added),
+        "columns_widened": MetadataValue.json(entry.columns_widened),
     }
 
 
@@ -127,8 +128,8 @@ def registered_hours(
     out: dict[str, dict[str, Any]] = {}
     for k in keys:
         entry = _entry(report, k)
-        if entry is not None and "error" in entry:
-            return {}, entry["error"]
+        if entry is not None and entry.error is not None:
+            return {}, entry.error
         out[k] = (
             hour_metadata(entry)
             if entry is not None
@@ -145,7 +146,7 @@ def in_step_results(
         entry = _entry(report, k)
         if entry is None:
             continue
-        problems = ([entry["error"]] if "error" in entry else []) + entry.get("problems", [])
+        problems = ([entry.error] if entry.error is not None else []) + entry.problems
         hour = str(ArchiveHour.parse(k))
         yield AssetCheckEvaluation(
             asset_key=catalog_key(slug),
@@ -156,7 +157,7 @@ def in_step_results(
             metadata={
                 "hour": hour,
                 "problems": MetadataValue.json(problems),
-                "tables_checked": len(entry.get("tables", [])),
+                "tables_checked": len(entry.tables),
             },
             description=(
                 f"the catalog is in step with the lake for hour {hour}"

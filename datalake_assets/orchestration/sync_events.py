@@ -33,7 +33,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 )
 
 from datalake_assets.lake.formats import SourceTables, table_format
-from datalake_assets.lake.report import SourceReport, SyncReport, TableReport
+from datalake_assets.lake.report import SourceHour, SourceReport, SyncReport, TableReport
 from datalake_assets.orchestration.catalog_asset import (
     catalog_key,
     has_catalog,
@@ -108,27 +108,9 @@ def _table_hour(report: TableReport, key: str, single: bool) -> dict[str, Any] |
 def _source_hour(src: SourceReport, key: str, single: bool) -> dict[str, Any]:
     entry = hour_entry(src.by_hour, key)
     if entry is None and single and not src.by_hour:  # a report without by_hour (older)
-        entry = {
-            "lines_in": src.lines_in,
-            "messages_written": src.messages_written,
-            "duplicates": src.duplicates,
-            "lines_quarantined": src.lines_quarantined,
-            "suppressed": src.suppressed,
-            "values_quarantined": src.values_quarantined,
-            "cross_hour_duplicates": src.cross_hour_duplicates or 0,
-            "reconciled": src.reconciled,
-        }
+        entry = SourceHour.of_report(src).entry()
     if entry is None:  # an hour of the request without archive files: nothing read
-        entry = {
-            "lines_in": 0,
-            "messages_written": 0,
-            "duplicates": 0,
-            "lines_quarantined": 0,
-            "suppressed": 0,
-            "values_quarantined": 0,
-            "cross_hour_duplicates": 0,
-            "reconciled": True,
-        }
+        entry = SourceHour().entry()
     return entry
 
 
@@ -255,14 +237,7 @@ def completeness_results(
             e = (
                 _source_hour(src, partition, len(hours or []) == 1)
                 if partition
-                else {
-                    "lines_in": src.lines_in,
-                    "messages_written": src.messages_written,
-                    "duplicates": src.duplicates,
-                    "lines_quarantined": src.lines_quarantined,
-                    "suppressed": src.suppressed,
-                    "reconciled": src.reconciled,
-                }
+                else SourceHour.of_report(src).entry()
             )
             passed = bool(e["reconciled"]) and src.reconciled
             metadata = {

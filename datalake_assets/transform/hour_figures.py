@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from datalake_assets.lake import identities
+from datalake_assets.lake.report import SourceHour
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange
@@ -101,27 +102,17 @@ def source_hours(tally: Tally, duplicates: Duplicates, hours: list[str]) -> list
     """The reconciliation of each of ``hours`` (compact): every line of an hour is a row of
     that hour, a duplicate counted there, quarantined from its file or suppressed, so each
     hour reconciles on its own (``reconciled``)."""
-    out = []
-    for h in hours:
-        row = {
-            "hour": _readable(h),
-            "lines_in": tally.lines_by_hour.get(h, 0),
-            "messages_written": sum(
+    return [
+        SourceHour(
+            lines_in=tally.lines_by_hour.get(h, 0),
+            messages_written=sum(
                 n for (t, hh), n in tally.rows.items() if hh == h and t != TRACKS_TABLE
             ),
-            "duplicates": sum(n for (_, hh), n in duplicates.counts.items() if hh == h),
-            "cross_hour_duplicates": sum(
-                n for (_, hh), n in duplicates.cross_hour.items() if hh == h
-            ),
-            "lines_quarantined": tally.quarantined_by_hour.get(h, 0),
-            "suppressed": sum(n for (_, hh), n in tally.suppressed.items() if hh == h),
-            "values_quarantined": sum(n for (_, hh), n in tally.values_by_hour.items() if hh == h),
-        }
-        row["reconciled"] = row["lines_in"] == (
-            row["messages_written"]
-            + row["duplicates"]
-            + row["lines_quarantined"]
-            + row["suppressed"]
-        )
-        out.append(row)
-    return out
+            duplicates=sum(n for (_, hh), n in duplicates.counts.items() if hh == h),
+            cross_hour_duplicates=sum(n for (_, hh), n in duplicates.cross_hour.items() if hh == h),
+            lines_quarantined=tally.quarantined_by_hour.get(h, 0),
+            suppressed=sum(n for (_, hh), n in tally.suppressed.items() if hh == h),
+            values_quarantined=sum(n for (_, hh), n in tally.values_by_hour.items() if hh == h),
+        ).entry(_readable(h))
+        for h in hours
+    ]

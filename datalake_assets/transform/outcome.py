@@ -1,5 +1,6 @@
-"""The sync's last phases, once stage B has written into staging: reconcile, commit,
-register, report (``sync.py`` runs them in that order)."""
+"""The sync's last phases, once stage B has written into staging: reconcile, commit, what
+the catalog step registers (``catalog/step.py``), report (``sync.py`` runs them in that
+order)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,7 @@ import time
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
 
-from datalake_assets.catalog.base import CatalogError
-from datalake_assets.catalog.register import register_sync
-from datalake_assets.catalog.reports import (
-    REPORTS_PARTITION_KEYS,
-    REPORTS_TABLE,
-    register_reports,
-    report_table,
-    write_report_table,
-)
+from datalake_assets.catalog import step
 from datalake_assets.lake import commit, faults, storage
 from datalake_assets.lake.formats import TablesToCommit
 from datalake_assets.lake.records import write_schema_record
@@ -120,13 +113,8 @@ def commit_sync(
 ) -> None:
     """Commit the staged hours: the tables through the lake's table format (``lake/formats``),
     the quarantine and the indexes as folder swaps, in one journal (``lake/commit.py``); then
-    record the tables' schemas."""
+    record the tables' schemas. The catalog was prepared before (``sync.py``)."""
     req = run.req
-    try:  # before anything is committed: a missing permission fails with nothing changed
-        run.catalog.ensure_database(req.database, "Segment data lake tables (datalake-assets)")
-    except CatalogError as e:
-        storage.delete_dir(run.staging)
-        raise SyncError(f"catalog: {e}; nothing committed", e.code) from e
     tables_after = dict(existing)
     for t, c in changes.items():
         tables_after[t] = c.columns
@@ -211,38 +199,21 @@ def _plan_side_swaps(run: SyncRun, hours: list[str]) -> list[commit.Swap]:
 # ---------------------------------------------------------------------------------- register
 
 
-def register(
-    run: SyncRun, changes: dict[str, TableChange], tally: Tally
-) -> tuple[dict[str, dict], CatalogError | None]:
-    """The committed tables, partitions and quarantine in the catalog, and the error if
-    registration failed (the data stays committed: ``catalog_phase.CatalogBehind``)."""
-    req = run.req
-    t = time.monotonic()
-    # the Segment layout's tables and quarantine are external tables of the [catalog]; an
-    # Iceberg table's commit was its catalog's update
-    tables = changes if run.tables.registered_by_catalog else {}
-    try:
-        registered = register_sync(
-            run.catalog,
-            database=req.database,
-            table_prefix=req.table_prefix,
-            lake_root=req.lake_root,
-            source_dir=req.source_dir,
-            date_layout=req.date_layout,
-            tables={t: c.columns for t, c in tables.items()},
-            partitions={t: tally.hours_written(t) for t in tables},
-            quarantine_hours=(
-                sorted(tally.quarantine_hours) if run.tables.registered_by_catalog else []
-            ),
-            count_partitions=True,  # Glue: one paginated listing per table written
-        )
-    except CatalogError as e:
-        return {}, e
+def committed(
+    run: SyncRun, changes: dict[str, TableChange], tally: Tally, hours: list[str]
+) -> step.Committed:
+    """What the catalog step registers and checks of the commit: the Segment layout's tables
+    and quarantine are external tables of the [catalog]; an Iceberg table's commit was its
+    catalog's update (the step reports it as the format's catalog holds it)."""
     if not run.tables.registered_by_catalog:
-        registered.update(_format_tables(run, changes))
-    run.timings["register_s"] = time.monotonic() - t
-    faults.checkpoint("registered")
-    return registered, None
+        return step.Committed(hours, sorted(changes), by_format=_format_tables(run, changes))
+    return step.Committed(
+        hours,
+        sorted(changes),
+        tables={t: c.columns for t, c in changes.items()},
+        partitions={t: tally.hours_written(t) for t in changes},
+        quarantine_hours=sorted(tally.quarantine_hours),
+    )
 
 
 def _format_tables(run: SyncRun, changes: dict[str, TableChange]) -> dict[str, dict]:
@@ -405,17 +376,16 @@ def finish(run: SyncRun, tables: list[TableReport], source: SourceReport) -> Syn
     write_report(req.lake_root, report, day)
     try:  # the reports table: a row per table and one per source, queryable by SQL
         # (an Iceberg table of the format's catalog, else Parquet files in the [catalog])
-        if not run.tables.append(
+        step.record_report(
+            run.catalog,
+            run.tables,
             req.catalog.reports_database,
-            REPORTS_TABLE,
-            report_table(req.source_id, report.rows(), day),
-            REPORTS_PARTITION_KEYS,
-        ):
-            write_report_table(req.lake_root, req.source_id, req.run_id, report.rows(), day)
-            if run.catalog is not None:
-                register_reports(
-                    run.catalog, req.catalog.reports_database, req.lake_root, req.source_id, day
-                )
+            req.lake_root,
+            req.source_id,
+            req.run_id,
+            report.rows(),
+            day,
+        )
     except Exception as e:  # noqa: BLE001 - the sync itself is committed: say so, don't fail
         source.warning = f"sync report table not updated: {e}"
     return report

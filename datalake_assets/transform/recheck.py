@@ -30,10 +30,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.formats import SourceTables, table_format
+from datalake_assets.lake.formats import SourceTables, table_hour_files
 from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.records import read_schema_record
-from datalake_assets.lake.report import SourceReport, SyncReport, TableChecks, TableReport
+from datalake_assets.lake.report import (
+    SourceHour,
+    SourceReport,
+    SyncReport,
+    TableChecks,
+    TableReport,
+)
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec import layout
 from datalake_assets.spec.column_build import ARROW_TYPES
@@ -58,19 +64,18 @@ class LakeSource:
     table_prefix: str = ""
     table_format: FormatConfig = dataclasses.field(default_factory=FormatConfig)
 
-
-def _hour_files(src: LakeSource, table: str, hour: layout.ArchiveHour) -> list[tuple[str, int]]:
-    """The files readers read for the table's rows of ``hour`` (its table format says)."""
-    tables = SourceTables(
-        src.source_dir, src.database or src.source_id, src.table_prefix, src.date_layout
-    )
-    return table_format(src.table_format, src.lake_root).live_files(tables, table, hour.compact)
+    def hour_files(self, table: str, hour: layout.ArchiveHour) -> list[tuple[str, int]]:
+        """The files readers read for the table's rows of ``hour`` (its table format says)."""
+        tables = SourceTables(
+            self.source_dir, self.database or self.source_id, self.table_prefix, self.date_layout
+        )
+        return table_hour_files(self.table_format, self.lake_root, tables, table, hour)
 
 
 def _misfits(src: LakeSource, hour: layout.ArchiveHour) -> dict[str, Counter[str]]:
     """table -> column -> values of the hour quarantined for not fitting their column."""
     out: dict[str, Counter[str]] = {}
-    for loc, _ in _hour_files(src, QUARANTINE, hour):
+    for loc, _ in src.hour_files(QUARANTINE, hour):
         fs, path = storage.resolve(loc)
         rows = _of_hour(
             pq.ParquetFile(path, filesystem=fs),
@@ -102,7 +107,7 @@ def table_hour(
     misfits: Counter[str],
 ) -> dict[str, Any] | None:
     """The check figures of ``table`` in ``hour`` from its files (``None``: no file)."""
-    files = _hour_files(src, table, hour)
+    files = src.hour_files(table, hour)
     if not files:
         return None
     parts, widened, rows = [], {}, 0
@@ -179,16 +184,7 @@ def latest_source_hours(
 
 
 def _totals(report: SourceReport) -> dict[str, Any]:
-    return {
-        "hour": report.hours_synced[0],
-        "lines_in": report.lines_in,
-        "messages_written": report.messages_written,
-        "duplicates": report.duplicates,
-        "lines_quarantined": report.lines_quarantined,
-        "suppressed": report.suppressed,
-        "values_quarantined": report.values_quarantined,
-        "reconciled": report.reconciled,
-    }
+    return SourceHour.of_report(report).entry(report.hours_synced[0])
 
 
 def recheck(src: LakeSource, tables: list[str], hours: list[layout.ArchiveHour]) -> SyncReport:

@@ -12,9 +12,11 @@ Under the source's lock: recover an unfinished commit, then
    returns a manifest (``manifest.py``); the output is re-read for repeated ids;
 5. **reconcile**: ``lines_in = rows + duplicates + quarantined + suppressed``, or nothing is
    committed;
-6. **commit** (``lake/commit.py``), then the schema record;
-7. **register** the tables and partitions in the catalog;
-8. **report** (``report.py``).
+6. **commit** (``lake/commit.py``), then the schema record (the catalog's database is made
+   sure of first: ``catalog/step.prepare``);
+7. **register** the tables, partitions and quarantine in the catalog and check them, in one
+   call of the catalog step (``catalog/step.register_and_check``);
+8. **report** (``report.py``; its rows in the ``sync_reports`` table: ``step.record_report``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import re
 import threading
 import time
 
+from datalake_assets.catalog import step
 from datalake_assets.catalog.base import CatalogError
 from datalake_assets.catalog.config import catalog_from_config
 from datalake_assets.catalog.register import read_schemas
@@ -46,10 +49,10 @@ from datalake_assets.transform.identity_tally import IDENTITY
 from datalake_assets.transform.manifest import MANIFEST_SCHEMA, ManifestEntry
 from datalake_assets.transform.outcome import (
     commit_sync,
+    committed,
     empty_source_report,
     finish,
     reconcile,
-    register,
     source_report,
     table_reports,
 )
@@ -155,26 +158,35 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     index_identities(run, stats)
     manifest, repeated_ids = write(run, stats, changes, duplicates, local)
     tally = reconcile(run, stats, duplicates, manifest, repeated_ids)
+    _prepare_catalog(run)
     commit_sync(run, existing, changes, tally, hours)
-    registered, failed = register(run, changes, tally)
-    error = (
-        None
-        if failed is None
-        else (
-            f"data committed, but the catalog registration failed: {failed}. Re-run the sync, or "
-            "materialize the source's catalog asset for these hours, to register it (every step "
-            "is idempotent)"
-        )
+    t = time.monotonic()
+    what = committed(run, changes, tally, hours)
+    prepared_s = time.monotonic() - t
+    catalog = step.register_and_check(
+        run.catalog, catalog_phase.catalog_source(req), req.catalog.backend, what
     )
+    if catalog.failed is None:
+        run.timings["register_s"] = prepared_s + catalog.register_s
     source = source_report(run, tally, duplicates, files, hours, recovered)
-    source.warning = error
-    catalog_phase.attach(
-        source, catalog_phase.hour_entries(run, hours, sorted(changes), registered, error)
+    source.warning = catalog.error
+    catalog_phase.attach(source, catalog.entries)
+    report = finish(
+        run, table_reports(run, changes, tally, duplicates, catalog.registered, hours), source
     )
-    report = finish(run, table_reports(run, changes, tally, duplicates, registered, hours), source)
-    if failed is not None:
-        raise catalog_phase.CatalogBehind(error, failed.code, report)
+    if catalog.failed is not None:
+        raise catalog_phase.CatalogBehind(catalog.error, catalog.failed.code, report)
     return report
+
+
+def _prepare_catalog(run: SyncRun) -> None:
+    """Before anything is committed: a catalog that is down, or a missing permission, fails
+    the sync with nothing changed."""
+    try:
+        step.prepare(run.catalog, run.req.database)
+    except CatalogError as e:
+        storage.delete_dir(run.staging)
+        raise SyncError(f"catalog: {e}; nothing committed", e.code) from e
 
 
 def _clear_staging(req: SyncRequest, attempts: int = 5) -> None:

@@ -11,6 +11,7 @@ from datalake_assets.lake.formats.base import (
     TableFormat,
     TablesToCommit,
 )
+from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.spec.table_formats import ICEBERG
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "TableFormat",
     "TablesToCommit",
     "table_format",
+    "table_hour_files",
 ]
 
 
@@ -32,3 +34,12 @@ def table_format(config: Any, lake_root: str) -> TableFormat:
     from datalake_assets.lake.formats.segment import SegmentLayout
 
     return SegmentLayout(config, lake_root)
+
+
+def table_hour_files(
+    config: Any, lake_root: str, src: SourceTables, table: str, hour: ArchiveHour
+) -> list[tuple[str, int]]:
+    """``[(location, size)]``: the files readers read for ``table``'s rows of ``hour`` (the
+    quarantine's too), as the lake's table format keeps them (``TableFormat.live_files``;
+    the Segment layout: the partition folder's files whose name carries the hour)."""
+    return table_format(config, lake_root).live_files(src, table, hour.compact)
