@@ -37,7 +37,9 @@ import pyarrow as pa
 
 # The quarantine is one more table of each source for a format: Segment's layout keeps it in
 # its own folders (``quarantine/<source>/day=/hr=``), Iceberg as a table like the others.
-QUARANTINE = "quarantine"
+# Named in spec/naming.py; re-exported here for the modules that still import it from here.
+from datalake_assets.spec.naming import QUARANTINE as QUARANTINE
+
 SEGMENT = "segment"
 ICEBERG = "iceberg"
 FORMATS = (SEGMENT, ICEBERG)

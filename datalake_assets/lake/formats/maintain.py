@@ -12,9 +12,9 @@ from datetime import timedelta
 
 from datalake_assets.lake import commit
 from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
-from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.lake.records import read_schema_record
+from datalake_assets.spec.naming import QUARANTINE
 
 
 def maintain_source(
