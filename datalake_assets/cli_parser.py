@@ -82,6 +82,17 @@ def _command(sub, name: str, summary: str, description: str = "") -> Parser:
 SOURCE_HELP = "source id or slug (default: the first of the settings)"
 
 
+def _add_sources(p: Parser) -> None:
+    """``--source``, repeatable, for a command that does every source unless told which."""
+    p.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a source id or slug (repeatable; default: every source)",
+    )
+
+
 def build_parser() -> Parser:
     """The parser of ``datalake`` and its commands; ``args.command`` names the command."""
     p = Parser(prog="datalake", description=DESCRIPTION)
@@ -250,13 +261,7 @@ def build_parser() -> Parser:
         "under its lock: what the nightly table_maintenance job does. Nothing to do "
         "with the Segment layout, which keeps no old versions.",
     )
-    m.add_argument(
-        "--source",
-        action="append",
-        default=[],
-        metavar="ID",
-        help="a source id or slug (repeatable; default: every source)",
-    )
+    _add_sources(m)
     m.add_argument(
         "--retention-hours",
         type=whole_number(0),
@@ -276,13 +281,7 @@ def build_parser() -> Parser:
         "under its lock: what the nightly table_maintenance job does first. Prints "
         "files and bytes before and after. The Segment layout: see docs/concepts/compaction.md.",
     )
-    c.add_argument(
-        "--source",
-        action="append",
-        default=[],
-        metavar="ID",
-        help="a source id or slug (repeatable; default: every source)",
-    )
+    _add_sources(c)
     c.add_argument(
         "--after-hours",
         type=whole_number(0),

@@ -16,7 +16,7 @@ Rules every backend follows (the caller decides types; the catalog only applies 
   no name coming from event data or settings can inject DDL (``InvalidNameError``).
 * A table's columns only ever grow: new columns are appended at the end, a column's type only
   widens along the lattice of ``spec/types.py`` (``bigint -> double -> string``, ``boolean``
-  / ``timestamp -> string``), never narrows, and is never dropped (``merge_columns``).
+  / ``timestamp -> string``), never narrows, and is never dropped (``evolution.py``).
 * Partition keys are ``string`` typed and come from the source's date layout
   (``day, hr`` / ``year, month, day, hr`` / ``year, month, day`` / ``day``). A table keeps
   its partition keys: a layout change is refused with ``invalid_settings``.
@@ -35,7 +35,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from datalake_assets.spec.types import TYPES, widen
+from datalake_assets.spec.types import TYPES
 
 Column = tuple[str, str]  # (name, hive type): bigint, double, boolean, timestamp or string
 # Types of our own tables' columns that event data never gets (the ``privacy_requests`` audit
@@ -75,6 +75,14 @@ class InvalidNameError(CatalogError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, INVALID_SETTINGS)
+
+
+def table_not_registered(database: str, table: str) -> CatalogError:
+    """The error of adding partitions to a table that does not exist."""
+    return CatalogError(
+        f"table '{database}.{table}' does not exist: register it with create_or_update_table first",
+        INTERNAL,
+    )
 
 
 @dataclass(frozen=True)
@@ -185,6 +193,23 @@ def check_partition_keys(keys: Iterable[str], columns: Iterable[Column]) -> list
     return keys
 
 
+def check_table(
+    database: str,
+    table: str,
+    columns: Iterable[Sequence[str]],
+    partition_keys: Iterable[str],
+    location: str,
+) -> tuple[list[Column], list[str]]:
+    """The arguments of ``Catalog.create_or_update_table``, validated: ``(columns, partition
+    keys)``."""
+    check_identifier(database, "database")
+    check_identifier(table, "table")
+    cols = check_columns(columns)
+    keys = check_partition_keys(partition_keys, cols)
+    check_location(location)
+    return cols, keys
+
+
 def check_partition(spec: PartitionSpec, keys: Sequence[str]) -> PartitionSpec:
     if len(spec.values) != len(keys):
         raise CatalogError(
@@ -224,90 +249,6 @@ def normalize_location(location: str) -> str:
     return location.rstrip("/") or "/"
 
 
-# ------------------------------------------------------------------------------ evolution
-
-
-@dataclass(frozen=True)
-class ColumnMerge:
-    columns: list[Column]  # the table's columns after the change
-    added: list[Column]  # appended at the end, in the caller's order
-    widened: list[tuple[str, str, str]]  # (name, from, to)
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.widened)
-
-
-def merge_columns(
-    existing: Sequence[Column], requested: Sequence[Column], table: str = ""
-) -> ColumnMerge:
-    """The table's columns after registering ``requested`` over ``existing``.
-
-    Existing columns keep their position; a type changes only to the least upper bound of the
-    old and the requested type (so it widens or stays, never narrows); unknown columns are
-    appended in the requested order; no column is ever dropped.
-    """
-    types = dict(existing)
-    widened: list[tuple[str, str, str]] = []
-    added: list[Column] = []
-    for name, new in requested:
-        old = types.get(name)
-        if old is None:
-            added.append((name, new))
-            types[name] = new
-            continue
-        if old == new:
-            continue
-        if old not in TYPES:
-            where = f" of table {table!r}" if table else ""
-            raise CatalogError(
-                f"column {name!r}{where} has type {old!r} in the catalog, which this project "
-                f"does not manage (allowed: {', '.join(TYPES)}); fix or drop the table by hand",
-                INVALID_SETTINGS,
-            )
-        wider = widen(old, new)
-        if wider != old:
-            widened.append((name, old, wider))
-            types[name] = wider
-    columns = [(n, types[n]) for n, _ in existing] + added
-    return ColumnMerge(columns, added, widened)
-
-
-def partition_columns(
-    table_columns: Sequence[Column], file_columns: Sequence[Column] | None, table: str = ""
-) -> list[Column]:
-    """The column list a partition is registered with: the table's columns, in the table's
-    order, each with the type the partition's files were written with (``file_columns``) or,
-    for a column the files do not have, the table's type (it reads as NULL either way).
-
-    Same names in the same positions as the table, so engines that match partition columns by
-    position and those that match by name agree; every type is the table's or one that widens
-    to it (Athena casts it). ``None``: the table's columns as they are.
-    """
-    if file_columns is None:
-        return list(table_columns)
-    files = dict(file_columns)
-    table_types = dict(table_columns)
-    missing = [n for n in files if n not in table_types]
-    if missing:
-        raise CatalogError(
-            f"partition columns {missing} are not columns of table {table!r}: register the "
-            "table's columns (create_or_update_table) before its partitions",
-            INTERNAL,
-        )
-    out = []
-    for name, ttype in table_columns:
-        ftype = files.get(name, ttype)
-        if ftype != ttype and widen(ftype, ttype) != ttype:
-            raise CatalogError(
-                f"column {name!r} of a partition of {table!r} is {ftype!r}, which does not widen "
-                f"to the table's {ttype!r}",
-                INTERNAL,
-            )
-        out.append((name, ftype))
-    return out
-
-
 # ------------------------------------------------------------------------------ interface
 
 
@@ -344,7 +285,7 @@ class Catalog(ABC):
         location: str,
         description: str = "",
     ) -> TableInfo:
-        """Create the external Parquet table, or evolve it: see ``merge_columns``. Returns the
+        """Create the external Parquet table, or evolve it: see ``evolution.py``. Returns the
         table as registered afterwards."""
 
     @abstractmethod
@@ -385,11 +326,8 @@ class NoCatalog(Catalog):
     def create_or_update_table(
         self, database, table, columns, partition_keys, location, description=""
     ):
-        check_identifier(database, "database")
-        check_identifier(table, "table")
-        cols = check_columns(columns)
-        keys = check_partition_keys(partition_keys, cols)
-        return TableInfo(database, table, cols, keys, check_location(location), {}, description)
+        cols, keys = check_table(database, table, columns, partition_keys, location)
+        return TableInfo(database, table, cols, keys, location, {}, description)
 
     def add_partitions(self, database, table, partitions) -> int:
         return 0

@@ -86,7 +86,8 @@ def table_info_of_description(
     )
 
 
-def _qualified(database: str, table: str) -> str:
+def qualified(database: str, table: str) -> str:
+    """A table's name in a statement: database and table each backtick-quoted, validated."""
     return f"{quote_identifier(database, 'database')}.{quote_identifier(table, 'table')}"
 
 
@@ -115,7 +116,7 @@ def create_table_ddl(
     props = ", ".join(f"'{k}'='{v}'" for k, v in TABLE_PROPERTIES.items())
     lines = [
         f"CREATE EXTERNAL TABLE {'IF NOT EXISTS ' if if_not_exists else ''}"
-        f"{_qualified(database, table)} (",
+        f"{qualified(database, table)} (",
         body,
         ")",
     ]
@@ -155,7 +156,7 @@ def add_partitions_ddl(
     specs = list(partitions)
     out = []
     for start in range(0, len(specs), max(1, batch_size)):
-        lines = [f"ALTER TABLE {_qualified(database, table)} ADD IF NOT EXISTS"]
+        lines = [f"ALTER TABLE {qualified(database, table)} ADD IF NOT EXISTS"]
         for spec in specs[start : start + batch_size]:
             lines.append(
                 f"  {partition_clause(partition_keys, spec.values)} "

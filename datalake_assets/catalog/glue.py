@@ -23,12 +23,10 @@ from datalake_assets.catalog.base import (
     CatalogError,
     Column,
     TableInfo,
-    check_columns,
     check_identifier,
-    check_location,
-    check_partition_keys,
-    merge_columns,
+    check_table,
 )
+from datalake_assets.catalog.evolution import evolve_table
 from datalake_assets.catalog.glue_partitions import GluePartitions
 
 TABLE_PARAMETERS = {
@@ -153,11 +151,7 @@ class GlueCatalog(GluePartitions, Catalog):
         location: str,
         description: str = "",
     ) -> TableInfo:
-        check_identifier(database, "database")
-        check_identifier(table, "table")
-        cols = check_columns(columns)
-        keys = check_partition_keys(partition_keys, cols)
-        check_location(location)
+        cols, keys = check_table(database, table, columns, partition_keys, location)
         from botocore.exceptions import ClientError
 
         resource = f"table '{database}.{table}'"
@@ -189,14 +183,7 @@ class GlueCatalog(GluePartitions, Catalog):
                 if raw is None:
                     raise CatalogError(f"{resource} exists and does not", INTERNAL) from None
         info = self._info(database, raw)
-        if info.partition_keys != keys:
-            raise CatalogError(
-                f"{resource} is partitioned by ({', '.join(info.partition_keys)}) but the "
-                f"source's date layout gives ({', '.join(keys)}): a source's date_layout cannot "
-                "change under an existing table; use a new database or table_prefix",
-                INVALID_SETTINGS,
-            )
-        merged = merge_columns(info.columns, cols, f"{database}.{table}")
+        merged = evolve_table(database, table, info, cols, keys)
         params = {**info.parameters, **TABLE_PARAMETERS}
         new_description = description[:2048] if description else info.description
         if (

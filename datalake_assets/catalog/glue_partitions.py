@@ -6,7 +6,7 @@ Partition schemas (how ``HIVE_PARTITION_SCHEMA_MISMATCH`` is avoided)
 Every Glue partition has its own storage descriptor with a column list. **A partition's
 columns carry the types its files were written with**: the table's columns at the time, in
 the table's order, typed as the sync that wrote the hour wrote them (``PartitionSpec.columns``,
-normalized by ``base.partition_columns``). Existing partitions are *not* rewritten when the
+normalized by ``evolution.partition_columns``). Existing partitions are *not* rewritten when the
 table later gains a column or widens a type. Why this is the right choice for Athena with
 Parquet:
 
@@ -44,8 +44,9 @@ from datalake_assets.catalog.base import (
     TableInfo,
     check_identifier,
     check_partition,
-    partition_columns,
+    table_not_registered,
 )
+from datalake_assets.catalog.evolution import partition_columns
 from datalake_assets.catalog.glue_api import DENIED, GlueApi, is_retryable
 
 MAX_BATCH_UPDATE = 100  # BatchUpdatePartition
@@ -136,11 +137,7 @@ class GluePartitions(GlueApi):
             return 0
         raw = self._get_raw_table(database, table)
         if raw is None:
-            raise CatalogError(
-                f"table '{database}.{table}' does not exist: register it with "
-                "create_or_update_table first",
-                INTERNAL,
-            )
+            raise table_not_registered(database, table)
         info = self._info(database, raw)
         wanted: dict[tuple[str, ...], PartitionSpec] = {}
         for spec in partitions:

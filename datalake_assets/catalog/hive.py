@@ -42,10 +42,9 @@ cast per partition, but cannot read our INT64 (microsecond) timestamps.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import unquote
 
 from datalake_assets.catalog import ddl
 from datalake_assets.catalog.base import (
@@ -56,18 +55,16 @@ from datalake_assets.catalog.base import (
     Catalog,
     CatalogError,
     Column,
-    PartitionSpec,
     TableInfo,
-    check_columns,
     check_identifier,
-    check_location,
-    check_partition,
-    check_partition_keys,
-    merge_columns,
+    check_table,
     normalize_location,
     quote_identifier,
     quote_location,
 )
+from datalake_assets.catalog.ddl import qualified
+from datalake_assets.catalog.evolution import evolve_table
+from datalake_assets.catalog.hive_partitions import HivePartitions
 from datalake_assets.catalog.metastore import explain
 
 _SPARK_TYPES = {
@@ -79,16 +76,12 @@ _SPARK_TYPES = {
 }
 
 
-def _qualified(database: str, table: str) -> str:
-    return f"{quote_identifier(database, 'database')}.{quote_identifier(table, 'table')}"
-
-
 def swap_table_name(table: str) -> str:
     """Temporary name of a table whose definition is being replaced (still ``[a-z0-9_]``)."""
     return f"_dl_swap_{hashlib.sha1(table.encode()).hexdigest()[:16]}"
 
 
-class HiveCatalog(Catalog):
+class HiveCatalog(HivePartitions, Catalog):
     backend = "hive"
 
     def __init__(self, spark: Any, *, batch_size: int = 100, widen_in_place: bool = True) -> None:
@@ -157,7 +150,7 @@ class HiveCatalog(Catalog):
 
     def _table_exists(self, database: str, table: str) -> bool:
         try:
-            return bool(self.spark.catalog.tableExists(_qualified(database, table)))
+            return bool(self.spark.catalog.tableExists(qualified(database, table)))
         except Exception as e:
             raise self._error(e, "SHOW TABLES", f"table '{database}.{table}'") from None
 
@@ -233,7 +226,7 @@ class HiveCatalog(Catalog):
         """One ``DESCRIBE TABLE EXTENDED``: columns, partition keys, location, comment and
         properties (``spark.catalog.listColumns`` plus ``SHOW TBLPROPERTIES`` cost 5x more)."""
         rows = self._sql(
-            f"DESCRIBE TABLE EXTENDED {_qualified(database, table)}", f"table '{database}.{table}'"
+            f"DESCRIBE TABLE EXTENDED {qualified(database, table)}", f"table '{database}.{table}'"
         )
         info = self._tables[(database, table)] = ddl.table_info_of_description(
             database, table, [(r["col_name"], r["data_type"]) for r in rows]
@@ -250,11 +243,7 @@ class HiveCatalog(Catalog):
         location: str,
         description: str = "",
     ) -> TableInfo:
-        check_identifier(database, "database")
-        check_identifier(table, "table")
-        cols = check_columns(columns)
-        keys = check_partition_keys(partition_keys, cols)
-        check_location(location)
+        cols, keys = check_table(database, table, columns, partition_keys, location)
         resource = f"table '{database}.{table}'"
         info = self.get_table(database, table)
         if info is None:
@@ -274,15 +263,8 @@ class HiveCatalog(Catalog):
                 description,
             )
             return info
-        if info.partition_keys != keys:
-            raise CatalogError(
-                f"{resource} is partitioned by ({', '.join(info.partition_keys)}) but the "
-                f"source's date layout gives ({', '.join(keys)}): a source's date_layout cannot "
-                "change under an existing table; use a new database or table_prefix",
-                INVALID_SETTINGS,
-            )
-        merged = merge_columns(info.columns, cols, f"{database}.{table}")
-        name = _qualified(database, table)
+        merged = evolve_table(database, table, info, cols, keys)
+        name = qualified(database, table)
         if merged.widened:
             in_place = self.widen_in_place and self._alter_data_schema(
                 database, table, merged.columns
@@ -323,7 +305,7 @@ class HiveCatalog(Catalog):
             )
         except Exception:  # refused by the metastore, or no JVM gateway: replace instead
             return False
-        self.spark.catalog.refreshTable(_qualified(database, table))
+        self.spark.catalog.refreshTable(qualified(database, table))
         return True
 
     def _replace_definition(
@@ -339,7 +321,7 @@ class HiveCatalog(Catalog):
         resource = f"table '{database}.{table}'"
         tmp = swap_table_name(table)
         partitions = self.list_partitions(database, table)
-        self._sql(f"DROP TABLE IF EXISTS {_qualified(database, tmp)}", resource)
+        self._sql(f"DROP TABLE IF EXISTS {qualified(database, tmp)}", resource)
         self._sql(
             ddl.create_table_ddl(
                 database, tmp, columns, keys, location, description, if_not_exists=False
@@ -350,9 +332,9 @@ class HiveCatalog(Catalog):
             database, tmp, keys, partitions, batch_size=self.batch_size
         ):
             self._sql(statement, resource)
-        self._sql(f"DROP TABLE {_qualified(database, table)}", resource)
+        self._sql(f"DROP TABLE {qualified(database, table)}", resource)
         self._sql(
-            f"ALTER TABLE {_qualified(database, tmp)} RENAME TO {_qualified(database, table)}",
+            f"ALTER TABLE {qualified(database, tmp)} RENAME TO {qualified(database, table)}",
             resource,
         )
         self._keys.pop((database, tmp), None)
@@ -363,101 +345,7 @@ class HiveCatalog(Catalog):
         if not self._table_exists(database, tmp):
             return False
         self._sql(
-            f"ALTER TABLE {_qualified(database, tmp)} RENAME TO {_qualified(database, table)}",
+            f"ALTER TABLE {qualified(database, tmp)} RENAME TO {qualified(database, table)}",
             f"table '{database}.{table}'",
         )
         return True
-
-    # ------------------------------------------------------------------------ partitions
-
-    def _partition_values(self, database: str, table: str) -> list[tuple[str, ...]]:
-        rows = self._sql(
-            f"SHOW PARTITIONS {_qualified(database, table)}", f"table '{database}.{table}'"
-        )
-        out = []
-        for r in rows:
-            out.append(tuple(unquote(part.split("=", 1)[1]) for part in r[0].split("/")))
-        return out
-
-    def _partition_location(
-        self, database: str, table: str, keys: Sequence[str], values: Sequence[str]
-    ) -> str:
-        spec = ddl.partition_clause(keys, values)
-        for r in self._sql(
-            f"DESCRIBE TABLE EXTENDED {_qualified(database, table)} {spec}",
-            f"table '{database}.{table}'",
-        ):
-            if r["col_name"] == "Location":
-                return normalize_location(r["data_type"])  # the first one is the partition's
-        return ""
-
-    def list_partitions(
-        self, database: str, table: str, only: Collection[tuple[str, ...]] | None = None
-    ) -> list[PartitionSpec]:
-        keys = self._partition_keys(database, table)
-        if keys is None:
-            return []
-        return sorted(  # one DESCRIBE a partition (its location): only those asked for
-            (
-                PartitionSpec(v, self._partition_location(database, table, keys, v))
-                for v in self._partition_values(database, table)
-                if only is None or v in only
-            ),
-            key=lambda p: p.values,
-        )
-
-    def _partition_keys(self, database: str, table: str) -> list[str] | None:
-        check_identifier(database, "database")
-        check_identifier(table, "table")
-        keys = self._keys.get((database, table))
-        if keys is None:
-            info = self.get_table(database, table)
-            keys = None if info is None else info.partition_keys
-        return keys
-
-    def partition_count(self, database: str, table: str) -> int:
-        known = self._partitions.get((database, table))
-        if known is not None:
-            return len(known)
-        if self._partition_keys(database, table) is None:
-            return 0
-        return len(self._partition_values(database, table))
-
-    def add_partitions(self, database: str, table: str, partitions: Sequence[PartitionSpec]) -> int:
-        """``ADD IF NOT EXISTS`` in batches; existing partitions whose location differs are
-        moved (``SET LOCATION``). The metastore keeps no per-partition schema that Spark would
-        use, so ``PartitionSpec.columns`` is not needed here. Returns how many were new."""
-        if not partitions:
-            return 0
-        keys = self._partition_keys(database, table)
-        if keys is None:
-            raise CatalogError(
-                f"table '{database}.{table}' does not exist: register it with "
-                "create_or_update_table first",
-                INTERNAL,
-            )
-        wanted: dict[tuple[str, ...], PartitionSpec] = {}
-        for spec in partitions:
-            check_partition(spec, keys)
-            wanted[spec.values] = spec
-        known = self._partitions.get((database, table))
-        have = known if known is not None else set(self._partition_values(database, table))
-        new = [s for v, s in wanted.items() if v not in have]
-        resource = f"table '{database}.{table}'"
-        for statement in ddl.add_partitions_ddl(
-            database, table, keys, new, batch_size=self.batch_size
-        ):
-            self._sql(statement, resource)
-        name = _qualified(database, table)
-        for values, spec in wanted.items():
-            if values not in have:
-                continue
-            current = self._partition_location(database, table, keys, values)
-            if current != normalize_location(spec.location):
-                self._sql(
-                    f"ALTER TABLE {name} {ddl.partition_clause(keys, values)}"
-                    f" SET LOCATION {quote_location(spec.location)}",
-                    resource,
-                )
-        self._partitions[(database, table)] = have | set(wanted)
-        return len(new)

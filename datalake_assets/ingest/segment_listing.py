@@ -19,7 +19,7 @@ from datalake_assets.ingest.segment_layout import (
 )
 from datalake_assets.lake.listing import S3ArchiveLister, list_folder
 from datalake_assets.spec import layout
-from datalake_assets.spec.azure_uri import AZURE_SCHEMES
+from datalake_assets.spec.azure_uri import AZURE_SCHEMES, scheme_of
 from datalake_assets.spec.layout import S3_SCHEMES
 
 DEFAULT_LIST_LIMIT = 200_000  # folder entries or keys listed per call at most (sensor ticks)
@@ -215,7 +215,7 @@ class S3SegmentLister(S3ArchiveLister):
 
 
 def segment_lister_for(segment_archive: str) -> SegmentLister:
-    scheme = segment_archive.split("://", 1)[0].lower() if "://" in segment_archive else ""
+    scheme = scheme_of(segment_archive)
     if not scheme:
         return LocalSegmentLister()
     if scheme in S3_SCHEMES:

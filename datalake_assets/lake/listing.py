@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 
 from datalake_assets.lake import storage
 from datalake_assets.spec import layout
-from datalake_assets.spec.azure_uri import AZURE_SCHEMES
+from datalake_assets.spec.azure_uri import AZURE_SCHEMES, scheme_of
 from datalake_assets.spec.layout import S3_SCHEMES, ArchiveHour
 
 DEFAULT_LIST_LIMIT = 200_000  # entries (files, folders or keys) listed per call at most
@@ -241,7 +241,7 @@ class S3ArchiveLister:
 
 
 def lister_for(archive_root: str) -> ArchiveLister:
-    scheme = archive_root.split("://", 1)[0].lower() if "://" in archive_root else ""
+    scheme = scheme_of(archive_root)
     if not scheme:
         return LocalArchiveLister()
     if scheme in S3_SCHEMES:

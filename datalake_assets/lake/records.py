@@ -2,7 +2,8 @@
 
 * ``_schema.json`` per source (``layout.schema_record_path``): each event table's columns and
   their types, as the last sync left them. The next sync widens from it; the Dagster code
-  location reads it to know which tables exist; ``datalake ddl`` prints from it.
+  location and the dbt models read it to know which tables exist (``source_tables``);
+  ``datalake ddl`` prints from it.
 * Quarantine files (``layout.quarantine_dir``): Parquet with ``QUARANTINE_SCHEMA``, written by
   the sync, registered by the catalog.
 """
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
 from datalake_assets.spec import layout
+from datalake_assets.spec.naming import STANDARD_TABLES
 
 QUARANTINE_SCHEMA = pa.schema(
     [
@@ -43,6 +45,12 @@ def read_schema_record(lake_root: str, source_dir: str) -> dict[str, list[tuple[
         return {}
     body = orjson.loads(storage.read_bytes(location))
     return {t: [tuple(c) for c in spec["columns"]] for t, spec in body["tables"].items()}
+
+
+def source_tables(lake_root: str, source_dir: str) -> list[str]:
+    """Every table of a source, sorted: the standard ones, which every source has whatever its
+    traffic, and each table of its schema record."""
+    return sorted(STANDARD_TABLES | set(read_schema_record(lake_root, source_dir)))
 
 
 def write_schema_record(

@@ -139,16 +139,7 @@ def run_dbt(
     settings: LakeSettings, project: SourceProject, args: list[str]
 ) -> subprocess.CompletedProcess:
     """dbt outside Dagster (an erasure, the benchmark), on the same Spark as the assets."""
-    cmd = [
-        dbt_executable(),
-        *args,
-        "--project-dir",
-        project.project_dir,
-        "--profiles-dir",
-        project.profiles_dir,
-        "--target",
-        project.target,
-    ]
+    cmd = [dbt_executable(), *args, *project.dbt_args]
     env = subprocess_env({**DBT_QUIET_ENV, **dbt_env(settings)})
     return subprocess.run(
         cmd, check=False, capture_output=True, text=True, env=env, cwd=project.project_dir

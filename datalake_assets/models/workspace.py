@@ -29,11 +29,10 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 
-from datalake_assets.lake.records import read_schema_record
+from datalake_assets.lake import records
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.models_section import ModelsSettings, build_dir, user_models_dir
 from datalake_assets.spec import layout
-from datalake_assets.spec.naming import STANDARD_TABLES
 
 PROFILE = "datalake"
 LOCAL_TARGET = "local"
@@ -64,6 +63,18 @@ class SourceProject:
     def manifest_path(self) -> str:
         return os.path.join(self.project_dir, "target", "manifest.json")
 
+    @property
+    def dbt_args(self) -> list[str]:
+        """The options of a dbt command run on this project: its folder, profiles and target."""
+        return [
+            "--project-dir",
+            self.project_dir,
+            "--profiles-dir",
+            self.profiles_dir,
+            "--target",
+            self.target,
+        ]
+
 
 def shipped_project_dir() -> str:
     return str(resources.files("datalake_assets.models").joinpath("project"))
@@ -75,11 +86,10 @@ def models_root(settings: LakeSettings, source: SourceSettings) -> str:
 
 
 def source_tables(settings: LakeSettings, source: SourceSettings) -> list[str]:
-    """The source's tables as its code location sees them (``orchestration/lake_state.py``):
-    the standard ones and every table of the lake's schema record."""
-    return sorted(
-        set(STANDARD_TABLES) | set(read_schema_record(settings.lake_root, source.lake_dir))
-    )
+    """The source's tables as its code location sees them (``orchestration/lake_state.py``
+    reads the same ``lake.records.source_tables``): the standard ones and every table of the
+    lake's schema record."""
+    return records.source_tables(settings.lake_root, source.lake_dir)
 
 
 def project_yaml(settings: LakeSettings, source: SourceSettings) -> dict:
@@ -274,16 +284,7 @@ def parse(project: SourceProject) -> None:
 
     for name, value in DBT_QUIET_ENV.items():
         os.environ.setdefault(name, value)
-    args = [
-        "parse",
-        "--project-dir",
-        project.project_dir,
-        "--profiles-dir",
-        project.profiles_dir,
-        "--target",
-        project.target,
-        "--quiet",
-    ]
+    args = ["parse", *project.dbt_args, "--quiet"]
     try:
         done = dbtRunner().invoke(args)
     except BaseException as e:  # noqa: BLE001 - dbt raises its own (and SystemExit) here

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from datalake_assets.lake.listing import lister_for
-from datalake_assets.lake.records import read_schema_record
+from datalake_assets.lake.records import source_tables
 from datalake_assets.settings import AUTO_START, LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.spec.naming import STANDARD_TABLES
@@ -122,9 +122,9 @@ def read_source_state(
     """``previous``: the state loaded before, whose start an empty archive keeps (so that the
     start does not follow the clock while a source has sent nothing yet)."""
     try:
-        recorded = read_schema_record(settings.lake_root, source.lake_dir)
+        tables = source_tables(settings.lake_root, source.lake_dir)
     except Exception:  # an unreadable record must not take the code location down
-        recorded = {}
+        tables = sorted(STANDARD_TABLES)
     start = source.start
     if start == AUTO_START:
         first = first_archive_hour(settings, source)
@@ -134,7 +134,7 @@ def read_source_state(
             start = first.partition_key
         else:
             start = previous.start if previous else ArchiveHour.of(now()).partition_key
-    return SourceState(tuple(sorted(set(STANDARD_TABLES) | set(recorded))), start)
+    return SourceState(tuple(tables), start)
 
 
 def read_lake_state(

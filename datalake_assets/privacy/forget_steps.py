@@ -17,7 +17,6 @@ from datetime import timedelta
 from datalake_assets.catalog.base import Catalog
 from datalake_assets.ingest.collector.spool_erase import erase_spool
 from datalake_assets.lake import commit, storage
-from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.privacy.hours import SourcePlace, table_names, unindexed_hours
 from datalake_assets.privacy.lookup import find_hours, follow_links, scan_hours
@@ -33,6 +32,7 @@ from datalake_assets.privacy.state import HourRecord, RequestState, save_state
 from datalake_assets.privacy.summary import compact, month_of, summary_months
 from datalake_assets.settings import LakeSettings
 from datalake_assets.spec import layout
+from datalake_assets.spec.naming import QUARANTINE
 
 MANY_HOURS = "many-hours"  # the state's entry for index files covering many hours
 

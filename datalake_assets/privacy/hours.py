@@ -14,12 +14,15 @@ import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.formats import SourceTables, TableFormat, table_format
-from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.spec.naming import QUARANTINE
 
+# The partitions of an hour that are not a table's (``HourFiles.parts``): "#" sets them apart,
+# as no table's name can start with it.
+QUARANTINE_PART, INDEX_PART, IDENTITIES_PART = "#quarantine", "#index", "#identities"
 _ARCHIVE_HOUR_RE = re.compile(r"/day=(\d{4})-(\d{2})-(\d{2})/hr=(\d{2})/[^/]+$")
 
 
@@ -63,9 +66,9 @@ class HourFiles:
 
     def parts(self) -> dict[str, tuple[str, list[str]]]:
         """Every partition of the hour in the lake: ``name -> (dir, files)``; tables by name,
-        the others as ``#quarantine``, ``#index``, ``#identities``."""
+        the others as ``QUARANTINE_PART``, ``INDEX_PART``, ``IDENTITIES_PART``."""
         out = dict(self.tables)
-        out["#quarantine"], out["#index"], out["#identities"] = (
+        out[QUARANTINE_PART], out[INDEX_PART], out[IDENTITIES_PART] = (
             self.quarantine,
             self.index,
             self.identities,

@@ -41,8 +41,9 @@ class Reads:
     row_groups: int = 0
 
 
-class _CountingFile:
-    """A file object over a pyarrow input file that counts every byte read through it."""
+class CountingFile:
+    """A file object over a pyarrow input file that counts every byte read through it (in
+    ``reads.bytes``): pyarrow's Parquet reader reads ranges through it."""
 
     def __init__(self, raw: pa.NativeFile, reads: Reads):
         self._raw = raw
@@ -59,11 +60,17 @@ class _CountingFile:
     def tell(self) -> int:
         return self._raw.tell()
 
+    def size(self) -> int:
+        return self._raw.size()
+
     def readable(self) -> bool:
         return True
 
     def seekable(self) -> bool:
         return True
+
+    def writable(self) -> bool:
+        return False
 
     @property
     def closed(self) -> bool:
@@ -79,7 +86,7 @@ def open_parquet(location: str, reads: Reads) -> pq.ParquetFile:
     last 64 KiB of every file, several times a month's summary footer."""
     fs, path = storage.resolve(location)
     raw = fs.open_input_file(path)
-    counted = _CountingFile(raw, reads)
+    counted = CountingFile(raw, reads)
     size = raw.size()
     start = 0 if size <= WHOLE_FILE_BYTES else size - TAIL_BYTES
     counted.seek(start)

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from datalake_assets.lake import storage
 from datalake_assets.lake.identities import LINK
 from datalake_assets.privacy.hours import HourFiles, SourcePlace, archive_lines, hour_files
+from datalake_assets.privacy.index_files import CountingFile, Reads
 from datalake_assets.privacy.matching import Matcher, _decode
 from datalake_assets.privacy.summary_lookup import find_hours_compacted
 from datalake_assets.spec import layout
@@ -36,42 +37,6 @@ class LookupResult:
     hours: frozenset[str]  # compact YYYYMMDDHH
     bytes_read: int
     files_read: int
-
-
-class _Counting:
-    """A file object that counts the bytes read through it (pyarrow reads ranges)."""
-
-    def __init__(self, f) -> None:
-        self.f = f
-        self.bytes = 0
-        self.closed = False
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.f.read() if n is None or n < 0 else self.f.read(n)
-        self.bytes += len(data)
-        return data
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self.f.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self.f.tell()
-
-    def size(self) -> int:
-        return self.f.size()
-
-    def seekable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        self.closed = True
-        self.f.close()
 
 
 WHOLE_FILE_BYTES = 64 << 10  # pyarrow reads a file's last 64 KiB first anyway
@@ -122,12 +87,13 @@ def _read_index(
         if keep is not None and hour is not None and hour not in keep:
             continue
         # a small file in one read; a larger one by ranges, only what is needed (counted)
-        counting = None
+        counted = None
         if size <= WHOLE_FILE_BYTES:
             source = pa.BufferReader(storage.read_bytes(location))
         else:
             fs, path = storage.resolve(location)
-            source = counting = _Counting(fs.open_input_file(path))
+            counted = Reads()
+            source = CountingFile(fs.open_input_file(path), counted)
         try:
             pf = pq.ParquetFile(source)
             names = pf.schema_arrow.names
@@ -142,7 +108,7 @@ def _read_index(
             table = pf.read_row_groups(groups, columns=cols) if groups else None
         finally:
             source.close()
-        out.bytes += counting.bytes if counting is not None else size
+        out.bytes += counted.bytes if counted is not None else size
         out.files += 1
         if table is not None and table.num_rows:
             out.tables.append((hour, table))

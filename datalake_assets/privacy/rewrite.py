@@ -35,13 +35,21 @@ import pyarrow.parquet as pq
 from datalake_assets.lake import commit, faults, storage
 from datalake_assets.lake.formats import TablesToCommit
 from datalake_assets.lake.records import read_schema_record
-from datalake_assets.privacy.hours import HourFiles, SourcePlace, archive_lines, hour_files
+from datalake_assets.privacy.hours import (
+    IDENTITIES_PART,
+    INDEX_PART,
+    QUARANTINE_PART,
+    HourFiles,
+    SourcePlace,
+    archive_lines,
+    hour_files,
+)
 from datalake_assets.privacy.matching import Matcher
 from datalake_assets.privacy.state import HourRecord
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.spec.naming import QUARANTINE  # a request's rows removed from it
 
-QUARANTINE = "quarantine"  # the quarantine's rows in ``rows_removed`` (its catalog table name)
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -114,7 +122,7 @@ def traces(
 ) -> tuple[int, pa.Table | None, str]:
     """``(rows of the person, the file's other rows or None when it is not to be rewritten,
     its compression)`` of one Parquet file of an hour's partition ``kind`` (a table, or
-    ``#quarantine``, ``#index``, ``#identities``)."""
+    ``QUARANTINE_PART``, ``INDEX_PART``, ``IDENTITIES_PART``)."""
     is_table = not kind.startswith("#")
     table, codec, _ = _read(location, matcher if is_table else None, hour if is_table else None)
     if table is None or not table.num_rows:
@@ -128,11 +136,11 @@ def traces(
 
 
 def _mask_of(kind: str, table: pa.Table, matcher: Matcher, mids: set[str]) -> pa.Array:
-    if kind == "#quarantine":
+    if kind == QUARANTINE_PART:
         return matcher.quarantine_mask(table, mids)
-    if kind == "#index":
+    if kind == INDEX_PART:
         return matcher.mid_mask(table.column("message_id"), mids)
-    if kind == "#identities":
+    if kind == IDENTITIES_PART:
         hashes = pa.array(sorted(matcher.hashes), pa.string())
         mask = pc.is_in(table.column("identity"), value_set=hashes)
         if "linked" in table.column_names:
@@ -186,14 +194,14 @@ def plan_hour(
             if not removed:
                 continue
             # an index file keeps existing, empty: its folder says the hour is indexed
-            keep_empty = kind in ("#index", "#identities")
+            keep_empty = kind in (INDEX_PART, IDENTITIES_PART)
             changed[location] = (
                 (kept, codec) if kept is not None and (kept.num_rows or keep_empty) else None
             )
-            if kind in ("#index", "#identities"):
+            if kind in (INDEX_PART, IDENTITIES_PART):
                 record.index_entries += removed
             else:
-                name = QUARANTINE if kind == "#quarantine" else kind
+                name = QUARANTINE if kind == QUARANTINE_PART else kind
                 record.rows[name] = record.rows.get(name, 0) + removed
         if not changed:
             continue
@@ -204,7 +212,7 @@ def plan_hour(
                 layout.segment_type_dir(staged_data, kind),
                 layout.date_partition_path(place.date_layout, h),
             )
-        elif kind == "#quarantine":
+        elif kind == QUARANTINE_PART:
             staged = layout.join(
                 layout.staged_quarantine_root(staging), layout.hour_partition_path(h)
             )
@@ -225,7 +233,7 @@ def plan_hour(
             pq.write_table(kept, path, filesystem=fs, compression=codec)
         if is_table:
             tables.append(kind)
-        elif kind == "#quarantine":
+        elif kind == QUARANTINE_PART:
             quarantine = layout.staged_quarantine_root(staging)
         else:
             plan.swaps.append(commit.Swap(staged=staged, target=directory, hours=(files.hour,)))
@@ -344,9 +352,9 @@ def prove_hour(place: SourcePlace, hour: str, matcher: Matcher, mids: set[str]) 
     left["archive_lines"] += sum(lines.values())
     for kind, (_, locations) in files.parts().items():
         name = {
-            "#quarantine": "quarantine",
-            "#index": "index_entries",
-            "#identities": "index_entries",
+            QUARANTINE_PART: "quarantine",
+            INDEX_PART: "index_entries",
+            IDENTITIES_PART: "index_entries",
         }.get(kind, "table_rows")
         for location in locations:
             left[name] += traces(kind, location, matcher, mids, files.hour)[0]
@@ -376,7 +384,7 @@ def erase_many_hour_index(
     replaced whole (atomically) without them; with ``prove``, only counted."""
     entries = files = 0
     for location in many_hour_index_files(place):
-        removed, kept, codec = traces("#identities", location, matcher, set())
+        removed, kept, codec = traces(IDENTITIES_PART, location, matcher, set())
         if not removed:
             continue
         entries, files = entries + removed, files + 1

@@ -57,7 +57,13 @@ TRACKS_TABLE = "tracks"
 # The tables every source has, whatever its traffic: one per message type (``tracks`` too).
 # Any other table is a track event's own table, whose rows are also in ``tracks``.
 STANDARD_TABLES = frozenset(TYPE_TABLES.values())
-RESERVED_TABLES = frozenset(STANDARD_TABLES | {"quarantine", "sync_reports", "raw_archive"})
+# Names that stand beside a source's tables where a table's name goes (a table format's
+# locations, a request's rows removed, the asset keys ``[<slug>, <name>]``): no event table
+# may take them.
+QUARANTINE = "quarantine"  # the lines and values the sync could not store
+SYNC_REPORTS = "sync_reports"  # the syncs' reports
+RAW_ARCHIVE = "raw_archive"  # the archive's received hours (an asset, not a table)
+RESERVED_TABLES = frozenset(STANDARD_TABLES | {QUARANTINE, SYNC_REPORTS, RAW_ARCHIVE})
 PARTITION_KEYS = frozenset({"segment_type", "year", "month", "day", "hr", "source_id"})
 
 _CAMEL_ACRONYM = re.compile(r"([A-Z]+)([A-Z][a-z])")

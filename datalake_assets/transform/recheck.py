@@ -31,7 +31,6 @@ import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.formats import SourceTables, table_hour_files
-from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.lake.report import (
     SourceHour,
@@ -44,6 +43,7 @@ from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec import layout
 from datalake_assets.spec.column_build import ARROW_TYPES
 from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance
+from datalake_assets.spec.naming import QUARANTINE
 from datalake_assets.transform.dedup import index_files
 from datalake_assets.transform.index_lookup import prior_ids
 

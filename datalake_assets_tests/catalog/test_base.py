@@ -21,8 +21,6 @@ from datalake_assets.catalog.base import (
     check_identifier,
     check_location,
     check_partition_value,
-    merge_columns,
-    partition_columns,
 )
 from datalake_assets.catalog.config import (
     CatalogConfig,
@@ -37,6 +35,7 @@ from datalake_assets.catalog.ddl import (
     scan_partitions,
     table_ddl,
 )
+from datalake_assets.catalog.evolution import merge_columns, partition_columns
 from datalake_assets.catalog.register import read_schemas, register_sync
 from datalake_assets.catalog.reports import REPORT_SCHEMA, report_rows, write_report_table
 from datalake_assets.settings import LakeSettings, SourceSettings

@@ -33,9 +33,10 @@ from typing import Any
 
 import pyarrow as pa
 
-# The quarantine is one more table of each source for a format: Segment's layout keeps it in
-# its own folders (``quarantine/<source>/day=/hr=``), Iceberg as a table like the others.
-QUARANTINE = "quarantine"
+# The quarantine (spec.naming.QUARANTINE) is one more table of each source for a format:
+# Segment's layout keeps it in its own folders (``quarantine/<source>/day=/hr=``), Iceberg as a
+# table like the others.
+
 SEGMENT_COMPACTION = "not supported for the Segment layout: see docs/concepts/compaction.md"
 
 

@@ -24,10 +24,11 @@ from typing import Any
 
 from datalake_assets.lake import commit, storage
 from datalake_assets.lake.formats import SourceTables, table_format
-from datalake_assets.lake.formats.base import QUARANTINE, CompactionUnsupported, TableCompaction
+from datalake_assets.lake.formats.base import CompactionUnsupported, TableCompaction
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.spec import layout
+from datalake_assets.spec.naming import QUARANTINE
 
 MB = 1 << 20
 

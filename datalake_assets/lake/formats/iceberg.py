@@ -42,7 +42,6 @@ import pyarrow as pa
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.formats.base import (
-    QUARANTINE,
     CommittedTable,
     SourceTables,
     TableCompaction,
@@ -59,7 +58,7 @@ from datalake_assets.lake.formats.iceberg_schema import (
 from datalake_assets.lake.formats.iceberg_staged import _read_staged
 from datalake_assets.lake.records import QUARANTINE_SCHEMA
 from datalake_assets.spec import layout
-from datalake_assets.spec.naming import catalog_table_name
+from datalake_assets.spec.naming import QUARANTINE, catalog_table_name
 from datalake_assets.spec.table_formats import ICEBERG
 
 RUN_PROPERTY = "datalake.run-id"

@@ -13,9 +13,9 @@ from typing import Any
 
 from datalake_assets.lake import commit
 from datalake_assets.lake.formats import SourceTables, table_format
-from datalake_assets.lake.formats.base import QUARANTINE
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.lake.records import read_schema_record
+from datalake_assets.spec.naming import QUARANTINE
 
 
 def maintain_source(

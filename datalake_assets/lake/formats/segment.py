@@ -10,7 +10,6 @@ from datetime import datetime
 
 from datalake_assets.lake import commit, storage
 from datalake_assets.lake.formats.base import (
-    QUARANTINE,
     SEGMENT_COMPACTION,
     CommittedTable,
     CompactionUnsupported,
@@ -20,6 +19,7 @@ from datalake_assets.lake.formats.base import (
     TablesToCommit,
 )
 from datalake_assets.spec import layout
+from datalake_assets.spec.naming import QUARANTINE
 from datalake_assets.spec.table_formats import SEGMENT
 
 
