@@ -75,7 +75,7 @@ def models_root(settings: LakeSettings, source: SourceSettings) -> str:
 
 
 def source_tables(settings: LakeSettings, source: SourceSettings) -> list[str]:
-    """The source's tables as its code location sees them (``orchestration/lake_state.py``):
+    """The source's tables as its code location sees them (``orchestration/sync/lake_state.py``):
     the standard ones and every table of the lake's schema record."""
     return sorted(
         set(STANDARD_TABLES) | set(read_schema_record(settings.lake_root, source.lake_dir))

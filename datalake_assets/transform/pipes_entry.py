@@ -1,13 +1,13 @@
 """The sync on a cluster (EMR steps, EMR Serverless, Databricks): the entry point it runs.
 
-``datalake_assets.orchestration.emr`` submits::
+``datalake_assets.orchestration.compute.emr`` submits::
 
     spark-submit --py-files s3://<bucket>/_jobs/<sha256>/datalake_assets.zip \\
         s3://<bucket>/_jobs/<sha256>/pipes_entry.py \\
         [--dagster-pipes-context C --dagster-pipes-messages M] [--aws-region R] \\
         [--emr-cluster-id j-...] -- <the job's argv: SyncRequest.to_args()>
 
-Databricks (``orchestration/databricks.py``) runs ``DATABRICKS_ENTRY_SCRIPT`` as a
+Databricks (``orchestration/compute/databricks.py``) runs ``DATABRICKS_ENTRY_SCRIPT`` as a
 ``spark_python_task`` with the same arguments plus ``--package <zip> --pipes-via storage``.
 
 With the Pipes arguments it opens Dagster Pipes (on AWS the context is read from S3 and

@@ -34,11 +34,11 @@ from dagster import (
     multi_asset,
 )
 
-from datalake_assets.orchestration.catalog_asset import catalog_key, catalog_specs
-from datalake_assets.orchestration.check_runs import register_catalog_alone, run_checks_alone
-from datalake_assets.orchestration.lake_state import SourceState, read_source_state
-from datalake_assets.orchestration.resources import SparkCompute
-from datalake_assets.orchestration.sync_events import (
+from datalake_assets.orchestration.compute.spark_compute import SparkCompute
+from datalake_assets.orchestration.sync.catalog_asset import catalog_key, catalog_specs
+from datalake_assets.orchestration.sync.check_runs import register_catalog_alone, run_checks_alone
+from datalake_assets.orchestration.sync.lake_state import SourceState, read_source_state
+from datalake_assets.orchestration.sync.sync_events import (
     CHECK_COMPLETENESS,
     CHECK_CONFORMANCE,
     CHECK_DUPLICATES,

@@ -22,14 +22,14 @@ from dagster import (
 )
 
 from datalake_assets.lake.formats import FormatConfig
-from datalake_assets.orchestration.catalog_asset import (
+from datalake_assets.orchestration.compute.spark_compute import SparkCompute
+from datalake_assets.orchestration.sync.catalog_asset import (
     CHECK_IN_STEP,
     catalog_key,
     in_step_results,
     registered_hours,
 )
-from datalake_assets.orchestration.resources import SparkCompute
-from datalake_assets.orchestration.sync_events import (
+from datalake_assets.orchestration.sync.sync_events import (
     CHECK_COMPLETENESS,
     SYNC_REPORTS,
     completeness_results,

@@ -1,6 +1,6 @@
 """Compute resources: where the sync's Spark job runs. Assets only see ``SparkCompute``.
 
-``LocalSparkCompute`` (here) runs it in the run's process; ``datalake_assets.orchestration.emr``
+``LocalSparkCompute`` (here) runs it in the run's process; ``datalake_assets.orchestration.compute.emr``
 has ``EmrSparkCompute`` (steps of an existing EMR cluster) and ``EmrServerlessCompute``,
 ``orchestration.databricks`` ``DatabricksSparkCompute``; ``remote.py`` what those share.
 """

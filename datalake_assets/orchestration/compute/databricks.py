@@ -47,17 +47,17 @@ from pydantic import Field
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.report import SyncReport
-from datalake_assets.orchestration.databricks_package import (
+from datalake_assets.orchestration.compute.databricks_package import (
     DEFAULT_PACKAGE_DIR,
     DatabricksPackage,
     stage_databricks_package,
 )
-from datalake_assets.orchestration.pipes_storage import (
+from datalake_assets.orchestration.compute.pipes_channel import (
     StorageContextInjector,
     StorageMessageReader,
     default_pipes_root,
 )
-from datalake_assets.orchestration.remote import (
+from datalake_assets.orchestration.compute.remote_compute import (
     RemoteRun,
     RemoteSparkCompute,
     RemoteStatus,

@@ -49,14 +49,14 @@ from pydantic import Field
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.report import SyncReport
-from datalake_assets.orchestration.emr_package import (
+from datalake_assets.orchestration.compute.emr_package import (
     StagedPackage,
     default_staging_prefix,
     dir_uri,
     split_s3_uri,
     stage_package,
 )
-from datalake_assets.orchestration.remote import (  # noqa: F401 - RemoteRun/Status: re-exported
+from datalake_assets.orchestration.compute.remote_compute import (  # noqa: F401 - RemoteRun/Status: re-exported
     RemoteRun,
     RemoteSparkCompute,
     RemoteStatus,

@@ -34,7 +34,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 
 from datalake_assets.lake.formats import FormatConfig, SourceTables, table_format
 from datalake_assets.lake.report import SourceReport, SyncReport, TableReport
-from datalake_assets.orchestration.catalog_asset import (
+from datalake_assets.orchestration.sync.catalog_asset import (
     catalog_key,
     has_catalog,
     in_step_results,
