@@ -45,7 +45,7 @@ from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
 
 SENSOR_PRIORITY = "1"  # hourly syncs go before queued backfill runs (priority 0)
-RAW_ARCHIVE = "raw_archive"  # same key as assets.RAW_ARCHIVE
+RAW_ARCHIVE = "raw_archive"  # same key as sync/report_hours.RAW_ARCHIVE
 
 
 def sensor_name(source: SourceSettings) -> str:

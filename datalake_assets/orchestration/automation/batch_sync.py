@@ -45,7 +45,8 @@ from datalake_assets.orchestration.automation import archive_sensor as sn
 from datalake_assets.orchestration.automation import sensor_toolkit as kit
 from datalake_assets.orchestration.compute.spark_compute import SparkCompute
 from datalake_assets.orchestration.settings import BATCH_SENSOR
-from datalake_assets.orchestration.sync.sync_events import completeness_results, sync_events
+from datalake_assets.orchestration.sync.sync_checks import completeness_results
+from datalake_assets.orchestration.sync.sync_events import sync_events
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.catalog_phase import CatalogBehind

@@ -29,9 +29,9 @@ from datalake_assets.orchestration.sync.catalog_asset import (
     in_step_results,
     registered_hours,
 )
-from datalake_assets.orchestration.sync.sync_events import (
+from datalake_assets.orchestration.sync.report_hours import SYNC_REPORTS
+from datalake_assets.orchestration.sync.sync_checks import (
     CHECK_COMPLETENESS,
-    SYNC_REPORTS,
     completeness_results,
     table_check_results,
     targeted,
