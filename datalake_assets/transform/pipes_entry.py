@@ -12,7 +12,7 @@ Databricks (``orchestration/compute/databricks.py``) runs ``DATABRICKS_ENTRY_SCR
 
 With the Pipes arguments it opens Dagster Pipes (on AWS the context is read from S3 and
 messages are written to S3: ``dagster_pipes.PipesS3ContextLoader`` / ``PipesS3MessageWriter``;
-with ``--pipes-via storage`` both go through the lake's storage, ``pipes_storage.py``), logs its
+with ``--pipes-via storage`` both go through the lake's storage, ``orchestration/compute/pipes_channel.py``), logs its
 progress to the Dagster run and reports the outcome as a custom message::
 
     {"kind": "datalake_sync", "status": "finished", "report_path": ".../report.json",

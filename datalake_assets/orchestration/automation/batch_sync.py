@@ -8,7 +8,7 @@ run per tick they share one Spark session and one metastore, ~4 s a source
 (``bench/bench_sources.py``, bench/README.md).
 
 ``datalake_archive_sensor`` lists every source's archive as the per-source sensors do
-(``sensors.evaluate``, one cursor per source inside its own), and requests
+(``archive_cursor.evaluate``, one cursor per source inside its own), and requests
 ``datalake_sync_job`` with the due hours of every source as run config. Its op syncs source
 after source with the run's one ``SparkCompute``, and records what the source's own job would:
 the tables, quarantine and report of each source-hour as materializations of the source's
@@ -192,7 +192,7 @@ def build_batch_sensor(
     list_limit: int = DEFAULT_LIST_LIMIT,
 ) -> SensorDefinition:
     """``datalake_archive_sensor`` (module docstring). ``clock`` and ``lister``: as for
-    ``sensors.build_archive_sensor``."""
+    ``archive_sensor.build_archive_sensor``."""
     auto = settings.automation
     get_lister = kit.lazy_lister(lister, lambda: lister_for(settings.archive_root))
 

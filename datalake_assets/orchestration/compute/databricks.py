@@ -11,10 +11,10 @@ One ``run_sync``:
 2. **Submit** through Dagster Pipes: a ``spark_python_task`` running the entry script with
    ``--package <zip>`` (the script adds it to the session: driver and executors), the Pipes
    arguments and, after ``--``, ``SyncRequest.to_args()``. The Pipes context and messages go
-   through the lake's storage under ``_pipes/<run_id>/`` (``pipes_storage.py``), with the
+   through the lake's storage under ``_pipes/<run_id>/`` (``pipes_channel.py``), with the
    credentials the job already has for the lake. The run's ``timeout_seconds`` is both our
    timeouts: Databricks stops it even if Dagster is gone.
-3. **Wait**, polling ``runs/get`` (``remote.py``): past ``submit_timeout_s`` before it runs, or
+3. **Wait**, polling ``runs/get`` (``remote_compute.py``): past ``submit_timeout_s`` before it runs, or
    ``run_timeout_s`` running, or when the Dagster run is terminated, ``runs/cancel``, then wait
    (at most ``cancel_wait_s``) until Databricks has stopped the task.
 4. **Result**: as on EMR, the report the job wrote in the lake becomes the ``SyncReport``; a

@@ -2,7 +2,7 @@
 job run. Same interface as ``LocalSparkCompute``: only the resource changes, not the assets.
 
 This module holds what both backends share (``AwsSparkCompute``: staging and Pipes on S3;
-waiting, failures and the report are ``remote.py``'s, shared with Databricks); ``emr_steps.py``
+waiting, failures and the report are ``remote_compute.py``'s, shared with Databricks); ``emr_steps.py``
 holds ``EmrSparkCompute`` (a step of a cluster), ``emr_serverless.py``
 ``EmrServerlessCompute``, and ``emr_package.py`` the job's package.
 

@@ -1,6 +1,6 @@
 """The Segment import's asset ``[<slug>, segment_import]`` (daily partitions: the received
 day of a Segment day folder), its job, and the names and priorities both import sensors share
-(``import_sensors.py`` says how they fit together)."""
+(``import_definitions.py`` says how they fit together)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
   that could not be read (nothing of them is committed; re-materialize the day to retry).
 * ``<slug>_segment_import_sensor`` lists Segment's day folders from its cursor (a local listing
   of the day folders at or after it; on S3 ``StartAfter`` the cursor's day), fingerprints each
-  day's files (``sensors.fingerprint``: names, sizes, ETags or mtimes) and requests the import
+  day's files (``lake.listing.fingerprint``: names, sizes, ETags or mtimes) and requests the import
   job for each day folder that is new or changed, oldest first, at most ``max_queued_runs``
   queued at a time. Like the archive sensor, it lists again the day folders of the last
   ``recheck_hours`` (Segment writes a day's files during that day, a few a bit later), and
