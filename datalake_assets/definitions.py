@@ -15,7 +15,8 @@ server loads it for the webserver and the daemon, and attaches it to the definit
 reconstruction metadata. Dagster stores that metadata with every run it creates from this load,
 and a run worker rebuilds the definitions from it (``DefinitionsLoadType.RECONSTRUCTION``)
 instead of reading the lake again. So a run's graph is always the graph its launcher showed,
-even if syncs discovered tables since. ``automation/definitions_reload.py`` brings new tables in with a reload.
+even if syncs discovered tables since. ``automation/definitions_reload.py`` brings new tables in
+with a reload.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ One ``run_sync``:
    through the lake's storage under ``_pipes/<run_id>/`` (``pipes_channel.py``), with the
    credentials the job already has for the lake. The run's ``timeout_seconds`` is both our
    timeouts: Databricks stops it even if Dagster is gone.
-3. **Wait**, polling ``runs/get`` (``remote_compute.py``): past ``submit_timeout_s`` before it runs, or
-   ``run_timeout_s`` running, or when the Dagster run is terminated, ``runs/cancel``, then wait
-   (at most ``cancel_wait_s``) until Databricks has stopped the task.
+3. **Wait**, polling ``runs/get`` (``remote_compute.py``): past ``submit_timeout_s`` before it
+   runs, or ``run_timeout_s`` running, or when the Dagster run is terminated, ``runs/cancel``,
+   then wait (at most ``cancel_wait_s``) until Databricks has stopped the task.
 4. **Result**: as on EMR, the report the job wrote in the lake becomes the ``SyncReport``; a
    ``SyncError`` on the cluster is raised as a ``SyncError``; any other end is a
    ``dagster.Failure`` with the run's state, its message, the task's error (``runs/get-output``)

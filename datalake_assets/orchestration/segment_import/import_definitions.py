@@ -23,7 +23,8 @@ So importing years of Segment archive is: set ``segment_archive`` and ``start``,
 sensor work through the day folders (or backfill ``<slug>/segment_import`` in the UI), and every
 imported hour is synced without a manual step.
 Modules: ``import_asset`` (the asset, its job, the shared names), ``import_day_sensor`` (the
-import sensor), ``import_sync_sensor`` (the syncs after an import run); here, all of them for every source.
+import sensor), ``import_sync_sensor`` (the syncs after an import run); here, all of them for
+every source.
 """
 
 from __future__ import annotations
