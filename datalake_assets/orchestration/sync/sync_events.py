@@ -7,8 +7,9 @@ each carries **its own hour's** figures (the report's ``by_hour`` entries,
 widened columns. What only the batch as a whole measured is named as such (``batch_*``).
 
 Its checks are ``sync_checks.py``, its metadata ``sync_metadata.py``, an hour's figures
-``report_hours.py``. Used by the source's multi-asset (``source_assets.py``), the batched sensor job (``batch_sync.py``)
-and syncs outside Dagster recorded in the instance (``sync_records.py``).
+``report_hours.py``. Used by the source's multi-asset (``source_assets.py``), the batched
+sensor job (``automation/batch_sync.py``) and syncs outside Dagster recorded in the instance
+(``sync_records.py``).
 """
 
 from __future__ import annotations
