@@ -37,7 +37,7 @@ from datetime import timedelta
 from dagster import DagsterInstance, SensorResult, build_sensor_context
 
 from datalake_assets.definitions import build_definitions
-from datalake_assets.orchestration import sensors as sn
+from datalake_assets.lake.listing import Listing, LocalArchiveLister, S3ArchiveLister
 from datalake_assets.settings import load_settings
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
 
@@ -52,7 +52,7 @@ class CountingLister:
 
     def __init__(self, inner):
         self.inner = inner
-        self.last: sn.Listing | None = None
+        self.last: Listing | None = None
 
     def list_hours(self, *args, **kwargs):
         self.last = self.inner.list_hours(*args, **kwargs)
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             f"({time.perf_counter() - t:.1f} s to build)",
             file=sys.stderr,
         )
-        measure("local", root, tmp, hours, args.repeat, sn.LocalArchiveLister, rows)
+        measure("local", root, tmp, hours, args.repeat, LocalArchiveLister, rows)
 
         if not args.no_s3:
             import boto3
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                     tmp,
                     hours,
                     args.repeat,
-                    lambda: sn.S3ArchiveLister(client=client),
+                    lambda: S3ArchiveLister(client=client),
                     rows,
                 )
     finally:

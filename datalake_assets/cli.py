@@ -143,7 +143,7 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
         if env.get(name):  # resolved against this command's folder, not the project's
             env[name] = root
     # The definitions sensor reloads the code location through this server when syncs create
-    # event tables (datalake_assets/orchestration/reload.py).
+    # event tables (datalake_assets/orchestration/automation/definitions_reload.py).
     shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
     env.setdefault("DATALAKE_WEBSERVER_URL", f"http://{shown_host}:{args.port}")
     if settings.settings_file:
@@ -218,10 +218,10 @@ def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
 
 def record_in_dagster(settings: LakeSettings, source, report) -> None:
     """A sync outside Dagster, recorded in the instance ``datalake dev`` uses, if there is one
-    (``orchestration/sync_records.py``), so the UI shows its hours as materialized."""
+    (``orchestration/sync/sync_records.py``), so the UI shows its hours as materialized."""
     if not (dagster_home() / "dagster.yaml").is_file():
         return  # no instance (checked before importing Dagster: ~2 s a command otherwise)
-    from datalake_assets.orchestration.sync_records import existing_instance, record_sync
+    from datalake_assets.orchestration.sync.sync_records import existing_instance, record_sync
 
     try:
         instance = existing_instance()

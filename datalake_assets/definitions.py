@@ -3,6 +3,11 @@ job for all sources: ``[automation] sensor_runs``), the import of
 Segment's archive for sources that have one, the compute resource, the definitions sensor, and
 the privacy jobs (``forget_person``, its request-file sensor, the nightly summary compaction).
 
+Each concern of ``orchestration/`` builds its own ``Definitions`` (``sync/``, ``automation/``,
+``segment_import/``, ``dbt/``, ``erasure/``, ``maintenance/``); here they are merged, and what
+holds for the whole code location is set once: the compute resource (``compute/``), the
+in-process executor and the reconstruction metadata.
+
 How the graph stays one graph across processes (docs/concepts/dagster-model.md, "Event types
 and the asset graph"):
 ``defs`` reads the lake's state (each source's tables and partition start) once, when the code
@@ -10,7 +15,8 @@ server loads it for the webserver and the daemon, and attaches it to the definit
 reconstruction metadata. Dagster stores that metadata with every run it creates from this load,
 and a run worker rebuilds the definitions from it (``DefinitionsLoadType.RECONSTRUCTION``)
 instead of reading the lake again. So a run's graph is always the graph its launcher showed,
-even if syncs discovered tables since. ``reload.py`` brings new tables in with a reload.
+even if syncs discovered tables since. ``automation/definitions_reload.py`` brings new tables in
+with a reload.
 """
 
 from __future__ import annotations
@@ -24,29 +30,23 @@ from dagster._core.definitions.definitions_load_context import (
     DefinitionsLoadType,
 )
 
-from datalake_assets.orchestration.assets import build_source_assets
-from datalake_assets.orchestration.batch_sync import (
-    BatchSource,
-    build_batch_job,
-    build_batch_sensor,
+from datalake_assets.lake.listing import ArchiveLister
+from datalake_assets.orchestration.automation.automation_definitions import (
+    build_automation_definitions,
 )
-from datalake_assets.orchestration.import_sensors import build_import_automation
-from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
-from datalake_assets.orchestration.maintenance import build_maintenance_automation
-from datalake_assets.orchestration.models import build_model_assets, build_models_sensor
-from datalake_assets.orchestration.privacy_jobs import build_privacy_automation
-from datalake_assets.orchestration.reload import build_definitions_sensor, reload_job
-from datalake_assets.orchestration.resources import LocalSparkCompute, SparkCompute
-from datalake_assets.orchestration.sensors import (
-    ArchiveLister,
-    Clock,
-    build_archive_sensor,
-    build_sync_job,
-    find_lake_sync,
-    utc_now,
+from datalake_assets.orchestration.automation.sensor_toolkit import Clock, utc_now
+from datalake_assets.orchestration.compute.compute_factory import build_compute
+from datalake_assets.orchestration.dbt.model_assets import build_dbt_definitions
+from datalake_assets.orchestration.erasure.privacy_jobs import build_privacy_definitions
+from datalake_assets.orchestration.maintenance.table_maintenance import (
+    build_maintenance_definitions,
 )
+from datalake_assets.orchestration.segment_import.import_definitions import (
+    build_segment_import_definitions,
+)
+from datalake_assets.orchestration.sync.lake_state import LakeState, read_lake_state
+from datalake_assets.orchestration.sync.sync_definitions import build_sync_definitions
 from datalake_assets.settings import LakeSettings, load_settings
-from datalake_assets.settings.orchestration_section import sensor_runs_batched
 
 STATE_KEY = "datalake/lake_state"  # the reconstruction metadata key of the LakeState
 
@@ -62,105 +62,22 @@ def build_definitions(
     reach the archive sensors (tests, benchmarks)."""
     settings = settings or load_settings()
     state = state or read_lake_state(settings, clock)
-    assets, jobs, sensors = [], [reload_job], [build_definitions_sensor(settings, state)]
-    batched = sensor_runs_batched(settings.automation, settings.compute)
-    batch_sources, model_sources = [], []
-    for source_settings in settings.sources:
-        source = state.effective(source_settings)  # start resolved ("auto")
-        source_state = state.source(source)
-        source_assets = build_source_assets(settings, source, source_state)
-        assets.extend(source_assets)
-        model_assets = build_model_assets(settings, source, list(source_state.tables))
-        assets.extend(model_assets)
-        if model_assets:
-            model_sources.append(source)
-        job = build_sync_job(source, find_lake_sync(source, source_assets))
-        jobs.append(job)
-        if batched:
-            batch_sources.append(BatchSource(source, tuple(source_state.tables)))
-        else:
-            sensors.append(build_archive_sensor(settings, source, job, clock=clock, lister=lister))
-        if source.segment_archive:
-            more_assets, more_jobs, more_sensors = build_import_automation(
-                settings, source, job, clock=clock
-            )
-            assets.extend(more_assets)
-            jobs.extend(more_jobs)
-            sensors.extend(more_sensors)
-    if batch_sources:
-        batch_job = build_batch_job(settings, batch_sources)
-        jobs.append(batch_job)
-        sensors.append(
-            build_batch_sensor(settings, batch_sources, batch_job, clock=clock, lister=lister)
-        )
-    sensors.extend(build_models_sensor(settings, model_sources))
-    privacy_jobs, privacy_sensors, schedules = build_privacy_automation(settings, clock=clock)
-    jobs.extend(privacy_jobs)
-    sensors.extend(privacy_sensors)
-    maintenance_jobs, maintenance_schedules = build_maintenance_automation(settings)
-    jobs.extend(maintenance_jobs)
-    schedules = [*schedules, *maintenance_schedules]
-    resources = {"compute": build_compute(settings)}
-    return Definitions(
-        assets=assets,
-        jobs=jobs,
-        sensors=sensors,
-        schedules=schedules,
-        resources=resources,
-        # every job here is one step (a sync, an import): no step process per run (the UI's
-        # Materialize runs the implicit asset job; <slug>_sync_job sets it too)
-        executor=in_process_executor,
+    sync = build_sync_definitions(settings, state)
+    sync_jobs = {job.name: job for job in sync.jobs or ()}
+    return Definitions.merge(
+        build_automation_definitions(settings, state, sync_jobs, clock=clock, lister=lister),
+        sync,
+        build_segment_import_definitions(settings, state, sync_jobs, clock=clock),
+        build_dbt_definitions(settings, state),
+        build_privacy_definitions(settings, clock=clock),
+        build_maintenance_definitions(settings),
+        Definitions(
+            resources={"compute": build_compute(settings)},
+            # every job here is one step (a sync, an import): no step process per run (the
+            # UI's Materialize runs the implicit asset job; <slug>_sync_job sets it too)
+            executor=in_process_executor,
+        ),
     ).with_reconstruction_metadata({STATE_KEY: state.to_json()})
-
-
-def build_compute(settings: LakeSettings) -> SparkCompute:
-    """The compute resource of ``[compute] backend``: local Spark, an EMR cluster's steps,
-    EMR Serverless job runs or Databricks runs (the assets are the same)."""
-    c = settings.compute
-    if c.backend == "local":
-        return LocalSparkCompute.from_settings(settings)
-    waits = {
-        "submit_timeout_s": float(c.submit_timeout_s),
-        "run_timeout_s": float(c.run_timeout_s),
-        "poll_interval_s": float(c.poll_interval_s),
-        "conf": dict(c.conf),
-    }
-    if c.backend == "databricks":
-        from datalake_assets.orchestration.databricks import DatabricksSparkCompute
-
-        return DatabricksSparkCompute(
-            host=c.databricks_host,
-            cluster_id=c.databricks_cluster_id,
-            policy_id=c.databricks_policy_id,
-            spark_version=c.databricks_spark_version,
-            node_type=c.databricks_node_type,
-            max_workers=c.databricks_max_workers,
-            package_dir=c.databricks_package_dir,
-            libraries=list(c.databricks_libraries),
-            **waits,
-        )
-    from datalake_assets.orchestration.emr_serverless import EmrServerlessCompute
-    from datalake_assets.orchestration.emr_steps import EmrSparkCompute
-
-    common = {
-        "region": c.region,
-        "staging_prefix": c.staging_prefix,
-        "endpoint_url": c.endpoint_url,
-        **waits,
-    }
-    if c.backend == "emr":
-        return EmrSparkCompute(
-            cluster_id=c.cluster_id,
-            replay_cluster_id=c.replay_cluster_id,
-            deploy_mode=c.deploy_mode,
-            **common,
-        )
-    return EmrServerlessCompute(
-        application_id=c.application_id,
-        execution_role_arn=c.execution_role_arn,
-        log_uri=c.log_uri,
-        **common,
-    )
 
 
 def loaded_state(settings: LakeSettings) -> LakeState:

@@ -85,11 +85,11 @@ FORBIDDEN_THIRD_PARTY = {
 }
 # Dagster's private modules: one import in each of two places, each because Dagster 1.13
 # exports the class nowhere else: the definitions load context (definitions.py says why), and
-# the target materialization of a check evaluation (orchestration/sync_events.py: the UI
+# the target materialization of a check evaluation (orchestration/sync/sync_checks.py: the UI
 # counts an hour's check result only when it targets the hour's latest materialization).
 PRIVATE_DAGSTER_ALLOWED = {
     "datalake_assets.definitions",
-    "datalake_assets.orchestration.sync_events",
+    "datalake_assets.orchestration.sync.sync_checks",
 }
 
 

@@ -3,5 +3,5 @@ counts, and the user's own models, built on the platform's Spark in the lake's c
 
 ``project/`` is the shipped dbt project; ``workspace.py`` assembles and parses one project per
 source; ``engine.py`` says which Spark dbt reaches; ``erasure.py`` brings a privacy request to
-the models. No Dagster here: ``orchestration/models.py`` wires them as assets.
+the models. No Dagster here: ``orchestration/dbt/model_assets.py`` wires them as assets.
 """

@@ -86,7 +86,7 @@ def models_root(settings: LakeSettings, source: SourceSettings) -> str:
 
 
 def source_tables(settings: LakeSettings, source: SourceSettings) -> list[str]:
-    """The source's tables as its code location sees them (``orchestration/lake_state.py``
+    """The source's tables as its code location sees them (``orchestration/sync/lake_state.py``
     reads the same ``lake.records.source_tables``): the standard ones and every table of the
     lake's schema record."""
     return records.source_tables(settings.lake_root, source.lake_dir)

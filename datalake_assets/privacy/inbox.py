@@ -1,7 +1,7 @@
 """The request inbox: files that a ticketing system drops under ``<lake>/_privacy/requests/``,
 and the receipts left under ``<lake>/_privacy/state/inbox/`` once they are processed.
 
-The Dagster sensor ``privacy_requests_sensor`` (``orchestration/privacy_jobs.py``) lists the
+The Dagster sensor ``privacy_requests_sensor`` (``orchestration/erasure/privacy_jobs.py``) lists the
 inbox with ``list_inbox`` and requests one run per file. The job reads the file and runs the
 request. After a success it writes a receipt and deletes the file (``finish``), so no clear
 identity is left in the lake.

@@ -96,7 +96,7 @@ SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the 
 
 DEFAULT_SOURCE_ID = "demo"
 # "auto": the first hour of the source's raw archive, read when the code location loads
-# (datalake_assets.orchestration.lake_state); an explicit hour fixes it.
+# (datalake_assets.orchestration.sync.lake_state); an explicit hour fixes it.
 AUTO_START = "auto"
 DEFAULT_START = AUTO_START
 DEFAULT_ARCHIVE_DIR = "archive"  # relative to the home (defaults) or the settings file's folder

@@ -1,5 +1,5 @@
-"""``[automation]`` (the sensors, ``orchestration.sensors``) and ``[compute]`` (where the sync's
-Spark job runs: ``orchestration.resources``, ``.emr``, ``.databricks``)."""
+"""``[automation]`` (the sensors, ``orchestration.automation``) and ``[compute]`` (where the sync's
+Spark job runs: ``orchestration.compute``: local, EMR, Databricks)."""
 
 import dataclasses
 import os
@@ -67,7 +67,7 @@ def _libraries(value: Any) -> tuple[str, ...]:
 
 @settings_model
 class AutomationSettings:
-    """The archive sensors (``datalake_assets.orchestration.sensors``), one per source."""
+    """The archive sensors (``orchestration/automation/archive_sensor.py``), one per source."""
 
     # default status of the sensors: "running" or "stopped"
     sensors: OneOf(SENSOR_STATUSES, "sensor status", "'running' or 'stopped'") = "running"
@@ -76,7 +76,7 @@ class AutomationSettings:
     recheck_hours: Int(1, 720) = 48  # hours this recent are listed again for late files
     max_queued_runs: Int(1, 10000) = 24  # per source: no new requests while this many runs wait
     # "batched": one sensor (datalake_archive_sensor) and ONE run per tick for every due
-    # source-hour (one JVM and metastore for all; orchestration/batch_sync.py); "per_source":
+    # source-hour (one JVM and metastore for all; orchestration/automation/batch_sync.py); "per_source":
     # a sensor and a run per source-hour; "auto": batched with local compute, else per source
     sensor_runs: OneOf(SENSOR_RUNS, "sensor runs", "'auto', 'batched' or 'per_source'") = "auto"
     backfill_hours_per_run: Int(1, 744) = 24  # a backfill runs one Spark job per this many hours
@@ -115,7 +115,7 @@ def archive_sensor_name(automation: AutomationSettings, compute: Any, slug: str)
 
 @settings_model
 class ComputeSettings:
-    """Where the sync's Spark job runs (``orchestration.resources`` / ``orchestration.emr``).
+    """Where the sync's Spark job runs (``orchestration/compute/``).
 
     ``backend``: ``"local"`` (default: Spark in the run's process, ``[spark]``), ``"emr"`` (a
     step of the existing cluster ``cluster_id``; replays on ``replay_cluster_id`` if set) or

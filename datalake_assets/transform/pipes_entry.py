@@ -1,18 +1,18 @@
 """The sync on a cluster (EMR steps, EMR Serverless, Databricks): the entry point it runs.
 
-``datalake_assets.orchestration.emr`` submits::
+``datalake_assets.orchestration.compute.emr`` submits::
 
     spark-submit --py-files s3://<bucket>/_jobs/<sha256>/datalake_assets.zip \\
         s3://<bucket>/_jobs/<sha256>/pipes_entry.py \\
         [--dagster-pipes-context C --dagster-pipes-messages M] [--aws-region R] \\
         [--emr-cluster-id j-...] -- <the job's argv: SyncRequest.to_args()>
 
-Databricks (``orchestration/databricks.py``) runs ``DATABRICKS_ENTRY_SCRIPT`` as a
+Databricks (``orchestration/compute/databricks.py``) runs ``DATABRICKS_ENTRY_SCRIPT`` as a
 ``spark_python_task`` with the same arguments plus ``--package <zip> --pipes-via storage``.
 
 With the Pipes arguments it opens Dagster Pipes (on AWS the context is read from S3 and
 messages are written to S3: ``dagster_pipes.PipesS3ContextLoader`` / ``PipesS3MessageWriter``;
-with ``--pipes-via storage`` both go through the lake's storage, ``pipes_storage.py``), logs its
+with ``--pipes-via storage`` both go through the lake's storage, ``orchestration/compute/pipes_channel.py``), logs its
 progress to the Dagster run and reports the outcome as a custom message::
 
     {"kind": "datalake_sync", "status": "finished", "report_path": ".../report.json",

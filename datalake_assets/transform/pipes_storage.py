@@ -1,11 +1,11 @@
 """Dagster Pipes through the lake's own storage, the job's side (``dagster_pipes`` only).
 
-The Databricks backend (``orchestration/databricks.py``) writes the Pipes context to a file
+The Databricks backend (``orchestration/compute/databricks.py``) writes the Pipes context to a file
 under the lake storage's ``_pipes/<run_id>/`` and reads the message chunks the job writes next
 to it. Through ``lake.storage`` (pyarrow.fs) both sides reach the same files with the
 credentials the sync already needs for its own I/O: no DBFS, no second storage to grant.
 
-Params (made by ``orchestration/pipes_storage.py``): context ``{"location": <file>}``,
+Params (made by ``orchestration/compute/pipes_channel.py``): context ``{"location": <file>}``,
 messages ``{"location": <folder>}``, chunks ``<folder>/<index>.json`` as
 ``PipesBlobStoreMessageWriterChannel`` numbers them (1, 2, ...).
 """

@@ -18,7 +18,7 @@ from datalake_assets.ingest import segment_import as si
 from datalake_assets.ingest import segment_layout as sl
 from datalake_assets.ingest import segment_listing as sls
 from datalake_assets.lake import storage
-from datalake_assets.orchestration import sensors as sn
+from datalake_assets.lake.listing import lister_for
 from datalake_assets.settings import SourceSettings, load_settings
 from datalake_assets.settings.fields import SettingsError
 from datalake_assets.spec import layout
@@ -134,7 +134,7 @@ def test_every_line_lands_in_exactly_one_hour(roots, tmp_path):
             assert sum(outputs[rel].values()) == h["lines"]
         assert m["input"].endswith(f"/segment-logs/{SEGMENT_ID}/{sl.day_ms_of(day)}/{name}")
     assert "_imports/" in " ".join(rels)  # the manifests: outside every hour folder...
-    listing = sn.lister_for(roots[1]).list_hours(
+    listing = lister_for(roots[1]).list_hours(
         roots[1], SOURCE, ArchiveHour.parse("2026-11-01T00")
     )  # ...so the archive sensor sees exactly the outputs
     assert sorted(

@@ -118,7 +118,7 @@ def checks(settings) -> list[dict]:
     month hour, the quarantine's hour)."""
     from collections import Counter
 
-    from datalake_assets.orchestration.check_runs import lake_source
+    from datalake_assets.orchestration.sync.check_runs import lake_source
     from datalake_assets.spec.layout import ArchiveHour
     from datalake_assets.transform.recheck import table_hour
 
@@ -423,7 +423,9 @@ def test_the_command_and_the_maintenance_job_compact_and_report(lake, capsys):
     from dagster import DagsterInstance
 
     from datalake_assets.cli import main
-    from datalake_assets.orchestration.maintenance import build_maintenance_automation
+    from datalake_assets.orchestration.maintenance.table_maintenance import (
+        build_maintenance_automation,
+    )
 
     settings = lake["settings"]
     root = settings.lake_root

@@ -442,8 +442,8 @@ def test_dagster_materializes_iceberg_tables_and_runs_their_checks_alone(spark, 
     snapshot it committed; the checks run alone read the hour's files through Iceberg."""
     from dagster import AssetCheckKey, AssetKey, AssetSelection, DagsterInstance, materialize
 
-    from datalake_assets.orchestration.assets import build_source_assets
-    from datalake_assets.orchestration.resources import LocalSparkCompute
+    from datalake_assets.orchestration.compute.spark_compute import LocalSparkCompute
+    from datalake_assets.orchestration.sync.source_assets import build_source_assets
     from datalake_assets_tests.support.settings_files import load_lake_toml
 
     settings = load_lake_toml(
@@ -585,7 +585,7 @@ def test_the_maintenance_job_and_command_expire_what_the_retention_allows(tmp_pa
     from dagster import DagsterInstance
 
     from datalake_assets.cli import main
-    from datalake_assets.orchestration.maintenance import (
+    from datalake_assets.orchestration.maintenance.table_maintenance import (
         MAINTENANCE_JOB,
         build_maintenance_automation,
     )
@@ -804,7 +804,7 @@ def test_models_are_left_out_of_an_iceberg_lake_without_a_profile_that_reads_it(
     """The local models profile reads the tables through Spark's Hive catalog, which holds no
     Iceberg table: the models stay out of the graph, with the reason, instead of failing."""
     from datalake_assets.models.engine import can_run
-    from datalake_assets.orchestration.models import build_model_assets
+    from datalake_assets.orchestration.dbt.model_assets import build_model_assets
     from datalake_assets_tests.support.settings_files import load_lake_toml
 
     settings = load_lake_toml(

@@ -15,7 +15,7 @@ from dagster import (
 )
 
 from datalake_assets.definitions import build_definitions
-from datalake_assets.orchestration.lake_state import LakeState, SourceState
+from datalake_assets.orchestration.sync.lake_state import LakeState, SourceState
 from datalake_assets.spec.naming import STANDARD_TABLES
 from datalake_assets_tests.support.settings_files import load_lake_toml
 

@@ -10,7 +10,7 @@ import pytest
 from dagster import AssetKey, Definitions
 
 from datalake_assets.models.workspace import prepare_project
-from datalake_assets.orchestration.models import build_model_assets
+from datalake_assets.orchestration.dbt.model_assets import build_model_assets
 from datalake_assets_tests.support.settings_files import load_lake_toml
 
 TABLES = ["aliases", "groups", "identifies", "order_completed", "pages", "screens", "tracks"]

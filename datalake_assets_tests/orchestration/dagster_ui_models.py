@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from datalake_assets.ingest.demo import generate_archive
-from datalake_assets.orchestration.models import MODELS_SENSOR
+from datalake_assets.orchestration.dbt.model_assets import MODELS_SENSOR
 from datalake_assets.spec import layout
 from datalake_assets_tests.orchestration.dagster_ui import DagsterUI, poll
 from datalake_assets_tests.orchestration.dagster_ui_status import day_status

@@ -15,7 +15,7 @@ import boto3
 
 from datalake_assets.catalog.config import CatalogConfig
 from datalake_assets.lake.report import SyncReport, write_report
-from datalake_assets.orchestration import remote as remote_module
+from datalake_assets.orchestration.compute import remote_compute as remote_module
 from datalake_assets.spec import layout
 from datalake_assets.transform.job import SyncRequest
 

@@ -18,10 +18,10 @@ from dagster._core.definitions.definitions_load_context import (
 from dagster._core.definitions.repository_definition import RepositoryLoadData
 
 from datalake_assets.definitions import STATE_KEY, build_definitions, loaded_state
-from datalake_assets.orchestration.assets import build_source_assets, rules_code_version
-from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
-from datalake_assets.orchestration.reload import SENSOR_NAME, state_hash
-from datalake_assets.orchestration.resources import LocalSparkCompute
+from datalake_assets.orchestration.automation.definitions_reload import SENSOR_NAME, state_hash
+from datalake_assets.orchestration.compute.spark_compute import LocalSparkCompute
+from datalake_assets.orchestration.sync.lake_state import LakeState, read_lake_state
+from datalake_assets.orchestration.sync.source_assets import build_source_assets, rules_code_version
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets_tests.support.settings_files import load_lake_toml
 

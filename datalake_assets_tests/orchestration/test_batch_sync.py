@@ -27,8 +27,8 @@ from dagster import (
 )
 
 from datalake_assets.definitions import build_definitions
-from datalake_assets.orchestration import batch_sync as bs
-from datalake_assets.orchestration import sensors as sn
+from datalake_assets.orchestration.automation import batch_sync as bs
+from datalake_assets.orchestration.automation import sensor_toolkit as kit
 from datalake_assets.settings.orchestration_section import archive_sensor_name, sensor_runs_batched
 from datalake_assets.spec import layout
 from datalake_assets_tests.support.archive_builders import msg, write_hour
@@ -155,7 +155,7 @@ def test_one_run_per_tick_for_every_due_source_hour(tmp_path):
     first = h.tick()
     (request,) = first.run_requests
     assert items(request) == {"web": [H9, H10], "ios": [H9, H10]}  # android has no files
-    assert request.tags[sn.TRIGGER_TAG] == "sensor"
+    assert request.tags[kit.TRIGGER_TAG] == "sensor"
     assert request.tags[bs.SOURCE_HOURS_TAG] == f"web:{H9} web:{H10} ios:{H9} ios:{H10}"
     raw = Counter((tuple(e.asset_key.path), e.partition) for e in first.asset_events)
     assert raw == {
@@ -182,7 +182,7 @@ def test_one_run_per_tick_for_every_due_source_hour(tmp_path):
         DagsterRun(
             job_name=bs.BATCH_JOB,
             status=DagsterRunStatus.NOT_STARTED,
-            tags={sn.TRIGGER_TAG: "sensor"},
+            tags={kit.TRIGGER_TAG: "sensor"},
         )
     )
     h.write("android", H11)

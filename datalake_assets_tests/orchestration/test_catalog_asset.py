@@ -18,8 +18,8 @@ from dagster import (
 )
 
 from datalake_assets.definitions import build_definitions
-from datalake_assets.orchestration.assets import build_source_assets
-from datalake_assets.orchestration.resources import LocalSparkCompute
+from datalake_assets.orchestration.compute.spark_compute import LocalSparkCompute
+from datalake_assets.orchestration.sync.source_assets import build_source_assets
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.settings_files import load_lake_toml
 

@@ -6,9 +6,9 @@ import pytest
 from dagster import AssetCheckSeverity, DagsterInstance, materialize
 
 from datalake_assets.lake.report import TableChecks, TableReport
-from datalake_assets.orchestration.assets import build_source_assets
-from datalake_assets.orchestration.resources import LocalSparkCompute
-from datalake_assets.orchestration.sync_events import table_check_results
+from datalake_assets.orchestration.compute.spark_compute import LocalSparkCompute
+from datalake_assets.orchestration.sync.source_assets import build_source_assets
+from datalake_assets.orchestration.sync.sync_checks import table_check_results
 from datalake_assets.transform import dedup, local_path, sync
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.settings_files import load_lake_toml
@@ -164,7 +164,7 @@ def test_duplicates_check_driver_and_spark_paths_agree(spark, tmp_path, monkeypa
 def test_completeness_counts_the_lines_of_suppressed_identities(spark, settings):
     from datalake_assets.lake.identities import lake_key, write_suppressed
     from datalake_assets.lake.report import SourceReport
-    from datalake_assets.orchestration.sync_events import completeness_results
+    from datalake_assets.orchestration.sync.sync_checks import completeness_results
     from datalake_assets.spec.identity import identity, identity_hash
 
     write_hour(settings.archive_root, "web", HOUR, [msg("a1", userId="gone"), msg("a2")])

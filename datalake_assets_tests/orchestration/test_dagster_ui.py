@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from datalake_assets.orchestration.batch_sync import SOURCE_HOURS_TAG
+from datalake_assets.orchestration.automation.batch_sync import SOURCE_HOURS_TAG
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets_tests.orchestration import dagster_ui_models as models
 from datalake_assets_tests.orchestration.dagster_ui import DagsterUI, datalake_dev, poll

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from datalake_assets.orchestration.sync_records import CLI_NOTE
+from datalake_assets.orchestration.sync.sync_records import CLI_NOTE
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets_tests.orchestration.dagster_ui import (
     TERMINAL_RUN,

@@ -15,13 +15,17 @@ from databricks.sdk import WorkspaceClient
 from databricks.sdk.service.jobs import Run
 
 from datalake_assets.catalog.config import CatalogConfig
-from datalake_assets.orchestration.databricks import DatabricksSparkCompute, run_state
-from datalake_assets.orchestration.databricks_package import (
+from datalake_assets.orchestration.compute.databricks import DatabricksSparkCompute, run_state
+from datalake_assets.orchestration.compute.databricks_package import (
     databricks_package,
     package_dir_kind,
     stage_databricks_package,
 )
-from datalake_assets.orchestration.emr_package import ENTRY_FILE, PACKAGE_FILE, build_package
+from datalake_assets.orchestration.compute.emr_package import (
+    ENTRY_FILE,
+    PACKAGE_FILE,
+    build_package,
+)
 from datalake_assets.transform.job import parse_args
 from datalake_assets.transform.pipes_entry import split_argv
 from datalake_assets_tests.orchestration.databricks_fake import FAKE_TOKEN

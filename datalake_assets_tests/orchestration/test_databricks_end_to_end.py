@@ -16,8 +16,8 @@ import pytest
 from dagster import AssetKey, DagsterInstance, materialize
 
 from datalake_assets.lake.report import SyncReport
-from datalake_assets.orchestration import remote as remote_module
-from datalake_assets.orchestration.databricks import DatabricksSparkCompute
+from datalake_assets.orchestration.compute import remote_compute as remote_module
+from datalake_assets.orchestration.compute.databricks import DatabricksSparkCompute
 from datalake_assets_tests.orchestration.databricks_fake import live_processes
 from datalake_assets_tests.orchestration.test_emr_end_to_end import write_archive
 from datalake_assets_tests.support.settings_files import load_lake_toml
@@ -57,7 +57,7 @@ def the_run(fake):
 @pytest.mark.spark
 @pytest.mark.dagster
 def test_end_to_end_a_run_on_an_existing_cluster_reports_through_pipes(fake_databricks, tmp_path):
-    from datalake_assets.orchestration.assets import build_source_assets
+    from datalake_assets.orchestration.sync.source_assets import build_source_assets
 
     settings = settings_for(tmp_path)
     source = settings.sources[0]
@@ -128,7 +128,7 @@ def test_end_to_end_a_run_on_an_existing_cluster_reports_through_pipes(fake_data
 @pytest.mark.spark
 @pytest.mark.dagster
 def test_end_to_end_a_sync_error_on_a_job_cluster_fails_the_check(fake_databricks, tmp_path):
-    from datalake_assets.orchestration.assets import build_source_assets
+    from datalake_assets.orchestration.sync.source_assets import build_source_assets
 
     # Glue unreachable: the job fails with a SyncError (catalog) after writing nothing
     settings = settings_for(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from datalake_assets.orchestration.databricks import DatabricksSparkCompute
+from datalake_assets.orchestration.compute.databricks import DatabricksSparkCompute
 from datalake_assets.settings import load_settings
 from datalake_assets.settings.fields import SettingsError
 from datalake_assets.settings.orchestration_section import JOB_LIBRARIES
@@ -37,7 +37,7 @@ def load(tmp_path, text: str, **env: str):
 
 
 def test_databricks_settings_build_the_resource(tmp_path):
-    from datalake_assets.definitions import build_compute
+    from datalake_assets.orchestration.compute.compute_factory import build_compute
 
     compute = build_compute(load(tmp_path, DATABRICKS_TOML))
     assert isinstance(compute, DatabricksSparkCompute)

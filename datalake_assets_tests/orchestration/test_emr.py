@@ -20,13 +20,13 @@ from dagster import Failure
 
 from datalake_assets.catalog.config import CatalogConfig
 from datalake_assets.lake.report import SyncReport
-from datalake_assets.orchestration.emr_package import (
+from datalake_assets.orchestration.compute.emr_package import (
     ENTRY_FILE,
     PACKAGE_FILE,
     build_package,
     stage_package,
 )
-from datalake_assets.orchestration.emr_steps import (
+from datalake_assets.orchestration.compute.emr_steps import (
     EmrSparkCompute,
     step_failure_reason,
     step_log_location,

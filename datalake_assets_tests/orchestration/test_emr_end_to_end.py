@@ -19,8 +19,11 @@ import pytest
 from dagster import AssetKey, DagsterInstance, materialize
 
 from datalake_assets.lake.report import SyncReport
-from datalake_assets.orchestration.emr_serverless import JOB_RUN_TERMINAL, EmrServerlessCompute
-from datalake_assets.orchestration.emr_steps import EmrSparkCompute
+from datalake_assets.orchestration.compute.emr_serverless import (
+    JOB_RUN_TERMINAL,
+    EmrServerlessCompute,
+)
+from datalake_assets.orchestration.compute.emr_steps import EmrSparkCompute
 from datalake_assets_tests.orchestration.emr_helpers import (
     BUCKET,
     FAST,
@@ -105,7 +108,7 @@ start = "2026-11-01-00:00"
 @pytest.mark.spark
 @pytest.mark.dagster
 def test_end_to_end_an_emr_step_reports_through_pipes(moto_endpoint, tmp_path):
-    from datalake_assets.orchestration.assets import build_source_assets
+    from datalake_assets.orchestration.sync.source_assets import build_source_assets
 
     world = make_world(moto_endpoint)
     settings = e2e_settings(tmp_path, moto_endpoint)
@@ -180,7 +183,7 @@ def test_end_to_end_an_emr_step_reports_through_pipes(moto_endpoint, tmp_path):
 def test_end_to_end_a_sync_error_on_serverless_fails_the_check(
     moto_endpoint, tmp_path, monkeypatch
 ):
-    from datalake_assets.orchestration.assets import build_source_assets
+    from datalake_assets.orchestration.sync.source_assets import build_source_assets
 
     monkeypatch.setattr("moto.emrserverless.models.JOB_STATUS", "PENDING")
     world = make_world(moto_endpoint)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from dagster import Failure
 
-from datalake_assets.orchestration.emr_package import ENTRY_FILE, PACKAGE_FILE
-from datalake_assets.orchestration.emr_serverless import EmrServerlessCompute
+from datalake_assets.orchestration.compute.emr_package import ENTRY_FILE, PACKAGE_FILE
+from datalake_assets.orchestration.compute.emr_serverless import EmrServerlessCompute
 from datalake_assets.transform.job import parse_args
 from datalake_assets.transform.pipes_entry import split_argv
 from datalake_assets.transform.session import JOB_SPARK_CONF

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from datalake_assets.orchestration.emr_serverless import EmrServerlessCompute
-from datalake_assets.orchestration.emr_steps import EmrSparkCompute
+from datalake_assets.orchestration.compute.emr_serverless import EmrServerlessCompute
+from datalake_assets.orchestration.compute.emr_steps import EmrSparkCompute
 from datalake_assets.settings import load_settings
 from datalake_assets.settings.fields import SettingsError
 from datalake_assets_tests.orchestration.emr_helpers import ROLE
@@ -38,8 +38,8 @@ poll_interval_s = 30
 
 
 def test_compute_settings_choose_the_resource(tmp_path):
-    from datalake_assets.definitions import build_compute
-    from datalake_assets.orchestration.resources import LocalSparkCompute
+    from datalake_assets.orchestration.compute.compute_factory import build_compute
+    from datalake_assets.orchestration.compute.spark_compute import LocalSparkCompute
 
     home = {"DATALAKE_HOME": str(tmp_path / "home")}
     assert isinstance(build_compute(load_settings(env=home)), LocalSparkCompute)

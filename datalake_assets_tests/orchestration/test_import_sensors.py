@@ -18,10 +18,10 @@ from dagster import (
 from datalake_assets.definitions import build_definitions
 from datalake_assets.ingest import segment_layout as sl
 from datalake_assets.ingest import segment_listing as sls
-from datalake_assets.orchestration import import_asset as ia
-from datalake_assets.orchestration import import_day_sensor as ids
-from datalake_assets.orchestration import import_sync_sensor as iss
-from datalake_assets.orchestration import sensors as sn
+from datalake_assets.orchestration.automation import sensor_toolkit as kit
+from datalake_assets.orchestration.segment_import import import_asset as ia
+from datalake_assets.orchestration.segment_import import import_day_sensor as ids
+from datalake_assets.orchestration.segment_import import import_sync_sensor as iss
 from datalake_assets.settings import load_settings
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets_tests.support.segment_archive import (
@@ -139,9 +139,9 @@ def test_import_sensor_requests_new_and_changed_days(tmp_path):
     result = h.tick()
     reqs = requests(result)
     assert [r.partition_key for r in reqs] == [D1, D2]
-    fp = reqs[0].tags[sn.FINGERPRINT_TAG]
+    fp = reqs[0].tags[kit.FINGERPRINT_TAG]
     assert reqs[0].run_key == f"{SOURCE}:segment:{D1}:{fp}"
-    assert reqs[0].tags[sn.TRIGGER_TAG] == "sensor"
+    assert reqs[0].tags[kit.TRIGGER_TAG] == "sensor"
     # requests resolve against the import job (daily partitions, today included)
     data = h.sensor.evaluate_tick(
         build_sensor_context(instance=h.instance, cursor=None, definitions=h.defs)
@@ -230,7 +230,7 @@ def test_import_run_then_syncs_of_the_old_hours(tmp_path):
     assert check.check_name == ia.CHECK_ALL_FILES and check.passed
 
     reqs = h.syncs_after(result)
-    assert all(r.tags[sn.TRIGGER_TAG] == iss.IMPORT_TRIGGER for r in reqs)
+    assert all(r.tags[kit.TRIGGER_TAG] == iss.IMPORT_TRIGGER for r in reqs)
     assert all(r.tags[iss.IMPORT_RUN_TAG] == result.run_id for r in reqs)
     spans = [
         (

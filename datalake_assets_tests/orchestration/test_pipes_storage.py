@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 
-from datalake_assets.orchestration.pipes_storage import (
+from datalake_assets.orchestration.compute.pipes_channel import (
     StorageContextInjector,
     StorageMessageReader,
     default_pipes_root,

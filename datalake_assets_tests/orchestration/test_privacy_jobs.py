@@ -1,4 +1,4 @@
-"""The privacy jobs in Dagster (orchestration/privacy_jobs.py): definitions, the request-file
+"""The privacy jobs in Dagster (orchestration/erasure/privacy_jobs.py): definitions, the request-file
 sensor against a temp lake, the launchpad's config, the compaction job in process, and the
 forget job run in process on a request file."""
 
@@ -22,7 +22,7 @@ from dagster import (
 from datalake_assets.definitions import build_definitions
 from datalake_assets.lake import storage
 from datalake_assets.lake.identities import index_table
-from datalake_assets.orchestration import privacy_jobs as pj
+from datalake_assets.orchestration.erasure import privacy_jobs as pj
 from datalake_assets.privacy import inbox, summary, summary_lookup
 from datalake_assets.spec import layout
 from datalake_assets_tests.support.settings_files import load_lake_toml

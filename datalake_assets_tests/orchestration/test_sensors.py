@@ -22,8 +22,10 @@ from dagster import (
 )
 
 from datalake_assets.definitions import build_definitions
-from datalake_assets.orchestration import sensors as sn
-from datalake_assets.orchestration.sensors import SensorCursor
+from datalake_assets.lake.listing import LocalArchiveLister, S3ArchiveLister, lister_for
+from datalake_assets.orchestration.automation import archive_sensor as sn
+from datalake_assets.orchestration.automation import sensor_toolkit as kit
+from datalake_assets.orchestration.automation.archive_cursor import SensorCursor
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.settings_files import load_lake_toml, per_source_sensors
@@ -115,9 +117,9 @@ def test_new_settled_hour_requests_one_sync_and_records_the_raw_hour(harness):
     result = harness.tick()
     (req,) = requests(result)
     assert req.partition_key == "2026-11-21-10:00"
-    fp = req.tags[sn.FINGERPRINT_TAG]
+    fp = req.tags[kit.FINGERPRINT_TAG]
     assert req.run_key == f"{SOURCE}:2026-11-21T10:{fp}"
-    assert req.tags[sn.TRIGGER_TAG] == "sensor" and req.tags["dagster/priority"] == "1"
+    assert req.tags[kit.TRIGGER_TAG] == "sensor" and req.tags["dagster/priority"] == "1"
     (event,) = result.asset_events
     assert event.asset_key == RAW and event.partition == "2026-11-21-10:00"
     md = event.metadata
@@ -176,7 +178,7 @@ def test_a_late_file_requests_the_hour_again(harness):
     assert again.run_key != first.run_key
     (event,) = result.asset_events
     assert event.metadata["files"].value == 2
-    assert event.metadata["previous_fingerprint"].value == first.tags[sn.FINGERPRINT_TAG]
+    assert event.metadata["previous_fingerprint"].value == first.tags[kit.FINGERPRINT_TAG]
     # in-progress files ('.' or '_' names) are invisible, as they are to the sync
     hour_dir = archive_hour_dir(
         harness.settings.archive_root, SOURCE, ArchiveHour.parse("2026-11-21T10")
@@ -271,7 +273,7 @@ def test_a_long_history_is_requested_a_queue_at_a_time(tmp_path):
         for _ in range(n):
             h.instance.add_run(
                 DagsterRun(
-                    job_name="web_prod_sync_job", status=status, tags={sn.TRIGGER_TAG: "sensor"}
+                    job_name="web_prod_sync_job", status=status, tags={kit.TRIGGER_TAG: "sensor"}
                 )
             )
 
@@ -417,7 +419,7 @@ def test_s3_listing_pages_and_starts_after_the_cursor(tmp_path, s3):
         tmp_path, "[automation]\nmax_queued_runs = 10000\n", archive_root="s3://segment/raw"
     )
     clock = Clock("2026-11-22T09:00")  # all 510 hours (up to 2026-11-22T05) are due
-    h = Harness(settings, clock, lister=sn.S3ArchiveLister(client=s3, page_size=100))
+    h = Harness(settings, clock, lister=S3ArchiveLister(client=s3, page_size=100))
     result = h.tick()
     reqs = requests(result)
     assert [r.partition_key for r in reqs] == [x.partition_key for x in hours]
@@ -451,7 +453,7 @@ def test_s3_listing_limit_stops_at_an_hour_boundary(s3):
     h00, h01, h02 = (ArchiveHour.parse(f"2026-11-01T0{i}") for i in range(3))
     for hour in (h00, h01, h02):
         put_hour(s3, hour, names=[f"p{i}.jsonl.gz" for i in range(3)])
-    lister = sn.S3ArchiveLister(client=s3, page_size=2)
+    lister = S3ArchiveLister(client=s3, page_size=2)
     listing = lister.list_hours("s3://segment/raw", SOURCE, h00, limit=4)
     # the limit is reached within hour 01 (4th key): that hour is finished, the next one is not
     # started; the next tick lists again from hour 02
@@ -464,12 +466,12 @@ def test_s3_listing_limit_stops_at_an_hour_boundary(s3):
 
 
 def test_archive_roots_the_sensor_can_list():
-    assert isinstance(sn.lister_for("/data/archive"), sn.LocalArchiveLister)
-    assert isinstance(sn.lister_for("s3://b/p"), sn.S3ArchiveLister)
-    assert sn.S3ArchiveLister.split("s3://b/p/q", "web") == ("b", "p/q/web/")
-    assert sn.S3ArchiveLister.split("s3://b", "web") == ("b", "web/")
+    assert isinstance(lister_for("/data/archive"), LocalArchiveLister)
+    assert isinstance(lister_for("s3://b/p"), S3ArchiveLister)
+    assert S3ArchiveLister.split("s3://b/p/q", "web") == ("b", "p/q/web/")
+    assert S3ArchiveLister.split("s3://b", "web") == ("b", "web/")
     with pytest.raises(ValueError, match="gs://"):
-        sn.lister_for("gs://b/p")
+        lister_for("gs://b/p")
 
 
 # ------------------------------------------------------------------------------- dagster.yaml
@@ -486,7 +488,7 @@ def test_dagster_yaml_loads_with_the_run_queue_lanes(tmp_path):
         limits = {
             (lim["key"], lim.get("value")): lim["limit"] for lim in queue.tag_concurrency_limits
         }
-        assert limits == {("dagster/backfill", None): 1, (sn.TRIGGER_TAG, "sensor"): 3}
+        assert limits == {("dagster/backfill", None): 1, (kit.TRIGGER_TAG, "sensor"): 3}
         assert config.pool_config.default_pool_limit == 1
         assert config.pool_config.pool_granularity.value == "run"
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"

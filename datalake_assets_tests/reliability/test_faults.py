@@ -1,7 +1,7 @@
 """Faults: the sync killed at every stage, two syncs of one hour at once, a held lock.
 
 Each killed sync is a real process (``python -m datalake_assets.transform.job``) that dies by
-``SIGKILL``: at a named checkpoint (``transform/faults.py``) or from outside, while it reads.
+``SIGKILL``: at a named checkpoint (``lake/faults.py``) or from outside, while it reads.
 After each kill the lake is read as a reader would: every table partition holds its previous
 version or its new one, never a mix or both. Then one re-run must converge to exactly what a
 clean sync of the same archive produces in a fresh lake.

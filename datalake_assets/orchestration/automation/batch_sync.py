@@ -8,7 +8,7 @@ run per tick they share one Spark session and one metastore, ~4 s a source
 (``bench/bench_sources.py``, bench/README.md).
 
 ``datalake_archive_sensor`` lists every source's archive as the per-source sensors do
-(``sensors.evaluate``, one cursor per source inside its own), and requests
+(``archive_cursor.evaluate``, one cursor per source inside its own), and requests
 ``datalake_sync_job`` with the due hours of every source as run config. Its op syncs source
 after source with the run's one ``SparkCompute``, and records what the source's own job would:
 the tables, quarantine and report of each source-hour as materializations of the source's
@@ -40,9 +40,12 @@ from dagster import (
 )
 
 from datalake_assets.lake.listing import DEFAULT_LIST_LIMIT, ArchiveLister, lister_for
-from datalake_assets.orchestration import sensors as sn
-from datalake_assets.orchestration.resources import SparkCompute
-from datalake_assets.orchestration.sync_events import completeness_results, sync_events
+from datalake_assets.orchestration.automation import archive_cursor as ac
+from datalake_assets.orchestration.automation import archive_sensor as sn
+from datalake_assets.orchestration.automation import sensor_toolkit as kit
+from datalake_assets.orchestration.compute.spark_compute import SparkCompute
+from datalake_assets.orchestration.sync.sync_checks import completeness_results
+from datalake_assets.orchestration.sync.sync_events import sync_events
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.orchestration_section import BATCH_SENSOR
 from datalake_assets.spec.layout import ArchiveHour
@@ -158,15 +161,15 @@ def _sync_one(
 # ---------------------------------------------------------------------------------- the sensor
 
 
-def parse_cursor(text: str | None) -> dict[str, sn.SensorCursor]:
+def parse_cursor(text: str | None) -> dict[str, ac.SensorCursor]:
     """``{"v": 1, "sources": {<source id>: <a per-source sensor's cursor, as an object>}}``."""
     if not text:
         return {}
     try:
         data = json.loads(text)
-        if data.get("v") != sn.CURSOR_VERSION:
+        if data.get("v") != ac.CURSOR_VERSION:
             raise ValueError(f"unknown cursor version {data.get('v')!r}")
-        return {k: sn.SensorCursor.parse(json.dumps(v)) for k, v in data["sources"].items()}
+        return {k: ac.SensorCursor.parse(json.dumps(v)) for k, v in data["sources"].items()}
     except (ValueError, TypeError, AttributeError, KeyError) as e:
         raise ValueError(
             f"{BATCH_SENSOR} cursor not understood ({e}): {text[:200]!r}. Resetting it in the "
@@ -174,9 +177,9 @@ def parse_cursor(text: str | None) -> dict[str, sn.SensorCursor]:
         ) from None
 
 
-def serialize_cursor(cursors: dict[str, sn.SensorCursor]) -> str:
+def serialize_cursor(cursors: dict[str, ac.SensorCursor]) -> str:
     sources = {k: json.loads(c.serialize()) for k, c in sorted(cursors.items())}
-    return json.dumps({"v": sn.CURSOR_VERSION, "sources": sources}, separators=(",", ":"))
+    return json.dumps({"v": ac.CURSOR_VERSION, "sources": sources}, separators=(",", ":"))
 
 
 def build_batch_sensor(
@@ -184,20 +187,20 @@ def build_batch_sensor(
     sources: Sequence[BatchSource],
     job_def: Any,
     *,
-    clock: sn.Clock = sn.utc_now,
+    clock: kit.Clock = kit.utc_now,
     lister: ArchiveLister | None = None,
     list_limit: int = DEFAULT_LIST_LIMIT,
 ) -> SensorDefinition:
     """``datalake_archive_sensor`` (module docstring). ``clock`` and ``lister``: as for
-    ``sensors.build_archive_sensor``."""
+    ``archive_sensor.build_archive_sensor``."""
     auto = settings.automation
-    get_lister = sn.lazy_lister(lister, lambda: lister_for(settings.archive_root))
+    get_lister = kit.lazy_lister(lister, lambda: lister_for(settings.archive_root))
 
     @sensor(
         name=BATCH_SENSOR,
         job=job_def,
         minimum_interval_seconds=auto.interval_seconds,
-        default_status=sn.sensor_status(auto),
+        default_status=kit.sensor_status(auto),
         description=(
             f"Lists new or changed hours of every source's archive under "
             f"{settings.archive_root} (re-checking the last {auto.recheck_hours} h "
@@ -206,23 +209,23 @@ def build_batch_sensor(
         ),
     )
     def datalake_archive_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
-        queued = sn.queued_runs(context, BATCH_JOB)
+        queued = kit.queued_runs(context, BATCH_JOB)
         if queued:
             return SkipReason(
                 f"a {BATCH_JOB} run requested by this sensor is still queued: "
                 "listing again once it starts"
             )
         previous = parse_cursor(context.cursor)
-        cursors: dict[str, sn.SensorCursor] = {}  # sources gone from the settings are dropped
-        now = sn.clock_time(clock)
+        cursors: dict[str, ac.SensorCursor] = {}  # sources gone from the settings are dropped
+        now = kit.clock_time(clock)
         items, events, notes = [], [], []
         for entry in sources:
             source = entry.source
             start = ArchiveHour.parse(source.start)
             cursor = previous.get(source.id) or own_sensor_cursor(context, source)
-            since = cursor.listing_start(start, sn.recheck_window_start(now, auto))
+            since = cursor.listing_start(start, ac.recheck_window_start(now, auto))
             listing = get_lister().list_hours(settings.archive_root, source.id, since, list_limit)
-            result = sn.evaluate(
+            result = ac.evaluate(
                 listing,
                 cursor,
                 start=start,
@@ -258,7 +261,7 @@ def build_batch_sensor(
     return datalake_archive_sensor
 
 
-def own_sensor_cursor(context: SensorEvaluationContext, source: SourceSettings) -> sn.SensorCursor:
+def own_sensor_cursor(context: SensorEvaluationContext, source: SourceSettings) -> ac.SensorCursor:
     """Where a source's own sensor (``sensor_runs = "per_source"``, before a switch to batched
     runs) stopped, if the instance remembers it: the batched sensor goes on from there instead
     of listing, and syncing again, every hour since the source's start. Else a new cursor."""
@@ -266,15 +269,15 @@ def own_sensor_cursor(context: SensorEvaluationContext, source: SourceSettings) 
     try:
         states = context.instance.all_instigator_state()
     except Exception:  # noqa: BLE001 - an instance without schedule storage: nothing to go on
-        return sn.SensorCursor()
+        return ac.SensorCursor()
     for state in states:
         cursor = getattr(state.instigator_data, "cursor", None)
         if state.instigator_name == name and cursor:
             try:
-                return sn.SensorCursor.parse(cursor)
+                return ac.SensorCursor.parse(cursor)
             except ValueError:
                 break
-    return sn.SensorCursor()
+    return ac.SensorCursor()
 
 
 def batch_run_request(items: list[dict]) -> RunRequest:
@@ -288,8 +291,8 @@ def batch_run_request(items: list[dict]) -> RunRequest:
         run_key=f"batch:{key}",
         run_config={"ops": {"sync_due_hours": {"config": {"items": items}}}},
         tags={
-            sn.TRIGGER_TAG: "sensor",
-            sn.PRIORITY_TAG: sn.SENSOR_PRIORITY,
+            kit.TRIGGER_TAG: "sensor",
+            kit.PRIORITY_TAG: sn.SENSOR_PRIORITY,
             SOURCE_HOURS_TAG: listed,
         },
     )

@@ -19,13 +19,15 @@ from dagster import (
 )
 
 from datalake_assets.ingest.segment_import import hour_ranges
-from datalake_assets.orchestration import sensors as sn
-from datalake_assets.orchestration.import_asset import (
+from datalake_assets.orchestration.automation import archive_sensor as sn
+from datalake_assets.orchestration.automation import sensor_toolkit as kit
+from datalake_assets.orchestration.segment_import.import_asset import (
     IMPORT_ASSET,
     SYNC_PRIORITY,
     import_job_name,
     import_sync_sensor_name,
 )
+from datalake_assets.orchestration.sync import sync_job as sj
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.orchestration_section import AutomationSettings
 from datalake_assets.spec.layout import ArchiveHour
@@ -71,7 +73,11 @@ def sync_requests_after_import(
     limit = min(handoff_hour(now, automation), ArchiveHour.of(now))  # the open hour: not yet
     wanted = [h for h in hours if start <= h < limit]
     left = [h for h in hours if h >= limit]
-    tags = {sn.TRIGGER_TAG: IMPORT_TRIGGER, sn.PRIORITY_TAG: SYNC_PRIORITY, IMPORT_RUN_TAG: run_id}
+    tags = {
+        kit.TRIGGER_TAG: IMPORT_TRIGGER,
+        kit.PRIORITY_TAG: SYNC_PRIORITY,
+        IMPORT_RUN_TAG: run_id,
+    }
     requests = []
     for first, last in hour_ranges(wanted, automation.backfill_hours_per_run):
         run_key = f"{source.id}:import:{run_id}:{first}"
@@ -96,10 +102,10 @@ def sync_requests_after_import(
 def build_import_sync_sensor(
     settings: LakeSettings,
     source: SourceSettings,
-    import_job: sn.AssetJob,
-    sync_job: sn.AssetJob,
+    import_job: kit.AssetJob,
+    sync_job: kit.AssetJob,
     *,
-    clock: sn.Clock = sn.utc_now,
+    clock: kit.Clock = kit.utc_now,
 ) -> SensorDefinition:
     auto = settings.automation
     key = AssetKey([source.slug, IMPORT_ASSET])
@@ -110,10 +116,10 @@ def build_import_sync_sensor(
         monitored_jobs=[import_job],
         request_job=sync_job,
         minimum_interval_seconds=auto.interval_seconds,
-        default_status=sn.sensor_status(auto),
+        default_status=kit.sensor_status(auto),
         description=(
             f"After each successful {import_job_name(source)} run, requests "
-            f"{sn.job_name(source)} for the hours it changed that are older than the archive "
+            f"{sj.job_name(source)} for the hours it changed that are older than the archive "
             f"sensor's re-check window ({auto.recheck_hours} h)."
         ),
     )
@@ -121,7 +127,7 @@ def build_import_sync_sensor(
         run = context.dagster_run
         hours = changed_hours_of_run(context.instance, run.run_id, key)
         requests, left = sync_requests_after_import(
-            source, hours, run_id=run.run_id, now=sn.clock_time(clock), automation=auto
+            source, hours, run_id=run.run_id, now=kit.clock_time(clock), automation=auto
         )
         context.log.info(
             f"import run {run.run_id} changed {len(hours)} hours: {len(requests)} sync runs "

@@ -21,16 +21,15 @@ from dagster import (
     MaterializeResult,
 )
 
-from datalake_assets.orchestration.catalog_asset import (
+from datalake_assets.orchestration.compute.spark_compute import SparkCompute
+from datalake_assets.orchestration.sync.catalog_asset import (
     CHECK_IN_STEP,
     catalog_key,
     in_step_results,
     registered_hours,
 )
-from datalake_assets.orchestration.resources import SparkCompute
-from datalake_assets.orchestration.sync_events import (
+from datalake_assets.orchestration.sync.sync_checks import (
     CHECK_COMPLETENESS,
-    SYNC_REPORTS,
     completeness_results,
     table_check_results,
     targeted,
@@ -38,6 +37,7 @@ from datalake_assets.orchestration.sync_events import (
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.spec.naming import SYNC_REPORTS
 from datalake_assets.transform.catalog_phase import CatalogBehind
 from datalake_assets.transform.recheck import LakeSource, latest_synced_hours, recheck
 from datalake_assets.transform.request import request_from_settings

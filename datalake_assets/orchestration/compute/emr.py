@@ -2,8 +2,8 @@
 job run. Same interface as ``LocalSparkCompute``: only the resource changes, not the assets.
 
 This module holds what both backends share (``AwsSparkCompute``: staging and Pipes on S3;
-waiting, failures and the report are ``remote.py``'s, shared with Databricks); ``emr_steps.py``
-holds ``EmrSparkCompute`` (a step of a cluster), ``emr_serverless.py``
+waiting, failures and the report are ``remote_compute.py``'s, shared with Databricks);
+``emr_steps.py`` holds ``EmrSparkCompute`` (a step of a cluster), ``emr_serverless.py``
 ``EmrServerlessCompute``, and ``emr_package.py`` the job's package.
 
 One ``run_sync``:
@@ -49,17 +49,16 @@ from pydantic import Field
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.report import SyncReport
-from datalake_assets.orchestration.emr_package import (
+from datalake_assets.orchestration.compute.emr_package import (
     StagedPackage,
     default_staging_prefix,
     dir_uri,
     split_s3_uri,
     stage_package,
 )
-from datalake_assets.orchestration.remote import (  # noqa: F401 - RemoteRun/Status: re-exported
+from datalake_assets.orchestration.compute.remote_compute import (
     RemoteRun,
     RemoteSparkCompute,
-    RemoteStatus,
     WithoutTypedEventStream,
     sync_message,
 )

@@ -27,6 +27,7 @@ from typing import Any
 
 from dagster import (
     Config,
+    Definitions,
     Failure,
     MetadataValue,
     OpExecutionContext,
@@ -43,7 +44,12 @@ from dagster import (
 from pydantic import Field
 
 from datalake_assets.models.erasure import reach_models
-from datalake_assets.orchestration.sensors import Clock, schedule_status, sensor_status, utc_now
+from datalake_assets.orchestration.automation.sensor_toolkit import (
+    Clock,
+    schedule_status,
+    sensor_status,
+    utc_now,
+)
 from datalake_assets.privacy import inbox, summary
 from datalake_assets.privacy.forget import forget
 from datalake_assets.privacy.request import load_request_file, request_from_dict
@@ -295,9 +301,7 @@ def build_requests_sensor(
     return privacy_requests_sensor
 
 
-def build_privacy_automation(
-    settings: LakeSettings, *, clock: Clock = utc_now
-) -> tuple[list[Any], list[SensorDefinition], list[ScheduleDefinition]]:
+def build_privacy_definitions(settings: LakeSettings, *, clock: Clock = utc_now) -> Definitions:
     """The privacy jobs, the inbox sensor and the compaction schedule."""
     forget_job = build_forget_job(settings)
     compact_job = build_compact_job(settings)
@@ -309,8 +313,8 @@ def build_privacy_automation(
         default_status=schedule_status(settings.automation),
         description="Nightly: identity summaries up to date (privacy/summary.py).",
     )
-    return (
-        [forget_job, compact_job],
-        [build_requests_sensor(settings, forget_job, clock=clock)],
-        [schedule],
+    return Definitions(
+        jobs=[forget_job, compact_job],
+        sensors=[build_requests_sensor(settings, forget_job, clock=clock)],
+        schedules=[schedule],
     )

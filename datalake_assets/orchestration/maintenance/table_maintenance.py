@@ -10,6 +10,7 @@ from typing import Any
 from dagster import (
     AssetKey,
     AssetObservation,
+    Definitions,
     In,
     MetadataValue,
     Nothing,
@@ -23,7 +24,7 @@ from dagster import (
 from datalake_assets.lake.formats import SourceTables, table_format
 from datalake_assets.lake.formats.compaction import compact_source, report_lines, write_report
 from datalake_assets.lake.formats.maintain import maintain_source
-from datalake_assets.orchestration.sensors import schedule_status
+from datalake_assets.orchestration.automation.sensor_toolkit import schedule_status
 from datalake_assets.settings import LakeSettings
 from datalake_assets.settings.formats_section import FormatConfig
 
@@ -115,3 +116,10 @@ def build_maintenance_automation(settings: LakeSettings) -> tuple[list[Any], lis
         description="Nightly: the table format's maintenance (lake/formats/maintain.py).",
     )
     return [table_maintenance], [schedule]
+
+
+def build_maintenance_definitions(settings: LakeSettings) -> Definitions:
+    """The table maintenance job and its nightly schedule (none when the lake's format keeps
+    no old versions)."""
+    jobs, schedules = build_maintenance_automation(settings)
+    return Definitions(jobs=jobs, schedules=schedules)

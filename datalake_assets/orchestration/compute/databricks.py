@@ -11,12 +11,12 @@ One ``run_sync``:
 2. **Submit** through Dagster Pipes: a ``spark_python_task`` running the entry script with
    ``--package <zip>`` (the script adds it to the session: driver and executors), the Pipes
    arguments and, after ``--``, ``SyncRequest.to_args()``. The Pipes context and messages go
-   through the lake's storage under ``_pipes/<run_id>/`` (``pipes_storage.py``), with the
+   through the lake's storage under ``_pipes/<run_id>/`` (``pipes_channel.py``), with the
    credentials the job already has for the lake. The run's ``timeout_seconds`` is both our
    timeouts: Databricks stops it even if Dagster is gone.
-3. **Wait**, polling ``runs/get`` (``remote.py``): past ``submit_timeout_s`` before it runs, or
-   ``run_timeout_s`` running, or when the Dagster run is terminated, ``runs/cancel``, then wait
-   (at most ``cancel_wait_s``) until Databricks has stopped the task.
+3. **Wait**, polling ``runs/get`` (``remote_compute.py``): past ``submit_timeout_s`` before it
+   runs, or ``run_timeout_s`` running, or when the Dagster run is terminated, ``runs/cancel``,
+   then wait (at most ``cancel_wait_s``) until Databricks has stopped the task.
 4. **Result**: as on EMR, the report the job wrote in the lake becomes the ``SyncReport``; a
    ``SyncError`` on the cluster is raised as a ``SyncError``; any other end is a
    ``dagster.Failure`` with the run's state, its message, the task's error (``runs/get-output``)
@@ -47,17 +47,17 @@ from pydantic import Field
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.report import SyncReport
-from datalake_assets.orchestration.databricks_package import (
+from datalake_assets.orchestration.compute.databricks_package import (
     DEFAULT_PACKAGE_DIR,
     DatabricksPackage,
     stage_databricks_package,
 )
-from datalake_assets.orchestration.pipes_storage import (
+from datalake_assets.orchestration.compute.pipes_channel import (
     StorageContextInjector,
     StorageMessageReader,
     default_pipes_root,
 )
-from datalake_assets.orchestration.remote import (
+from datalake_assets.orchestration.compute.remote_compute import (
     RemoteRun,
     RemoteSparkCompute,
     RemoteStatus,

@@ -7,7 +7,7 @@
   that could not be read (nothing of them is committed; re-materialize the day to retry).
 * ``<slug>_segment_import_sensor`` lists Segment's day folders from its cursor (a local listing
   of the day folders at or after it; on S3 ``StartAfter`` the cursor's day), fingerprints each
-  day's files (``sensors.fingerprint``: names, sizes, ETags or mtimes) and requests the import
+  day's files (``lake.listing.fingerprint``: names, sizes, ETags or mtimes) and requests the import
   job for each day folder that is new or changed, oldest first, at most ``max_queued_runs``
   queued at a time. Like the archive sensor, it lists again the day folders of the last
   ``recheck_hours`` (Segment writes a day's files during that day, a few a bit later), and
@@ -23,37 +23,54 @@ So importing years of Segment archive is: set ``segment_archive`` and ``start``,
 sensor work through the day folders (or backfill ``<slug>/segment_import`` in the UI), and every
 imported hour is synced without a manual step.
 Modules: ``import_asset`` (the asset, its job, the shared names), ``import_day_sensor`` (the
-import sensor), ``import_sync_sensor`` (the syncs after an import run); here, all of a source.
+import sensor), ``import_sync_sensor`` (the syncs after an import run); here, all of them for
+every source.
 """
 
 from __future__ import annotations
 
-from dagster import AssetsDefinition, SensorDefinition
+from collections.abc import Mapping
+
+from dagster import AssetsDefinition, Definitions, SensorDefinition
 
 from datalake_assets.ingest.segment_listing import SegmentLister
-from datalake_assets.orchestration import sensors as sn
-from datalake_assets.orchestration.import_asset import build_import_asset, build_import_job
-from datalake_assets.orchestration.import_day_sensor import build_import_sensor
-from datalake_assets.orchestration.import_sync_sensor import build_import_sync_sensor
-from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.orchestration.automation.sensor_toolkit import AssetJob, Clock, utc_now
+from datalake_assets.orchestration.segment_import.import_asset import (
+    build_import_asset,
+    build_import_job,
+)
+from datalake_assets.orchestration.segment_import.import_day_sensor import build_import_sensor
+from datalake_assets.orchestration.segment_import.import_sync_sensor import build_import_sync_sensor
+from datalake_assets.orchestration.sync.lake_state import LakeState
+from datalake_assets.orchestration.sync.sync_job import job_name
+from datalake_assets.settings import LakeSettings
 
 
-def build_import_automation(
+def build_segment_import_definitions(
     settings: LakeSettings,
-    source: SourceSettings,
-    sync_job: sn.AssetJob,
+    state: LakeState,
+    sync_jobs: Mapping[str, AssetJob],
     *,
-    clock: sn.Clock = sn.utc_now,
+    clock: Clock = utc_now,
     lister: SegmentLister | None = None,
-) -> tuple[list[AssetsDefinition], list[sn.AssetJob], list[SensorDefinition]]:
-    """The import asset, its job and both sensors of a source with a ``segment_archive``."""
-    import_asset = build_import_asset(settings, source, lister)
-    job = build_import_job(source, import_asset)
-    return (
-        [import_asset],
-        [job],
-        [
+) -> Definitions:
+    """For each source with a ``segment_archive``: the import asset, its job and both sensors
+    (the second requests the source's sync job, found by name in ``sync_jobs``)."""
+    assets: list[AssetsDefinition] = []
+    jobs: list[AssetJob] = []
+    sensors: list[SensorDefinition] = []
+    for source_settings in settings.sources:
+        source = state.effective(source_settings)  # start resolved ("auto")
+        if not source.segment_archive:
+            continue
+        import_asset = build_import_asset(settings, source, lister)
+        job = build_import_job(source, import_asset)
+        assets.append(import_asset)
+        jobs.append(job)
+        sensors += [
             build_import_sensor(settings, source, job, clock=clock, lister=lister),
-            build_import_sync_sensor(settings, source, job, sync_job, clock=clock),
-        ],
-    )
+            build_import_sync_sensor(
+                settings, source, job, sync_jobs[job_name(source)], clock=clock
+            ),
+        ]
+    return Definitions(assets=assets, jobs=jobs, sensors=sensors)

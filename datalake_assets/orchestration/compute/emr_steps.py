@@ -9,13 +9,9 @@ from typing import Any
 from dagster import Failure
 from pydantic import Field
 
-from datalake_assets.orchestration.emr import (
-    AwsSparkCompute,
-    RemoteRun,
-    RemoteStatus,
-    client_error,
-)
-from datalake_assets.orchestration.emr_package import StagedPackage, dir_uri
+from datalake_assets.orchestration.compute.emr import AwsSparkCompute, client_error
+from datalake_assets.orchestration.compute.emr_package import StagedPackage, dir_uri
+from datalake_assets.orchestration.compute.remote_compute import RemoteRun, RemoteStatus
 from datalake_assets.transform.request import SyncRequest
 
 STEP_RUNNING = frozenset({"RUNNING"})

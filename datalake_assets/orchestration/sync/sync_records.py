@@ -20,8 +20,8 @@ from dataclasses import replace
 from dagster import AssetCheckEvaluation, AssetMaterialization, DagsterInstance
 
 from datalake_assets.lake.report import SyncReport
-from datalake_assets.orchestration.lake_state import read_source_state
-from datalake_assets.orchestration.sync_events import sync_events
+from datalake_assets.orchestration.sync.lake_state import read_source_state
+from datalake_assets.orchestration.sync.sync_events import sync_events
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.orchestration_section import dagster_home
 from datalake_assets.spec.layout import ArchiveHour

@@ -41,7 +41,7 @@ from dagster import (
     sensor,
 )
 
-from datalake_assets.orchestration.lake_state import LakeState, read_lake_state
+from datalake_assets.orchestration.sync.lake_state import LakeState, read_lake_state
 from datalake_assets.settings import LakeSettings
 
 SENSOR_NAME = "lake_definitions_sensor"

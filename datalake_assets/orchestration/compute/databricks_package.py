@@ -26,7 +26,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from datalake_assets.orchestration.emr_package import ENTRY_FILE, PACKAGE_FILE, build_package
+from datalake_assets.orchestration.compute.emr_package import (
+    ENTRY_FILE,
+    PACKAGE_FILE,
+    build_package,
+)
 from datalake_assets.spec import layout
 from datalake_assets.transform.pipes_entry import DATABRICKS_ENTRY_SCRIPT
 

@@ -34,26 +34,22 @@ from dagster import (
     multi_asset,
 )
 
-from datalake_assets.orchestration.catalog_asset import catalog_key, catalog_specs
-from datalake_assets.orchestration.check_runs import register_catalog_alone, run_checks_alone
-from datalake_assets.orchestration.lake_state import SourceState, read_source_state
-from datalake_assets.orchestration.resources import SparkCompute
-from datalake_assets.orchestration.sync_events import (
+from datalake_assets.orchestration.compute.spark_compute import SparkCompute
+from datalake_assets.orchestration.sync.catalog_asset import catalog_key, catalog_specs
+from datalake_assets.orchestration.sync.check_runs import register_catalog_alone, run_checks_alone
+from datalake_assets.orchestration.sync.lake_state import SourceState, read_source_state
+from datalake_assets.orchestration.sync.sync_checks import (
     CHECK_COMPLETENESS,
     CHECK_CONFORMANCE,
     CHECK_DUPLICATES,
     CHECK_TYPE_DRIFT,
-    QUARANTINE,
-    RAW_ARCHIVE,
-    SYNC_REPORTS,
     completeness_results,
-    sync_events,
-    table_name,
-    table_uri,
 )
+from datalake_assets.orchestration.sync.sync_events import sync_events
+from datalake_assets.orchestration.sync.sync_metadata import table_name, table_uri
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
-from datalake_assets.spec.naming import STANDARD_TABLES
+from datalake_assets.spec.naming import QUARANTINE, RAW_ARCHIVE, STANDARD_TABLES, SYNC_REPORTS
 from datalake_assets.transform.catalog_phase import CatalogBehind
 from datalake_assets.transform.request import SyncError, request_from_settings
 

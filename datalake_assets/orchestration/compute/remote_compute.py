@@ -18,7 +18,7 @@ from dagster import Failure, MetadataValue
 from pydantic import Field
 
 from datalake_assets.lake.report import SyncReport
-from datalake_assets.orchestration.resources import SparkCompute
+from datalake_assets.orchestration.compute.spark_compute import SparkCompute
 from datalake_assets.spec import layout
 from datalake_assets.transform.pipes_entry import MESSAGE_KIND
 from datalake_assets.transform.request import SyncError, SyncRequest

@@ -24,8 +24,9 @@ from datalake_assets.ingest.segment_listing import (
     SegmentListing,
     segment_lister_for,
 )
-from datalake_assets.orchestration import sensors as sn
-from datalake_assets.orchestration.import_asset import (
+from datalake_assets.lake.listing import ArchiveFile, fingerprint
+from datalake_assets.orchestration.automation import sensor_toolkit as kit
+from datalake_assets.orchestration.segment_import.import_asset import (
     IMPORT_PRIORITY,
     import_job_name,
     import_sensor_name,
@@ -121,7 +122,7 @@ def evaluate_days(
         files = listing.days[ms]
         if ms < position or ms > today or not files:
             continue
-        fp = sn.fingerprint(sn.ArchiveFile(f.name, f.size, f.version) for f in files)
+        fp = fingerprint(ArchiveFile(f.name, f.size, f.version) for f in files)
         previous = fingerprints.get(ms)
         if previous == fp:
             unchanged += 1
@@ -142,9 +143,9 @@ def evaluate_days(
 def build_import_sensor(
     settings: LakeSettings,
     source: SourceSettings,
-    import_job: sn.AssetJob,
+    import_job: kit.AssetJob,
     *,
-    clock: sn.Clock = sn.utc_now,
+    clock: kit.Clock = kit.utc_now,
     lister: SegmentLister | None = None,
     list_limit: int = DEFAULT_LIST_LIMIT,
 ) -> SensorDefinition:
@@ -152,13 +153,13 @@ def build_import_sensor(
     start_ms = day_ms_of(ArchiveHour.parse(source.start).day)
     folder = segment_source_dir(source.segment_archive, source.segment_source_id)
     jname = import_job_name(source)
-    get_lister = sn.lazy_lister(lister, lambda: segment_lister_for(source.segment_archive))
+    get_lister = kit.lazy_lister(lister, lambda: segment_lister_for(source.segment_archive))
 
     @sensor(
         name=import_sensor_name(source),
         job=import_job,
         minimum_interval_seconds=auto.interval_seconds,
-        default_status=sn.sensor_status(auto),
+        default_status=kit.sensor_status(auto),
         description=(
             f"Lists new or changed day folders of {folder} (re-checking the last "
             f"{auto.recheck_hours} h) and requests {jname} for each."
@@ -166,8 +167,8 @@ def build_import_sensor(
     )
     def segment_import_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         cursor = ImportCursor.parse(context.cursor)
-        now = sn.clock_time(clock)
-        queued = sn.queued_runs(context, jname)
+        now = kit.clock_time(clock)
+        queued = kit.queued_runs(context, jname)
         budget = auto.max_queued_runs - queued
         if budget <= 0:
             return SkipReason(
@@ -220,9 +221,9 @@ def build_import_sensor(
                     run_key=f"{source.id}:segment:{r.day}:{r.fingerprint}",
                     partition_key=r.day,
                     tags={
-                        sn.TRIGGER_TAG: "sensor",
-                        sn.PRIORITY_TAG: IMPORT_PRIORITY,
-                        sn.FINGERPRINT_TAG: r.fingerprint,
+                        kit.TRIGGER_TAG: "sensor",
+                        kit.PRIORITY_TAG: IMPORT_PRIORITY,
+                        kit.FINGERPRINT_TAG: r.fingerprint,
                     },
                 )
                 for r in result.requests

@@ -1,6 +1,6 @@
 """The Segment import's asset ``[<slug>, segment_import]`` (daily partitions: the received
 day of a Segment day folder), its job, and the names and priorities both import sensors share
-(``import_sensors.py`` says how they fit together)."""
+(``import_definitions.py`` says how they fit together)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from dagster import (
 from datalake_assets.ingest.segment_import import SegmentImporter
 from datalake_assets.ingest.segment_layout import day_ms_of, segment_source_dir
 from datalake_assets.ingest.segment_listing import SegmentLister
-from datalake_assets.orchestration import sensors as sn
+from datalake_assets.orchestration.automation import sensor_toolkit as kit
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.azure_uri import is_azure
@@ -117,7 +117,7 @@ def build_import_asset(
     return segment_import
 
 
-def build_import_job(source: SourceSettings, import_asset: AssetsDefinition) -> sn.AssetJob:
+def build_import_job(source: SourceSettings, import_asset: AssetsDefinition) -> kit.AssetJob:
     return define_asset_job(
         import_job_name(source),
         selection=[import_asset.key],

@@ -35,6 +35,7 @@ from dagster import (
     AutomationConditionSensorDefinition,
     BackfillPolicy,
     DailyPartitionsDefinition,
+    Definitions,
     TimeWindowPartitionMapping,
 )
 from dagster_dbt import (
@@ -51,7 +52,8 @@ from datalake_assets.models.workspace import (
     dbt_executable,
     prepare_project,
 )
-from datalake_assets.orchestration.sensors import sensor_status
+from datalake_assets.orchestration.automation.sensor_toolkit import sensor_status
+from datalake_assets.orchestration.sync.lake_state import LakeState
 from datalake_assets.settings import LakeSettings, SourceSettings
 
 log = logging.getLogger(__name__)
@@ -245,3 +247,16 @@ def _run(
             dbt_executable=dbt_executable(),
         ).cli(args, context=context)
     yield from invocation.stream()
+
+
+def build_dbt_definitions(settings: LakeSettings, state: LakeState) -> Definitions:
+    """Every source's model assets (for its tables in ``state``) and the sensor evaluating
+    their automation conditions."""
+    assets, model_sources = [], []
+    for source_settings in settings.sources:
+        source = state.effective(source_settings)  # start resolved ("auto")
+        model_assets = build_model_assets(settings, source, list(state.source(source).tables))
+        assets.extend(model_assets)
+        if model_assets:
+            model_sources.append(source)
+    return Definitions(assets=assets, sensors=build_models_sensor(settings, model_sources))

@@ -1,8 +1,9 @@
 """Compute resources: where the sync's Spark job runs. Assets only see ``SparkCompute``.
 
-``LocalSparkCompute`` (here) runs it in the run's process; ``datalake_assets.orchestration.emr``
+``LocalSparkCompute`` (here) runs it in the run's process; ``orchestration.compute.emr``
 has ``EmrSparkCompute`` (steps of an existing EMR cluster) and ``EmrServerlessCompute``,
-``orchestration.databricks`` ``DatabricksSparkCompute``; ``remote.py`` what those share.
+``orchestration.compute.databricks`` ``DatabricksSparkCompute``; ``remote_compute.py`` what those
+share.
 """
 
 from __future__ import annotations

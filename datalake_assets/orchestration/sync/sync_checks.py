@@ -1,0 +1,222 @@
+"""The asset checks a sync evaluates from what its Spark job measured (never by loading the
+partitions into Dagster), one result per hour synced, each tied to the hour's latest
+materialization so the UI counts it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckSeverity,
+    AssetKey,
+    AssetRecordsFilter,
+    DagsterInstance,
+    MetadataValue,
+)
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
+
+from datalake_assets.lake.report import SourceHour, SourceReport, TableReport
+from datalake_assets.orchestration.sync.report_hours import (
+    batch_metadata,
+    report_hour,
+    source_hour,
+    table_hour,
+)
+from datalake_assets.spec.naming import SYNC_REPORTS
+
+# Asset checks, evaluated on every sync from what its Spark job measured (never by loading the
+# partitions into Dagster), one result per hour synced. Blocking checks (ERROR) stop downstream
+# assets from running on a bad hour; the others warn.
+# on sync_reports: lines_in = rows + duplicates + quarantined + suppressed, for the hour
+CHECK_COMPLETENESS = "completeness"
+CHECK_DUPLICATES = "duplicates"  # per table: no message id written twice, in the synced hours or
+# in another hour of the dedup lookback window (re-read from the output, against the id index)
+CHECK_TYPE_DRIFT = "type_drift"  # per table: a column widened or values did not fit (WARN)
+CHECK_CONFORMANCE = "schema_conformance"  # per table: pandera rules of the fixed columns
+TABLE_CHECKS = (CHECK_DUPLICATES, CHECK_TYPE_DRIFT, CHECK_CONFORMANCE)
+
+
+def _evaluation(
+    key: AssetKey,
+    name: str,
+    passed: bool,
+    severity: AssetCheckSeverity,
+    metadata: dict,
+    partition: str | None,
+    keys: list[str] | None,
+) -> AssetCheckEvaluation:
+    if partition is None:
+        return AssetCheckEvaluation(
+            asset_key=key, check_name=name, passed=passed, severity=severity, metadata=metadata
+        )
+    return AssetCheckEvaluation(
+        asset_key=key,
+        check_name=name,
+        passed=passed,
+        severity=severity,
+        partition=partition,
+        metadata={**metadata, "hour": report_hour(partition), **batch_metadata(keys)},
+        description=f"{'passed' if passed else 'FAILED'} for hour {report_hour(partition)}",
+    )
+
+
+def table_check_results(
+    slug: str, table: str, report: TableReport | None, hours: list[str] | None = None
+) -> list[AssetCheckEvaluation]:
+    """The three per-table checks, one evaluation per synced hour (``hours``: partition keys;
+    ``None``: one unpartitioned evaluation of the batch), each from its hour's figures.
+    ``report`` ``None``: the table had no rows in these hours."""
+    key = AssetKey([slug, table])
+    out = []
+    for partition in hours or [None]:
+        if report is None:
+            entry = None
+        elif partition is None:  # the batch as a whole
+            entry = {
+                "duplicates": report.duplicates,
+                "cross_hour_duplicates": report.cross_hour_duplicates or 0,
+                "widened_columns": report.widened_columns,
+                "misfits_by_column": report.checks.misfits_by_column,
+                "conformance_failures": report.checks.conformance_failures,
+            }
+        else:
+            entry = table_hour(report, partition, len(hours or []) == 1)
+        if entry is None:
+            out += [
+                _evaluation(
+                    key,
+                    name,
+                    True,
+                    AssetCheckSeverity.ERROR,
+                    {"note": "no rows for this table in this hour"},
+                    partition,
+                    hours,
+                )
+                for name in TABLE_CHECKS
+            ]
+            continue
+        # A sync re-reads its batch's output as a whole: a repeat is counted for the batch;
+        # a re-check from the lake (transform/recheck.py) counts it for each hour.
+        per_hour = "repeated_message_ids" in entry
+        repeated = entry["repeated_message_ids"] if per_hour else report.checks.repeated_message_ids  # type: ignore[union-attr]
+        misfits = entry.get("misfits_by_column") or {}
+        widened = entry.get("widened_columns") or []
+        failures = entry.get("conformance_failures") or []
+        results = [
+            (
+                CHECK_DUPLICATES,
+                repeated == 0,
+                AssetCheckSeverity.ERROR,
+                {
+                    "repeated_message_ids"
+                    if per_hour
+                    else "repeated_message_ids_in_batch": repeated,
+                    "duplicates_removed": entry.get("duplicates", 0),
+                    "cross_hour_duplicates_removed": entry.get("cross_hour_duplicates", 0),
+                },
+            ),
+            (
+                CHECK_TYPE_DRIFT,
+                not widened and not misfits,
+                AssetCheckSeverity.WARN,
+                {
+                    "widened_columns": MetadataValue.json(widened),
+                    "misfits_by_column": MetadataValue.json(misfits),
+                    "values_quarantined": sum(misfits.values()),
+                },
+            ),
+            (
+                CHECK_CONFORMANCE,
+                not failures,
+                AssetCheckSeverity.ERROR,
+                {
+                    "failures": MetadataValue.json(failures),
+                    "failing_values": sum(f["failures"] for f in failures),
+                },
+            ),
+        ]
+        out += [
+            _evaluation(key, name, passed, severity, metadata, partition, hours)
+            for name, passed, severity, metadata in results
+        ]
+    return out
+
+
+def completeness_results(
+    slug: str, src: SourceReport | None, hours: list[str] | None = None, error: str | None = None
+) -> list[AssetCheckEvaluation]:
+    """``lines_in = rows + duplicates + quarantined + suppressed`` for each hour (the sync
+    refuses to commit unless it holds for the batch); ``src`` ``None``: the sync failed."""
+    key = AssetKey([slug, SYNC_REPORTS])
+    out = []
+    for partition in hours or [None]:
+        if src is None:
+            passed, metadata = False, {"error": error or "", "committed": False}
+        else:
+            e = (
+                source_hour(src, partition, len(hours or []) == 1)
+                if partition
+                else SourceHour.of_report(src).entry()
+            )
+            passed = bool(e["reconciled"]) and src.reconciled
+            metadata = {
+                "lines_in": e["lines_in"],
+                "rows": e["messages_written"],
+                "duplicates": e["duplicates"],
+                "lines_quarantined": e["lines_quarantined"],
+                "suppressed": e["suppressed"],
+            }
+        out.append(
+            _evaluation(
+                key,
+                CHECK_COMPLETENESS,
+                passed,
+                AssetCheckSeverity.ERROR,
+                metadata,
+                partition,
+                hours,
+            )
+        )
+    return out
+
+
+def targeted(
+    evaluations: Iterable[AssetCheckEvaluation], instance: DagsterInstance | None
+) -> Iterator[AssetCheckEvaluation]:
+    """Each evaluation tied to the latest materialization of the partition it checked. The
+    UI counts a partition's check result only while it targets that partition's latest
+    materialization; a check result yielded as an event (not returned by a check function)
+    carries no target unless it is given one. Call after the materializations were stored."""
+    latest: dict[tuple[AssetKey, str], AssetCheckEvaluationTargetMaterializationData | None] = {}
+    for ev in evaluations:
+        if instance is None or ev.partition is None:
+            yield ev
+            continue
+        key = (ev.asset_key, ev.partition)
+        if key not in latest:
+            found = instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=ev.asset_key, asset_partitions=[ev.partition]), limit=1
+            ).records
+            latest[key] = (
+                AssetCheckEvaluationTargetMaterializationData(
+                    storage_id=found[0].storage_id,
+                    run_id=found[0].event_log_entry.run_id,
+                    timestamp=found[0].timestamp,
+                )
+                if found
+                else None
+            )
+        yield AssetCheckEvaluation(
+            asset_key=ev.asset_key,
+            check_name=ev.check_name,
+            passed=ev.passed,
+            metadata=ev.metadata,
+            severity=ev.severity,
+            description=ev.description,
+            blocking=ev.blocking,
+            partition=ev.partition,
+            target_materialization_data=latest[key],
+        )
