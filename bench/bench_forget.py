@@ -413,7 +413,7 @@ def erase(lake: str, hashes: dict) -> dict:
     """``privacy.forget.forget`` on the person, when it exists (PRE-MERGE: may be absent)."""
     try:
         from datalake_assets.privacy.forget import forget
-        from datalake_assets.privacy.request import request_from_dict
+        from datalake_assets.privacy.forget_request import request_from_dict
         from datalake_assets.settings import load_settings
     except ImportError as e:
         return {"skipped": f"privacy.forget not importable ({e.name})"}

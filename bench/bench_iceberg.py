@@ -58,8 +58,8 @@ def main() -> int:
     from datalake_assets.ingest.demo import generate_archive
     from datalake_assets.settings.formats_section import FormatConfig
     from datalake_assets.spec.layout import ArchiveHour
-    from datalake_assets.transform.request import SyncRequest
     from datalake_assets.transform.sync import run_sync
+    from datalake_assets.transform.sync_request import SyncRequest
 
     out = Path(a.out)
     shutil.rmtree(out, ignore_errors=True)

@@ -66,9 +66,9 @@ def main() -> None:
     from datalake_assets.models.workspace import models_root, prepare_project, source_tables
     from datalake_assets.settings import load_settings
     from datalake_assets.spec import layout
-    from datalake_assets.transform.request import request_from_settings
     from datalake_assets.transform.session import settings_spark_session
     from datalake_assets.transform.sync import run_sync
+    from datalake_assets.transform.sync_request import request_from_settings
 
     settings = load_settings()
     files_only = load_settings(work / "sync.toml")

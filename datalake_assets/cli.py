@@ -194,11 +194,11 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
 
 
 def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
-    from datalake_assets.catalog.base import CatalogError
+    from datalake_assets.catalog.catalog_interface import CatalogError
     from datalake_assets.transform.catalog_phase import CatalogBehind
-    from datalake_assets.transform.request import SyncError, request_from_settings
     from datalake_assets.transform.session import settings_spark_session
     from datalake_assets.transform.sync import run_sync
+    from datalake_assets.transform.sync_request import SyncError, request_from_settings
 
     source = chosen_source(settings, args)
     request = request_from_settings(settings, source, args.hours, replay=args.replay)
@@ -298,9 +298,9 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
             f"`{sensor}` anyway"
         )
         return code
-    from datalake_assets.transform.request import SyncError, request_from_settings
     from datalake_assets.transform.session import settings_spark_session
     from datalake_assets.transform.sync import run_sync
+    from datalake_assets.transform.sync_request import SyncError, request_from_settings
 
     spark = settings_spark_session(settings, quiet=True)
     for first, last in ranges:
@@ -324,7 +324,7 @@ def cmd_import(settings: LakeSettings, args: argparse.Namespace) -> int:
 
 
 def cmd_ddl(settings: LakeSettings, args: argparse.Namespace) -> int:
-    from datalake_assets.catalog.base import CatalogError
+    from datalake_assets.catalog.catalog_interface import CatalogError
     from datalake_assets.catalog.ddl import print_table_ddl
 
     source = chosen_source(settings, args)

@@ -142,7 +142,7 @@ def first_line(e: Exception) -> str:
 def cmd_catalog(settings: LakeSettings, args: argparse.Namespace) -> int:
     """``init-metastore``: the Hive schema of ``[catalog] metastore_jdbc_url``'s database
     (``catalog/metastore_init.py``); sessions never create it themselves."""
-    from datalake_assets.catalog.base import CatalogError
+    from datalake_assets.catalog.catalog_interface import CatalogError
     from datalake_assets.catalog.config import config_from_settings
     from datalake_assets.catalog.metastore_init import init_metastore
 

@@ -15,7 +15,7 @@ def cmd_forget(settings: LakeSettings, args: argparse.Namespace) -> int:
     """Erase and suppress the identities named (``docs/guides/forget-a-person.md``). Prints counts, never an
     identity value; exit 0 when completed, 1 when failed, 2 for a request that is refused."""
     from datalake_assets.privacy.forget import forget, resume
-    from datalake_assets.privacy.request import request_from_options
+    from datalake_assets.privacy.forget_request import request_from_options
     from datalake_assets.transform.session import settings_catalog
 
     try:

@@ -67,7 +67,7 @@ LAYERS: dict[str, set[str]] = {
 # (catalog/step.py: prepare, register_and_check, record_report).
 SYNC_MAY_IMPORT_OF_CATALOG = {
     "datalake_assets.catalog",
-    "datalake_assets.catalog.base",
+    "datalake_assets.catalog.catalog_interface",
     "datalake_assets.catalog.config",
     "datalake_assets.catalog.register",
     "datalake_assets.catalog.step",
@@ -229,7 +229,7 @@ def test_imports_point_down(module):
                 and target not in SYNC_MAY_IMPORT_OF_CATALOG
             ):
                 wrong.append(
-                    f"line {line}: {target}: the sync uses catalog.base/config/"
+                    f"line {line}: {target}: the sync uses catalog.catalog_interface/config/"
                     "register/step, not a backend's internals"
                 )
         elif top in FORBIDDEN_THIRD_PARTY.get(layer, ()):
@@ -289,12 +289,16 @@ def test_the_check_catches_a_wrong_import(tmp_path):
 
 def test_the_check_follows_package_inits(tmp_path):
     """Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py``: what they import
-    at module level is checked as the importer's (lake/formats/__init__.py imports base.py,
+    at module level is checked as the importer's (lake/formats/__init__.py imports format_interface.py,
     which imports pyarrow: a settings module importing lake.formats.<anything> is refused)."""
     mod = tmp_path / "x.py"
     mod.write_text("from datalake_assets.lake.formats import segment\n")
     found = imports_with_inits("datalake_assets.settings.x", mod)
-    assert (1, "datalake_assets.lake.formats.base", "datalake_assets.lake.formats") in found
+    assert (
+        1,
+        "datalake_assets.lake.formats.format_interface",
+        "datalake_assets.lake.formats",
+    ) in found
     assert "lake" not in LAYERS[layer_of("datalake_assets.settings.x")]
     # an import inside the __init__'s function runs only when it is called: not followed
     assert all(t != "datalake_assets.lake.formats.iceberg" for _, t, via in found if via)
@@ -324,9 +328,6 @@ def test_importing_the_settings_imports_no_data_library():
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
-# The lead removes the xfail once the other parts of issue #41 are merged (orchestration's two
-# pipes_storage.py, catalog's and lake/formats' base.py, catalog's and transform's request.py).
-@pytest.mark.xfail(strict=False, reason="issue #41: renames in other branches, not merged yet")
 def test_module_names_are_unique():
     """No two modules (``__init__`` aside) share a file name: a name says which module it is,
     in a traceback, an import line or a search, without its folder."""
@@ -371,7 +372,7 @@ def test_the_sync_reads_as_named_phases():
                     warnings.warn(f"{m}.{node.name}: {n} lines", SizeWarning, stacklevel=1)
 
 
-# The table format is one seam (lake/formats/base.py): the sync, erasure, checks, Dagster and
+# The table format is one seam (lake/formats/format_interface.py): the sync, erasure, checks, Dagster and
 # the CLI use the factory and the interface; only lake/formats/ knows an implementation (and
 # pyiceberg). One table-hour's files are listed through the interface
 # (lake.formats.table_hour_files), the catalog's Segment-layout registration's too.

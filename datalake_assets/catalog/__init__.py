@@ -1,6 +1,6 @@
 """Catalogs: the lake's tables, columns and partitions, registered where engines look.
 
-One interface (``Catalog``, ``base.py``) and three backends chosen by ``CatalogConfig``
+One interface (``Catalog``, ``catalog_interface.py``) and three backends chosen by ``CatalogConfig``
 (``config.py``): ``glue`` (AWS Glue, for Athena; ``glue.py``), ``hive`` (a Hive metastore
 through Spark SQL: embedded Derby locally, or a remote metastore; ``hive.py``) and ``none``.
 
@@ -21,6 +21,6 @@ with ``in_step.py`` and keeps the reports table with ``reports.py``; the repair 
 
 ``ddl.py`` prints the same tables as Athena / Hive DDL (``print_table_ddl``).
 
-Import from the modules (``catalog.base``, ``catalog.config``, ...): this package re-exports
+Import from the modules (``catalog.catalog_interface``, ``catalog.config``, ...): this package re-exports
 nothing, so importing one module never loads the others.
 """

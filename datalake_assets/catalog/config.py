@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import model_validator
 
 from datalake_assets.catalog import metastore_server as served  # not the field of that name
-from datalake_assets.catalog.base import INVALID_SETTINGS, CatalogError, NoCatalog
+from datalake_assets.catalog.catalog_interface import INVALID_SETTINGS, CatalogError, NoCatalog
 from datalake_assets.catalog.glue import GlueCatalog
 from datalake_assets.catalog.hive import HiveCatalog
 from datalake_assets.catalog.metastore import jdbc_spark_conf, prepare_session

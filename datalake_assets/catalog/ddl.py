@@ -8,7 +8,7 @@ speaks (``CREATE EXTERNAL TABLE ... PARTITIONED BY ... STORED AS PARQUET LOCATIO
 Identifiers are backtick-quoted after validation (``[a-z0-9_]`` only) and locations are
 single-quoted after validation (no quote, backslash, ``;``, backtick or control character can
 appear), so a printed statement can be pasted as is: nothing in it comes from event data
-without passing the same checks as the catalog backends (``base.py``).
+without passing the same checks as the catalog backends (``catalog_interface.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from datalake_assets.catalog import reports
-from datalake_assets.catalog.base import (
+from datalake_assets.catalog.catalog_interface import (
     CatalogError,
     Column,
     PartitionSpec,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from datalake_assets.catalog.base import (
+from datalake_assets.catalog.catalog_interface import (
     INTERNAL,
     INVALID_SETTINGS,
     CatalogError,

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from datalake_assets.catalog.base import (
+from datalake_assets.catalog.catalog_interface import (
     INTERNAL,
     INVALID_SETTINGS,
     Catalog,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from datalake_assets.catalog.base import (
+from datalake_assets.catalog.catalog_interface import (
     INSUFFICIENT_PERMISSIONS,
     INTERNAL,
     INVALID_SETTINGS,

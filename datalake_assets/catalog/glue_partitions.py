@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
-from datalake_assets.catalog.base import (
+from datalake_assets.catalog.catalog_interface import (
     INSUFFICIENT_PERMISSIONS,
     INTERNAL,
     CatalogError,

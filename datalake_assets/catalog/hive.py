@@ -4,7 +4,7 @@ The session must have been created with ``hive_spark_conf(...)`` (``config.py``)
 Derby metastore in a folder of ours (one JVM at a time), or a remote thrift metastore.
 
 Statements (every identifier validated against ``[a-z0-9_]`` and backtick-quoted, every
-location validated and single-quoted; see ``base.py``)::
+location validated and single-quoted; see ``catalog_interface.py``)::
 
     CREATE DATABASE IF NOT EXISTS `db`
     CREATE EXTERNAL TABLE IF NOT EXISTS `db`.`t` (`a` bigint, ...) COMMENT '...'
@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from datalake_assets.catalog import ddl
-from datalake_assets.catalog.base import (
+from datalake_assets.catalog.catalog_interface import (
     CONCURRENT_CALLS,
     INSUFFICIENT_PERMISSIONS,
     INTERNAL,

@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from urllib.parse import unquote
 
 from datalake_assets.catalog import ddl
-from datalake_assets.catalog.base import (
+from datalake_assets.catalog.catalog_interface import (
     PartitionSpec,
     check_identifier,
     check_partition,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from datalake_assets.catalog.base import (
+from datalake_assets.catalog.catalog_interface import (
     CONCURRENT_CALLS,
     Catalog,
     Column,

@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, MutableMapping
 
-from datalake_assets.catalog.base import INVALID_SETTINGS, CatalogError
+from datalake_assets.catalog.catalog_interface import INVALID_SETTINGS, CatalogError
 from datalake_assets.settings.catalog_section import (
     ENV_METASTORE_PASSWORD,
     MARIADB_DRIVER,

@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from datalake_assets.catalog.base import INTERNAL, INVALID_SETTINGS, CatalogError
+from datalake_assets.catalog.catalog_interface import INTERNAL, INVALID_SETTINGS, CatalogError
 from datalake_assets.catalog.config import CatalogConfig
 from datalake_assets.catalog.metastore import (
     CLASSPATH_KEY,

@@ -23,7 +23,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from datalake_assets.catalog.base import CONCURRENT_CALLS, Catalog, Column, PartitionSpec
+from datalake_assets.catalog.catalog_interface import (
+    CONCURRENT_CALLS,
+    Catalog,
+    Column,
+    PartitionSpec,
+)
 from datalake_assets.catalog.reports import register_quarantine
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import catalog_table_name

@@ -36,7 +36,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from datalake_assets.catalog.base import (
+from datalake_assets.catalog.catalog_interface import (
     LIST_OF_STRING,
     Catalog,
     Column,

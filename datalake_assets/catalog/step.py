@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from datalake_assets.catalog.base import Catalog, CatalogError, Column
+from datalake_assets.catalog.catalog_interface import Catalog, CatalogError, Column
 from datalake_assets.catalog.in_step import (
     CatalogSource,
     lake_partitions,

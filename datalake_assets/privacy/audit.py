@@ -19,7 +19,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from datalake_assets.catalog.base import Catalog, PartitionSpec
+from datalake_assets.catalog.catalog_interface import Catalog, PartitionSpec
 from datalake_assets.catalog.reports import columns_of
 from datalake_assets.lake import storage
 from datalake_assets.spec import layout

@@ -32,11 +32,12 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 
-from datalake_assets.catalog.base import Catalog, CatalogError
+from datalake_assets.catalog.catalog_interface import Catalog, CatalogError
 from datalake_assets.catalog.config import catalog_from_config, config_from_settings
 from datalake_assets.lake import faults
 from datalake_assets.lake.identities import lake_key, write_suppressed
 from datalake_assets.privacy import audit
+from datalake_assets.privacy.forget_request import ForgetRequest, RequestError
 from datalake_assets.privacy.forget_steps import (
     MANY_HOURS,
     _erase_spool,
@@ -47,7 +48,6 @@ from datalake_assets.privacy.forget_steps import (
 )
 from datalake_assets.privacy.hours import SourcePlace
 from datalake_assets.privacy.matching import needles_of
-from datalake_assets.privacy.request import ForgetRequest, RequestError
 from datalake_assets.privacy.state import (
     COMPLETED,
     FAILED,

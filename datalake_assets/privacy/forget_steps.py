@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from datalake_assets.catalog.base import Catalog
+from datalake_assets.catalog.catalog_interface import Catalog
 from datalake_assets.ingest.collector.spool_erase import erase_spool
 from datalake_assets.lake import commit, storage
 from datalake_assets.lake.lock import SourceLock

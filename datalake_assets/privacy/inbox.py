@@ -6,7 +6,7 @@ inbox with ``list_inbox`` and requests one run per file. The job reads the file 
 request. After a success it writes a receipt and deletes the file (``finish``), so no clear
 identity is left in the lake.
 
-* A request file is ``<name>.json`` (the shape ``privacy.request.request_from_dict`` reads)
+* A request file is ``<name>.json`` (the shape ``privacy.forget_request.request_from_dict`` reads)
   or ``<name>.txt`` (one identity a line, ``kind=value``).
 * A file must appear whole. Write it under a hidden name (first character ``.`` or ``_``, which
   the inbox ignores) and rename it, or PUT it on S3, where a PUT is atomic. A file modified in

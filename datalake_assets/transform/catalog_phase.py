@@ -25,8 +25,8 @@ from datalake_assets.catalog.config import catalog_from_config
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.lake.report import SourceReport, SyncReport
 from datalake_assets.spec import layout
-from datalake_assets.transform.request import SyncError, SyncRequest
 from datalake_assets.transform.run import SyncRun
+from datalake_assets.transform.sync_request import SyncError, SyncRequest
 
 
 class CatalogBehind(SyncError):

@@ -25,7 +25,7 @@ Passes over the data (``sync.py`` runs them as its phases):
    (``commit.py``) with the id and identity indexes, updates the schema record, registers
    the catalog, writes the report (``outcome.py``, ``lake/report.py``).
 
-This module is the entry point; the request is ``request.py``, the session ``session.py``.
+This module is the entry point; the request is ``sync_request.py``, the session ``session.py``.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ import json
 import sys
 import traceback
 
-from datalake_assets.transform.request import SyncError, SyncRequest, parse_args
 from datalake_assets.transform.session import job_spark_session, local_spark_session
 from datalake_assets.transform.sync import run_sync
+from datalake_assets.transform.sync_request import SyncError, SyncRequest, parse_args
 
 # What callers of the job import from its entry module.
 __all__ = ["SyncError", "SyncRequest", "local_spark_session", "main", "parse_args", "run_sync"]

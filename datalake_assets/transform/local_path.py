@@ -33,7 +33,6 @@ from datalake_assets.transform import keys as key_payloads
 from datalake_assets.transform.dedup import Duplicates, duplicates_of, index_files
 from datalake_assets.transform.identity_tally import IDENTITY
 from datalake_assets.transform.manifest import ManifestEntry
-from datalake_assets.transform.request import SyncError, SyncRequest
 from datalake_assets.transform.run import SyncRun
 from datalake_assets.transform.stage_a import (
     STATS,
@@ -43,6 +42,7 @@ from datalake_assets.transform.stage_a import (
     run_stage_a,
 )
 from datalake_assets.transform.stage_b import StageBConfig, run_stage_b
+from datalake_assets.transform.sync_request import SyncError, SyncRequest
 
 TASK_ATTEMPTS = 4  # = the local session's spark.task.maxFailures (session._with_task_retries)
 LOCAL_TASK_THREADS = 4  # stage-B tasks at once (write)

@@ -33,9 +33,9 @@ from datalake_assets.transform.manifest import (
     QUARANTINE,
     ManifestEntry,
 )
-from datalake_assets.transform.request import SyncError
 from datalake_assets.transform.run import SyncRun
 from datalake_assets.transform.stage_a import StageAStats
+from datalake_assets.transform.sync_request import SyncError
 from datalake_assets.transform.tally import Tally
 
 # --------------------------------------------------------------------------------- reconcile

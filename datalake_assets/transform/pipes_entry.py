@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING
 
 from datalake_assets.lake.report import report_location
 from datalake_assets.transform.job import main as job_main
-from datalake_assets.transform.request import SyncError, parse_args
 from datalake_assets.transform.session import job_spark_session
 from datalake_assets.transform.sync import run_sync
+from datalake_assets.transform.sync_request import SyncError, parse_args
 
 if TYPE_CHECKING:  # imported when Pipes is used: the plain job needs no dagster_pipes
     from dagster_pipes import PipesContextLoader, PipesMessageWriter

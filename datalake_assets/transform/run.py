@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from datalake_assets.catalog.base import Catalog
+from datalake_assets.catalog.catalog_interface import Catalog
 from datalake_assets.lake.formats import SourceTables, TableFormat, table_format
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.spec import layout
-from datalake_assets.transform.request import SyncRequest
+from datalake_assets.transform.sync_request import SyncRequest
 
 
 @dataclass

@@ -26,7 +26,7 @@ import threading
 import time
 
 from datalake_assets.catalog import step
-from datalake_assets.catalog.base import CatalogError
+from datalake_assets.catalog.catalog_interface import CatalogError
 from datalake_assets.catalog.config import catalog_from_config
 from datalake_assets.catalog.register import read_schemas
 from datalake_assets.lake import commit, faults, storage
@@ -56,7 +56,6 @@ from datalake_assets.transform.outcome import (
     source_report,
     table_reports,
 )
-from datalake_assets.transform.request import SyncError, SyncRequest
 from datalake_assets.transform.run import SyncRun
 from datalake_assets.transform.stage_a import (
     STAGE_A_SCHEMA,
@@ -72,6 +71,7 @@ from datalake_assets.transform.stage_b import (
     plan_stage_b_tasks,
     run_stage_b,
 )
+from datalake_assets.transform.sync_request import SyncError, SyncRequest
 
 
 def list_archive_files(req: SyncRequest) -> list[tuple[str, str, int]]:

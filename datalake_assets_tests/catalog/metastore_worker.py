@@ -169,7 +169,7 @@ def _read_peer(
 
 
 def main(argv: list[str]) -> int:
-    from datalake_assets.catalog.base import CatalogError
+    from datalake_assets.catalog.catalog_interface import CatalogError
     from datalake_assets.catalog.config import catalog_from_config, config_from_settings
     from datalake_assets.settings import load_settings
     from datalake_assets.transform.session import settings_spark_session

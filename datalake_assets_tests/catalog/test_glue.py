@@ -12,7 +12,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from datalake_assets.catalog.base import CatalogError, PartitionSpec
+from datalake_assets.catalog.catalog_interface import CatalogError, PartitionSpec
 from datalake_assets.catalog.glue import GlueCatalog
 from datalake_assets.catalog.glue_api import INPUT_FORMAT, OUTPUT_FORMAT, SERDE
 from datalake_assets.catalog.register import read_schemas, register_sync

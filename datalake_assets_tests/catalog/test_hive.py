@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from datalake_assets.catalog.base import CatalogError, PartitionSpec
+from datalake_assets.catalog.catalog_interface import CatalogError, PartitionSpec
 from datalake_assets.catalog.hive import HiveCatalog, swap_table_name
 from datalake_assets.catalog.register import read_schemas, register_sync
 from datalake_assets.catalog.reports import (

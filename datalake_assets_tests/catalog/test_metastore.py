@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from datalake_assets.catalog.base import CatalogError
+from datalake_assets.catalog.catalog_interface import CatalogError
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings
 from datalake_assets.catalog.hive import HiveCatalog
 from datalake_assets.catalog.metastore import (

@@ -21,14 +21,14 @@ import pytest
 
 from datalake_assets.lake.faults import ENV as FAULT_ENV
 from datalake_assets.lake.formats import SourceTables, table_format
-from datalake_assets.lake.formats.base import SEGMENT_COMPACTION
 from datalake_assets.lake.formats.compaction import compact_source
+from datalake_assets.lake.formats.format_interface import SEGMENT_COMPACTION
 from datalake_assets.lake.formats.iceberg_compact import FAULT_POINT, compact_table
 from datalake_assets.lake.formats.maintain import maintain_source
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.transform.job import run_sync
-from datalake_assets.transform.request import request_from_settings
+from datalake_assets.transform.sync_request import request_from_settings
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.iceberg_reader import duckdb_with_iceberg, sql_catalog, tables
 from datalake_assets_tests.support.settings_files import load_lake_toml
@@ -383,7 +383,7 @@ def test_a_kill_between_writing_and_committing_leaves_the_table_and_maintain_rem
 
 def test_an_erasure_after_compaction_removes_the_person_from_the_coarse_files(lake):
     from datalake_assets.privacy.forget import forget
-    from datalake_assets.privacy.request import ForgetRequest
+    from datalake_assets.privacy.forget_request import ForgetRequest
     from datalake_assets.spec.identity import identity
 
     settings = lake["settings"]

@@ -412,7 +412,7 @@ def test_maintenance_expires_old_snapshots_and_deletes_files_no_snapshot_referen
 def test_the_table_format_is_chosen_by_settings_or_environment_and_travels_to_a_job(tmp_path):
     from datalake_assets.settings import load_settings
     from datalake_assets.settings.fields import SettingsError
-    from datalake_assets.transform.request import parse_args, request_from_settings
+    from datalake_assets.transform.sync_request import parse_args, request_from_settings
 
     assert load_settings(env={}).table_format == "segment"
     file = tmp_path / "lake.toml"
@@ -524,7 +524,7 @@ def test_forget_erases_through_iceberg_and_no_file_or_snapshot_keeps_the_person(
     included), not only the current snapshot."""
     from datalake_assets.lake.identities import lake_key
     from datalake_assets.privacy.forget import forget
-    from datalake_assets.privacy.request import ForgetRequest
+    from datalake_assets.privacy.forget_request import ForgetRequest
     from datalake_assets.spec.identity import identity, identity_hash
     from datalake_assets_tests.privacy import people
 
@@ -563,7 +563,7 @@ def test_forget_erases_through_iceberg_and_no_file_or_snapshot_keeps_the_person(
 
 
 def _build_people(spark, settings, people) -> None:
-    from datalake_assets.transform.request import request_from_settings
+    from datalake_assets.transform.sync_request import request_from_settings
 
     for source, lines in (("web", people.web_lines()), ("app", people.app_lines())):
         for hour, hour_lines in lines.items():

@@ -16,11 +16,11 @@ from datalake_assets.definitions import build_definitions
 from datalake_assets.models.erasure import reach_models
 from datalake_assets.privacy.audit import read_audit_rows
 from datalake_assets.privacy.forget import forget
-from datalake_assets.privacy.request import ForgetRequest
+from datalake_assets.privacy.forget_request import ForgetRequest
 from datalake_assets.privacy.state import load_state
 from datalake_assets.spec.identity import identity
-from datalake_assets.transform.request import request_from_settings
 from datalake_assets.transform.sync import run_sync
+from datalake_assets.transform.sync_request import request_from_settings
 from datalake_assets_tests.models import traffic as tr
 from datalake_assets_tests.support.archive_builders import write_hour
 from datalake_assets_tests.support.settings_files import load_lake_toml

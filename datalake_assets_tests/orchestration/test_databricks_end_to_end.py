@@ -211,7 +211,7 @@ def _interrupt_once_the_job_runs(monkeypatch, fake) -> list[int]:
 
 @pytest.mark.spark
 def test_terminating_the_run_cancels_it_and_kills_the_task(fake_databricks, tmp_path, monkeypatch):
-    from datalake_assets.transform.request import request_from_settings
+    from datalake_assets.transform.sync_request import request_from_settings
 
     settings = settings_for(tmp_path)
     source = settings.sources[0]

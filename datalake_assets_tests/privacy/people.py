@@ -20,8 +20,8 @@ import orjson
 import pyarrow.parquet as pq
 
 from datalake_assets.spec import layout
-from datalake_assets.transform.request import request_from_settings
 from datalake_assets.transform.sync import run_sync
+from datalake_assets.transform.sync_request import request_from_settings
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.lake_reader import LocalStore, read_lake
 from datalake_assets_tests.support.oracle import Oracle, lines_of_file

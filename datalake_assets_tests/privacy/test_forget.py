@@ -11,11 +11,11 @@ from datalake_assets.catalog.hive import HiveCatalog
 from datalake_assets.lake.identities import lake_key, read_suppressed
 from datalake_assets.privacy.audit import read_audit_rows
 from datalake_assets.privacy.forget import forget
-from datalake_assets.privacy.request import ForgetRequest, RequestError, request_from_dict
+from datalake_assets.privacy.forget_request import ForgetRequest, RequestError, request_from_dict
 from datalake_assets.privacy.state import load_state
 from datalake_assets.spec.identity import IdentityError, identity, identity_hash
-from datalake_assets.transform.request import request_from_settings
 from datalake_assets.transform.sync import run_sync
+from datalake_assets.transform.sync_request import request_from_settings
 from datalake_assets_tests.privacy.people import (
     EMAIL,
     HOURS,

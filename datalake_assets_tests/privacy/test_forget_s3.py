@@ -6,7 +6,7 @@ import os
 import pytest
 
 from datalake_assets.privacy.forget import forget
-from datalake_assets.privacy.request import ForgetRequest
+from datalake_assets.privacy.forget_request import ForgetRequest
 from datalake_assets.spec.identity import identity
 from datalake_assets_tests.privacy.people import (
     lake_snapshot,

@@ -39,10 +39,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from datalake_assets.ingest.segment_import import SegmentImporter
 from datalake_assets.privacy.forget import forget
-from datalake_assets.privacy.request import ForgetRequest
+from datalake_assets.privacy.forget_request import ForgetRequest
 from datalake_assets.spec.identity import identity
-from datalake_assets.transform.request import SyncRequest
 from datalake_assets.transform.sync import run_sync
+from datalake_assets.transform.sync_request import SyncRequest
 from datalake_assets_tests.support.fork_sync import ForkedSyncs
 from datalake_assets_tests.support.generated_archive import (
     CALLS,

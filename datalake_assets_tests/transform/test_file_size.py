@@ -14,15 +14,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datalake_assets.privacy.forget import forget
-from datalake_assets.privacy.request import ForgetRequest
+from datalake_assets.privacy.forget_request import ForgetRequest
 from datalake_assets.spec import layout
 from datalake_assets.spec import types as T
 from datalake_assets.spec.identity import identity
 from datalake_assets.transform.hour_files import row_group_bytes
-from datalake_assets.transform.request import parse_args, request_from_settings
 from datalake_assets.transform.stage_a import STATS, StageAConfig, merge_stats, run_stage_a
 from datalake_assets.transform.stage_b import StageBConfig, plan_stage_b_tasks, run_stage_b
 from datalake_assets.transform.sync import run_sync
+from datalake_assets.transform.sync_request import parse_args, request_from_settings
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.settings_files import load_lake_toml
 from datalake_assets_tests.transform.test_stages import stage_a

@@ -239,7 +239,7 @@ def test_identity_traits_come_from_the_request(spark, lake):
 
 
 def test_the_request_carries_the_traits_through_its_argv():
-    from datalake_assets.transform.request import parse_args
+    from datalake_assets.transform.sync_request import parse_args
 
     req = SyncRequest("/lake", "/archive", SRC, (H10,), identity_traits=("email", "phone_no"))
     assert parse_args(req.to_args()).identity_traits == ("email", "phone_no")
@@ -254,7 +254,7 @@ def test_the_request_carries_the_traits_through_its_argv():
 def test_request_from_settings_takes_the_privacy_traits(tmp_path):
     from datalake_assets.settings import LakeSettings, SourceSettings
     from datalake_assets.settings.privacy_section import PrivacySettings
-    from datalake_assets.transform.request import request_from_settings
+    from datalake_assets.transform.sync_request import request_from_settings
 
     settings = LakeSettings(
         str(tmp_path / "a"),

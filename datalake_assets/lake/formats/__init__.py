@@ -1,11 +1,11 @@
 """Table formats: the seam between a sync's staged files and the tables readers query
-(``base.py`` says what a format does; ``segment.py`` and ``iceberg.py`` are the two)."""
+(``format_interface.py`` says what a format does; ``segment.py`` and ``iceberg.py`` are the two)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from datalake_assets.lake.formats.base import (
+from datalake_assets.lake.formats.format_interface import (
     FormatError,
     SourceTables,
     TableFormat,

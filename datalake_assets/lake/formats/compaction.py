@@ -24,7 +24,7 @@ from typing import Any
 
 from datalake_assets.lake import commit, storage
 from datalake_assets.lake.formats import SourceTables, table_format
-from datalake_assets.lake.formats.base import CompactionUnsupported, TableCompaction
+from datalake_assets.lake.formats.format_interface import CompactionUnsupported, TableCompaction
 from datalake_assets.lake.lock import SourceLock
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.spec import layout

@@ -41,7 +41,7 @@ from typing import Any
 import pyarrow as pa
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.formats.base import (
+from datalake_assets.lake.formats.format_interface import (
     CommittedTable,
     SourceTables,
     TableCompaction,

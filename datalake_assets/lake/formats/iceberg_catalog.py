@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.formats.base import FormatError
+from datalake_assets.lake.formats.format_interface import FormatError
 from datalake_assets.spec import layout
 
 _CATALOG_NAME = "datalake"

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from datalake_assets.lake import faults
-from datalake_assets.lake.formats.base import FormatError, TableCompaction
+from datalake_assets.lake.formats.format_interface import FormatError, TableCompaction
 from datalake_assets.lake.formats.iceberg_schema import PARTITION_COLUMNS
 
 SMALL_FRACTION = 0.5  # files under half the target are small: merged

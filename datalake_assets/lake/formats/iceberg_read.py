@@ -14,7 +14,7 @@ import os
 
 import duckdb
 
-from datalake_assets.lake.formats.base import FormatError
+from datalake_assets.lake.formats.format_interface import FormatError
 
 
 def _extension(module: str, name: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from datalake_assets.lake.formats.base import FormatError
+from datalake_assets.lake.formats.format_interface import FormatError
 from datalake_assets.spec.columnar import ARROW_TYPES, cast_array
 
 PARTITION_COLUMNS = ("day", "hr")

@@ -9,7 +9,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from datalake_assets.lake import commit, storage
-from datalake_assets.lake.formats.base import (
+from datalake_assets.lake.formats.format_interface import (
     SEGMENT_COMPACTION,
     CommittedTable,
     CompactionUnsupported,

@@ -50,7 +50,7 @@ from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.orchestration_section import BATCH_SENSOR
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.transform.catalog_phase import CatalogBehind
-from datalake_assets.transform.request import request_from_settings
+from datalake_assets.transform.sync_request import request_from_settings
 
 BATCH_JOB = "datalake_sync_job"
 SOURCE_HOURS_TAG = "datalake/source_hours"  # "<source>:<hour> ..." of a batched run

@@ -66,8 +66,8 @@ from datalake_assets.orchestration.compute.remote_compute import (
 )
 from datalake_assets.settings.orchestration_section import JOB_LIBRARIES
 from datalake_assets.spec import layout
-from datalake_assets.transform.request import SyncRequest
 from datalake_assets.transform.session import JOB_SPARK_CONF
+from datalake_assets.transform.sync_request import SyncRequest
 
 log = logging.getLogger(__name__)
 

@@ -62,8 +62,8 @@ from datalake_assets.orchestration.compute.remote_compute import (
     WithoutTypedEventStream,
     sync_message,
 )
-from datalake_assets.transform.request import SyncRequest
 from datalake_assets.transform.session import JOB_SPARK_CONF
+from datalake_assets.transform.sync_request import SyncRequest
 
 log = logging.getLogger(__name__)
 

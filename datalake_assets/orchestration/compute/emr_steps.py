@@ -12,7 +12,7 @@ from pydantic import Field
 from datalake_assets.orchestration.compute.emr import AwsSparkCompute, client_error
 from datalake_assets.orchestration.compute.emr_package import StagedPackage, dir_uri
 from datalake_assets.orchestration.compute.remote_compute import RemoteRun, RemoteStatus
-from datalake_assets.transform.request import SyncRequest
+from datalake_assets.transform.sync_request import SyncRequest
 
 STEP_RUNNING = frozenset({"RUNNING"})
 STEP_TERMINAL = frozenset({"COMPLETED", "CANCELLED", "FAILED", "INTERRUPTED"})

@@ -21,7 +21,7 @@ from datalake_assets.lake.report import SyncReport
 from datalake_assets.orchestration.compute.spark_compute import SparkCompute
 from datalake_assets.spec import layout
 from datalake_assets.transform.pipes_entry import MESSAGE_KIND
-from datalake_assets.transform.request import SyncError, SyncRequest
+from datalake_assets.transform.sync_request import SyncError, SyncRequest
 
 log = logging.getLogger(__name__)
 

@@ -15,13 +15,13 @@ from pydantic import Field, PrivateAttr
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings
 from datalake_assets.lake.report import SyncReport
 from datalake_assets.settings import LakeSettings
-from datalake_assets.transform.request import SyncRequest
 from datalake_assets.transform.session import (
     local_session_conf,
     prepare_local_spark_env,
     spark_settings_conf,
 )
 from datalake_assets.transform.sync import run_sync
+from datalake_assets.transform.sync_request import SyncRequest
 
 
 class SparkCompute(ConfigurableResource):

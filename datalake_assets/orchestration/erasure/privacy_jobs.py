@@ -2,7 +2,7 @@
 request files, and the nightly compaction of the identity summaries.
 
 * Job ``forget_person``, one op ``forget``. Launched from the UI's launchpad with a request
-  in its config, the shape of ``privacy.request.request_from_dict`` (identities as
+  in its config, the shape of ``privacy.forget_request.request_from_dict`` (identities as
   ``kind=value`` text), or by the sensor with ``request_file``, the location of a file in the
   inbox. It runs ``privacy.forget.forget`` and logs counts only, never an identity. The run
   fails when the proof finds rows of the request's identities still in the lake. **Dagster
@@ -52,7 +52,7 @@ from datalake_assets.orchestration.automation.sensor_toolkit import (
 )
 from datalake_assets.privacy import inbox, summary
 from datalake_assets.privacy.forget import forget
-from datalake_assets.privacy.request import load_request_file, request_from_dict
+from datalake_assets.privacy.forget_request import load_request_file, request_from_dict
 from datalake_assets.settings import LakeSettings
 from datalake_assets.spec import layout
 from datalake_assets.transform.session import settings_catalog

@@ -40,7 +40,7 @@ from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.spec.naming import SYNC_REPORTS
 from datalake_assets.transform.catalog_phase import CatalogBehind
 from datalake_assets.transform.recheck import LakeSource, latest_synced_hours, recheck
-from datalake_assets.transform.request import request_from_settings
+from datalake_assets.transform.sync_request import request_from_settings
 
 LATEST_HOURS = 24  # what "Execute all" re-evaluates without a partition
 

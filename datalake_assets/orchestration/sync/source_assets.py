@@ -51,7 +51,7 @@ from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import QUARANTINE, RAW_ARCHIVE, STANDARD_TABLES, SYNC_REPORTS
 from datalake_assets.transform.catalog_phase import CatalogBehind
-from datalake_assets.transform.request import SyncError, request_from_settings
+from datalake_assets.transform.sync_request import SyncError, request_from_settings
 
 # Per-hour check results need partitioned check specs, a preview feature of Dagster 1.13 that we
 # chose on purpose (README): say so once here instead of warning on every load and run.

@@ -13,7 +13,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from datalake_assets.catalog.base import (
+from datalake_assets.catalog.catalog_interface import (
     CatalogError,
     InvalidNameError,
     NoCatalog,

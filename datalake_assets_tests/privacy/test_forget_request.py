@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from datalake_assets.privacy.request import (
+from datalake_assets.privacy.forget_request import (
     ForgetRequest,
     RequestError,
     load_request_file,
