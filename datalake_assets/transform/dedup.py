@@ -227,7 +227,11 @@ def ids_read_by_pyarrow(spark, files: list[tuple[str, str]]):
 
 
 def repeated_message_ids(
-    spark, staged_data: str, tables: list[str], held: pa.Array | None = None
+    spark,
+    staged_data: str,
+    tables: list[str],
+    held: pa.Array | None = None,
+    files: list[tuple[str, str, int]] | None = None,
 ) -> dict[str, int]:
     """Per table: how many message ids were written more than once (in one table or in two),
     or also live in another hour of the lookback window. It reads the written Parquet back
@@ -241,18 +245,23 @@ def repeated_message_ids(
     work file, and stage A emits a key row for each row it writes there, so the written ids
     are a subset of the batch's ids B; hence written ∩ index = written ∩ (B ∩ index) =
     written ∩ held. The index cannot change in between: the sync holds the source's lock, and
-    the batch's own hours, which this sync replaces, are not part of the window."""
+    the batch's own hours, which this sync replaces, are not part of the window.
+
+    ``files``: ``[(table, location, bytes)]`` written (stage B's manifest), when some were
+    written in place among a table's other files (Iceberg); otherwise the staged tables'
+    folders are read."""
     from pyspark.sql import functions as F
 
     held = pa.array([], pa.string()) if held is None else held
-    dirs = [layout.segment_type_dir(staged_data, t) for t in tables]
-    dirs = [d for d in dirs if storage.list_files(d, recursive=True)]
-    if not dirs:
+    written = _written(staged_data, tables, files)
+    if not written:
         return {}
-    local = repeated_in_output(staged_data, tables, held)
+    local = repeated_in_output(staged_data, tables, held, files)
     if local is not None:
         return local
-    if spark_reads(spark, staged_data):
+    dirs = [layout.segment_type_dir(staged_data, t) for t in tables]
+    dirs = [d for d in dirs if storage.list_files(d, recursive=True)]
+    if files is None and spark_reads(spark, staged_data):
         ids = (
             spark.read.option("basePath", staged_data)
             .schema("message_id string")
@@ -263,17 +272,7 @@ def repeated_message_ids(
             )
         )
     else:
-        ids = ids_read_by_pyarrow(
-            spark,
-            [
-                (t, loc)
-                for t in tables
-                for loc, _ in storage.list_files(
-                    layout.segment_type_dir(staged_data, t), recursive=True
-                )
-                if loc.endswith(".parquet")
-            ],
-        )
+        ids = ids_read_by_pyarrow(spark, [(t, loc) for t, loc, _ in written])
     counted = ids.groupBy("message_id").agg(F.count("*").alias("n"), F.min("t").alias("t"))
     bad = F.col("n") > 1
     if len(held):
@@ -290,8 +289,26 @@ _DRIVER_CHECK_MAX_ROWS = 20_000_000
 _CHECK_THREADS = 4  # staged files read at once by the driver's check
 
 
+def _written(
+    staged_data: str, tables: list[str], files: list[tuple[str, str, int]] | None
+) -> list[tuple[str, str, int]]:
+    """``[(table, location, bytes)]`` of the tables' written Parquet files."""
+    if files is not None:
+        wanted = set(tables)
+        return [(t, loc, size) for t, loc, size in files if t in wanted]
+    return [
+        (t, loc, size)
+        for t in tables
+        for loc, size in storage.list_files(layout.segment_type_dir(staged_data, t), recursive=True)
+        if loc.endswith(".parquet")
+    ]
+
+
 def repeated_in_output(
-    staged_data: str, tables: list[str], held: pa.Array | None = None
+    staged_data: str,
+    tables: list[str],
+    held: pa.Array | None = None,
+    files: list[tuple[str, str, int]] | None = None,
 ) -> dict[str, int] | None:
     """``repeated_message_ids`` on the driver with Arrow: reads the ``message_id`` column of
     the written files; an id counts when written twice or when in ``held``. ``None`` when
@@ -300,21 +317,20 @@ def repeated_in_output(
     # Fragments of the listed size: each file's footer is read once and no HEAD is sent for
     # its size (on S3, five requests a file became one or two).
     fmt = ds.ParquetFileFormat()
-    files = []  # (table index, fragment)
-    for i, t in enumerate(tables):
-        for loc, size in storage.list_files(
-            layout.segment_type_dir(staged_data, t), recursive=True
-        ):
-            if loc.endswith(".parquet"):
-                fs, path = storage.resolve(loc)
-                files.append((i, fmt.make_fragment(path, filesystem=fs, file_size=size)))
+    index = {t: i for i, t in enumerate(tables)}
+    fragments = []  # (table index, fragment)
+    for t, loc, size in _written(staged_data, tables, files):
+        fs, path = storage.resolve(loc)
+        fragments.append((index[t], fmt.make_fragment(path, filesystem=fs, file_size=size)))
     # a few round trips each on S3: several files at once (pyarrow waits without the GIL)
     with ThreadPoolExecutor(_CHECK_THREADS, thread_name_prefix="output-check") as pool:
-        if sum(pool.map(lambda f: f[1].metadata.num_rows, files)) > _DRIVER_CHECK_MAX_ROWS:
+        if sum(pool.map(lambda f: f[1].metadata.num_rows, fragments)) > _DRIVER_CHECK_MAX_ROWS:
             return None
-        columns = list(pool.map(lambda f: f[1].to_table(columns=["message_id"]).column(0), files))
+        columns = list(
+            pool.map(lambda f: f[1].to_table(columns=["message_id"]).column(0), fragments)
+        )
     ids, owner = [], []
-    for (i, _), col in zip(files, columns):  # chunks, never concatenated: 2 M ids copied again
+    for (i, _), col in zip(fragments, columns):  # chunks, never concatenated: 2 M ids copied again
         ids.extend(col.chunks)
         owner.extend(pa.repeat(pa.scalar(i, pa.int32()), len(c)) for c in col.chunks)
     if not ids:

@@ -118,7 +118,7 @@ def commit_sync(
     tables_after = dict(existing)
     for t, c in changes.items():
         tables_after[t] = c.columns
-    batch = tables_to_commit(run, tables_after, changes, hours)
+    batch = tables_to_commit(run, tables_after, changes, tally, hours)
     table_swaps, steps = run.tables.plan(batch)
     swaps = table_swaps + _plan_side_swaps(run, hours)
     faults.checkpoint("staged")
@@ -151,10 +151,16 @@ def tables_to_commit(
     run: SyncRun,
     tables_after: dict[str, list[tuple[str, str]]],
     changes: dict[str, TableChange],
+    tally: Tally,
     hours: list[str],
 ) -> TablesToCommit:
     """Every table of the source has its ``hours`` replaced: those this run wrote, and the
-    others (a replayed hour may have lost all its rows of one)."""
+    others (a replayed hour may have lost all its rows of one). The files of a table written
+    in place are listed for the format's commit."""
+    written: dict[str, list[tuple[str, int, str]]] = {t: [] for t in run.in_place}
+    for (table, hour), entries in sorted(tally.files.items()):
+        if table in written:
+            written[table].extend((e.location, e.bytes, hour) for e in entries if e.location)
     return TablesToCommit(
         src=run.src,
         run_id=run.req.run_id,
@@ -163,6 +169,7 @@ def tables_to_commit(
         quarantine_staged=layout.staged_quarantine_root(run.staging),
         tables={t: tuple(tuple(c) for c in cols) for t, cols in sorted(tables_after.items())},
         widened={t: tuple(n for n, _, _ in c.widened) for t, c in changes.items() if c.widened},
+        written={t: tuple(files) for t, files in written.items()},
     )
 
 

@@ -31,6 +31,8 @@ class SyncRun:
     catalog: Catalog | None = None
     identity_key: bytes = b""  # the lake's identity-hash key (identity_index.load_privacy)
     suppressed: frozenset[str] = frozenset()  # suppressed identity hashes, read once per run
+    # the tables stage B wrote in place (``TableFormat.write_targets``), not into staging
+    in_place: frozenset[str] = frozenset()
     _tables: TableFormat | None = None
 
     @property

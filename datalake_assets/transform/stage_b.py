@@ -10,7 +10,7 @@ hashes). It returns a manifest (``manifest.py``).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 import pyarrow as pa
@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
+from datalake_assets.lake.formats.format_interface import TableWrite
 from datalake_assets.lake.records import write_quarantine
 from datalake_assets.spec import layout
 from datalake_assets.spec.columnar import ARROW_TYPES, cast_array
@@ -49,6 +50,8 @@ class StageBConfig:
     tables: dict[str, tuple[tuple[str, str], ...]]  # table -> columns and types, in order
     index_staging_root: str = ""  # <staging>/_index: the kept message ids per hour
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES  # a table-hour's files roll over here
+    # tables written in place, not into staging (``TableFormat.write_targets``: Iceberg)
+    targets: dict[str, TableWrite] = field(default_factory=dict)
 
 
 def plan_stage_b_tasks(
@@ -145,6 +148,7 @@ class _StageBTask:
         self.table = table
         self.columns = cfg.tables[table]
         self.schema = pa.schema([(c, ARROW_TYPES[t]) for c, t in self.columns])
+        self.target = cfg.targets.get(table)
         self.writers: dict[str, HourFiles] = {}
         self.open_hour: str | None = None  # the hour whose rows are being buffered
         self.values_quarantined: dict[str, int] = {}
@@ -206,20 +210,42 @@ class _StageBTask:
             # there, so its buffered row group is written now rather than held to the end
             self.writers[self.open_hour].close()
         self.open_hour = hour
-        self._writer(hour).write(written)
+        self._writer(hour).write(self._as_written(written, hour))
         self.checked_data.setdefault(hour, []).append(written.select(self.checked))
+
+    def _as_written(self, rows: pa.Table, hour: str) -> pa.Table:
+        """The rows as the files hold them: in place, with the format's schema (its field
+        ids) and the hour's ``day``/``hr`` as columns; in staging, as they are."""
+        if self.target is None:
+            return rows
+        h = layout.ArchiveHour.parse(hour)
+        n = rows.num_rows
+        hour_values = {"day": h.day, "hr": h.hr}
+        return pa.Table.from_arrays(
+            [
+                pa.array([hour_values[f.name]] * n, f.type)
+                if f.name in hour_values
+                else rows.column(f.name)
+                for f in self.target.schema
+            ],
+            schema=self.target.schema,
+        )
 
     def _writer(self, hour: str) -> HourFiles:
         files = self.writers.get(hour)
         if files is None:
             h = layout.ArchiveHour.parse(hour)
-            directory = layout.join(
-                self.cfg.staging_root,
-                f"segment_type={self.table}",
-                layout.date_partition_path(self.cfg.date_layout, h),
-            )
+            if self.target is not None:
+                directory, schema = self.target.directories[hour], self.target.schema
+            else:
+                directory = layout.join(
+                    self.cfg.staging_root,
+                    f"segment_type={self.table}",
+                    layout.date_partition_path(self.cfg.date_layout, h),
+                )
+                schema = self.schema
             files = self.writers[hour] = HourFiles(
-                directory, h, self.cfg.run_id, self.task, self.schema, self.cfg.target_file_bytes
+                directory, h, self.cfg.run_id, self.task, schema, self.cfg.target_file_bytes
             )
         return files
 

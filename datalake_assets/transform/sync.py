@@ -46,7 +46,7 @@ from datalake_assets.transform.dedup import (
 )
 from datalake_assets.transform.identity_index import index_identities, load_privacy
 from datalake_assets.transform.identity_tally import IDENTITY
-from datalake_assets.transform.manifest import MANIFEST_SCHEMA, ManifestEntry
+from datalake_assets.transform.manifest import FILE, MANIFEST_SCHEMA, ManifestEntry
 from datalake_assets.transform.outcome import (
     commit_sync,
     committed,
@@ -357,15 +357,25 @@ def write(
     written more than once (re-read from the output). The work files are deleted. ``local``:
     in the driver's process (``local_path.py``), not as a Spark job."""
     staging = run.staging
+    tables_of_run = {t: tuple(c.columns) for t, c in changes.items()}
+    # a format that keeps its files where Stage B writes them (Iceberg) says where and how
+    targets = run.tables.write_targets(
+        run.src,
+        tables_of_run,
+        {t: tuple(n for n, _, _ in c.widened) for t, c in changes.items() if c.widened},
+        sorted({hour for _, hour, _, _, _ in stats.work_files}),
+    )
+    run.in_place = frozenset(targets)
     b_cfg = StageBConfig(
         source_id=run.req.source_id,
         run_id=run.req.run_id,
         staging_root=layout.staged_data_root(staging),
         quarantine_staging_root=layout.staged_quarantine_root(staging),
         date_layout=run.req.date_layout,
-        tables={t: tuple(c.columns) for t, c in changes.items()},
+        tables=tables_of_run,
         index_staging_root=layout.staged_index_root(staging),
         target_file_bytes=run.req.target_file_bytes,
+        targets=targets,
     )
     tasks = plan_stage_b_tasks(stats.work_files, duplicates.drop)
     manifest: list[ManifestEntry] = []
@@ -378,10 +388,19 @@ def write(
             manifest = _write_spark(run, b_cfg, tasks)
         t = time.monotonic()
         staged = layout.staged_data_root(staging)
+        # written in place, the files are among the tables' others: read those the manifest
+        # lists (in staging, the tables' staged folders hold exactly what was written)
+        written = (
+            [(m.table, m.location, m.bytes) for m in manifest if m.entry == FILE and m.location]
+            if run.in_place
+            else None
+        )
         # A small batch's output is read back on the driver: no session needed.
-        repeated_ids = repeated_in_output(staged, tables, duplicates.held) if local else None
+        repeated_ids = (
+            repeated_in_output(staged, tables, duplicates.held, written) if local else None
+        )
         if repeated_ids is None:
-            repeated_ids = repeated_message_ids(run.spark, staged, tables, duplicates.held)
+            repeated_ids = repeated_message_ids(run.spark, staged, tables, duplicates.held, written)
         run.timings["check_s"] = time.monotonic() - t
     storage.delete_dir(layout.staged_work_root(staging))
     return manifest, repeated_ids

@@ -207,7 +207,10 @@ def parquet_rows(lake_root: str) -> dict[str, list[dict]]:
         if rel.startswith(("_staging", "privacy_requests", "sync_reports")):
             continue
         name = os.path.basename(path)
-        key = os.path.dirname(rel) + "/" + (layout.hour_of_data_file(name) or "")
+        # an Iceberg table's folders are hourly already, and its files are named by their
+        # writer (a sync's carry the hour, pyiceberg's, an erasure's rewrite, do not)
+        hour = "" if rel.startswith("iceberg/") else layout.hour_of_data_file(name)
+        key = os.path.dirname(rel) + "/" + (hour or "")
         out[key] += pq.read_table(path).to_pylist()
     return out
 

@@ -10,6 +10,7 @@ from datalake_assets.lake.formats.format_interface import (
     SourceTables,
     TableFormat,
     TablesToCommit,
+    TableWrite,
 )
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.spec.table_formats import ICEBERG
@@ -19,6 +20,7 @@ __all__ = [
     "SourceTables",
     "TableFormat",
     "TablesToCommit",
+    "TableWrite",
     "table_format",
     "table_hour_files",
 ]

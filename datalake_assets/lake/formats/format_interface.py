@@ -4,6 +4,9 @@ A sync stages every table-hour as Parquet in the Segment layout (``spec/layout.p
 area) whatever the format; the format decides what *committing* those staged hours means, and
 everything that reads or changes a table's files afterwards goes through it too:
 
+* ``write_targets``: where and how stage B writes a table's hours: into the run's staging area
+  (the Segment layout, moved in by the commit) or, once, where the files will live (Iceberg:
+  the table's data folder, with the table's field ids), so the commit writes metadata only.
 * ``plan``: the journal entries that replace the synced hours of the tables: directory swaps
   (the Segment layout, ``lake/commit.py``) or table commits (Iceberg, one transaction a
   table). ``lake/commit.py`` journals them with the run's other swaps (indexes, quarantine),
@@ -72,6 +75,20 @@ class TablesToCommit:
     # the staged quarantine (``<staging>/quarantine``: day=/hr= folders): its ``hours`` are
     # replaced too; "" leaves the quarantine as it is (an erasure that did not touch it)
     quarantine_staged: str = ""
+    # table -> the data files stage B wrote in place (``write_targets``): (location, bytes,
+    # hour); a table of ``tables`` missing here had no rows in the run
+    written: dict[str, tuple[tuple[str, int, str], ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TableWrite:
+    """How stage B writes one table's hours when the format wants its files in place: the
+    files' Arrow schema (with the format's field ids in each field's ``PARQUET:field_id``
+    metadata; ``day``/``hr`` fields, if any, are filled from the hour) and each hour's
+    folder. Picklable: it travels to Spark's Python workers in ``StageBConfig``."""
+
+    schema: pa.Schema
+    directories: dict[str, str]  # compact hour -> folder of its files
 
 
 @dataclass(frozen=True)
@@ -122,6 +139,17 @@ class TableFormat(ABC):
         # config: the lake's ``settings.formats_section.FormatConfig`` (a layer above)
         self.config = config
         self.lake_root = lake_root
+
+    def write_targets(
+        self,
+        src: SourceTables,
+        tables: dict[str, tuple[tuple[str, str], ...]],
+        widened: dict[str, tuple[str, ...]],
+        hours: list[str],
+    ) -> dict[str, TableWrite]:
+        """Per table, where stage B writes the hours' files in place (``TableWrite``); a
+        table missing here is written into the run's staging area (the default)."""
+        return {}
 
     @abstractmethod
     def plan(self, batch: TablesToCommit) -> tuple[list[Any], list[dict]]:

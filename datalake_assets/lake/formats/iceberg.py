@@ -47,8 +47,15 @@ from datalake_assets.lake.formats.format_interface import (
     TableCompaction,
     TableFormat,
     TablesToCommit,
+    TableWrite,
 )
 from datalake_assets.lake.formats.iceberg_catalog import _location, _uri, open_catalog
+from datalake_assets.lake.formats.iceberg_in_place import (
+    commit_in_place,
+    data_files,
+    predicted_ids,
+    write_schema,
+)
 from datalake_assets.lake.formats.iceberg_schema import (
     PARTITION_COLUMNS,
     add_columns,
@@ -138,7 +145,26 @@ class IcebergFormat(TableFormat):
 
     # -------------------------------------------------------------------------- commit
 
+    def write_targets(
+        self,
+        src: SourceTables,
+        tables: dict[str, tuple[tuple[str, str], ...]],
+        widened: dict[str, tuple[str, ...]],
+        hours: list[str],
+    ) -> dict[str, TableWrite]:
+        """Every table's hours are written in place, in the table's data folder, with the
+        field ids the commit will give their columns (``iceberg_in_place.py``)."""
+        out = {}
+        for t, columns in tables.items():
+            ids = predicted_ids(self.load(src, t), columns, list(widened.get(t, ())))
+            out[t] = TableWrite(
+                write_schema(columns, ids), {h: self.hour_location(src, t, h) for h in hours}
+            )
+        return out
+
     def plan(self, batch: TablesToCommit) -> tuple[list, list[dict]]:
+        """One step a table: the files written in place (``batch.written``) to add by their
+        footers, or staged rows to write (an erasure's, the quarantine's)."""
         src = batch.src
         staged = {t: layout.segment_type_dir(batch.staged_data_root, t) for t in batch.tables}
         tables = dict(batch.tables)
@@ -156,12 +182,43 @@ class IcebergFormat(TableFormat):
                 "hours": list(batch.hours),
                 "columns": [list(c) for c in cols],
                 "widened": list(batch.widened.get(t, ())),
+                **({"files": [list(f) for f in batch.written[t]]} if t in batch.written else {}),
             }
             for t, cols in sorted(tables.items())
         ]
         return [], steps
 
     def apply(self, step: dict, run_id: str) -> None:
+        if "files" in step:
+            self._apply_in_place(step, run_id)
+        else:
+            self._apply_staged(step, run_id)
+
+    def _apply_in_place(self, step: dict, run_id: str) -> None:
+        """The table's hours replaced by the files stage B wrote in place: metadata only
+        (``iceberg_in_place.py``)."""
+        src = SourceTables(step["source_dir"], step["database"], step["table_prefix"])
+        table, columns = step["table"], tuple(tuple(c) for c in step["columns"])
+        files = [(loc, int(size), hour) for loc, size, hour in step["files"]]
+        tbl = self.load(src, table)
+        if tbl is None:
+            if not files:
+                return  # nothing to replace and nothing to add
+            tbl = self._create(src, table, columns)
+        if applied(tbl, run_id):
+            return
+        props = {RUN_PROPERTY: run_id}
+        widened = [c for c in step["widened"] if c in tbl.schema().column_names]
+        rows_filter = hours_filter(step["hours"])
+        if widened:
+            commit_widening(tbl, columns, widened, None, rows_filter, props, files)
+            return
+        with tbl.transaction() as tx:
+            add_columns(tx, tbl, columns)
+            new_files = data_files(tx.table_metadata, files, table)
+            commit_in_place(tx, tbl, rows_filter, new_files, props)
+
+    def _apply_staged(self, step: dict, run_id: str) -> None:
         src = SourceTables(step["source_dir"], step["database"], step["table_prefix"])
         table, columns = step["table"], tuple(tuple(c) for c in step["columns"])
         staged = _read_staged(step["staged"], arrow_schema(columns))

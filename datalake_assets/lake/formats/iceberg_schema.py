@@ -32,11 +32,18 @@ def add_columns(tx, tbl, columns) -> None:
 
 
 def commit_widening(
-    tbl, columns, widened: list[str], staged: pa.Table, rows_filter, props: dict[str, str]
+    tbl,
+    columns,
+    widened: list[str],
+    staged: pa.Table | None,
+    rows_filter,
+    props: dict[str, str],
+    files: list[tuple[str, int, str]] = (),
 ) -> None:
     """One transaction: the widened columns replaced (new field ids, same names and
     positions), every kept row rewritten with its values cast by the lake's rules, the
-    synced hours' rows replaced by ``staged``."""
+    synced hours' rows replaced by ``staged`` or, written in place with the new field ids,
+    by ``files`` (``iceberg_in_place.py``: added by their footers, not rewritten)."""
     from pyiceberg.expressions import Not
 
     types = dict(columns)
@@ -73,7 +80,16 @@ def commit_widening(
                 else:
                     us.move_after(c, names[i - 1])
         add_columns(tx, tbl, columns)
-        tx.overwrite(pa.concat_tables([rewritten, staged]), snapshot_properties=props)
+        if staged is not None:
+            rewritten = pa.concat_tables([rewritten, staged])
+        tx.overwrite(rewritten, snapshot_properties=props)
+        if files:
+            from datalake_assets.lake.formats.iceberg_in_place import data_files
+
+            new_files = data_files(tx.table_metadata, list(files), tbl.name()[-1])
+            with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
+                for f in new_files:
+                    append.append_data_file(f)
 
 
 def iceberg_type(typ: str):
