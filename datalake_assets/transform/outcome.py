@@ -134,8 +134,9 @@ def commit_sync(
 
 def _files_readers_read(run: SyncRun, tally: Tally, hours: list[str]) -> None:
     """The report's and the UI's files and bytes of each table-hour are those readers read:
-    a format that writes its own files (Iceberg) replaces the staged ones' figures."""
-    for table in sorted({t for t, _ in tally.files}):
+    a format that writes its own files (Iceberg's staged rows) replaces the staged ones'
+    figures; files written in place are the ones readers read."""
+    for table in sorted({t for t, _ in tally.files} - run.in_place):
         live = run.tables.committed_files(run.src, table, hours)
         if live is None:
             return

@@ -41,6 +41,7 @@ from typing import Any
 import pyarrow as pa
 
 from datalake_assets.lake import storage
+from datalake_assets.lake.formats import pyiceberg_memo
 from datalake_assets.lake.formats.format_interface import (
     CommittedTable,
     SourceTables,
@@ -102,6 +103,8 @@ class IcebergFormat(TableFormat):
         self._catalog: Any = None
         self._lock = threading.Lock()
         self._create_lock = threading.Lock()
+        self._loaded: dict[tuple[str, str], Any] = {}  # ``load(cached=True)``
+        pyiceberg_memo.install()
 
     # ------------------------------------------------------------------------- catalog
 
@@ -114,14 +117,21 @@ class IcebergFormat(TableFormat):
     def identifier(self, src: SourceTables, table: str) -> tuple[str, str]:
         return (src.database, catalog_table_name(table, src.table_prefix))
 
-    def load(self, src: SourceTables, table: str):
-        """The table, or ``None`` if it does not exist yet."""
+    def load(self, src: SourceTables, table: str, cached: bool = False):
+        """The table, or ``None`` if it does not exist yet. ``cached``: as this instance last
+        loaded or committed it (a sync's phases under the source's lock, where no other
+        writer commits: a stale table would fail its commit, never commit over another's)."""
         from pyiceberg.exceptions import NoSuchTableError
 
+        ident = self.identifier(src, table)
+        if cached and ident in self._loaded:
+            return self._loaded[ident]
         try:
-            return self.catalog().load_table(self.identifier(src, table))
+            tbl = self.catalog().load_table(ident)
         except NoSuchTableError:
             return None
+        self._loaded[ident] = tbl  # a Table's commit updates it in place
+        return tbl
 
     def _create(self, src: SourceTables, table: str, columns) -> Any:
         from pyiceberg.exceptions import TableAlreadyExistsError
@@ -137,11 +147,11 @@ class IcebergFormat(TableFormat):
                 properties={"format-version": "2"},
             )
         except TableAlreadyExistsError:  # created by a run that was killed right after
-            return cat.load_table(self.identifier(src, table))
+            return self.load(src, table)
         with tbl.update_spec() as spec:
             for c in PARTITION_COLUMNS:
                 spec.add_identity(c)
-        return cat.load_table(self.identifier(src, table))
+        return self.load(src, table)
 
     # -------------------------------------------------------------------------- commit
 
@@ -200,7 +210,7 @@ class IcebergFormat(TableFormat):
         src = SourceTables(step["source_dir"], step["database"], step["table_prefix"])
         table, columns = step["table"], tuple(tuple(c) for c in step["columns"])
         files = [(loc, int(size), hour) for loc, size, hour in step["files"]]
-        tbl = self.load(src, table)
+        tbl = self.load(src, table, cached=True)  # as write_targets read it
         if tbl is None:
             if not files:
                 return  # nothing to replace and nothing to add
@@ -253,7 +263,7 @@ class IcebergFormat(TableFormat):
     def committed(self, batch: TablesToCommit) -> dict[str, CommittedTable]:
         out = {}
         for t in batch.tables:
-            tbl = self.load(batch.src, t)
+            tbl = self.load(batch.src, t, cached=True)
             if tbl is None:
                 continue
             snap = tbl.current_snapshot()
