@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from datalake_assets.ingest.collector import Collector
 from datalake_assets.ingest.collector.metrics import endpoint_label
@@ -22,25 +21,10 @@ from datalake_assets_tests.ingest.collector.helpers import (
     lake_settings,
     post,
     request,
+    scrape,
     track,
+    value,
 )
-
-
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """``/metrics`` parsed by prometheus-client's parser: ``(sample name, sorted labels) ->
-    value``."""
-    status, body, headers = request(url, "GET", "/metrics")
-    assert status == 200
-    assert headers["Content-Type"].startswith("text/plain")
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(body.decode())
-        for s in family.samples
-    }
-
-
-def value(samples: dict, name: str, **labels: str) -> float:
-    return samples.get((f"datalake_collector_{name}", tuple(sorted(labels.items()))), 0.0)
 
 
 @pytest.mark.parametrize(
