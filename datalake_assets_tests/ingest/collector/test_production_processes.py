@@ -75,6 +75,8 @@ def refuses_connections(url: str) -> bool:
         socket.create_connection(url.split("://", 1)[1].rsplit(":", 1), timeout=5).close()
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:  # it was queued as the port closed: ask again
+        return False
     return False
 
 
