@@ -3,7 +3,8 @@
 ``protocol`` (the request: endpoints, decoding, write key), ``message_rules`` (a request's
 messages -> stamped lines, pure; ``clock_skew``: their times), ``spool`` (write-ahead,
 group-committed fsync), ``roller`` (spool segments -> hourly gzipped archive files),
-``http_handler`` (the HTTP handling), ``server`` (the service and its life cycle). Run it
+``http_handler`` (the HTTP handling; ``readiness`` and ``metrics``: ``/ready`` and
+``/metrics``), ``server`` (the service and its life cycle). Run it
 with ``datalake collect``; see ``docs/guides/collect-events.md``.
 """
 

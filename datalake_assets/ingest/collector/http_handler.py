@@ -3,9 +3,9 @@
 body (``body.py``), checks the origin (``cors.py``) and the write key, decodes the request
 (``protocol.py``), turns its messages into lines (``message_rules.py``) and waits for them
 to be durable in the spool before it answers; ``GET`` serves analytics.js's settings
-(``settings_endpoint.py``) and ``/health``; ``OPTIONS`` answers CORS preflights. Each reply
-is one write. The collector (``server.py``) owns what the handlers share: keys, limits,
-spool, counters.
+(``settings_endpoint.py``), ``/health`` (liveness), ``/ready`` (``readiness.py``) and
+``/metrics`` (``metrics.py``); ``OPTIONS`` answers CORS preflights. Each reply is one write.
+The collector (``server.py``) owns what the handlers share: keys, limits, spool, counters.
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ from datalake_assets.ingest.collector import (
     http_request,
     message_rules,
     protocol,
+    readiness,
     settings_endpoint,
 )
 from datalake_assets.ingest.collector.body import BodyError, read_body
 from datalake_assets.ingest.collector.cors import ALLOW_METHODS, Cors, KeyTable
+from datalake_assets.ingest.collector.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from datalake_assets.ingest.collector.metrics import CollectorMetrics, endpoint_label
 from datalake_assets.ingest.collector.spool import Spool, SpoolError
 from datalake_assets.ingest.collector.suppression import Suppression
 from datalake_assets.spec.layout import ArchiveHour
@@ -65,6 +68,7 @@ class CollectorView(Protocol):
     max_pending: int
     suppression: Suppression
     spool: Spool
+    metrics: CollectorMetrics
     _pending: int  # requests in progress (under _stats_lock)
     _draining: bool
     _stats_lock: Lock
@@ -98,6 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.busy = False
+        self._status: int | None = None  # of the last reply: a POST is counted by it
         self._cors: tuple[tuple[str, str], ...] = ()
         # the last Authorization header this connection sent that named a key: (header,
         # (key, source id)); a browser or library sends the same one on every request
@@ -122,15 +127,28 @@ class _Handler(BaseHTTPRequestHandler):
         close: bool = False,
         headers: list[tuple[str, str]] | tuple = (),
     ) -> None:
+        """A JSON reply (or an empty one: ``body`` None)."""
+        data = orjson.dumps(body) if body is not None else b""
+        content_type = "application/json" if body is not None else None
+        self._send(status, data, content_type, close, headers)
+
+    def _send(
+        self,
+        status: int,
+        data: bytes,
+        content_type: str | None,
+        close: bool = False,
+        headers: list[tuple[str, str]] | tuple = (),
+    ) -> None:
         """The whole reply in one write (status line, headers, body): one syscall and one
         packet per reply, which matters with one small event per request."""
-        data = orjson.dumps(body) if body is not None else b""
+        self._status = status
         lines = [
             f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nServer: {self.server_version}"
             f"\r\nDate: {_http_date()}\r\nContent-Length: {len(data)}\r\n"
         ]
-        if body is not None:
-            lines.append("Content-Type: application/json\r\n")
+        if content_type is not None:
+            lines.append(f"Content-Type: {content_type}\r\n")
         if status == 401:
             lines.append('WWW-Authenticate: Basic realm="segment write key"\r\n')
         if status == 429:
@@ -148,6 +166,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write("".join(lines).encode("latin-1") + data)
 
     def _error(self, e: protocol.RequestError, close: bool = False) -> None:
+        if self.busy:  # a POST refused whole (a GET's 404 is no rejected request)
+            self.server.collector.metrics.request_rejected(e.code)
         self._reply(e.status, e.body(), close)
 
     def _admit_origin(self, c: CollectorView, source_id: str | None = None) -> bool:
@@ -209,6 +229,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._settings(c, key)
         elif path.rstrip("/") in ("/health", ""):
             self._reply(200, {"status": "draining" if c._draining else "ok", **c.stats()})
+        elif path == "/ready":
+            reason = readiness.not_ready_reason(c._draining, c.spool.spool_dir)
+            if reason is None:
+                self._reply(200, {"ready": True})
+            else:
+                self._reply(503, {"ready": False, "reason": reason})
+        elif path == "/metrics":
+            self._send(200, c.metrics.exposition(), METRICS_CONTENT_TYPE)
         else:
             self._error(protocol.RequestError(404, "not_found", f"no such path: {path}"))
 
@@ -239,6 +267,7 @@ class _Handler(BaseHTTPRequestHandler):
         c = self.server.collector
         self.busy = True  # stop() waits for busy connections and closes idle ones
         self._cors = ()
+        self._status = None
         with c._stats_lock:
             c._pending += 1
             overloaded = c._pending > c.max_pending
@@ -256,6 +285,8 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with c._stats_lock:
                 c._pending -= 1
+            if self._status is not None:  # else the client went away unanswered
+                c.metrics.answered(endpoint_label(self.path.split("?", 1)[0]), self._status)
             self.busy = False
 
     def _post(self, c: CollectorView, overloaded: bool) -> None:
@@ -333,6 +364,9 @@ class _Handler(BaseHTTPRequestHandler):
                 c._count("errors")
                 self._error(protocol.RequestError(503, "unavailable", str(e)), close=True)
                 return
+        c.metrics.messages(
+            endpoint_label(path), len(outcome.lines), outcome.rejected, outcome.suppressed
+        )
         c._count("accepted", len(outcome.lines))
         c._count("rejected", len(outcome.rejected))
         c._count("suppressed", outcome.suppressed)

@@ -10,7 +10,10 @@ Life cycle (``Collector``): ``start()`` locks the spool, reads the suppression l
 (``suppression.py``: suppressed messages are answered as accepted, then dropped), hands the
 segments an earlier process left to the roller, and listens. ``stop()`` is graceful: no new
 connections, requests in progress finish (``Connection: close``), idle keep-alive connections
-are closed, every spool segment is committed, closed and rolled into the archive.
+are closed, every spool segment is committed, closed and rolled into the archive. ``/ready``
+answers 503 from its first step (``readiness.py``), and ``drain_seconds`` keeps accepting
+that long after it, so a load balancer polling ``/ready`` sends new clients elsewhere before
+the port closes. ``/metrics`` (``metrics.py``) exposes this collector's counters alone.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 from datalake_assets.ingest.collector import protocol
 from datalake_assets.ingest.collector.cors import Cors, KeyTable
 from datalake_assets.ingest.collector.http_handler import _Handler, _Server
+from datalake_assets.ingest.collector.metrics import CollectorMetrics
 from datalake_assets.ingest.collector.roller import Roller
 from datalake_assets.ingest.collector.spool import Spool
 from datalake_assets.ingest.collector.suppression import Suppression
@@ -61,6 +65,7 @@ class Collector:
             cs.segment_max_bytes,
             cs.segment_max_age_seconds,
         )
+        self.metrics = CollectorMetrics(self.spool.spool_dir, self.roller, lambda: self._pending)
         self._listen_socket = listen_socket
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -138,12 +143,15 @@ class Collector:
         self._thread.start()
         return self
 
-    def stop(self, timeout: float = 30.0) -> bool:
+    def stop(self, timeout: float = 30.0, drain_seconds: float = 0.0) -> bool:
         """Graceful shutdown; returns whether every segment reached the archive (if not,
-        the rest stays in the spool for the next start)."""
+        the rest stays in the spool for the next start). ``drain_seconds``: how long requests
+        are still accepted once ``/ready`` fails (each reply then closes its connection)."""
         if self._httpd is None:
             return True
         self._draining = True
+        if drain_seconds > 0:
+            time.sleep(drain_seconds)
         self._httpd.shutdown()  # no new connections
         self._httpd.server_close()
         deadline = time.monotonic() + timeout

@@ -62,6 +62,16 @@ def new_segment_id(now: datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%S}-{secrets.token_hex(6)}"
 
 
+def segment_created_at(segment_id: str) -> float | None:
+    """The creation time (epoch seconds) ``new_segment_id`` put in a segment id, ``None`` for
+    an id not of that form."""
+    try:
+        created = datetime.strptime(segment_id[:15], "%Y%m%dT%H%M%S").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return created.timestamp()
+
+
 def lock_spool(spool_dir: str) -> int:
     """Take the spool's exclusive lock (released when the returned fd is closed)."""
     os.makedirs(spool_dir, exist_ok=True)

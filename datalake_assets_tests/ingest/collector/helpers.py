@@ -1,4 +1,5 @@
-"""Helpers of the collector tests: settings, requests, messages, the archive's lines."""
+"""Helpers of the collector tests: settings, requests, messages, the archive's lines, the
+metrics."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.ingest_section import CollectorSettings
@@ -93,3 +95,20 @@ def request(
 
 def basic(key: str) -> str:
     return "Basic " + base64.b64encode(f"{key}:".encode()).decode()
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``/metrics`` parsed by prometheus-client's parser: ``(sample name, sorted labels) ->
+    value``."""
+    status, body, headers = request(url, "GET", "/metrics")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain")
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body.decode())
+        for s in family.samples
+    }
+
+
+def value(samples: dict, name: str, **labels: str) -> float:
+    return samples.get((f"datalake_collector_{name}", tuple(sorted(labels.items()))), 0.0)
