@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import os
 import re
@@ -56,6 +57,15 @@ def main() -> None:
         default=0.0,
         help="added to every request, as a round trip to AWS would be",
     )
+    p.add_argument(
+        "--table-format",
+        choices=("segment", "iceberg"),
+        default="segment",
+        help="iceberg: the tables in Glue (moto); the commit's requests are listed apart",
+    )
+    p.add_argument(
+        "--replay", action="store_true", help="count a replay of the hour (after a first sync)"
+    )
     a = p.parse_args()
 
     import logging
@@ -65,6 +75,7 @@ def main() -> None:
 
     from datalake_assets.catalog.config import CatalogConfig
     from datalake_assets.ingest.demo import generate_archive
+    from datalake_assets.settings.formats_section import FormatConfig
     from datalake_assets.spec.layout import ArchiveHour
     from datalake_assets.transform.job import SyncRequest
     from datalake_assets_tests.reliability.s3_fault_proxy import FaultProxy
@@ -79,8 +90,13 @@ def main() -> None:
     proxy = FaultProxy(host, int(port)).start()
     tally: collections.Counter = collections.Counter()
 
+    iceberg: collections.Counter = collections.Counter()  # (method, metadata|data)
+
     def count(method, path, headers, body):  # fails nothing
         tally[kind(method, path, headers)] += 1
+        if "/iceberg/" in path:
+            part = "metadata" if "/metadata/" in path else "data"
+            iceberg[(method, part)] += 1
 
     try:
         bucket = f"lake-{uuid.uuid4().hex[:12]}"
@@ -106,6 +122,19 @@ def main() -> None:
             catalog=CatalogConfig(
                 backend="glue", glue_region="us-east-1", glue_endpoint_url=proxy.url
             ),
+            table_format=FormatConfig(
+                format=a.table_format,
+                **(
+                    {
+                        "catalog": "glue",
+                        "glue_region": "us-east-1",
+                        "glue_endpoint_url": proxy.url,
+                        "s3_endpoint_url": proxy.url,
+                    }
+                    if a.table_format == "iceberg"
+                    else {}
+                ),
+            ),
         )
         env = {
             **os.environ,
@@ -113,6 +142,17 @@ def main() -> None:
             "PYTHONPATH": str(REPO),
             "SPARK_LOCAL_IP": "127.0.0.1",
         }
+        if a.replay:  # the first sync, not counted
+            subprocess.run(
+                [sys.executable, "-m", "datalake_assets.transform.job", *req.to_args()],
+                env=env,
+                capture_output=True,
+                timeout=900,
+                check=True,
+            )
+            req = dataclasses.replace(req, replay=True)
+            tally.clear()
+            iceberg.clear()
         t = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "datalake_assets.transform.job", *req.to_args()],
@@ -132,6 +172,13 @@ def main() -> None:
         )
         for (method, what), n in tally.most_common(a.top):
             print(f"{n:6d}  {method:6s} {what}")
+        if a.table_format == "iceberg":
+            # the commit's own requests: the tables' metadata (manifests, manifest lists,
+            # metadata JSON) and the Iceberg tables' Glue calls; stage B's data files and the
+            # footers the commit reads are the requests on data/
+            by_part = ", ".join(f"{m} {part} {n}" for (m, part), n in sorted(iceberg.items()))
+            glue = {what: n for (m, what), n in tally.items() if m == "GLUE"}
+            print(f"iceberg tables' objects: {by_part}; Glue: {glue}")
     finally:
         proxy.stop()
         server.stop()

@@ -174,6 +174,96 @@ def test_a_query_on_one_hour_reads_only_that_hours_files(twins):
     assert re.search(r"Total Files Read: 3\b", everything), everything
 
 
+@pytest.mark.spark
+def test_the_files_stage_b_wrote_are_the_tables_files_with_their_field_ids_and_hours(twins):
+    """Issue #42: the data files of the sync's tables are the ones stage B wrote in place
+    (named by the hour and the run, in ``data/day=/hr=/``), each column under the field id
+    the table gives it, ``day``/``hr`` inside the file equal to its partition; the commit
+    wrote metadata only."""
+    import pyarrow.parquet as pq
+
+    run_id = twins["report"].source.run_id
+    for name, tbl in tables(sql_catalog(twins["iceberg"]["lake_root"]), SRC).items():
+        if name == "quarantine":  # committed from staged rows by pyiceberg's writer
+            continue
+        ids = {f.name: f.field_id for f in tbl.schema().fields}
+        for task in tbl.scan().plan_files():
+            f = task.file
+            path = f.file_path.removeprefix("file://")
+            day, hr = f.partition[0], f.partition[1]
+            assert re.search(
+                rf"/data/day={day}/hr={hr}/part-{day.replace('-', '')}{hr}-{run_id}-", path
+            ), path
+            written = pq.read_schema(path)
+            assert {fld.name: int(fld.metadata[b"PARQUET:field_id"]) for fld in written} == {
+                n: ids[n] for n in written.names
+            }, path
+            values = pq.read_table(path, columns=["day", "hr"])
+            assert set(values["day"].to_pylist()) == {day}, path
+            assert set(values["hr"].to_pylist()) == {hr}, path
+            assert f.record_count == pq.read_metadata(path).num_rows
+            assert f.file_size_in_bytes == os.path.getsize(path)
+
+
+def test_a_table_whose_columns_another_writer_changed_during_the_sync_commits_nothing(
+    tmp_path,
+):
+    """The field ids stage B wrote are decided before it writes: if the table's columns
+    change in between (another writer), the commit refuses with a clear error instead of
+    adding files whose columns readers would read as others."""
+    import pyarrow as pa
+    from pyiceberg.types import StringType
+
+    from datalake_assets.lake.formats import FormatError, TablesToCommit
+    from datalake_assets.lake.formats.iceberg_in_place import write_schema
+    from datalake_assets.transform.hour_files import HourFiles
+
+    TABLE = "order_completed"
+    lake = roots(tmp_path)
+    write_hour(lake["archive_root"], SRC, HOURS[0], [msg("m1", HOURS[0])])
+    sync(lake, HOURS[:1])
+    fmt = table_format(ICEBERG, lake["lake_root"])
+    src = SourceTables(SRC, SRC)
+    tbl = fmt.load(src, TABLE)
+    columns = tuple((f.name, "string") for f in tbl.schema().fields if f.name in ("message_id",))
+    targets = fmt.write_targets(
+        src, {TABLE: columns + (("brand_new", "string"),)}, {}, ["2026112111"]
+    )
+    schema = targets[TABLE].schema
+    assert schema == write_schema(
+        columns + (("brand_new", "string"),),
+        {
+            **{f.name: f.field_id for f in tbl.schema().fields},
+            "brand_new": tbl.metadata.last_column_id + 1,
+        },
+    )
+    files = HourFiles(
+        targets[TABLE].directories["2026112111"], ArchiveHour.parse(HOURS[1]), "r2", 0, schema
+    )
+    files.write(
+        pa.Table.from_pylist(
+            [{"message_id": "m2", "brand_new": "x", "day": "2026-11-21", "hr": "11"}],
+            schema=schema,
+        )
+    )
+    written = files.close()
+    with tbl.update_schema() as us:  # another writer, in between
+        us.add_column("someone_elses", StringType())
+    before = fmt.load(src, TABLE).current_snapshot().snapshot_id
+    batch = TablesToCommit(
+        src,
+        "r2",
+        "",
+        ("2026112111",),
+        {TABLE: tuple(columns) + (("brand_new", "string"),)},
+        written={TABLE: tuple((w.location, w.bytes, "2026112111") for w in written)},
+    )
+    _, steps = fmt.plan(batch)
+    with pytest.raises(FormatError, match="other field ids.*nothing committed"):
+        fmt.apply(steps[0], "r2")
+    assert fmt.load(src, TABLE).current_snapshot().snapshot_id == before
+
+
 def test_a_replay_replaces_an_hour_and_a_late_file_adds_to_it(tmp_path):
     lake = roots(tmp_path)
     generate_archive(

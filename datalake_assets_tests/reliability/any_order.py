@@ -40,6 +40,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from datalake_assets.ingest.segment_import import SegmentImporter
 from datalake_assets.privacy.forget import forget
 from datalake_assets.privacy.forget_request import ForgetRequest
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.identity import identity
 from datalake_assets.transform.sync import run_sync
 from datalake_assets.transform.sync_request import SyncRequest
@@ -60,6 +61,7 @@ from datalake_assets_tests.support.generated_archive import (
     SegmentFile,
     person_id,
 )
+from datalake_assets_tests.support.iceberg_reader import read_iceberg_lake, sql_catalog
 from datalake_assets_tests.support.lake_reader import Comparison, LocalStore, compare, read_lake
 from datalake_assets_tests.support.ledger import Recording
 from datalake_assets_tests.support.oracle import Oracle
@@ -102,6 +104,14 @@ PROFILES = {
     ),
     ("ci", "spark"): settings(
         max_examples=6, stateful_step_count=8, deadline=timedelta(seconds=180), **_CI, **_COMMON
+    ),
+    # the local path into Iceberg tables: the same rules, fewer programs (each commit is a
+    # catalog transaction a table; the Segment layout's histories cover the sync's logic)
+    ("ci", "iceberg"): settings(
+        max_examples=6, stateful_step_count=10, deadline=timedelta(seconds=90), **_CI, **_COMMON
+    ),
+    ("long", "iceberg"): settings(
+        max_examples=300, stateful_step_count=30, deadline=None, **_COMMON
     ),
     ("long", "local"): settings(
         max_examples=1000, stateful_step_count=30, deadline=None, **_COMMON
@@ -203,6 +213,12 @@ class HistoryEnv:
     session: object = None
     kills: ForkedSyncs | None = None
     recording: Recording | None = None
+    table_format: str = "segment"  # or "iceberg": the lake's tables, read back as Iceberg's
+
+    @property
+    def profile(self) -> str:
+        """The settings' key (``PROFILES``): the path, or ``iceberg``."""
+        return "iceberg" if self.table_format == "iceberg" else self.path
 
 
 def _no_spark():
@@ -239,6 +255,7 @@ class AnyOrderHistory(RuleBasedStateMachine):
             f"""
             archive_root = "{self.archive_root}"
             lake_root = "{self.lake_root}"
+            table_format = "{self.env.table_format}"
             [catalog]
             backend = "none"
             [collector]
@@ -348,6 +365,7 @@ class AnyOrderHistory(RuleBasedStateMachine):
             replay=replay,
             dedup_lookback_hours=self.lookback,
             local_max_bytes=LOCAL if (path or self.env.path) == "local" else SPARK,
+            table_format=FormatConfig(format=self.env.table_format),
         )
 
     def _sync(self, hours: list[str], replay: bool = False) -> None:
@@ -367,7 +385,15 @@ class AnyOrderHistory(RuleBasedStateMachine):
         assert not diffs, "the archive is not what was written:\n" + "\n".join(diffs)
         if self.pending:
             return
-        self.last = compare(self.oracle.expected(), read_lake(LocalStore(), self.lake_root, SRC))
+        if self.env.table_format == "iceberg" and os.path.exists(
+            f"{self.lake_root}/_iceberg/catalog.db"  # created by the first commit
+        ):
+            lake = read_iceberg_lake(
+                LocalStore(), sql_catalog(self.lake_root), self.lake_root, SRC, SRC
+            )
+        else:
+            lake = read_lake(LocalStore(), self.lake_root, SRC)
+        self.last = compare(self.oracle.expected(), lake)
         assert self.last.ok, str(self.last)
 
     def teardown(self) -> None:

@@ -40,11 +40,18 @@ def kills():
 
 
 def run_histories(env: HistoryEnv) -> None:
-    run_state_machine_as_test(lambda: AnyOrderHistory(env), settings=history_settings(env.path))
+    run_state_machine_as_test(lambda: AnyOrderHistory(env), settings=history_settings(env.profile))
 
 
 def test_generated_histories_on_the_local_path(kills, reliability):
     run_histories(HistoryEnv("local", None, kills, reliability))
+
+
+def test_generated_histories_into_iceberg_tables(kills, reliability):
+    """The same rules with ``table_format = "iceberg"``: stage B's files written in place,
+    commits of footers, kills between the two, erasures through the staged path; the lake
+    read back through the Iceberg catalog."""
+    run_histories(HistoryEnv("local", None, kills, reliability, table_format="iceberg"))
 
 
 @pytest.mark.spark

@@ -6,13 +6,14 @@ Iceberg catalog (a SQL catalog in SQLite under the lake by default; AWS Glue), l
 (strings, as in the Segment layout's folders), partitioned by ``identity(day), identity(hr)``
 so ``WHERE day = ... AND hr = ...`` prunes in every engine.
 
-**A sync's commit of a table is one Iceberg transaction** (``apply``): the synced hours' rows
-are replaced (an overwrite filtered on their ``day``/``hr``: a replay replaces, never adds)
-by the staged files' rows, new columns are added, and the snapshot carries the run id
-(``datalake.run-id``), which makes a re-apply after a kill a no-op. pyiceberg writes the data
-files itself (with Iceberg field ids) before the catalog commit; a run killed in between leaves
-files no snapshot references: readers never see them and ``maintain`` deletes them once older
-than the retention.
+**A sync's commit of a table is one Iceberg transaction** (``apply``) that writes metadata
+only: stage B wrote the hours' data files in the table's data folder with the table's field ids
+(``write_targets``, ``iceberg_in_place.py``), and the commit adds them by their footers in one
+overwrite snapshot that removes the hours' previous files (a replay replaces, never adds); new
+columns are added, and the snapshot carries the run id (``datalake.run-id``), which makes a
+re-apply after a kill a no-op. A run killed before its commit leaves files no snapshot
+references: readers never see them and ``maintain`` deletes them once older than the
+retention. The quarantine and an erasure's hours are staged rows, written by pyiceberg.
 
 **Type widening** (``bigint -> double -> string``, ``boolean``/``timestamp -> string``): Iceberg
 only promotes ``int -> long`` and ``float -> double`` in place, and a column whose Parquet type
@@ -25,6 +26,8 @@ rewrite of the table, paid once per column and widening (a column widens at most
 sync's report lists the widening (``widened_columns``).
 
 Beside this module: ``iceberg_catalog.py`` (which catalog, the FileIO's URIs),
+``iceberg_in_place.py`` (the files stage B writes in place and the commit of their footers),
+``pyiceberg_memo.py`` (a transaction's metadata computed once per change),
 ``iceberg_staged.py`` (the staged rows a commit writes), ``iceberg_schema.py`` (columns and
 widening), ``iceberg_files.py`` (orphan files), ``iceberg_compact.py`` (compaction),
 ``iceberg_read.py`` (reading without Spark).
@@ -62,6 +65,7 @@ from datalake_assets.lake.formats.iceberg_schema import (
     add_columns,
     arrow_schema,
     commit_widening,
+    new_table_schema,
 )
 from datalake_assets.lake.formats.iceberg_staged import _read_staged
 from datalake_assets.lake.records import QUARANTINE_SCHEMA
@@ -139,18 +143,17 @@ class IcebergFormat(TableFormat):
         cat = self.catalog()
         with self._create_lock:  # tables commit in threads: one namespace creation at a time
             cat.create_namespace_if_not_exists(src.database)
+        schema, spec = new_table_schema(columns)
         try:
-            tbl = cat.create_table(
+            cat.create_table(
                 self.identifier(src, table),
-                schema=arrow_schema(columns),
+                schema=schema,
+                partition_spec=spec,
                 location=_uri(self.location(src, table)),
                 properties={"format-version": "2"},
             )
         except TableAlreadyExistsError:  # created by a run that was killed right after
-            return self.load(src, table)
-        with tbl.update_spec() as spec:
-            for c in PARTITION_COLUMNS:
-                spec.add_identity(c)
+            pass
         return self.load(src, table)
 
     # -------------------------------------------------------------------------- commit
@@ -217,6 +220,13 @@ class IcebergFormat(TableFormat):
             tbl = self._create(src, table, columns)
         if applied(tbl, run_id):
             return
+        if not any(
+            [f.name for f in s.fields] == list(PARTITION_COLUMNS) for s in tbl.specs().values()
+        ):
+            # created by an earlier version in two commits, killed in between
+            with tbl.update_spec() as spec:
+                for c in PARTITION_COLUMNS:
+                    spec.add_identity(c)
         props = {RUN_PROPERTY: run_id}
         widened = [c for c in step["widened"] if c in tbl.schema().column_names]
         rows_filter = hours_filter(step["hours"])
@@ -287,8 +297,8 @@ class IcebergFormat(TableFormat):
         )
 
     def stored_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
-        """Every file under the table's partition folder of the hour (pyiceberg writes
-        ``<location>/data/day=/hr=/``): live, replaced but still in an old snapshot, or left
+        """Every file under the table's partition folder of the hour (stage B and pyiceberg
+        write ``<location>/data/day=/hr=/``): live, replaced but still in an old snapshot, or left
         by a writer that died."""
         hourly = [
             (loc, size)
@@ -337,7 +347,7 @@ class IcebergFormat(TableFormat):
         return out
 
     def hour_location(self, src: SourceTables, table: str, hour: str) -> str:
-        """Where pyiceberg writes the hour's files: ``<location>/data/day=/hr=/``."""
+        """Where the hour's files are written: ``<location>/data/day=/hr=/``."""
         h = layout.ArchiveHour.parse(hour)
         return layout.join(self.location(src, table), "data", f"day={h.day}", f"hr={h.hr}")
 

@@ -14,12 +14,41 @@ from datalake_assets.lake.formats.format_interface import FormatError
 from datalake_assets.spec.columnar import ARROW_TYPES, cast_array
 
 PARTITION_COLUMNS = ("day", "hr")
+_LAKE_TYPE = {arrow: lake for lake, arrow in ARROW_TYPES.items()}  # Arrow type -> lake type
 
 
 def arrow_schema(columns: tuple[tuple[str, str], ...] | list) -> pa.Schema:
     """A table's Arrow schema: its columns (the lake's types) and the partition columns."""
     fields = [pa.field(n, ARROW_TYPES[t]) for n, t in columns if n not in PARTITION_COLUMNS]
     return pa.schema(fields + [pa.field(c, pa.string()) for c in PARTITION_COLUMNS])
+
+
+def new_table_schema(columns):
+    """``(schema, spec)`` of a new table: the columns of ``arrow_schema`` numbered 1, 2, ...
+    in order, partitioned by ``identity(day), identity(hr)``: created in one commit, so no
+    table exists without its hourly spec (a run killed in between would leave one)."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import NestedField
+
+    fields = [
+        NestedField(i + 1, f.name, iceberg_type(_LAKE_TYPE[f.type]), required=False)
+        for i, f in enumerate(arrow_schema(columns))
+    ]
+    schema = Schema(*fields)
+    spec = PartitionSpec(
+        *(
+            PartitionField(
+                source_id=schema.find_field(c).field_id,
+                field_id=1000 + i,
+                transform=IdentityTransform(),
+                name=c,
+            )
+            for i, c in enumerate(PARTITION_COLUMNS)
+        )
+    )
+    return schema, spec
 
 
 def add_columns(tx, tbl, columns) -> None:
