@@ -16,6 +16,8 @@ One scenario, as an operator lives it:
 4. a sync from the CLI (``datalake sync``, the daemon stopped so that its sensor does not race
    it for the hour) with the same ``DAGSTER_HOME`` is recorded in the same instance: Postgres
    holds its hour's materializations;
+5. a source added to the settings appears after a reload of the code location, as the UI's
+   "Reload" button does it (the code server reloads; no process restarted);
 
 then the lake holds every archive line exactly once, as the independent oracle says; the run
 history is Postgres' (its ``runs`` and ``event_logs`` tables), and no SQLite storage was made.
@@ -53,6 +55,7 @@ REPO = Path(__file__).resolve().parents[2]
 INSTANCE_DIR = REPO / "infra" / "dagster"
 ENTRYPOINT = REPO / "infra" / "docker" / "entrypoint.sh"
 SOURCE = "web"
+NEW_SOURCE = "mobile"  # added to the settings while the topology runs (step 5)
 LOCATION = "datalake_assets.definitions"
 RUN_TIMEOUT = 300.0  # a busy 2-core machine; each run worker loads the definitions
 
@@ -266,6 +269,20 @@ def test_the_production_topology_on_postgres(tmp_path, pg):
         )  # fmt: skip
         assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-3000:]
         assert "recorded in the Dagster instance" in cli.stderr, cli.stderr[-2000:]
+
+        # 5. a new source in the settings, picked up by a reload of the code location (the
+        # UI's "Reload": the code server loads the code again; nothing restarted)
+        settings.write_text(
+            settings.read_text() + f'[[sources]]\nid = "{NEW_SOURCE}"\n', encoding="utf-8"
+        )
+        assert not any(k.startswith(f"{NEW_SOURCE}/") for k in ui.asset_nodes())
+        ui.reload_locations()
+        poll(
+            "the new source's assets after the reload",
+            lambda: any(k.startswith(f"{NEW_SOURCE}/") for k in ui.asset_nodes()),
+            240,
+            2.0,
+        )
     except BaseException:
         print(top.logs())
         raise

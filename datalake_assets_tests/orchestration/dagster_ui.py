@@ -308,6 +308,17 @@ class DagsterUI:
 
         return poll(f"backfill {backfill_id} to finish", done, timeout, interval=3.0)
 
+    def reload_locations(self) -> list[str]:
+        """Every code location reloaded, as the UI's "Reload" button does (a code server
+        started by ``dagster code-server start`` loads the code again); their names."""
+        data = self.gql(CODE_LOCATION_STATUS_QUERY)
+        names = [e["name"] for e in data["workspaceOrError"]["locationEntries"]]
+        for name in names:
+            out = self.gql(RELOAD_LOCATION_MUTATION, {"name": name})
+            kind = out["reloadRepositoryLocation"]["__typename"]
+            assert kind == "WorkspaceLocationEntry", out
+        return names
+
     def location_loaded(self) -> bool:
         data = self.gql(CODE_LOCATION_STATUS_QUERY)
         entries = data["workspaceOrError"]["locationEntries"]
@@ -320,6 +331,16 @@ class DagsterUI:
         return bool(entries) and all(
             e["loadStatus"] == "LOADED" and e["locationOrLoadError"] for e in entries
         )
+
+
+RELOAD_LOCATION_MUTATION = """
+mutation Reload($name: String!) {
+  reloadRepositoryLocation(repositoryLocationName: $name) {
+    __typename
+    ... on PythonError { message }
+  }
+}
+"""
 
 
 # --------------------------------------------------------------------------- the processes
