@@ -1,7 +1,7 @@
 """The freshness policies (Dagster 1.13's ``FreshnessPolicy``, evaluated by the daemon's
 freshness daemon, on by default: ``freshness: enabled`` in ``dagster.yaml``): a table that
 stopped arriving shows as failing its freshness in the UI, and the event of that change feeds
-the freshness alert (``alert_sensors.py``).
+the freshness alert (``event_alerts.py``).
 
 * every hourly asset a sync materializes (each event table, the quarantine, the sync report,
   the catalog): failing once its latest materialization is older than ``[alerts]
