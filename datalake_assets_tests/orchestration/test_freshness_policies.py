@@ -10,7 +10,9 @@ import pytest
 from dagster import FreshnessPolicy
 
 from datalake_assets.definitions import build_definitions
+from datalake_assets.orchestration.alerts.freshness_policies import daily_policy, hourly_policy
 from datalake_assets.orchestration.sync.lake_state import LakeState, SourceState
+from datalake_assets.settings.alerts_section import AlertsSettings
 from datalake_assets.spec.naming import STANDARD_TABLES
 from datalake_assets_tests.support.settings_files import load_lake_toml
 
@@ -42,9 +44,12 @@ def test_hourly_assets_and_daily_models_carry_their_policy(tmp_path):
         assert got[f"web/{other}"] is None, other
 
 
-def test_the_daily_deadline_stays_within_the_day(tmp_path):
-    got = policies(tmp_path, "[alerts]\nfreshness_hours = 48\n")
-    assert got["web/pages"] == FreshnessPolicy.time_window(fail_window=timedelta(hours=48))
-    assert got["web/sessions"] == FreshnessPolicy.cron(
-        deadline_cron="0 23 * * *", lower_bound_delta=timedelta(hours=23)
+@pytest.mark.parametrize(
+    "hours, deadline", [(1, "0 1 * * *"), (23, "0 23 * * *"), (48, "0 23 * * *")]
+)
+def test_the_daily_deadline_stays_within_the_day(hours, deadline):
+    alerts = AlertsSettings(freshness_hours=hours)
+    assert hourly_policy(alerts) == FreshnessPolicy.time_window(fail_window=timedelta(hours=hours))
+    assert daily_policy(alerts) == FreshnessPolicy.cron(
+        deadline_cron=deadline, lower_bound_delta=timedelta(hours=min(hours, 23))
     )
