@@ -4,7 +4,7 @@ Segment's archive for sources that have one, the compute resource, the definitio
 the privacy jobs (``forget_person``, its request-file sensor, the nightly summary compaction).
 
 Each concern of ``orchestration/`` builds its own ``Definitions`` (``sync/``, ``automation/``,
-``segment_import/``, ``dbt/``, ``erasure/``, ``maintenance/``); here they are merged, and what
+``segment_import/``, ``dbt/``, ``erasure/``, ``maintenance/``, ``alerts/``); here they are merged, and what
 holds for the whole code location is set once: the compute resource (``compute/``), the
 in-process executor and the reconstruction metadata.
 
@@ -31,6 +31,7 @@ from dagster._core.definitions.definitions_load_context import (
 )
 
 from datalake_assets.lake.listing import ArchiveLister
+from datalake_assets.orchestration.alerts.alert_definitions import build_alert_definitions
 from datalake_assets.orchestration.automation.automation_definitions import (
     build_automation_definitions,
 )
@@ -71,6 +72,7 @@ def build_definitions(
         build_dbt_definitions(settings, state),
         build_privacy_definitions(settings, clock=clock),
         build_maintenance_definitions(settings),
+        build_alert_definitions(settings),
         Definitions(
             resources={"compute": build_compute(settings)},
             # every job here is one step (a sync, an import): no step process per run (the

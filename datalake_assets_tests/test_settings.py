@@ -128,6 +128,7 @@ def test_shipped_lake_toml_documents_every_key():
         + list(st._COLLECTOR_KEYS)
         + list(st._PRIVACY_KEYS)
         + list(st._ICEBERG_KEYS)
+        + list(st._ALERTS_KEYS)
         + list(file_keys(ModelsSettings))
     )
     for key in keys:
@@ -143,6 +144,7 @@ def test_shipped_lake_toml_documents_every_key():
             "privacy",
             "iceberg",
             "models",
+            "alerts",
         ):
             continue
         assert re.search(rf"^(# )?{key} = ", text, re.M), key
@@ -158,6 +160,7 @@ def test_shipped_lake_toml_documents_every_key():
         "[privacy]",
         "[iceberg]",
         "[models]",
+        "[alerts]",
         "[[sources]]",
     ):
         assert section in text
@@ -286,7 +289,7 @@ INVALID = [
         [
             "'archive_rot'",
             "did you mean 'archive_root'",
-            "allowed keys: archive_root, automation,",
+            "allowed keys: alerts, archive_root, automation,",
             "lake_root, models, privacy, sources",
         ],
     ),

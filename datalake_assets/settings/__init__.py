@@ -14,7 +14,7 @@ Loading order, later wins::
 * Environment overrides: ``DATALAKE_ARCHIVE_ROOT``, ``DATALAKE_LAKE_ROOT``,
   ``DATALAKE_SPARK_MASTER``, ``DATALAKE_SPARK_DRIVER_MEMORY``, ``DATALAKE_MAX_MESSAGE_BYTES``,
   ``DATALAKE_CATALOG_BACKEND``, ``DATALAKE_COMPUTE_BACKEND``, ``DATALAKE_WEBSERVER_URL``,
-  ``DATALAKE_TABLE_FORMAT``, ``DATALAKE_WRITE_KEYS`` (``key=source,key=source``: replaces every source's ``write_keys``;
+  ``DATALAKE_TABLE_FORMAT``, ``DATALAKE_ALERTS_WEBHOOK_URL``, ``DATALAKE_WRITE_KEYS`` (``key=source,key=source``: replaces every source's ``write_keys``;
   keep the keys out of the file this way). An empty variable counts as unset.
 * Roots are local folders or URIs (``s3://bucket/prefix``; Azure: ``spec/azure_uri.py``), a
   URI kept as written (minus trailing ``/``; ``os.path`` never touches it), a local path made
@@ -34,7 +34,8 @@ every section, one module each, and each name has one home, imported from there:
 ``transform_section.py`` (``[spark]``, ``[sync]``), ``catalog_section.py``,
 ``orchestration_section.py`` (``[automation]``, ``[compute]``), ``ingest_section.py``
 (``[collector]``, write keys, the Segment import), ``privacy_section.py``,
-``models_section.py``, ``formats_section.py`` (``table_format``, ``[iceberg]``);
+``models_section.py``, ``formats_section.py`` (``table_format``, ``[iceberg]``),
+``alerts_section.py``;
 ``environment.py`` the ``DATALAKE_*`` overrides. Here: the sources, the whole and the loader.
 Importing the package imports pydantic and the standard library, no data library
 (``test_architecture.py`` checks it).
@@ -51,6 +52,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, model_validator
 
+from datalake_assets.settings.alerts_section import AlertsSettings
 from datalake_assets.settings.catalog_section import (
     CatalogSettings,
 )
@@ -244,6 +246,7 @@ class LakeSettings:
         privacy={},
         models={},
         iceberg={},
+        alerts={},
     )
 
     archive_root: Root  # absolute local path or URI (s3://, abfss://, az://), no trailing '/'
@@ -262,6 +265,8 @@ class LakeSettings:
     # how the tables hold their files (lake/formats/): Segment's hive-style folders, or Iceberg
     table_format: OneOf(TABLE_FORMATS, "table format") = SEGMENT
     iceberg: IcebergSettings = dataclasses.field(default_factory=IcebergSettings)
+    # where failed runs, failed blocking checks and stale tables are reported
+    alerts: AlertsSettings = dataclasses.field(default_factory=AlertsSettings)
 
     @model_validator(mode="after")
     def _fit_together(self) -> "LakeSettings":
@@ -352,6 +357,7 @@ _COMPUTE_KEYS = file_keys(ComputeSettings)
 _COLLECTOR_KEYS = file_keys(CollectorSettings)
 _PRIVACY_KEYS = file_keys(PrivacySettings)
 _ICEBERG_KEYS = file_keys(IcebergSettings)
+_ALERTS_KEYS = file_keys(AlertsSettings)
 _SOURCE_KEYS = file_keys(SourceSettings)
 
 

@@ -9,6 +9,7 @@ import pytest
 from dagster import Definitions
 
 from datalake_assets.definitions import build_definitions
+from datalake_assets.orchestration.alerts.alert_definitions import build_alert_definitions
 from datalake_assets.orchestration.automation.automation_definitions import (
     build_automation_definitions,
 )
@@ -132,6 +133,27 @@ EXPECTED = {
         ],
         "schedules": ["compact_identity_summaries_nightly"],
     },
+    # [alerts] with a destination: the two alert sensors (with none, as everywhere above: none)
+    "alerts": {
+        "slugs": {"app": "sync models", "web_prod": "sync models import"},
+        "jobs": [
+            *COMMON_JOBS,
+            "app_sync_job",
+            "datalake_sync_job",
+            "web_prod_segment_import_job",
+            "web_prod_sync_job",
+        ],
+        "sensors": [
+            *COMMON_SENSORS,
+            "datalake_archive_sensor",
+            "datalake_event_alerts",
+            "datalake_models_automation",
+            "datalake_run_failure_alerts",
+            "web_prod_segment_import_sensor",
+            "web_prod_segment_import_sync_sensor",
+        ],
+        "schedules": ["compact_identity_summaries_nightly"],
+    },
     "iceberg": {
         "slugs": {"app": "sync", "web_prod": "sync import"},
         "jobs": [
@@ -200,6 +222,10 @@ def settings_of(case: str, tmp_path):
     if case == "defaults":
         return load_settings(env={"DATALAKE_HOME": str(tmp_path)})
     text = 'table_format = "iceberg"\n' + TWO_SOURCES if case == "iceberg" else TWO_SOURCES
+    if case == "alerts":
+        text = TWO_SOURCES.replace(
+            "[[sources]]", '[alerts]\nwebhook_url = "http://127.0.0.1:9/hook"\n[[sources]]', 1
+        )
     settings = load_lake_toml(tmp_path, text)
     return per_source_sensors(settings) if case == "per_source" else settings
 
@@ -223,5 +249,6 @@ def test_each_concern_builds_a_definitions(tmp_path):
         build_dbt_definitions(settings, state),
         build_privacy_definitions(settings),
         build_maintenance_definitions(settings),
+        build_alert_definitions(settings),
     ]:
         assert isinstance(defs, Definitions)

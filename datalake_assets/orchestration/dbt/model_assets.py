@@ -52,6 +52,7 @@ from datalake_assets.models.workspace import (
     dbt_executable,
     prepare_project,
 )
+from datalake_assets.orchestration.alerts.freshness_policies import with_freshness_policies
 from datalake_assets.orchestration.automation.sensor_toolkit import sensor_status
 from datalake_assets.orchestration.sync.lake_state import LakeState
 from datalake_assets.settings import LakeSettings, SourceSettings
@@ -250,12 +251,16 @@ def _run(
 
 
 def build_dbt_definitions(settings: LakeSettings, state: LakeState) -> Definitions:
-    """Every source's model assets (for its tables in ``state``) and the sensor evaluating
-    their automation conditions."""
+    """Every source's model assets (for its tables in ``state``; the daily ones with their
+    freshness policy, ``alerts/freshness_policies.py``) and the sensor evaluating their
+    automation conditions."""
     assets, model_sources = [], []
     for source_settings in settings.sources:
         source = state.effective(source_settings)  # start resolved ("auto")
-        model_assets = build_model_assets(settings, source, list(state.source(source).tables))
+        model_assets = with_freshness_policies(
+            build_model_assets(settings, source, list(state.source(source).tables)),
+            settings.alerts,
+        )
         assets.extend(model_assets)
         if model_assets:
             model_sources.append(source)

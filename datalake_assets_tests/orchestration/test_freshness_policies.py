@@ -1,0 +1,55 @@
+"""Each asset's freshness policy (orchestration/alerts/freshness_policies.py), as the code
+location declares it (what the daemon's freshness evaluation and the UI read), from
+``[alerts] freshness_hours``. Through the daemon: test_alerts_daemon.py."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from dagster import FreshnessPolicy
+
+from datalake_assets.definitions import build_definitions
+from datalake_assets.orchestration.alerts.freshness_policies import daily_policy, hourly_policy
+from datalake_assets.orchestration.sync.lake_state import LakeState, SourceState
+from datalake_assets.settings.alerts_section import AlertsSettings
+from datalake_assets.spec.naming import STANDARD_TABLES
+from datalake_assets_tests.support.settings_files import load_lake_toml
+
+pytestmark = [pytest.mark.dagster]
+
+
+def policies(tmp_path, alerts: str) -> dict[str, object]:
+    settings = load_lake_toml(
+        tmp_path,
+        'archive_root = "archive"\nlake_root = "lake"\n'
+        f'{alerts}[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n',
+    )
+    state = LakeState({"web": SourceState(tuple(sorted(STANDARD_TABLES)), "2026-11-01-00:00")})
+    graph = build_definitions(settings, state=state).resolve_asset_graph()
+    return {k.to_user_string(): graph.get(k).freshness_policy for k in graph.get_all_asset_keys()}
+
+
+def test_hourly_assets_and_daily_models_carry_their_policy(tmp_path):
+    got = policies(tmp_path, "[alerts]\nfreshness_hours = 5\n")
+    hourly = FreshnessPolicy.time_window(fail_window=timedelta(hours=5))
+    daily = FreshnessPolicy.cron(deadline_cron="0 5 * * *", lower_bound_delta=timedelta(hours=5))
+    for table in [*STANDARD_TABLES, "quarantine", "sync_reports", "catalog"]:
+        assert got[f"web/{table}"] == hourly, table
+    for model in ("sessions", "daily_event_counts"):
+        assert got[f"web/{model}"] == daily, model
+    # the whole-table models are rebuilt daily from all history; the raw archive is the
+    # collector's: no policy
+    for other in ("identity_graph", "users", "raw_archive"):
+        assert got[f"web/{other}"] is None, other
+
+
+@pytest.mark.parametrize(
+    "hours, deadline", [(1, "0 1 * * *"), (23, "0 23 * * *"), (48, "0 23 * * *")]
+)
+def test_the_daily_deadline_stays_within_the_day(hours, deadline):
+    alerts = AlertsSettings(freshness_hours=hours)
+    assert hourly_policy(alerts) == FreshnessPolicy.time_window(fail_window=timedelta(hours=hours))
+    assert daily_policy(alerts) == FreshnessPolicy.cron(
+        deadline_cron=deadline, lower_bound_delta=timedelta(hours=min(hours, 23))
+    )
