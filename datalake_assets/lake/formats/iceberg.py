@@ -231,7 +231,15 @@ class IcebergFormat(TableFormat):
         widened = [c for c in step["widened"] if c in tbl.schema().column_names]
         rows_filter = hours_filter(step["hours"])
         if widened:
-            commit_widening(tbl, columns, widened, None, rows_filter, props, files)
+            commit_widening(
+                tbl,
+                columns,
+                widened,
+                None,
+                rows_filter,
+                props,
+                in_place=lambda tx: data_files(tx.table_metadata, files, table),
+            )
             return
         with tbl.transaction() as tx:
             add_columns(tx, tbl, columns)

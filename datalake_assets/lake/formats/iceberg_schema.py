@@ -8,6 +8,9 @@ row the table keeps is rewritten with its values cast by the lake's own rules
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pyarrow as pa
 
 from datalake_assets.lake.formats.format_interface import FormatError
@@ -67,12 +70,12 @@ def commit_widening(
     staged: pa.Table | None,
     rows_filter,
     props: dict[str, str],
-    files: list[tuple[str, int, str]] = (),
+    in_place: Callable[[Any], list] | None = None,
 ) -> None:
     """One transaction: the widened columns replaced (new field ids, same names and
     positions), every kept row rewritten with its values cast by the lake's rules, the
     synced hours' rows replaced by ``staged`` or, written in place with the new field ids,
-    by ``files`` (``iceberg_in_place.py``: added by their footers, not rewritten)."""
+    by the data-file entries ``in_place(tx)`` builds from their footers (not rewritten)."""
     from pyiceberg.expressions import Not
 
     types = dict(columns)
@@ -112,10 +115,8 @@ def commit_widening(
         if staged is not None:
             rewritten = pa.concat_tables([rewritten, staged])
         tx.overwrite(rewritten, snapshot_properties=props)
-        if files:
-            from datalake_assets.lake.formats.iceberg_in_place import data_files
-
-            new_files = data_files(tx.table_metadata, list(files), tbl.name()[-1])
+        if in_place is not None:
+            new_files = in_place(tx)  # entries under the schema as it is now
             with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
                 for f in new_files:
                     append.append_data_file(f)
