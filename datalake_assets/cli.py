@@ -358,7 +358,13 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
     except (RuntimeError, SpoolError, OSError) as e:  # the port taken, the spool unwritable
         raise UsageError(f"cannot start the collector: {e}") from None
     stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    received: list[int] = []  # the stop signals, first first
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     if cs.max_message_bytes > settings.sync.max_message_bytes:
         print(
             f"warning: [collector] max_message_bytes ({cs.max_message_bytes}) is larger than "
@@ -387,8 +393,17 @@ def cmd_collect(settings: LakeSettings, args: argparse.Namespace) -> int:
             pass
     else:
         service.supervise(stop.is_set)
-    print("stopping: finishing requests, rolling the spool into the archive...", flush=True)
-    complete = service.stop()
+    # SIGTERM is an orchestrator's: /ready fails while requests are still accepted, so its load
+    # balancer stops sending them before the port closes. Ctrl-C (SIGINT) has no balancer to
+    # wait for.
+    drain = cs.drain_seconds if received[:1] == [signal.SIGTERM] else 0
+    print(
+        "stopping: "
+        + (f"/ready fails, requests still accepted for {drain} s, then " if drain else "")
+        + "finishing requests, rolling the spool into the archive...",
+        flush=True,
+    )
+    complete = service.stop(drain_seconds=drain)
     for signum, handler in previous.items():
         signal.signal(signum, handler)
     stats = [service.stats()] if isinstance(service, Collector) else service.stats

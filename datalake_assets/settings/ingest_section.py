@@ -148,6 +148,11 @@ class CollectorSettings:
     public_url: PublicUrl = ""
     # requests being processed at once (per worker) beyond which new ones get 429 + Retry-After
     max_pending_requests: Int(1, 1_000_000) = 512
+    # seconds SIGTERM keeps requests accepted after /ready starts failing, so a load balancer
+    # polling /ready takes the replica out before its port closes. 0 by default: its right
+    # length is the balancer's (poll interval x failures), and without one each stop would
+    # only wait for nothing
+    drain_seconds: Int(0, 300) = 0
 
     @model_validator(mode="after")
     def _message_fits_a_batch(self) -> "CollectorSettings":

@@ -10,9 +10,10 @@ is a whole ``Collector`` (server, spool, roller) with its own spool
 connection stays with the worker that accepted it. Segment ids are random, so the workers'
 archive files never collide.
 
-The parent restarts a worker that dies (its spool is recovered by the new one), forwards
-SIGTERM/SIGINT to the workers (each stops gracefully: finishes its requests, rolls its spool),
-and exits once they have. A worker whose parent dies gets SIGTERM (``PR_SET_PDEATHSIG``).
+The parent restarts a worker that dies (its spool is recovered by the new one), stops the
+workers on SIGTERM/SIGINT (each stops gracefully: finishes its requests, rolls its spool;
+after ``[collector] drain_seconds`` of ``/ready`` failing if the parent got SIGTERM), and
+exits once they have. A worker whose parent dies gets SIGTERM (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -68,18 +69,21 @@ def _worker_main(
     from datalake_assets.ingest.collector.server import Collector
 
     _die_with_parent()
-    stopping = {"now": False}
+    stopping: list[int] = []  # the stop signals received, first first
 
-    def stop(*_: object) -> None:
-        stopping["now"] = True
+    def stop(signum: int, _frame: object) -> None:
+        stopping.append(signum)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     collector = Collector(settings, spool_dir=spool_dir, listen_socket=sock)
     collector.start()
-    while not stopping["now"]:
+    while not stopping:
         time.sleep(0.2)
-    complete = collector.stop()
+    # SIGTERM (the parent's drain, or the parent's death): drain; SIGINT (Ctrl-C reaches the
+    # whole process group, or the parent's stop without a drain): stop at once
+    drain = settings.collector.drain_seconds if stopping[0] == signal.SIGTERM else 0
+    complete = collector.stop(drain_seconds=drain)
     os.write(report_fd, json.dumps(collector.stats()).encode() + b"\n")
     return 0 if complete else 1
 
@@ -166,15 +170,19 @@ class Workers:
                 continue
             time.sleep(0.2)
 
-    def stop(self, timeout: float = 60.0) -> bool:
-        """SIGTERM to every worker; wait for them; whether all exited 0 (everything rolled)."""
+    def stop(self, timeout: float = 60.0, drain_seconds: float = 0.0) -> bool:
+        """Stop every worker; wait for them; whether all exited 0 (everything rolled).
+        ``drain_seconds > 0``: SIGTERM, each worker drains for its settings'
+        ``[collector] drain_seconds`` (the value the caller passes: the workers cannot be told
+        another once forked); else SIGINT, each stops at once."""
+        sig = signal.SIGTERM if drain_seconds > 0 else signal.SIGINT
         for pid in self.pids:
             try:
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, sig)
             except ProcessLookupError:
                 pass
         ok = True
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + drain_seconds + timeout  # no worker killed mid-drain
         while self.pids:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid:

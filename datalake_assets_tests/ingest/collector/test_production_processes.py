@@ -1,6 +1,7 @@
-"""``datalake collect`` run as in production, as real processes: SIGTERM drains it (no new
-connection, the request in flight answered, the spool archived, exit 0), and two replicas
-behind one address write one archive, every accepted message exactly once."""
+"""``datalake collect`` run as in production, as real processes: SIGTERM drains it (``/ready``
+failing while new requests are still accepted for ``drain_seconds``, then no new connection,
+the request in flight answered, the spool archived, exit 0), and two replicas behind one
+address write one archive, every accepted message exactly once."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from datalake_assets_tests.ingest.collector.helpers import (
     archive_lines,
     basic,
     post,
+    request,
     scrape,
     track,
     value,
@@ -37,18 +39,22 @@ port = 0
 spool_dir = "{spool}"
 segment_max_bytes = {segment_max_bytes}
 segment_max_age_seconds = {segment_max_age}
+drain_seconds = {drain_seconds}
 [[sources]]
 id = "src1"
 """
 
 
-def start(tmp_path: Path, name: str, segment_max_bytes: int, segment_max_age: int):
+def start(
+    tmp_path: Path, name: str, segment_max_bytes: int, segment_max_age: int, drain_seconds: int = 0
+):
     settings_file = write_lake_toml(
         tmp_path,
         SETTINGS.format(
             spool=f"spool-{name}",
             segment_max_bytes=segment_max_bytes,
             segment_max_age=segment_max_age,
+            drain_seconds=drain_seconds,
         ),
         name=f"{name}.toml",
     )
@@ -84,7 +90,10 @@ def test_sigterm_drains_the_request_in_flight_and_archives_everything_then_exits
     from segment.analytics.client import Client
 
     # a segment open for an hour: only the drain can put these messages in the archive
-    collector = start(tmp_path, "a", segment_max_bytes=1 << 20, segment_max_age=3600)
+    drain = 2
+    collector = start(
+        tmp_path, "a", segment_max_bytes=1 << 20, segment_max_age=3600, drain_seconds=drain
+    )
     errors: list[object] = []
     client = Client(
         write_key=KEY,
@@ -123,7 +132,19 @@ def test_sigterm_drains_the_request_in_flight_and_archives_everything_then_exits
             "the collector never started on the request in flight",
         )
         collector.proc.send_signal(signal.SIGTERM)
-        wait_until(lambda: refuses_connections(collector.url), "still accepting after SIGTERM")
+        signalled = time.monotonic()
+        # out of rotation first: /ready fails while a new client is still served
+        wait_until(lambda: request(collector.url, "GET", "/ready")[0] == 503, "/ready never failed")
+        assert json.loads(request(collector.url, "GET", "/ready")[1])["reason"].startswith(
+            "draining"
+        )
+        status, _, headers = post(collector.url, "/v1/track", track("during-drain"))
+        assert status == 200
+        assert headers["Connection"] == "close"  # its next request goes to another replica
+        sent.append("during-drain")
+        wait_until(lambda: refuses_connections(collector.url), "still accepting after the drain")
+        # the port stayed open for drain_seconds after the signal, not about a second
+        assert time.monotonic() - signalled >= drain
         assert collector.proc.poll() is None  # still waiting for the request in flight
 
         in_flight.sendall(body[100:])
@@ -141,7 +162,7 @@ def test_sigterm_drains_the_request_in_flight_and_archives_everything_then_exits
     collector._reader.join(30)
     out = collector.output()
     assert code == 0, out
-    assert stopped_line(out)[0] == len(sent) == 40
+    assert stopped_line(out)[0] == len(sent) == 41
     counts = Counter(m["messageId"] for m in archive_lines(tmp_path / "archive"))
     assert counts == Counter(sent)
     assert not list((tmp_path / "spool-a").rglob("*.wal"))

@@ -151,6 +151,10 @@ def test_direct_construction_validates_collector_settings():
         CollectorSettings(max_batch_bytes=100)
     with pytest.raises(SettingsError, match="collector"):
         LakeSettings("/a", "/l", (SourceSettings("a"),), collector="x")  # type: ignore[arg-type]
+    for bad in (-1, 301, 1.5):  # whole seconds, 0 to 300
+        with pytest.raises(SettingsError, match="drain_seconds"):
+            CollectorSettings(drain_seconds=bad)  # type: ignore[arg-type]
+    assert CollectorSettings().drain_seconds == 0  # a stop waits for nothing by default
     assert CollectorSettings().spool_path("/h") == "/h/spool"
 
 
@@ -161,6 +165,7 @@ def test_cors_origins_and_public_url(tmp_path):
         [collector]
         public_url = "https://collect.example.com/seg/"
         max_pending_requests = 64
+        drain_seconds = 15
         [[sources]]
         id = "web"
         cors_origins = ["https://shop.example.com", "https://*.example.com:8443"]
@@ -173,6 +178,7 @@ def test_cors_origins_and_public_url(tmp_path):
     assert s.sources[1].cors_origins == ("*",)  # the default: any origin
     assert s.collector.public_url == "https://collect.example.com/seg"
     assert s.collector.max_pending_requests == 64
+    assert s.collector.drain_seconds == 15
     for bad in (
         ["https://shop.example.com/"],
         ["shop.example.com"],
