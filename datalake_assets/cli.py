@@ -8,6 +8,7 @@
     datalake catalog init-metastore   create a MySQL/MariaDB metastore's schema, once, up front
     datalake forget --user-id X  erase and suppress a person (docs/guides/forget-a-person.md)
     datalake sql "SELECT ..."    Spark SQL on the Hive catalog (through `datalake dev`'s server)
+    datalake status [--json]     each source's last synced hour, lag, failed runs, rows per day
 
 Every option and its help: ``cli_parser.py``. A user's mistake is raised as ``UsageError`` and
 told by ``main`` in one line, exit code 2.
@@ -35,6 +36,7 @@ from datalake_assets.cli_catalog import (
 )
 from datalake_assets.cli_forget import cmd_forget
 from datalake_assets.cli_parser import UsageError, build_parser
+from datalake_assets.cli_status import cmd_status
 from datalake_assets.lake import storage
 from datalake_assets.settings import LakeSettings, SourceSettings, load_settings
 from datalake_assets.settings.fields import SettingsError, default_home
@@ -425,6 +427,7 @@ COMMANDS = {
     "sql": cmd_sql,
     "maintain": cmd_maintain,
     "compact": cmd_compact,
+    "status": cmd_status,
 }
 
 

@@ -298,6 +298,24 @@ def build_parser() -> Parser:
         help="the files' target size in MB (default: [iceberg] target_file_mb)",
     )
 
+    st = _command(
+        sub,
+        "status",
+        "each source's last synced hour, lag, failures and rows (docs/guides/production.md)",
+        "Print each source's last synced hour and its lag behind now, its failed sync runs "
+        "and quarantined lines of the last 24 hours, and its rows per day of the last 7 days: "
+        "the figures from the lake's sync reports (either table format), the failed runs "
+        "from the Dagster instance ($DAGSTER_HOME, else the one `datalake dev` uses).",
+    )
+    _add_sources(st)
+    st.add_argument("--json", action="store_true", help="print one JSON object, for machines")
+    st.add_argument(
+        "--at",
+        type=archive_hour,
+        metavar="HOUR",
+        help="as at the start of this UTC hour, YYYY-MM-DDTHH (default: now)",
+    )
+
     f = _command(
         sub,
         "forget",
