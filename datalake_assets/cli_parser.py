@@ -105,10 +105,10 @@ def build_parser() -> Parser:
     d = _command(
         sub,
         "dev",
-        "demo data if needed, then `dagster dev`",
+        "demo data if needed, then `dg dev`",
         "Start the platform locally: demo traffic for source demo if its archive is "
         "empty (yesterday, UTC, and today's closed hours), the embedded metastore's "
-        "server, and `dagster dev` (Ctrl-C stops it all).",
+        "server, and `dg dev` (Ctrl-C stops it all).",
     )
     d.add_argument(
         "--host", default="127.0.0.1", help="address of Dagster's webserver (default 127.0.0.1)"
@@ -118,6 +118,13 @@ def build_parser() -> Parser:
         type=whole_number(1, 65535),
         default=3000,
         help="port of Dagster's webserver (default 3000)",
+    )
+    d.add_argument(
+        "--log-level",
+        choices=["critical", "error", "warning", "info", "debug"],
+        default="warning",
+        help="log level of Dagster's webserver and daemon (default warning: their failures; "
+        "info adds every sensor tick and queue check); runs print their events whatever it is",
     )
 
     g = _command(
