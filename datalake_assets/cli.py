@@ -1,6 +1,6 @@
 """``datalake``: the project's command line.
 
-    datalake dev                 generate demo traffic if the archive is empty, start `dagster dev`
+    datalake dev                 generate demo traffic if the archive is empty, start `dg dev`
     datalake demo [--hours N]    write N hours of demo traffic (default: the last 6 closed hours)
     datalake sync --hours H ...  run one sync outside Dagster (local Spark), print the report
     datalake import [--from D]   import Segment's S3-destination archive into the raw archive
@@ -8,6 +8,7 @@
     datalake catalog init-metastore   create a MySQL/MariaDB metastore's schema, once, up front
     datalake forget --user-id X  erase and suppress a person (docs/guides/forget-a-person.md)
     datalake sql "SELECT ..."    Spark SQL on the Hive catalog (through `datalake dev`'s server)
+    datalake status [--json]     each source's last synced hour, lag, failed runs, rows per day
 
 Every option and its help: ``cli_parser.py``. A user's mistake is raised as ``UsageError`` and
 told by ``main`` in one line, exit code 2.
@@ -35,6 +36,7 @@ from datalake_assets.cli_catalog import (
 )
 from datalake_assets.cli_forget import cmd_forget
 from datalake_assets.cli_parser import UsageError, build_parser
+from datalake_assets.cli_status import cmd_status
 from datalake_assets.lake import storage
 from datalake_assets.settings import LakeSettings, SourceSettings, load_settings
 from datalake_assets.settings.fields import SettingsError, default_home
@@ -103,6 +105,15 @@ def demo_hours(now: datetime | None = None) -> int:
     return 24 + now.hour
 
 
+def dg_command() -> list[str]:
+    """Dagster's ``dg`` command of this Python: its console script beside the interpreter, else
+    its entry point run by the interpreter."""
+    script = Path(sys.executable).with_name("dg")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from dagster_dg_cli.cli import main; main()"]
+
+
 def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     for source in settings.sources:
         if archive_is_empty(settings, source.id) and source.id == "demo":
@@ -148,10 +159,14 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     env.setdefault("DATALAKE_WEBSERVER_URL", f"http://{shown_host}:{args.port}")
     if settings.settings_file:
         env["DATALAKE_SETTINGS"] = settings.settings_file
+    # `dg dev`: what Dagster 1.13 supports (`dagster dev` warns on every start that it is
+    # superseded). With a workspace file it starts the same webserver and daemon. The services
+    # log at WARNING by default: at INFO the run queue's daemon says "1 runs are currently in
+    # progress ... won't launch more" every dequeue interval (1 s) while a sync runs, and the
+    # sensors' ticks say nothing a newcomer acts on. A run's own events (a sync's figures, its
+    # failures) come from the run's process and are printed whatever this level is.
     cmd = [
-        sys.executable,
-        "-m",
-        "dagster",
+        *dg_command(),
         "dev",
         "-w",
         str(PROJECT_ROOT / "workspace.yaml"),
@@ -159,16 +174,21 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
         args.host,
         "-p",
         str(args.port),
+        "--log-level",
+        args.log_level,
     ]
     print(f"DAGSTER_HOME={home}\nlake: {settings.lake_root}\narchive: {settings.archive_root}")
     metastore = serve_metastore(settings)
     print(f"starting Dagster on http://{args.host}:{args.port} (Ctrl-C stops it)")
+    # Started in DAGSTER_HOME: Dagster warns when the folder it starts in holds a dagster.yaml
+    # other than DAGSTER_HOME's, and the project's folder holds the template copied above
+    # (the instance of `dg dev` started there without DAGSTER_HOME).
     # Own process group, SIGINT restored (a shell's background job ignores it), and every stop
     # signal forwarded to the whole group: no webserver or daemon is left behind.
     proc = subprocess.Popen(
         cmd,
         env=env,
-        cwd=PROJECT_ROOT,
+        cwd=home,
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
@@ -440,6 +460,7 @@ COMMANDS = {
     "sql": cmd_sql,
     "maintain": cmd_maintain,
     "compact": cmd_compact,
+    "status": cmd_status,
 }
 
 

@@ -105,10 +105,10 @@ def build_parser() -> Parser:
     d = _command(
         sub,
         "dev",
-        "demo data if needed, then `dagster dev`",
+        "demo data if needed, then `dg dev`",
         "Start the platform locally: demo traffic for source demo if its archive is "
         "empty (yesterday, UTC, and today's closed hours), the embedded metastore's "
-        "server, and `dagster dev` (Ctrl-C stops it all).",
+        "server, and `dg dev` (Ctrl-C stops it all).",
     )
     d.add_argument(
         "--host", default="127.0.0.1", help="address of Dagster's webserver (default 127.0.0.1)"
@@ -118,6 +118,13 @@ def build_parser() -> Parser:
         type=whole_number(1, 65535),
         default=3000,
         help="port of Dagster's webserver (default 3000)",
+    )
+    d.add_argument(
+        "--log-level",
+        choices=["critical", "error", "warning", "info", "debug"],
+        default="warning",
+        help="log level of Dagster's webserver and daemon (default warning: their failures; "
+        "info adds every sensor tick and queue check); runs print their events whatever it is",
     )
 
     g = _command(
@@ -296,6 +303,24 @@ def build_parser() -> Parser:
         default=None,
         metavar="N",
         help="the files' target size in MB (default: [iceberg] target_file_mb)",
+    )
+
+    st = _command(
+        sub,
+        "status",
+        "each source's last synced hour, lag, failures and rows (docs/guides/production.md)",
+        "Print each source's last synced hour and its lag behind now, its failed sync runs "
+        "and quarantined lines of the last 24 hours, and its rows per day of the last 7 days: "
+        "the figures from the lake's sync reports (either table format), the failed runs "
+        "from the Dagster instance ($DAGSTER_HOME, else the one `datalake dev` uses).",
+    )
+    _add_sources(st)
+    st.add_argument("--json", action="store_true", help="print one JSON object, for machines")
+    st.add_argument(
+        "--at",
+        type=archive_hour,
+        metavar="HOUR",
+        help="as at the start of this UTC hour, YYYY-MM-DDTHH (default: now)",
     )
 
     f = _command(

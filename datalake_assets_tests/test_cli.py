@@ -45,13 +45,16 @@ def datalake_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "datalake_assets.cli"]
 
 
-def run_datalake(folder: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_datalake(
+    folder: Path, *args: str, timeout: float = 300, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """``datalake --settings <folder>/lake.toml ARGS`` in ``folder``, with no ``DATALAKE_*`` or
-    ``DAGSTER_HOME`` of the caller's environment."""
+    ``DAGSTER_HOME`` of the caller's environment (but those of ``env_extra``)."""
     env = {
         k: v for k, v in os.environ.items() if not k.startswith("DATALAKE_") and k != "DAGSTER_HOME"
     }
     env["DATALAKE_HOME"] = str(folder)
+    env.update(env_extra or {})
     return subprocess.run(
         [*datalake_command(), "--settings", str(folder / "lake.toml"), *args],
         cwd=folder,
@@ -177,6 +180,103 @@ def test_a_query_failing_as_it_runs_still_shows_sparks_errors_and_exits_1(synced
     assert any(" ERROR Executor: Exception in task" in line for line in lines), done.stderr
     assert lines[-1].startswith("datalake sql: [USER_RAISED_EXCEPTION]"), lines[-1]
     assert not [line for line in lines if "WARN" in line], done.stderr
+
+
+# ---------------------------------------------------------------------------------- status
+
+
+@pytest.mark.spark
+def test_status_tells_the_figures_a_reader_of_the_lake_counts(synced_home):
+    """``datalake status`` on the lake ``datalake sync`` wrote: the figures equal DuckDB's
+    counts over the lake's own files (each message once, quarantined lines), not the
+    report's numbers read back."""
+    import duckdb
+
+    folder, _ = synced_home
+    done = run_datalake(folder, "status", "--json", "--at", "2026-11-21T12")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    status = json.loads(done.stdout)
+    assert status["dagster_instance"] is None and status["table_format"] == "segment"
+    demo, web = status["sources"]
+    parquet = "hive_partitioning = true, hive_types_autocast = false, union_by_name = true"
+    ((messages,),) = duckdb.sql(
+        f"SELECT count(DISTINCT message_id) FROM read_parquet("
+        f"'{folder}/lake/data/demo/*/*/*/*.parquet', {parquet})"
+    ).fetchall()
+    quarantine = folder / "lake" / "quarantine" / "demo"  # none when no line was malformed
+    ((lines,),) = (
+        duckdb.sql(
+            f"SELECT count(*) FROM read_parquet('{quarantine}/*/*/*.parquet', {parquet}) "
+            "WHERE level = 'line'"
+        ).fetchall()
+        if quarantine.exists()
+        else [(0,)]
+    )
+    assert (demo["source"], demo["last_synced_hour"], demo["lag_seconds"]) == (
+        "demo",
+        HOUR,
+        3600,
+    )
+    assert demo["messages_per_day"]["2026-11-21"] == messages > 200
+    assert sum(demo["messages_per_day"].values()) == messages
+    assert demo["quarantined_lines_24h"] == lines
+    assert demo["failed_runs_24h"] is None  # no Dagster instance: not known, not zero
+    assert (web["slug"], web["last_synced_hour"], web["lag_seconds"]) == ("web", None, None)
+    table = run_datalake(folder, "status", "--source", "web", "--at", "2026-11-21T12")
+    assert table.returncode == 0 and table.stderr == "", table.stderr
+    assert "web-site (slug web)" in table.stdout and "demo" not in table.stdout, table.stdout
+    assert "last synced hour        none yet" in table.stdout, table.stdout
+
+
+def test_status_counts_each_sources_failed_runs_of_the_last_day(home):
+    """Real runs in a real instance: a failed run of web's own job and a failed batched run
+    that synced web's hours count for web; a failed batched run of demo's hours, and a
+    successful run of web's job, do not."""
+    from dagster import DagsterInstance, Failure, job, op
+
+    from datalake_assets.orchestration.automation.batch_sync import BATCH_JOB, SOURCE_HOURS_TAG
+
+    @op
+    def fails():
+        raise Failure("the sync failed")
+
+    @op
+    def succeeds():
+        return None
+
+    def one_op_job(name, body):
+        @job(name=name)
+        def sync_job():
+            body()
+
+        return sync_job
+
+    dagster_home = home / "dagster_instance"
+    dagster_home.mkdir()
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    expected = []
+    with DagsterInstance.from_config(str(dagster_home)) as instance:
+        for name, body, tags in [
+            ("web_sync_job", fails, {}),
+            (BATCH_JOB, fails, {SOURCE_HOURS_TAG: f"demo:{HOUR} web-site:{HOUR}"}),
+            (BATCH_JOB, fails, {SOURCE_HOURS_TAG: f"demo:{HOUR}"}),
+            ("web_sync_job", succeeds, {}),
+        ]:
+            result = one_op_job(name, body).execute_in_process(
+                instance=instance, tags=tags, raise_on_error=False
+            )
+            if name == "web_sync_job" and body is fails or "web-site" in str(tags):
+                expected.append(result.run_id)
+    done = run_datalake(
+        home, "status", "--json", env_extra={"DAGSTER_HOME": str(dagster_home)}, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["dagster_instance"] == str(dagster_home)
+    by_source = {s["source"]: s for s in status["sources"]}
+    assert by_source["web-site"]["failed_runs_24h"] == 2
+    assert set(by_source["web-site"]["failed_run_ids"]) == set(expected)
+    assert by_source["demo"]["failed_runs_24h"] == 2  # both batched runs synced demo's hours
 
 
 # ----------------------------------------------------------------------------------- help

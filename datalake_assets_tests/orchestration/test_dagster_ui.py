@@ -20,9 +20,11 @@ and the lake then equals a clean sync of the same archive (``datalake sync`` int
 lake); then
 
 (d) the job ``forget_person`` launched from the launchpad with a user's config erases that
-    person (and nobody else) and records the request in ``privacy_requests``.
+    person (and nobody else) and records the request in ``privacy_requests``;
+(h) ``datalake dev``'s output holds what the syncs did and none of Dagster's noise (the queue
+    daemon's line every second, superseded-command, stray-dagster.yaml and beta warnings).
 
-Failures of (c), (a), (b), (e), (f), (g), the comparison and (d) are collected and reported
+Failures of (c), (a), (b), (e), (f), (g), the comparison, (d) and (h) are collected and reported
 together (``Steps``), so one run tells everything that is wrong.
 """
 
@@ -296,7 +298,30 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
         # (d) forget a person from the launchpad: the job forget_person with the config a
         # user types; afterwards none of their rows remain and nobody else's went.
         step("d", lambda: forget_from_launchpad(ui, home / "lake"))
+        # (h) the terminal a newcomer reads: what the syncs did, none of Dagster's noise
+        step("h", lambda: check_quiet_log(dev.log.read_text(errors="replace")))
     step.assert_all_passed()
+
+
+# What `datalake dev` used to print that tells a newcomer nothing: the queue's daemon every
+# second while a run is in progress, `dagster dev`'s supersession warning, the warning about
+# the project's dagster.yaml beside another DAGSTER_HOME, and a beta warning for a sensor
+# parameter Dagster passes itself.
+NOISE = (
+    "won't launch more",
+    "is superseded",
+    "Found a dagster instance configuration value",
+    "BetaWarning",
+)
+
+
+def check_quiet_log(log: str) -> None:
+    found = {n: sum(n in line for line in log.splitlines()) for n in NOISE}
+    assert not any(found.values()), f"noise in datalake dev's output: {found}"
+    # ... while what the syncs did is still there: the sensor's summary, each run's start and
+    # end, the hours synced
+    for told in (" to sync, ", "RUN_START", "RUN_SUCCESS", "syncing "):
+        assert told in log, f"{told!r} missing from datalake dev's output"
 
 
 def forget_from_launchpad(ui: DagsterUI, lake: Path) -> None:

@@ -11,7 +11,8 @@
 #   DAGSTER_HOME (/opt/dagster/home: dagster.yaml, the Postgres instance)
 #   DATALAKE_WORKSPACE (/opt/datalake/workspace.yaml: the code server over gRPC)
 #   DATALAKE_BIND (0.0.0.0), CODE_SERVER_PORT (4000), WEBSERVER_PORT (3000),
-#   COLLECTOR_PORT (8088), DATALAKE_ROLE_FILE (/tmp/datalake-role)
+#   COLLECTOR_PORT (8088), DATALAKE_ROLE_FILE (/tmp/datalake-role),
+#   DATALAKE_SETTINGS_TOML (the settings themselves, written to DATALAKE_SETTINGS)
 set -eu
 workspace="${DATALAKE_WORKSPACE:-/opt/datalake/workspace.yaml}"
 bind="${DATALAKE_BIND:-0.0.0.0}"
@@ -27,6 +28,15 @@ http_ok() {
 with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
     sys.exit(0 if r.status == 200 else 1)' "$1"
 }
+
+# ECS has no file mounts: there the settings come as DATALAKE_SETTINGS_TOML (no secret in it),
+# written where DATALAKE_SETTINGS points before any process starts (runs included).
+if [ -n "${DATALAKE_SETTINGS_TOML:-}" ]; then
+  : "${DATALAKE_SETTINGS:=/tmp/datalake/lake.toml}"
+  mkdir -p "$(dirname "$DATALAKE_SETTINGS")"
+  printf '%s\n' "$DATALAKE_SETTINGS_TOML" > "$DATALAKE_SETTINGS"
+  export DATALAKE_SETTINGS
+fi
 
 role="${1:-}"
 case "$role" in

@@ -1,0 +1,116 @@
+"""A source's health as the lake tells it (``datalake status``): its last synced hour, the lag
+behind now, the lines quarantined and the rows written per day, read from the sync reports the
+lake keeps (``<lake>/reports/day=<finish day>/source=<id>/run_id=/report.json``, in both table
+formats).
+
+Each hour counts as the newest finished report that synced it says: a re-synced hour replaces
+its rows whole, so its latest figures are the rows a reader of the lake counts for it. An
+hour's data is always synced after the hour ends, so the reports of the hours in the last
+``days`` days are in the finish-day folders of those days: only those are read, never years
+of reports (the last synced hour alone may look further back, newest day first).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pyarrow import fs as pafs
+
+from datalake_assets.lake import storage
+from datalake_assets.lake.report import FINISHED, SourceHour, SourceReport, SyncReport
+from datalake_assets.spec import layout
+
+_REPORT_RE = re.compile(r"/day=(\d{4}-\d{2}-\d{2})/source=([^/]+)/run_id=[^/]+/report\.json$")
+_DAY_RE = re.compile(r"/day=(\d{4}-\d{2}-\d{2})/?$")
+QUARANTINE_WINDOW = timedelta(hours=24)
+ROW_DAYS = 7
+
+
+@dataclass(frozen=True)
+class LakeStatus:
+    """What the lake says of one source at ``now`` (UTC)."""
+
+    last_synced_hour: str | None  # YYYY-MM-DDTHH, or None: no finished sync yet
+    lag_seconds: int | None  # now minus the end of the last synced hour
+    quarantined_lines_24h: int  # lines quarantined of the hours that ended in the last 24 h
+    messages_per_day: dict[str, int] = field(default_factory=dict)  # the last ROW_DAYS days, UTC
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "last_synced_hour": self.last_synced_hour,
+            "lag_seconds": self.lag_seconds,
+            "quarantined_lines_24h": self.quarantined_lines_24h,
+            "messages_per_day": dict(self.messages_per_day),
+        }
+
+
+def _report_days(lake_root: str) -> list[str]:
+    """The finish days that have reports (``reports/day=``), newest first."""
+    root = layout.join(lake_root, "reports")
+    if not storage.exists(root):
+        return []
+    fs, path = storage.resolve(root)
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    days = [m.group(1) for i in infos if (m := _DAY_RE.search(i.path + "/"))]
+    return sorted(days, reverse=True)
+
+
+def _reports_of_day(lake_root: str, source_id: str, day: str) -> list[SourceReport]:
+    """The finished source rows of ``day``'s reports of the source, newest first."""
+    folder = layout.join(lake_root, "reports", f"day={day}", f"source={source_id}")
+    if not storage.exists(folder):
+        return []
+    rows = [
+        SyncReport.parse(storage.read_bytes(loc)).source
+        for loc, _ in storage.list_files(folder, recursive=True)
+        if _REPORT_RE.search(loc)
+    ]
+    rows = [r for r in rows if r.status == FINISHED]
+    return sorted(rows, key=lambda r: r.finish_time or "", reverse=True)
+
+
+def _hour_entries(report: SourceReport) -> list[dict[str, Any]]:
+    """The report's figures hour by hour (a report of a version before ``by_hour`` that synced
+    one hour: its totals are the hour's)."""
+    if report.by_hour:
+        return report.by_hour
+    if len(report.hours_synced) == 1:
+        return [SourceHour.of_report(report).entry(report.hours_synced[0])]
+    return []
+
+
+def lake_status(lake_root: str, source_id: str, now: datetime | None = None) -> LakeStatus:
+    """The source's figures at ``now`` (default: the current time), from its sync reports."""
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    first_day = (now - timedelta(days=ROW_DAYS)).strftime("%Y-%m-%d")
+    days = _report_days(lake_root)
+    hours: dict[str, dict[str, Any]] = {}  # hour -> its newest entry
+    last: str | None = None
+    for day in days:
+        if day < first_day and last is not None:
+            break  # older finish days hold no hour of the window
+        for report in _reports_of_day(lake_root, source_id, day):  # newest first: first wins
+            for entry in _hour_entries(report):
+                hour = entry.get("hour")
+                if hour:
+                    hours.setdefault(hour, entry)
+                    last = max(last or hour, hour)
+    today = now.date()
+    messages_per_day = {
+        (today - timedelta(days=n)).isoformat(): 0 for n in range(ROW_DAYS - 1, -1, -1)
+    }
+    quarantined = 0
+    for hour, entry in hours.items():
+        start = layout.ArchiveHour.parse(hour).start
+        if start.date().isoformat() in messages_per_day:
+            messages_per_day[start.date().isoformat()] += int(entry.get("messages_written", 0))
+        if now - QUARANTINE_WINDOW <= start + timedelta(hours=1) <= now:
+            quarantined += int(entry.get("lines_quarantined", 0))
+    lag = None
+    if last is not None:
+        end = layout.ArchiveHour.parse(last).start + timedelta(hours=1)
+        lag = int((now - end).total_seconds())
+    return LakeStatus(last, lag, quarantined, messages_per_day)
