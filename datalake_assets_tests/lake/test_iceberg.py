@@ -905,3 +905,37 @@ def test_models_are_left_out_of_an_iceberg_lake_without_a_profile_that_reads_it(
     )
     assert "cannot read Iceberg tables" in can_run(settings)
     assert build_model_assets(settings, settings.sources[0], ["pages", "tracks"]) == []
+
+
+def test_the_memoized_transaction_metadata_is_what_pyiceberg_computes(tmp_path):
+    """``pyiceberg_memo``: a transaction's metadata, read after each staged change, equals
+    pyiceberg's own replay of the updates (the time of the update aside), and a new change is
+    seen at once (the memo is keyed on the updates, which every change replaces)."""
+    import pyarrow as pa
+    from pyiceberg.table.update import update_table_metadata
+
+    from datalake_assets.lake.formats import pyiceberg_memo
+
+    fmt = table_format(ICEBERG, str(tmp_path / "lake"))  # installs the memo
+    assert pyiceberg_memo.install()
+    src = SourceTables(SRC, SRC)
+    tbl = fmt._create(src, "pages", (("message_id", "string"),))
+
+    def same(tx) -> None:
+        memo, own = tx.table_metadata, update_table_metadata(tx._table.metadata, tx._updates)
+        assert memo.model_copy(update={"last_updated_ms": 0}) == own.model_copy(
+            update={"last_updated_ms": 0}
+        )
+
+    with tbl.transaction() as tx:
+        same(tx)
+        assert tx.table_metadata is tx.table_metadata  # computed once per change
+        with tx.update_schema() as us:
+            us.union_by_name(pa.schema([("name", pa.string())]))
+        same(tx)
+        assert "name" in tx.table_metadata.schema().column_names  # seen at once
+        tx.set_properties({"datalake.test": "1"})
+        same(tx)
+        assert tx.table_metadata.properties["datalake.test"] == "1"
+    after = fmt.load(src, "pages")
+    assert "name" in after.schema().column_names and after.properties["datalake.test"] == "1"
