@@ -5,7 +5,7 @@ folder (``<location>/data/day=/hr=/part-<hour>-<run>-*.parquet``, where pyiceber
 them) with the table's schema as it will be after this run's commit: each field carries its
 Iceberg field id (``PARQUET:field_id``, how Iceberg readers match a file's columns to the
 table's), and ``day``/``hr`` are columns of the file as well as its partition, so every reader
-agrees on them. ``write_schema`` decides those ids before anything is written: the table's
+agrees on them. ``predicted_ids`` decides those ids before anything is written: the table's
 own ids for the columns it has, and for the columns this run adds (new, or replaced by a
 widening) the ids Iceberg will assign them, in the order the commit adds them (ids are
 handed out from the table's ``last-column-id`` upwards; a new table numbers its columns from
