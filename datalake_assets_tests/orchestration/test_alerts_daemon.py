@@ -25,8 +25,8 @@ from dagster import AssetKey, AssetMaterialization, DagsterInstance
 from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
 
 from datalake_assets.spec.layout import ArchiveHour
-from datalake_assets_tests.orchestration.dagster_ui import datalake_dev, free_port
-from datalake_assets_tests.support.alert_receivers import MailReceiver, WebhookReceiver, wait_for
+from datalake_assets_tests.orchestration.dagster_ui import datalake_dev, free_port, poll
+from datalake_assets_tests.support.alert_receivers import MailReceiver, WebhookReceiver
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.settings_files import write_lake_toml
 
@@ -95,8 +95,8 @@ def test_alerts_of_a_failed_sync_and_a_stale_table_arrive(
         settings = write_settings(tmp_path, hour, hook.url, mail.port)
         with datalake_dev(tmp_path, settings) as dev:
             # (1) the sync fails: the catalog is down
-            wait_for("the run failure's alert", lambda: of_kind(hook, "run_failed"), WAIT)
-            wait_for("the failed check's alert", lambda: of_kind(hook, "check_failed"), 60)
+            poll("the run failure's alert", lambda: of_kind(hook, "run_failed"), WAIT, 0.5)
+            poll("the failed check's alert", lambda: of_kind(hook, "check_failed"), 60, 0.5)
             failed = [r for r in dev.ui.runs() if r["status"] == "FAILURE"]
             assert len(failed) == 1, failed
             run_id = failed[0]["id"]
@@ -109,7 +109,7 @@ def test_alerts_of_a_failed_sync_and_a_stale_table_arrive(
             assert (check["source"], check["hour"]) == (SOURCE, hour.partition_key)
             assert check["what"] == "blocking check failed: sync_reports:completeness"
             assert (check["run_id"], check["link"]) == (run_id, f"{UI}/runs/{run_id}")
-            wait_for("two emails", lambda: len(mail.messages) >= 2, 30)
+            poll("two emails", lambda: len(mail.messages) >= 2, 30, 0.5)
             subjects = sorted(m["Subject"] for m in mail.messages)
             assert subjects == [
                 f"[datalake] Blocking check failed: {SOURCE} {hour.partition_key}",
@@ -121,12 +121,12 @@ def test_alerts_of_a_failed_sync_and_a_stale_table_arrive(
             # (2) a table stopped arriving: its latest hour landed two hours ago
             stale_hour = ArchiveHour.parse((now - timedelta(hours=2)).strftime("%Y-%m-%dT%H"))
             landed_long_ago(tmp_path, AssetKey([SOURCE, "pages"]), stale_hour.partition_key, 2)
-            (stale,) = wait_for(
-                "the freshness alert", lambda: of_kind(hook, "freshness_failed"), 90
+            (stale,) = poll(
+                "the freshness alert", lambda: of_kind(hook, "freshness_failed"), 90, 0.5
             )
             assert (stale["source"], stale["hour"]) == (SOURCE, stale_hour.partition_key)
             assert stale["what"] == "nothing new for more than 1 h (freshness failed): pages"
-            wait_for("the freshness email", lambda: len(mail.messages) >= 3, 30)
+            poll("the freshness email", lambda: len(mail.messages) >= 3, 30, 0.5)
             assert mail.messages[-1]["Subject"] == (
                 f"[datalake] Stopped arriving: {SOURCE} {stale_hour.partition_key}"
             )

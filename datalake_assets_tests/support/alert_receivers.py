@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -113,15 +112,3 @@ class MailReceiver:
 
     def __exit__(self, *exc) -> None:
         self.controller.stop()
-
-
-def wait_for(what: str, found, timeout: float, interval: float = 0.5):
-    """``found()`` once truthy; fails naming ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = found()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
