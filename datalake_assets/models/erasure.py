@@ -17,24 +17,20 @@ request's own proof in its ``privacy_requests`` row (``privacy/downstream.py``).
 from __future__ import annotations
 
 import logging
-import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.identities import lake_key
-from datalake_assets.models.engine import can_run, dbt_env, subprocess_env
-from datalake_assets.models.workspace import (
-    DBT_QUIET_ENV,
-    SourceProject,
-    dbt_executable,
-    models_root,
-    prepare_project,
-    source_tables,
-)
+from datalake_assets.models.build import build_outside_dagster
+from datalake_assets.models.engines import can_run
+from datalake_assets.models.publish import lake_format, model_location, models_root, tables_of
+from datalake_assets.models.source_project import SourceProject
+from datalake_assets.models.workspace import prepare_project, source_tables
 from datalake_assets.privacy.downstream import record_downstream_proof
 from datalake_assets.privacy.state import load_state
-from datalake_assets.settings import LakeSettings
+from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec.identity import ID, Identity, identity_hash
 
 log = logging.getLogger(__name__)
@@ -114,54 +110,66 @@ def rebuild_and_prove(
     """Rebuild the models of every source the request touched, then prove (module doc)."""
     result = ModelsErasure()
     days = touched_days(settings, request_id)
+    fmt = lake_format(settings)
     for slug, (first, last) in sorted(days.items()):
         project = projects.get(slug)
-        if project is None or not built_models(models_root(settings, settings.source(slug))):
+        source = settings.source(slug)
+        if project is None or not built_model_folders(models_root(settings, source)):
             continue  # no model was ever built: none can hold the person
-        done = run_dbt(
-            settings, project, ["build", "--vars", f'{{"min_day": "{first}", "max_day": "{last}"}}']
+        done = build_outside_dagster(
+            settings,
+            source,
+            project,
+            ["build"],
+            f"forget-{request_id}",
+            {"min_day": first, "max_day": last},
         )
         if done.returncode != 0:
-            result.errors.append(f"{slug}: dbt build failed: {done.stdout[-2000:]}")
+            result.errors.append(f"{slug}: dbt build failed: {done.output[-2000:]}")
             continue
         result.rebuilt_days[slug] = (first, last)
+        if fmt.keeps_versions:
+            # the replaced versions still hold the person: expired now, with their files, as
+            # the erasure does for the lake's tables (the proof reads every stored file)
+            fmt.maintain(
+                replace(tables_of(source), table_prefix=""),
+                built_model_folders(models_root(settings, source)),
+                retention=timedelta(0),
+            )
     key = lake_key(settings.lake_root)
     wanted = set(identity_hashes)
     for slug in projects:
         source = settings.source(slug)
-        checked, remaining = prove(models_root(settings, source), key, wanted)
+        checked, remaining = prove(settings, source, key, wanted)
         result.models_checked[slug] = checked
         result.rows_remaining += remaining
     return result
 
 
-def run_dbt(
-    settings: LakeSettings, project: SourceProject, args: list[str]
-) -> subprocess.CompletedProcess:
-    """dbt outside Dagster (an erasure, the benchmark), on the same Spark as the assets."""
-    cmd = [dbt_executable(), *args, *project.dbt_args]
-    env = subprocess_env({**DBT_QUIET_ENV, **dbt_env(settings)})
-    return subprocess.run(
-        cmd, check=False, capture_output=True, text=True, env=env, cwd=project.project_dir
-    )
-
-
-def built_models(root: str) -> list[str]:
-    """The models with files under ``root`` (a folder each)."""
+def built_model_folders(root: str) -> list[str]:
+    """The models with a folder under ``root`` (``<lake>/models/<slug>``)."""
     from pyarrow import fs as pafs
 
     filesystem, path = storage.resolve(root)
     infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+    return sorted(
+        i.base_name
+        for i in infos
+        if i.type == pafs.FileType.Directory and not i.base_name.startswith(("_", "."))
+    )
 
 
-def prove(root: str, key: bytes, wanted: set[str]) -> tuple[list[str], int]:
-    """The models under ``root`` (a folder each) and how many of their rows name a wanted
+def prove(
+    settings: LakeSettings, source: SourceSettings, key: bytes, wanted: set[str]
+) -> tuple[list[str], int]:
+    """The source's models in the lake and how many rows of every data file stored for them
+    (``TableFormat.model_files``: on Iceberg, older snapshots' files too) name a wanted
     identity in an ``ID_COLUMNS`` column."""
-    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
-    filesystem, path = storage.resolve(root)
-    models = built_models(root)
+    fmt = lake_format(settings)
+    src = tables_of(source)
+    models = built_model_folders(models_root(settings, source))
     remaining, hashes = 0, {}
 
     def named(column: str, value: str | None) -> bool:
@@ -175,16 +183,12 @@ def prove(root: str, key: bytes, wanted: set[str]) -> tuple[list[str], int]:
         return h in wanted
 
     for model in models:
-        data = ds.dataset(
-            f"{path}/{model}",
-            filesystem=filesystem,
-            format="parquet",
-            partitioning="hive",
-            exclude_invalid_files=True,
-        )
-        columns = [c for c in data.schema.names if c in ID_COLUMNS]
-        if not columns:
-            continue
-        for row in data.to_table(columns=columns).to_pylist():
-            remaining += any(named(c, row[c]) for c in columns)
+        for location, _ in fmt.model_files(src, model, model_location(settings, source, model)):
+            filesystem, path = storage.resolve(location)
+            data = pq.ParquetFile(path, filesystem=filesystem)
+            columns = [c for c in data.schema_arrow.names if c in ID_COLUMNS]
+            if not columns:
+                continue
+            for row in data.read(columns=columns).to_pylist():
+                remaining += any(named(c, row[c]) for c in columns)
     return models, remaining

@@ -4,13 +4,14 @@ The shipped project (``models/project/``: staging and mart models, macros) is th
 source; what differs per source is generated here into ``<build_dir>/<slug>/<fingerprint>/``:
 
 * ``dbt_project.yml``: the project's name, the ``vars`` of ``[models]`` (session gap, late
-  events), and ``+location_root``: the models' files live in the lake, at
-  ``<lake_root>/models/<slug>/<model>/``, beside the tables they are built from;
+  events), and the engine's model configs (Spark: ``+location_root``): the models' tables
+  live in the lake, at ``<lake_root>/models/<slug>/<model>/``, beside the tables they are
+  built from;
 * ``models/_lake__sources.yml``: source ``lake`` with one table per table of the source's
   graph (``LakeState``), so a new event table is a dbt source at the next load, no YAML to edit;
 * ``models/user/``: a copy of ``[models] user_models_dir`` (``.sql``, ``.yml``);
-* ``profiles.yml`` (unless ``[models] profiles_dir`` names your own): dbt-spark's ``session``
-  method with the source's database as schema; which Spark it reaches is ``engine.py``'s.
+* ``profiles.yml`` (unless ``[models] profiles_dir`` names your own): the engine's local
+  target (``models/engines/``) with the source's database as schema.
 
 ``dbt parse`` then writes ``target/manifest.json``, which Dagster needs before the code location
 loads. It runs only when something above changed (the folder is named by a fingerprint of every
@@ -26,13 +27,13 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from importlib import resources
 
 from datalake_assets.lake import records
+from datalake_assets.models.engines import engine_for
+from datalake_assets.models.source_project import SourceProject
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.models_section import ModelsSettings, build_dir, user_models_dir
-from datalake_assets.spec import layout
 
 PROFILE = "datalake"
 LOCAL_TARGET = "local"
@@ -50,39 +51,8 @@ class ModelsError(RuntimeError):
     """The models' project could not be assembled or parsed (the message says why)."""
 
 
-@dataclass(frozen=True)
-class SourceProject:
-    """One source's assembled dbt project."""
-
-    slug: str
-    project_dir: str
-    profiles_dir: str
-    target: str
-
-    @property
-    def manifest_path(self) -> str:
-        return os.path.join(self.project_dir, "target", "manifest.json")
-
-    @property
-    def dbt_args(self) -> list[str]:
-        """The options of a dbt command run on this project: its folder, profiles and target."""
-        return [
-            "--project-dir",
-            self.project_dir,
-            "--profiles-dir",
-            self.profiles_dir,
-            "--target",
-            self.target,
-        ]
-
-
 def shipped_project_dir() -> str:
     return str(resources.files("datalake_assets.models").joinpath("project"))
-
-
-def models_root(settings: LakeSettings, source: SourceSettings) -> str:
-    """Where the source's models keep their files (``<lake_root>/models/<slug>``)."""
-    return layout.join(settings.lake_root, "models", source.slug)
 
 
 def source_tables(settings: LakeSettings, source: SourceSettings) -> list[str]:
@@ -113,12 +83,7 @@ def project_yaml(settings: LakeSettings, source: SourceSettings) -> dict:
             "session_gap_minutes": m.session_gap_minutes,
             "late_event_hours": m.late_event_hours,
         },
-        "models": {
-            f"datalake_{source.slug}": {
-                "+location_root": models_root(settings, source),
-                "+file_format": "parquet",
-            }
-        },
+        "models": {f"datalake_{source.slug}": engine_for(settings).models_config(settings, source)},
     }
 
 
@@ -141,30 +106,12 @@ def sources_yaml(source: SourceSettings, tables: list[str]) -> dict:
     }
 
 
-def profiles_yaml(source: SourceSettings) -> dict:
-    """The local profile: dbt-spark's ``session`` method. It sets no ``spark.master``: the
-    session is a Spark Connect one (``SPARK_REMOTE``, ``engine.py``) to the Spark that holds
-    the catalog, so the models land in the same metastore as the event tables."""
+def profiles_yaml(settings: LakeSettings, source: SourceSettings) -> dict:
+    """The local profile: the engine's target for the source (``models/engines/``)."""
     return {
         PROFILE: {
             "target": LOCAL_TARGET,
-            "outputs": {
-                LOCAL_TARGET: {
-                    "type": "spark",
-                    "method": "session",
-                    "host": "NA",
-                    "schema": source.database,
-                    # tests and independent models run side by side: each is a small query, mostly
-                    # planning and catalog calls, so a few at once keep the local cores busy
-                    "threads": 4,
-                    "server_side_parameters": {
-                        "spark.sql.session.timeZone": "UTC",
-                        # a table model's files are in the lake (location_root): dbt drops the external
-                        # table and creates it again at the same place, over the previous files
-                        "spark.sql.legacy.allowNonEmptyLocationInCTAS": "true",
-                    },
-                }
-            },
+            "outputs": {LOCAL_TARGET: engine_for(settings).profile(settings, source)},
         }
     }
 
@@ -208,7 +155,7 @@ def project_files(
     files["dbt_project.yml"] = dump(project_yaml(settings, source))
     files[os.path.join("models", "_lake__sources.yml")] = dump(sources_yaml(source, tables))
     if not settings.models.profiles_dir:
-        files["profiles.yml"] = dump(profiles_yaml(source))
+        files["profiles.yml"] = dump(profiles_yaml(settings, source))
     return files
 
 

@@ -23,6 +23,7 @@ ENV_CATALOG_BACKEND = "DATALAKE_CATALOG_BACKEND"
 ENV_COMPUTE_BACKEND = "DATALAKE_COMPUTE_BACKEND"
 ENV_WEBSERVER_URL = "DATALAKE_WEBSERVER_URL"
 ENV_TABLE_FORMAT = "DATALAKE_TABLE_FORMAT"
+ENV_MODELS_ENGINE = "DATALAKE_MODELS_ENGINE"
 # a Slack webhook URL holds its secret token: it can stay out of the settings file
 ENV_ALERTS_WEBHOOK_URL = "DATALAKE_ALERTS_WEBHOOK_URL"
 
@@ -36,6 +37,7 @@ _ENV_OVERRIDES = (
     (ENV_WEBSERVER_URL, "automation", "webserver_url", str.strip),
     (ENV_COMPUTE_BACKEND, "compute", "backend", str.strip),
     (ENV_ALERTS_WEBHOOK_URL, "alerts", "webhook_url", str.strip),
+    (ENV_MODELS_ENGINE, "models", "engine", str.strip),
 )
 
 

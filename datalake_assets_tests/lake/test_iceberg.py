@@ -893,20 +893,6 @@ def test_appends_of_several_writers_to_the_reports_table_all_land(tmp_path):
     )
 
 
-def test_models_are_left_out_of_an_iceberg_lake_without_a_profile_that_reads_it(tmp_path):
-    """The local models profile reads the tables through Spark's Hive catalog, which holds no
-    Iceberg table: the models stay out of the graph, with the reason, instead of failing."""
-    from datalake_assets.models.engine import can_run
-    from datalake_assets.orchestration.dbt.model_assets import build_model_assets
-    from datalake_assets_tests.support.settings_files import load_lake_toml
-
-    settings = load_lake_toml(
-        tmp_path, 'table_format = "iceberg"\n[[sources]]\nid = "ice"\nstart = "2026-11-01-00:00"\n'
-    )
-    assert "cannot read Iceberg tables" in can_run(settings)
-    assert build_model_assets(settings, settings.sources[0], ["pages", "tracks"]) == []
-
-
 def test_the_memoized_transaction_metadata_is_what_pyiceberg_computes(tmp_path):
     """``pyiceberg_memo``: a transaction's metadata, read after each staged change, equals
     pyiceberg's own replay of the updates (the time of the update aside), and a new change is

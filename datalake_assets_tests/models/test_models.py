@@ -1,7 +1,10 @@
-"""The models on a synced lake of four days, built through Dagster (dagster-dbt, dbt-spark on
-the suite's Spark session, served to dbt over Spark Connect: ``models/engine.py``), compared
-row by row with the same models computed in pandas from the messages (``traffic.py``); then
-a privacy request reaches them."""
+"""The models on a synced lake of four days (the Segment layout, a Hive catalog), built through
+Dagster on each engine: DuckDB (the default: the models published into the lake and registered
+in the catalog, ``models/engines/duckdb_engine.py``) and Spark (dbt-spark on the suite's Spark
+session, served to dbt over Spark Connect: ``models/engines/spark_engine.py``). Every model
+is read back through the catalog with Spark and compared row by row with the same models
+computed in pandas from the messages (``traffic.py``), so the two engines give the same rows;
+then a privacy request reaches them."""
 
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ from datalake_assets_tests.support.archive_builders import write_hour
 from datalake_assets_tests.support.settings_files import load_lake_toml
 
 pytestmark = [pytest.mark.spark, pytest.mark.dagster]
-SLUG = "modelshop"  # its own database in the suite's shared metastore
+# each engine's source is its own database in the suite's shared metastore
+SLUGS = {"duckdb": "modelduck", "spark": "modelshop"}
 SIGNUPS = """{{ config(materialized='table') }}
 select user_id, min(`timestamp`) as signed_up_at
 from {{ source('lake', 'tracks') }}
@@ -41,12 +45,14 @@ def readme_model() -> str:
     return readme.split("-- my_models/daily_active_users.sql\n", 1)[1].split("```", 1)[0]
 
 
-@pytest.fixture(scope="module")
-def built(spark, hive_metastore_dir, tmp_path_factory):
+@pytest.fixture(scope="module", params=sorted(SLUGS))
+def built(request, spark, hive_metastore_dir, tmp_path_factory):
     """The four days synced in one batch, then the models built through Dagster: the days
     D0..D3 in one dbt invocation (a backfill's single run), the whole tables in another. The
     build of one day after the others is the erasure's (last test)."""
-    home = tmp_path_factory.mktemp("models")
+    engine = request.param
+    slug = SLUGS[engine]
+    home = tmp_path_factory.mktemp(f"models-{engine}")
     (home / "my_models").mkdir()
     (home / "my_models" / "signups.sql").write_text(SIGNUPS)
     (home / "my_models" / "daily_active_users.sql").write_text(readme_model())
@@ -56,7 +62,8 @@ def built(spark, hive_metastore_dir, tmp_path_factory):
             'archive_root = "archive"\nlake_root = "lake"\n'
             f'[catalog]\nmetastore_dir = "{hive_metastore_dir}"\n'
             '[models]\nbuild_dir = "dbt"\nuser_models_dir = "my_models"\n'
-            f'[[sources]]\nid = "{SLUG}"\nstart = "{tr.D0}-00:00"\n'
+            f'engine = "{engine}"\n'
+            f'[[sources]]\nid = "{slug}"\nstart = "{tr.D0}-00:00"\n'
         ),
     )
     source = settings.sources[0]
@@ -67,8 +74,8 @@ def built(spark, hive_metastore_dir, tmp_path_factory):
     report = run_sync(spark, request_from_settings(settings, source, sorted(hours), replay=True))
     assert report.source.messages_written == len(t.messages), report.source
     defs = build_definitions(settings)
-    daily = defs.resolve_assets_def(AssetKey([SLUG, "sessions"]))
-    tables = defs.resolve_assets_def(AssetKey([SLUG, "users"]))
+    daily = defs.resolve_assets_def(AssetKey([slug, "sessions"]))
+    tables = defs.resolve_assets_def(AssetKey([slug, "users"]))
     instance = DagsterInstance.ephemeral()
     results = [
         materialize(
@@ -82,6 +89,8 @@ def built(spark, hive_metastore_dir, tmp_path_factory):
         materialize([tables], instance=instance),
     ]
     return {
+        "slug": slug,
+        "engine": engine,
         "settings": settings,
         "defs": defs,
         "traffic": t,
@@ -90,18 +99,11 @@ def built(spark, hive_metastore_dir, tmp_path_factory):
     }
 
 
-def model(spark, name: str) -> pd.DataFrame:
+def model(spark, built, name: str) -> pd.DataFrame:
     """A model as the catalog serves it: ``SELECT * FROM <database>.<model>`` (refreshed: this
     session lists a table's files once, and a rebuild replaces them)."""
-    spark.catalog.refreshTable(f"{SLUG}.{name}")
-    return spark.sql(f"SELECT * FROM {SLUG}.{name}").toPandas()
-
-
-def same(actual: pd.DataFrame, expected: pd.DataFrame, keys: list[str]) -> None:
-    columns = list(expected.columns)
-    a, e = (f[columns].sort_values(keys).reset_index(drop=True) for f in (actual, expected))
-    a, e = (f.astype(object).where(f.notna(), None) for f in (a, e))  # None and NaN alike
-    pd.testing.assert_frame_equal(a, e, check_dtype=False)
+    spark.catalog.refreshTable(f"{built['slug']}.{name}")
+    return spark.sql(f"SELECT * FROM {built['slug']}.{name}").toPandas()
 
 
 def test_the_runs_succeed_and_the_dbt_tests_are_passing_asset_checks(built):
@@ -117,16 +119,16 @@ def test_the_runs_succeed_and_the_dbt_tests_are_passing_asset_checks(built):
 
 def test_daily_event_counts_row_by_row(spark, built):
     expected = tr.daily_event_counts(tr.frame(built["traffic"].messages))
-    actual = model(spark, "daily_event_counts")
-    same(actual, expected, ["day", "type", "event_name"])
+    actual = model(spark, built, "daily_event_counts")
+    tr.same(actual, expected, ["day", "type", "event_name"])
 
 
 def test_sessions_row_by_row_and_the_named_cases(spark, built):
     expected = tr.sessions(tr.frame(built["traffic"].messages))
-    actual = model(spark, "sessions")
+    actual = model(spark, built, "sessions")
     for c in ("started_at", "ended_at"):
         actual[c] = pd.to_datetime(actual[c]).dt.tz_localize(None)
-    same(actual, expected, ["session_id"])
+    tr.same(actual, expected, ["session_id"])
     by = {v: g.sort_values("started_at") for v, g in actual.groupby("visitor")}
     assert list(by["a1"].event_count) == [2, 1]  # exactly 30 min continues; 30:01 does not
     assert list(by["a2"].session_day) == [tr.D0] and list(by["a2"].event_count) == [2]
@@ -139,45 +141,48 @@ def test_sessions_row_by_row_and_the_named_cases(spark, built):
 
 def test_identity_graph_and_users_row_by_row(spark, built):
     df = tr.frame(built["traffic"].messages)
-    graph = model(spark, "identity_graph")
+    graph = model(spark, built, "identity_graph")
     for c in ("first_seen_at", "last_seen_at"):
         graph[c] = pd.to_datetime(graph[c]).dt.tz_localize(None)
-    same(graph, tr.identity_graph(df), ["anonymous_id", "user_id"])
+    tr.same(graph, tr.identity_graph(df), ["anonymous_id", "user_id"])
     assert sorted(graph[graph.user_id == "u2"].anonymous_id) == ["b1", "b2", "b3"]
     assert graph[graph.user_id == "u3"].seen_in.tolist() == ["alias_previous_id,track"]
-    users = model(spark, "users")
+    users = model(spark, built, "users")
     for c in ("first_seen_at", "last_seen_at"):
         users[c] = pd.to_datetime(users[c]).dt.tz_localize(None)
-    same(users, tr.users(df), ["user_id"])
+    tr.same(users, tr.users(df), ["user_id"])
     assert users.set_index("user_id").loc["u1", "traits_plan"] == "pro"
     assert users.set_index("user_id").loc["u1", "traits_email"] == "u1@example.com"
 
 
 def test_models_are_assets_downstream_of_the_hourly_tables(built):
     defs, graph = built["defs"], built["defs"].resolve_asset_graph()
-    sessions = graph.get(AssetKey([SLUG, "sessions"]))
+    sessions = graph.get(AssetKey([built["slug"], "sessions"]))
     assert {k.path[-1] for k in sessions.parent_keys} == {"pages", "screens", "tracks"}
     assert sessions.partitions_def.get_partition_keys()[0] == tr.D0
-    mapping = sessions.assets_def.get_partition_mapping(AssetKey([SLUG, "pages"]))
+    mapping = sessions.assets_def.get_partition_mapping(AssetKey([built["slug"], "pages"]))
     assert isinstance(mapping, TimeWindowPartitionMapping)
-    users = graph.get(AssetKey([SLUG, "users"]))
-    assert users.partitions_def is None and AssetKey([SLUG, "identity_graph"]) in users.parent_keys
+    users = graph.get(AssetKey([built["slug"], "users"]))
+    assert (
+        users.partitions_def is None
+        and AssetKey([built["slug"], "identity_graph"]) in users.parent_keys
+    )
     # the user's model, from the folder, with its lineage; sources include the event tables
-    signups = graph.get(AssetKey([SLUG, "signups"]))
-    assert signups.parent_keys == {AssetKey([SLUG, "tracks"])}
-    assert AssetKey([SLUG, "signed_up"]) in defs.resolve_all_asset_keys()
+    signups = graph.get(AssetKey([built["slug"], "signups"]))
+    assert signups.parent_keys == {AssetKey([built["slug"], "tracks"])}
+    assert AssetKey([built["slug"], "signed_up"]) in defs.resolve_all_asset_keys()
 
 
 def test_a_user_model_is_built_on_the_lake(spark, built):
-    assert model(spark, "signups").user_id.tolist() == ["u3"]
+    assert model(spark, built, "signups").user_id.tolist() == ["u3"]
 
 
 def test_the_readmes_daily_user_model_is_daily_and_counts_the_sessions(spark, built):
-    dau = built["defs"].resolve_assets_def(AssetKey([SLUG, "daily_active_users"]))
+    dau = built["defs"].resolve_assets_def(AssetKey([built["slug"], "daily_active_users"]))
     assert dau.partitions_def is not None  # daily, like sessions, which it reads
-    sessions = model(spark, "sessions")
+    sessions = model(spark, built, "sessions")
     want = sessions.groupby("session_day").visitor.nunique()
-    got = model(spark, "daily_active_users").set_index("day").active_visitors
+    got = model(spark, built, "daily_active_users").set_index("day").active_visitors
     assert got.sort_index().to_dict() == want.sort_index().to_dict()
 
 
@@ -188,27 +193,29 @@ def test_forget_reaches_every_model_and_one_day_rebuilds_alone(spark, built):
     completes (a3 across midnight, a6's late event) included; D3, where only the person was
     seen, has no rows left (a dynamic insert_overwrite alone would have kept them)."""
     settings, t = built["settings"], built["traffic"]
-    before = {m: model(spark, m) for m in ("sessions", "identity_graph", "users")}
+    before = {m: model(spark, built, m) for m in ("sessions", "identity_graph", "users")}
     request = ForgetRequest("forget-u9", (identity("user_id", "u9"),), follow_links=True)
     result = forget(settings, request, catalog=HiveCatalog(spark))
     assert result.status == "completed" and result.rows_remaining == 0
     erased = reach_models(settings, result)  # what datalake forget and the job do next
     assert erased["models_errors"] == [] and erased["models_rows_remaining"] == 0
-    assert erased["models_rebuilt_days"][SLUG] == [tr.D2, tr.D3]
+    assert erased["models_rebuilt_days"][built["slug"]] == [tr.D2, tr.D3]
     # the request's audit row carries the models' proof with the lake's
     assert load_state(settings.lake_root, "forget-u9").remaining["models"] == 0
     (row,) = [r for r in read_audit_rows(settings.lake_root) if r["request_id"] == "forget-u9"]
     assert (row["status"], row["rows_remaining"]) == ("completed", 0), row
     assert tr.D3 in set(before["sessions"].session_day)
-    assert tr.D3 not in set(model(spark, "sessions").session_day)
-    assert tr.D3 not in set(model(spark, "daily_event_counts").day)
-    assert tr.D3 not in set(model(spark, "daily_active_users").day)  # the README's, emptied too
+    assert tr.D3 not in set(model(spark, built, "sessions").session_day)
+    assert tr.D3 not in set(model(spark, built, "daily_event_counts").day)
+    assert tr.D3 not in set(
+        model(spark, built, "daily_active_users").day
+    )  # the README's, emptied too
     assert {"sessions", "users", "identity_graph", "daily_event_counts", "signups"} <= set(
-        erased["models_checked"][SLUG]
+        erased["models_checked"][built["slug"]]
     )
     person = {"u9", "e1", "e2"}
     for m in ("sessions", "identity_graph", "users", "daily_event_counts"):
-        after = model(spark, m)
+        after = model(spark, built, m)
         for c in {"user_id", "anonymous_id", "visitor"} & set(after.columns):
             assert not set(after[c].dropna()) & person, (m, c)
     for m, keys in (
@@ -219,14 +226,14 @@ def test_forget_reaches_every_model_and_one_day_rebuilds_alone(spark, built):
         was = before[m]
         assert was.user_id.isin(person).any()  # the person was there
         ids = was.get("anonymous_id", was.user_id)
-        same(model(spark, m), was[~was.user_id.isin(person) & ~ids.isin(person)], keys)
+        tr.same(model(spark, built, m), was[~was.user_id.isin(person) & ~ids.isin(person)], keys)
     rest = [
         m
         for m in t.messages
         if m.get("userId") not in person and m.get("anonymousId") not in person
     ]
-    same(
-        model(spark, "daily_event_counts"),
+    tr.same(
+        model(spark, built, "daily_event_counts"),
         tr.daily_event_counts(tr.frame(rest)),
         ["day", "type", "event_name"],
     )

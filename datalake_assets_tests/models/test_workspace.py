@@ -69,11 +69,14 @@ def test_a_model_that_does_not_parse_leaves_the_models_out_and_says_why(settings
     assert "no_such_model" in caplog.text and "left out of the graph" in caplog.text
 
 
-def test_no_models_without_a_hive_catalog_or_a_profile(tmp_path, caplog):
-    settings = load_lake_toml(
-        tmp_path,
-        '[catalog]\nbackend = "none"\n[[sources]]\nid = "web"\nstart = "2026-11-20-00:00"\n',
+def test_the_spark_engine_needs_a_hive_catalog_or_a_profile_duckdb_does_not(tmp_path, caplog):
+    toml = '[catalog]\nbackend = "none"\n[[sources]]\nid = "web"\nstart = "2026-11-20-00:00"\n'
+    spark = load_lake_toml(
+        tmp_path, toml.replace("[[sources]]", '[models]\nengine = "spark"\n[[sources]]')
     )
     with caplog.at_level(logging.WARNING):
-        assert build_model_assets(settings, settings.sources[0], TABLES) == []
-    assert "profiles_dir" in caplog.text
+        assert build_model_assets(spark, spark.sources[0], TABLES) == []
+    assert "profiles_dir" in caplog.text and 'engine = "duckdb"' in caplog.text
+    duck = load_lake_toml(tmp_path, toml)  # the default engine: any catalog, or none
+    assert duck.models.engine == "duckdb"
+    assert len(build_model_assets(duck, duck.sources[0], TABLES)) == 2

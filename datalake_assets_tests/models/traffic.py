@@ -252,3 +252,11 @@ def users(df: pd.DataFrame) -> pd.DataFrame:
                 row[f"traits_{k}"] = v  # later identifies overwrite: the latest value
         rows.append(row)
     return pd.DataFrame(rows).sort_values("user_id").reset_index(drop=True)
+
+
+def same(actual: pd.DataFrame, expected: pd.DataFrame, keys: list[str]) -> None:
+    """``actual`` holds exactly ``expected``'s rows (its columns; order and dtypes aside)."""
+    columns = list(expected.columns)
+    a, e = (f[columns].sort_values(keys).reset_index(drop=True) for f in (actual, expected))
+    a, e = (f.astype(object).where(f.notna(), None) for f in (a, e))  # None and NaN alike
+    pd.testing.assert_frame_equal(a, e, check_dtype=False)

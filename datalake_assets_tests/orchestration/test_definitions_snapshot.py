@@ -38,8 +38,8 @@ TWO_SOURCES = (
 
 # ------------------------------------------------------------------ the names, recorded before
 
-# every source's assets and checks (the same for each source), then the models' (the local
-# models profile does not read Iceberg tables: none there), then the Segment import's
+# every source's assets and checks (the same for each source), then the models', then the
+# Segment import's
 SYNC_ASSETS = [
     "aliases",
     "catalog",
@@ -154,8 +154,9 @@ EXPECTED = {
         ],
         "schedules": ["compact_identity_summaries_nightly"],
     },
+    # the models on an Iceberg lake since issue #43 (the DuckDB engine reads Iceberg tables)
     "iceberg": {
-        "slugs": {"app": "sync", "web_prod": "sync import"},
+        "slugs": {"app": "sync models", "web_prod": "sync models import"},
         "jobs": [
             *COMMON_JOBS,
             "app_sync_job",
@@ -167,6 +168,7 @@ EXPECTED = {
         "sensors": [
             *COMMON_SENSORS,
             "datalake_archive_sensor",
+            "datalake_models_automation",
             "web_prod_segment_import_sensor",
             "web_prod_segment_import_sync_sensor",
         ],

@@ -17,6 +17,9 @@ everything that reads or changes a table's files afterwards goes through it too:
 * ``location`` and ``committed``: where a table is and which version a run committed.
 * ``maintain``: expire what readers can no longer see (old snapshots, orphan files).
 * ``compact``: rewrite the small files of cold data into right-sized ones (``compaction.py``).
+* ``publish_model``, ``current_version`` and ``model_files``: the models' tables (``models/``):
+  a build's rows replace exactly the days it built (or the whole table) in one step, in the
+  lake's format, and an engine reads any table's current version (``model_tables.py``).
 
 Erasure (``privacy/rewrite.py``) stages an hour's rows without the person's exactly as a sync
 stages an hour, and commits them with ``plan``/``apply``: a format has one way to replace
@@ -117,6 +120,31 @@ class TableCompaction:
     attempts: int = 0  # commits tried (another writer's commit in between: re-planned)
 
 
+@dataclass(frozen=True)
+class ModelRows:
+    """A model build's rows, to publish as the model's table (``TableFormat.publish_model``).
+
+    ``day_column``: a daily model's partition column (its values ``YYYY-MM-DD`` strings); the
+    build replaces exactly the days ``days`` (first, last, inclusive), whether or not rows
+    remain for each. ``""``: a whole table, replaced as a whole."""
+
+    model: str
+    location: str  # the model table's folder: <lake>/models/<slug>/<model>
+    rows: pa.Table
+    day_column: str = ""
+    days: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class TableVersion:
+    """What a reader reads for a table now, engine-neutral: ``parquet`` files under a folder
+    (at any depth, hive-style ``key=value`` folders, columns matched by name), or an
+    ``iceberg`` table's current metadata file (exactly its current snapshot's files)."""
+
+    kind: str  # "parquet" | "iceberg"
+    location: str
+
+
 class CompactionUnsupported(FormatError):
     """The format cannot compact (the message says why and where it is documented)."""
 
@@ -212,3 +240,23 @@ class TableFormat(ABC):
         of about ``target_bytes``, one atomic commit a table; ``CompactionUnsupported`` if the
         format cannot (``compaction.py`` calls it under the source's lock)."""
         raise CompactionUnsupported(f"compaction is not supported by the {self.name} format")
+
+    # ------------------------------------------------------------------ model tables
+
+    @abstractmethod
+    def publish_model(self, src: SourceTables, out: ModelRows, run_id: str) -> CommittedTable:
+        """Replace the days ``out`` built (or the whole table) with its rows, atomically for a
+        reader; the table is created at ``out.location`` if it does not exist."""
+
+    @abstractmethod
+    def current_version(
+        self, src: SourceTables, table: str, model_location: str = ""
+    ) -> TableVersion | None:
+        """The current version of an event table, or of a model table (``model_location``
+        given: the model's folder); ``None`` if it holds nothing yet."""
+
+    @abstractmethod
+    def model_files(
+        self, src: SourceTables, model: str, model_location: str
+    ) -> list[tuple[str, int]]:
+        """Every data file stored for a model table, read by readers or not (erasure's proof)."""

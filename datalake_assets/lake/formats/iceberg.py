@@ -30,7 +30,7 @@ Beside this module: ``iceberg_catalog.py`` (which catalog, the FileIO's URIs),
 ``pyiceberg_memo.py`` (a transaction's metadata computed once per change),
 ``iceberg_staged.py`` (the staged rows a commit writes), ``iceberg_schema.py`` (columns and
 widening), ``iceberg_files.py`` (orphan files), ``iceberg_compact.py`` (compaction),
-``iceberg_read.py`` (reading without Spark).
+``iceberg_read.py`` (reading without Spark), ``iceberg_models.py`` (the models' tables).
 """
 
 from __future__ import annotations
@@ -44,13 +44,15 @@ from typing import Any
 import pyarrow as pa
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.formats import pyiceberg_memo
+from datalake_assets.lake.formats import iceberg_models, pyiceberg_memo, segment_models
 from datalake_assets.lake.formats.format_interface import (
     CommittedTable,
+    ModelRows,
     SourceTables,
     TableCompaction,
     TableFormat,
     TablesToCommit,
+    TableVersion,
     TableWrite,
 )
 from datalake_assets.lake.formats.iceberg_catalog import _location, _uri, open_catalog
@@ -401,6 +403,24 @@ class IcebergFormat(TableFormat):
                     raise
                 time.sleep(0.05 * (attempt + 1))
         return True
+
+    # -------------------------------------------------------------------- model tables
+
+    def publish_model(self, src: SourceTables, out: ModelRows, run_id: str) -> CommittedTable:
+        return iceberg_models.publish(self, src, out, run_id)
+
+    def current_version(
+        self, src: SourceTables, table: str, model_location: str = ""
+    ) -> TableVersion | None:
+        ident = (src.database, table) if model_location else self.identifier(src, table)
+        return iceberg_models.current_version(self, ident)
+
+    def model_files(
+        self, src: SourceTables, model: str, model_location: str
+    ) -> list[tuple[str, int]]:
+        """Every data file under the model table's folder: current, in an older snapshot, or
+        left by a killed build (``maintain`` with no retention removes all but the current)."""
+        return segment_models.parquet_files(model_location)
 
     # --------------------------------------------------------------------- maintenance
 

@@ -9,14 +9,17 @@ from collections import defaultdict
 from datetime import datetime
 
 from datalake_assets.lake import commit, storage
+from datalake_assets.lake.formats import segment_models
 from datalake_assets.lake.formats.format_interface import (
     SEGMENT_COMPACTION,
     CommittedTable,
     CompactionUnsupported,
+    ModelRows,
     SourceTables,
     TableCompaction,
     TableFormat,
     TablesToCommit,
+    TableVersion,
 )
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import QUARANTINE
@@ -90,3 +93,16 @@ class SegmentLayout(TableFormat):
         """A partition is a folder here: files can merge only inside one (docs/concepts/compaction.md,
         "The Segment layout")."""
         raise CompactionUnsupported(SEGMENT_COMPACTION)
+
+    def publish_model(self, src: SourceTables, out: ModelRows, run_id: str) -> CommittedTable:
+        return segment_models.publish(self.lake_root, out, run_id)
+
+    def current_version(
+        self, src: SourceTables, table: str, model_location: str = ""
+    ) -> TableVersion | None:
+        return segment_models.folder_version(model_location or self.location(src, table))
+
+    def model_files(
+        self, src: SourceTables, model: str, model_location: str
+    ) -> list[tuple[str, int]]:
+        return segment_models.parquet_files(model_location)

@@ -36,6 +36,7 @@ from dagster import (
     BackfillPolicy,
     DailyPartitionsDefinition,
     Definitions,
+    Failure,
     TimeWindowPartitionMapping,
 )
 from dagster_dbt import (
@@ -45,7 +46,8 @@ from dagster_dbt import (
     dbt_assets,
 )
 
-from datalake_assets.models.engine import can_run, dbt_env
+from datalake_assets.models.build import built_models, day_range
+from datalake_assets.models.engines import can_run, engine_for
 from datalake_assets.models.workspace import (
     ModelsError,
     SourceProject,
@@ -220,8 +222,9 @@ def build_model_assets(settings: LakeSettings, source: SourceSettings, tables: l
     )
     def daily_models(context: AssetExecutionContext):
         window = context.partition_time_window
-        args = ["build", "--vars", json.dumps(day_vars(window.start, window.end))]
-        yield from _run(context, settings, project, args)
+        days = day_vars(window.start, window.end)
+        args = ["build", "--vars", json.dumps(days)]
+        yield from _run(context, settings, source, project, args, days)
 
     @dbt_assets(
         manifest=project.manifest_path,
@@ -231,23 +234,47 @@ def build_model_assets(settings: LakeSettings, source: SourceSettings, tables: l
         pool="spark_local",
     )
     def table_models(context: AssetExecutionContext):
-        yield from _run(context, settings, project, ["build"])
+        yield from _run(context, settings, source, project, ["build"], None)
 
     return [daily_models, table_models]
 
 
 def _run(
-    context: AssetExecutionContext, settings: LakeSettings, project: SourceProject, args: list[str]
+    context: AssetExecutionContext,
+    settings: LakeSettings,
+    source: SourceSettings,
+    project: SourceProject,
+    args: list[str],
+    days: dict[str, str] | None,
 ):
-    context.log.info(f"dbt {' '.join(args)} ({project.project_dir})")
-    with _environ(dbt_env(settings)):
+    """One dbt build on the source's engine (``models/engines/``): dbt's events are held
+    until the models it built are published into the lake, so a materialization in Dagster
+    means the model's table is in the lake. A model that failed is not published and fails
+    the run with dbt's message; the models that built are published all the same."""
+    engine = engine_for(settings)
+    context.log.info(f"dbt {' '.join(args)} on {engine.name} ({project.project_dir})")
+    with engine.run(settings, source, project, context.run.run_id) as run, _environ(run.env):
         invocation = DbtCliResource(
             project_dir=project.project_dir,
             profiles_dir=project.profiles_dir,
             target=project.target,
             dbt_executable=dbt_executable(),
-        ).cli(args, context=context)
-    yield from invocation.stream()
+        ).cli(args, context=context, raise_on_error=False)
+        events = list(invocation.stream())
+        built = built_models(
+            invocation.get_artifact("manifest.json"),
+            invocation.get_artifact("run_results.json"),
+            day_range(days),
+        )
+        published = run.publish(built)
+    for table in published:
+        context.log.info(f"published {table.table} to {table.location}")
+    yield from events
+    if not invocation.is_successful():
+        error = invocation.get_error()
+        raise Failure(
+            description=f"dbt {args[0]} failed on {engine.name}: {error}",
+        )
 
 
 def build_dbt_definitions(settings: LakeSettings, state: LakeState) -> Definitions:

@@ -1,4 +1,7 @@
-"""Which Spark the models run on: dbt-spark's ``session`` method pointed at a Spark Connect
+"""``[models] engine = "spark"``: dbt-spark writes the models into the lake itself (their files
+under ``<lake>/models/<slug>/``, ``location_root``; their tables in the Hive catalog).
+
+Which Spark the models run on: dbt-spark's ``session`` method pointed at a Spark Connect
 server (``SPARK_REMOTE``) that holds the lake's catalog.
 
 dbt-spark has no Spark Connect method of its own, but its ``session`` method builds its session
@@ -14,27 +17,60 @@ never opens the metastore; the Spark that already holds it runs the models:
   or the session it already has), and serves that session to dbt: a Connect service started
   inside it, on 127.0.0.1 with a random token, for the life of the process.
 
-With ``[models] profiles_dir`` (your own ``profiles.yml``: EMR's Thrift server, Databricks,
-Athena) nothing here is used; dbt connects as that profile says.
+With ``[models] profiles_dir`` (your own ``profiles.yml``: EMR's Thrift server, Databricks)
+nothing here is used; dbt connects as that profile says.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from datalake_assets.catalog.config import config_from_settings
-from datalake_assets.settings import LakeSettings
+from datalake_assets.models.engines.engine_interface import EngineError, EngineRun, ModelEngine
+from datalake_assets.models.publish import models_root
+from datalake_assets.settings import LakeSettings, SourceSettings
 
 _lock = threading.Lock()
 _hosted: dict[int, str] = {}  # id(JVM SparkContext) -> URL of the Connect service it hosts
 
 
-class EngineError(RuntimeError):
-    """The models cannot run on this setup (the message says what to configure)."""
+class SparkEngine(ModelEngine):
+    name = "spark"
+
+    def why_not(self, settings: LakeSettings) -> str | None:
+        return can_run(settings)
+
+    def profile(self, settings: LakeSettings, source: SourceSettings) -> dict:
+        """dbt-spark's ``session`` method. It sets no ``spark.master``: the session is a Spark
+        Connect one (``SPARK_REMOTE``) to the Spark that holds the catalog, so the models land
+        in the same metastore as the event tables."""
+        return {
+            "type": "spark",
+            "method": "session",
+            "host": "NA",
+            "schema": source.database,
+            # tests and independent models run side by side: each is a small query, mostly
+            # planning and catalog calls, so a few at once keep the local cores busy
+            "threads": 4,
+            "server_side_parameters": {
+                "spark.sql.session.timeZone": "UTC",
+                # a table model's files are in the lake (location_root): dbt drops the external
+                # table and creates it again at the same place, over the previous files
+                "spark.sql.legacy.allowNonEmptyLocationInCTAS": "true",
+            },
+        }
+
+    def models_config(self, settings: LakeSettings, source: SourceSettings) -> dict:
+        return {"+location_root": models_root(settings, source), "+file_format": "parquet"}
+
+    @contextlib.contextmanager
+    def run(self, settings, source, project, run_id) -> Iterator[EngineRun]:
+        yield EngineRun(env=subprocess_extra(dbt_env(settings)))
 
 
 def can_run(settings: LakeSettings) -> str | None:
@@ -49,15 +85,17 @@ def can_run(settings: LakeSettings) -> str | None:
         return (
             f"table_format is {settings.table_format!r}: the local models profile reads "
             "the tables through Spark's Hive catalog, which cannot read Iceberg tables here; "
-            "set [models] profiles_dir to a profiles.yml for an engine that reads them "
-            "(Athena, Databricks, Spark with the Iceberg runtime: docs/guides/models.md)"
+            'use [models] engine = "duckdb" (the default: it reads Iceberg tables), or set '
+            "[models] profiles_dir to a profiles.yml for a Spark with the Iceberg runtime "
+            "(docs/guides/models.md)"
         )
     if backend == "hive":
         return None
     return (
-        f"[catalog] backend is {backend!r}: the local models profile runs on Spark with a "
-        "Hive catalog; set [models] profiles_dir to a profiles.yml for your engine (EMR's "
-        "Thrift server, Databricks, Athena: docs/guides/models.md)"
+        f"[catalog] backend is {backend!r}: the Spark engine's local profile runs on Spark with "
+        'a Hive catalog; use [models] engine = "duckdb" (the default) or "athena" (Glue), or '
+        "set [models] profiles_dir to a profiles.yml for your Spark (EMR's Thrift server, "
+        "Databricks: docs/guides/models.md)"
     )
 
 
@@ -124,11 +162,10 @@ def _service_conf(token: str) -> Mapping[str, str]:
     }
 
 
-def subprocess_env(extra: Mapping[str, str]) -> dict[str, str]:
-    """``os.environ`` plus ``extra``, for dbt's process."""
-    env = dict(os.environ)
-    env.update(extra)
-    # dbt-spark asks for Hive support, which a Connect session cannot change: one warning a
-    # model, not ours to fix
-    env.setdefault("PYTHONWARNINGS", "ignore::UserWarning:pyspark.sql.connect.conf")
-    return env
+def subprocess_extra(extra: Mapping[str, str]) -> dict[str, str]:
+    """``extra`` for dbt's process, quieter: dbt-spark asks for Hive support, which a Connect
+    session cannot change (one warning a model, not ours to fix)."""
+    out = dict(extra)
+    if "PYTHONWARNINGS" not in os.environ:
+        out["PYTHONWARNINGS"] = "ignore::UserWarning:pyspark.sql.connect.conf"
+    return out
