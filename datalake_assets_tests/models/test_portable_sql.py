@@ -37,15 +37,12 @@ group by user_id
 """
 
 
-@pytest.fixture(autouse=True)
-def _quiet_dbt(monkeypatch):
-    for name, value in DBT_QUIET_ENV.items():
-        monkeypatch.setenv(name, value)
-
-
 def dbt(*args: str):
+    """One dbt command in this process, as ``workspace.parse`` runs it (no phoning home)."""
     from dbt.cli.main import dbtRunner
 
+    for name, value in DBT_QUIET_ENV.items():
+        os.environ.setdefault(name, value)
     done = dbtRunner().invoke([*args, "--quiet"])
     assert done.success, done.exception or done.result
     return done
@@ -234,8 +231,9 @@ def duckdb_project(lake, folder: Path) -> Path:
         "path": str(db),
         "schema": lake["source"].database,
         "threads": 1,
-        # the lake's timestamps are UTC instants (timestamptz): their wall time in UTC
-        "settings": {"TimeZone": "UTC"},
+        # not UTC, as on a laptop: the lake's timestamps (timestamptz in DuckDB) must still come
+        # out as their UTC wall time, the days as Spark's UTC session sees them
+        "settings": {"TimeZone": "America/New_York"},
     }
     return write_project(folder, lake["settings"], lake["source"], tables, profile)
 

@@ -8,18 +8,30 @@
   either way, so dbt (and Dagster) see the lineage.
 #}
 
-{#- The table's column names (lower case), [] when it does not exist (or at parse time).
-    With --vars '{"datalake_introspect": false}' nothing is asked: the table is taken to have
-    exactly the `assumed` columns (a compile without a connection: Athena in the tests). -#}
-{% macro lake_columns(table_name, assumed=[]) %}
+{#- The table's columns, {lower-case name: lower-case type}, in the table's order; {} when it
+    does not exist (or at parse time). With --vars '{"datalake_introspect": false}' nothing is
+    asked: the table is taken to have exactly the `assumed` columns, of unknown type (a compile
+    without a connection: Athena in the tests). -#}
+{% macro lake_column_types(table_name, assumed=[]) %}
   {%- set rel = source('lake', table_name) -%}
-  {%- if not execute -%}{{ return([]) }}{%- endif -%}
-  {%- if not var('datalake_introspect', true) -%}{{ return(assumed | map('lower') | list) }}{%- endif -%}
+  {%- set types = {} -%}
+  {%- if not execute -%}{{ return(types) }}{%- endif -%}
+  {%- if not var('datalake_introspect', true) -%}
+    {%- for c in assumed -%}{%- do types.update({c | lower: none}) -%}{%- endfor -%}
+    {{ return(types) }}
+  {%- endif -%}
   {%- set found = adapter.get_relation(database=rel.database, schema=rel.schema,
                                        identifier=rel.identifier) -%}
-  {%- if found is none -%}{{ return([]) }}{%- endif -%}
-  {{ return(adapter.get_columns_in_relation(found) | map(attribute='column')
-            | map('lower') | list) }}
+  {%- if found is none -%}{{ return(types) }}{%- endif -%}
+  {%- for c in adapter.get_columns_in_relation(found) -%}
+    {%- do types.update({c.column | lower: c.dtype | lower}) -%}
+  {%- endfor -%}
+  {{ return(types) }}
+{% endmacro %}
+
+{#- The table's column names (lower case), [] when it does not exist. -#}
+{% macro lake_columns(table_name, assumed=[]) %}
+  {{ return(lake_column_types(table_name, assumed) | list) }}
 {% endmacro %}
 
 {# columns: a list of (name, type) or (name, type, [other column names to coalesce from, in
@@ -32,16 +44,18 @@
     {%- do wanted.append(col[0]) -%}
     {%- do wanted.extend(col[2] if col | length > 2 else []) -%}
   {%- endfor -%}
-  {%- set existing = lake_columns(table_name, wanted + extra_columns) -%}
+  {%- set existing = lake_column_types(table_name, wanted + extra_columns) -%}
   select
   {%- for col in columns %}
     {%- set names = [col[0]] + (col[2] if col | length > 2 else []) -%}
     {%- set present = [] -%}
-    {%- for n in names if n in existing -%}{%- do present.append(adapter.quote(n)) -%}{%- endfor %}
+    {%- for n in names if n in existing -%}{%- do present.append(n) -%}{%- endfor %}
     {% if present | length == 1 -%}
-      cast({{ present[0] }} as {{ lake_type(col[1]) }})
+      {{ lake_cast(adapter.quote(present[0]), col[1], existing[present[0]]) }}
     {%- elif present -%}
-      cast(coalesce({{ present | join(', ') }}) as {{ lake_type(col[1]) }})
+      {%- set parts = [] -%}
+      {%- for n in present -%}{%- do parts.append(adapter.quote(n)) -%}{%- endfor -%}
+      {{ lake_cast('coalesce(' ~ parts | join(', ') ~ ')', col[1], existing[present[0]]) }}
     {%- else -%}
       cast(null as {{ lake_type(col[1]) }})
     {%- endif %} as {{ adapter.quote(col[0]) }}{{ "," if not loop.last or extra_columns }}

@@ -52,6 +52,28 @@
   {%- endif -%}
 {%- endmacro %}
 
+{#- A lake column (`source_type`: its type in the table, lower case; none when unknown) cast to
+    the type named `name` the Spark way. -#}
+{% macro lake_cast(expr, name, source_type=none) -%}
+  {{ return(adapter.dispatch('lake_cast')(expr, name, source_type)) }}
+{%- endmacro %}
+
+{% macro default__lake_cast(expr, name, source_type) -%}
+  cast({{ expr }} as {{ lake_type(name) }})
+{%- endmacro %}
+
+{#- DuckDB reads the lake's timestamps (instants, UTC-adjusted in Parquet) as timestamptz, whose
+    cast to timestamp takes the wall time of the session's TimeZone (a laptop's own): their UTC
+    wall time instead, as Spark's UTC session gives. -#}
+{% macro duckdb__lake_cast(expr, name, source_type) -%}
+  {%- if name | lower == 'timestamp' and source_type
+        and (source_type == 'timestamptz' or 'with time zone' in source_type) -%}
+  cast(timezone('UTC', {{ expr }}) as {{ lake_type(name) }})
+  {%- else -%}
+  cast({{ expr }} as {{ lake_type(name) }})
+  {%- endif -%}
+{%- endmacro %}
+
 {# ---- timestamps ----------------------------------------------------------------------------- #}
 
 {#- Microseconds since 1970-01-01 00:00:00 UTC of a timestamp, as a bigint. -#}

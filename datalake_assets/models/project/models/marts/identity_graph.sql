@@ -7,7 +7,8 @@ with links as (
   from {{ ref('stg_lake__messages') }}
   where anonymous_id is not null and user_id is not null
   union all
-  select previous_id as anonymous_id, user_id, coalesce({{ adapter.quote('timestamp') }}, received_at) as event_at,
+  select previous_id as anonymous_id, user_id,
+         coalesce({{ adapter.quote('timestamp') }}, received_at) as event_at,
          'alias_previous_id' as seen_in
   from ({{ lake_select('aliases', [('previous_id', 'string'), ('user_id', 'string'),
                                    ('timestamp', 'timestamp'),

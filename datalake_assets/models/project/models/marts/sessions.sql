@@ -26,7 +26,8 @@ placed as (
   select *,
     coalesce(anonymous_id, {{ dbt.concat(["'user:'", 'user_id']) }}) as visitor,
     case when event_at is not null
-              and abs({{ epoch_micros('received_at') }} - {{ epoch_micros('event_at') }}) <= {{ late_us }}
+              and abs({{ epoch_micros('received_at') }} - {{ epoch_micros('event_at') }})
+                  <= {{ late_us }}
          then event_at else received_at end as placed_at
   from events
 ),
@@ -52,7 +53,8 @@ firsts as (
   select *,
     {%- for c in ['page_url', 'page_path', 'referrer', 'utm_source', 'utm_medium',
                   'utm_campaign', 'utm_term', 'utm_content'] %}
-    {{ first_value_ignore_nulls(c) }} over {{ session_window }} as first_{{ c }}{{ "," if not loop.last }}
+    {{ first_value_ignore_nulls(c) }} over {{ session_window }}
+      as first_{{ c }}{{ "," if not loop.last }}
     {%- endfor %}
   from numbered
 ),
@@ -74,9 +76,9 @@ sessions as (
   group by visitor, session_number
 )
 select
-  {{ dbt.hash(dbt.concat(['visitor', "'|'",
-                         'cast(' ~ epoch_micros('started_at') ~ ' as ' ~ dbt.type_string() ~ ')'])) }}
-    as session_id,
+  {#- md5 hex of "<visitor>|<start in epoch microseconds>", the same on every engine -#}
+  {%- set started_us = 'cast(' ~ epoch_micros('started_at') ~ ' as ' ~ dbt.type_string() ~ ')' %}
+  {{ dbt.hash(dbt.concat(['visitor', "'|'", started_us])) }} as session_id,
   visitor,
   anonymous_id,
   user_id,
