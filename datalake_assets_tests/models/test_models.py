@@ -8,6 +8,7 @@ then a privacy request reaches them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +33,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.dagster]
 # each engine's source is its own database in the suite's shared metastore
 SLUGS = {"duckdb": "modelduck", "spark": "modelshop"}
 SIGNUPS = """{{ config(materialized='table') }}
-select user_id, min(`timestamp`) as signed_up_at
+select user_id, min({{ adapter.quote('timestamp') }}) as signed_up_at
 from {{ source('lake', 'tracks') }}
 where event = 'Signed Up' and user_id is not null
 group by user_id
@@ -184,6 +185,31 @@ def test_the_readmes_daily_user_model_is_daily_and_counts_the_sessions(spark, bu
     want = sessions.groupby("session_day").visitor.nunique()
     got = model(spark, built, "daily_active_users").set_index("day").active_visitors
     assert got.sort_index().to_dict() == want.sort_index().to_dict()
+
+
+def test_a_broken_user_model_fails_its_own_asset_and_the_others_build(spark, built, tmp_path):
+    """A user model that parses but fails on the engine: the run fails with dbt's message,
+    the models that built are materialized and published (the lake's copy is replaced)."""
+    if built["engine"] != "duckdb":
+        pytest.skip("the publishing step is the DuckDB engine's (Spark writes as it builds)")
+    settings = built["settings"]
+    broken = tmp_path / "broken_models"
+    broken.mkdir()
+    (broken / "broken.sql").write_text(
+        "{{ config(materialized='table') }}\nselect no_such_column from {{ ref('users') }}\n"
+    )
+    with_broken = replace(settings, models=replace(settings.models, user_models_dir=str(broken)))
+    defs = build_definitions(with_broken)
+    tables = defs.resolve_assets_def(AssetKey([built["slug"], "users"]))
+    users_before = model(spark, built, "users")
+    result = materialize([tables], instance=built["instance"], raise_on_error=False)
+    assert not result.success
+    done = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
+    assert {"identity_graph", "users"} <= done and "broken" not in done
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    text = str(failure.step_failure_data.error)
+    assert "broken" in text and "no_such_column" in text, text
+    tr.same(model(spark, built, "users"), users_before, ["user_id"])
 
 
 def test_forget_reaches_every_model_and_one_day_rebuilds_alone(spark, built):

@@ -127,7 +127,7 @@ def publish(fmt: Any, src: SourceTables, out: ModelRows, run_id: str) -> Committ
                     update.delete_column(name)
         with tx.update_schema() as update:
             update.union_by_name(rows.schema)
-        tx.overwrite(rows, overwrite_filter=where, snapshot_properties={RUN_PROPERTY: run_id})
+        _overwrite(tx, tbl, rows, where, run_id)
     tbl = cat.load_table(ident)
     snapshot = tbl.current_snapshot()
     return CommittedTable(
@@ -136,6 +136,28 @@ def publish(fmt: Any, src: SourceTables, out: ModelRows, run_id: str) -> Committ
         out.location,
         snapshot.snapshot_id if snapshot else None,
     )
+
+
+def _overwrite(tx: Any, tbl: Any, rows: pa.Table, where: Any, run_id: str) -> None:
+    """ONE overwrite snapshot: the files of the built days (a day's rows are in its own
+    partition's files, so a file matching the filter holds only replaced rows) out, the new
+    files in. pyiceberg's ``Transaction.overwrite`` would commit a delete and an append
+    snapshot, a reader of snapshots seeing the days empty in between."""
+    import itertools
+    import uuid
+
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files  # what Transaction.append uses
+
+    old = [task.file for task in tbl.scan(row_filter=where).plan_files()]
+    props = {RUN_PROPERTY: run_id}
+    with tx.update_snapshot(snapshot_properties=props).overwrite() as ow:
+        for f in old:
+            ow.delete_data_file(f)
+        if rows.num_rows:
+            for f in _dataframe_to_data_files(
+                tx.table_metadata, rows, tbl.io, write_uuid=uuid.uuid4(), counter=itertools.count()
+            ):
+                ow.append_data_file(f)
 
 
 def current_version(fmt: Any, ident: tuple[str, str]) -> TableVersion | None:
