@@ -30,6 +30,8 @@ from datalake_assets.catalog.catalog_interface import CatalogError
 from datalake_assets.catalog.config import catalog_from_config
 from datalake_assets.catalog.register import read_schemas
 from datalake_assets.lake import commit, faults, storage
+from datalake_assets.lake.formats import format_record
+from datalake_assets.lake.formats.format_interface import FormatError
 from datalake_assets.lake.lock import LockLost, LockTimeout, SourceLock
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.lake.report import SyncReport
@@ -94,12 +96,18 @@ def run_sync(spark, request: SyncRequest) -> SyncReport:
     """
     req = request.resolved()
     try:
+        format_record.check(req.lake_root, req.table_format.format)
+    except FormatError as e:
+        raise SyncError(str(e), e.code) from None
+    try:
         with SourceLock(
             req.lake_root, req.source_dir, req.run_id, wait_s=req.lock_wait_seconds
         ) as held:
-            return _run_sync_locked(
+            report = _run_sync_locked(
                 SyncRun(spark, req, held, timings={"lock_wait_s": held.waited_s})
             )
+            format_record.record(req.lake_root, req.table_format.format)
+            return report
     except LockTimeout as e:
         raise SyncError(str(e), "locked") from e
     except LockLost as e:
