@@ -14,7 +14,7 @@ Loading order, later wins::
 * Environment overrides: ``DATALAKE_ARCHIVE_ROOT``, ``DATALAKE_LAKE_ROOT``,
   ``DATALAKE_SPARK_MASTER``, ``DATALAKE_SPARK_DRIVER_MEMORY``, ``DATALAKE_MAX_MESSAGE_BYTES``,
   ``DATALAKE_CATALOG_BACKEND``, ``DATALAKE_COMPUTE_BACKEND``, ``DATALAKE_WEBSERVER_URL``,
-  ``DATALAKE_TABLE_FORMAT``, ``DATALAKE_ALERTS_WEBHOOK_URL``, ``DATALAKE_WRITE_KEYS`` (``key=source,key=source``: replaces every source's ``write_keys``;
+  ``DATALAKE_TABLE_FORMAT``, ``DATALAKE_MODELS_ENGINE``, ``DATALAKE_ALERTS_WEBHOOK_URL``, ``DATALAKE_WRITE_KEYS`` (``key=source,key=source``: replaces every source's ``write_keys``;
   keep the keys out of the file this way). An empty variable counts as unset.
 * Roots are local folders or URIs (``s3://bucket/prefix``; Azure: ``spec/azure_uri.py``), a
   URI kept as written (minus trailing ``/``; ``os.path`` never touches it), a local path made
