@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow.compute as pc
 import pytest
+from pyiceberg.typedef import Record
 
 from datalake_assets.cli import main
 from datalake_assets.ingest.demo import generate_archive
@@ -112,6 +113,15 @@ def lake(tmp_path):
             + [b"{not json"],
             name="widen.jsonl.gz",
         )
+    # and one that widens in the Iceberg sync after the conversion (bigint, then string)
+    for i, (hour, n) in enumerate(((HOURS[0], 1), (HOURS[2], "one"))):
+        write_hour(
+            lake["archive_root"],
+            SRC,
+            hour,
+            [msg(f"l{i}", hour=hour, event="Late Widen", properties={"n": n})],
+            name="late-widen.jsonl.gz",
+        )
     for h in SEGMENT_HOURS:  # hour by hour: each hour's files written with its own types
         sync(lake, [h], "segment")
     return {**lake, "toml": str(tmp_path / "lake.toml")}
@@ -172,6 +182,8 @@ def test_a_segment_lake_converts_in_place_and_syncs_on_in_iceberg(lake, capsys):
     sync(lake, ICEBERG_HOURS)
     replay = sync(lake, HOURS[:1], replay=True)
     tracks = tables(cat, SRC)["tracks"]
+    late = tables(cat, SRC)["late_widen"].scan().to_arrow()
+    assert sorted(late["properties_n"].to_pylist()) == ["1", "one"]
     assert tracks.current_snapshot().summary[RUN_PROPERTY] == replay.source.run_id
     paths = table_paths(tracks)
     assert any("/data/ice/segment_type=tracks/day=2026-11-21/hr=11/" in p for p in paths)
@@ -267,3 +279,24 @@ def test_an_erasures_stored_files_of_a_converted_hour_include_its_segment_files(
     live = table_format(ICEBERG, root).live_files(src, "tracks", "2026112111")
     stored = table_format(ICEBERG, root).stored_files(src, "tracks", "2026112111")
     assert live and set(live) <= set(stored)
+
+
+def test_pyicebergs_add_files_loses_the_hour_of_a_segment_file(lake):
+    """Why the conversion builds each data-file entry itself: ``Transaction.add_files`` infers a
+    file's partition from its ``day``/``hr`` columns, which a Segment file does not have, and
+    registers it under the NULL partition (every row's ``day``/``hr`` NULL)."""
+    from datalake_assets.lake.formats.iceberg_schema import new_table_schema
+    from datalake_assets.lake.records import read_schema_record
+
+    root = lake["lake_root"]
+    os.makedirs(f"{root}/_iceberg", exist_ok=True)
+    cat = sql_catalog(root)
+    cat.create_namespace_if_not_exists(SRC)
+    schema, spec = new_table_schema(read_schema_record(root, SRC)["tracks"])
+    probe = cat.create_table(
+        (SRC, "probe"), schema=schema, partition_spec=spec, location=f"file://{root}/probe"
+    )
+    path = min(p for p in segment_files(root) if "segment_type=tracks/day=2026-11-21/hr=10/" in p)
+    probe.add_files([f"file://{path}"])
+    assert [t.file.partition for t in probe.scan().plan_files()] == [Record(None, None)]
+    assert probe.scan().to_arrow()["day"].null_count > 0
