@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.typedef import Record
 
@@ -164,6 +165,15 @@ def test_a_segment_lake_converts_in_place_and_syncs_on_in_iceberg(lake, capsys):
     assert set(before) - registered == {p for p in before if any(f in p for f in folders)}
     assert len(folders) < len({os.path.dirname(p) for p in before}) / 4
     assert segment_files(root) == before
+    # each entry's metrics are its file's: rows and bytes, and bounds to prune on
+    for task in converted["tracks"].scan().plan_files():
+        f = task.file
+        path = f.file_path.removeprefix("file://")
+        assert f.record_count == pq.read_metadata(path).num_rows > 0
+        assert f.file_size_in_bytes == os.path.getsize(path)
+        mid = converted["tracks"].schema().find_field("message_id").field_id
+        assert f.lower_bounds[mid] <= f.upper_bounds[mid] and f.null_value_counts[mid] == 0
+        assert re.search(rf"/day={f.partition[0]}/hr={f.partition[1]}/", path)
     widened = converted["widened_thing"].scan().to_arrow()
     assert sorted(widened["properties_amount"].to_pylist()) == ["5", "five"]
     # the erasure's reader of an hour: its live files are the Segment folder's
@@ -300,3 +310,13 @@ def test_pyicebergs_add_files_loses_the_hour_of_a_segment_file(lake):
     probe.add_files([f"file://{path}"])
     assert [t.file.partition for t in probe.scan().plan_files()] == [Record(None, None)]
     assert probe.scan().to_arrow()["day"].null_count > 0
+
+
+def test_the_conversion_waits_for_the_sources_lock(lake):
+    from datalake_assets.lake.lock import LockTimeout, SourceLock
+
+    root = lake["lake_root"]
+    with SourceLock(root, SRC, "a-sync"):
+        with pytest.raises(LockTimeout):
+            convert_source(root, ICEBERG, SourceTables(SRC, SRC), "test", lock_wait_s=0.5)
+    assert not os.path.exists(f"{root}/_iceberg/catalog.db") or not tables(sql_catalog(root), SRC)
