@@ -20,6 +20,7 @@ docs/guides/iceberg.md, "Converting a Segment-layout lake", says which readers n
 
 from __future__ import annotations
 
+import re
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -84,23 +85,24 @@ class ConvertReport:
         return {**asdict(self), "totals": self.totals()}
 
 
+_DAY = re.compile(r"^day=(\d{4}-\d{2}-\d{2})$")
+_HR = re.compile(r"^hr=(\d{2})$")
+
+
 def segment_hours(root: str) -> dict[str, list[tuple[str, int]]]:
-    """``{compact hour: [(location, size)]}`` of a ``day=/hr=`` tree's Parquet files (hidden
-    folders and files, ``_``/``.``, are a writer's debris: skipped)."""
+    """``{compact hour: [(location, size)]}`` of a ``day=/hr=`` tree's Parquet files (anything
+    else, such as a hidden file or a swap's ``hr=10.old-<pid>`` folder, is skipped)."""
     out: dict[str, list[tuple[str, int]]] = defaultdict(list)
     prefix = root.rstrip("/") + "/"
     for loc, size in storage.list_files(root, recursive=True):
         parts = loc[len(prefix) :].split("/")
-        if (
-            len(parts) != 3
-            or not loc.endswith(".parquet")
-            or any(p.startswith((".", "_")) for p in parts)
-            or not parts[0].startswith("day=")
-            or not parts[1].startswith("hr=")
-        ):
+        if len(parts) != 3 or not loc.endswith(".parquet") or parts[2].startswith((".", "_")):
             continue
-        hour = layout.ArchiveHour.parse(f"{parts[0][4:]}T{parts[1][3:]}")
-        out[hour.compact].append((loc, size))
+        day, hr = _DAY.match(parts[0]), _HR.match(parts[1])
+        if day and hr:
+            out[layout.ArchiveHour.parse(f"{day.group(1)}T{hr.group(1)}").compact].append(
+                (loc, size)
+            )
     return {h: sorted(files) for h, files in sorted(out.items())}
 
 
