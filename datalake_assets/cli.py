@@ -9,6 +9,7 @@
     datalake forget --user-id X  erase and suppress a person (docs/guides/forget-a-person.md)
     datalake sql "SELECT ..."    Spark SQL on the Hive catalog (through `datalake dev`'s server)
     datalake status [--json]     each source's last synced hour, lag, failed runs, rows per day
+    datalake convert --to iceberg   a Segment-layout lake's tables as Iceberg tables, in place
 
 Every option and its help: ``cli_parser.py``. A user's mistake is raised as ``UsageError`` and
 told by ``main`` in one line, exit code 2.
@@ -35,6 +36,7 @@ from datalake_assets.cli_catalog import (
     stop_metastore,
 )
 from datalake_assets.cli_collect import cmd_collect
+from datalake_assets.cli_convert import cmd_convert
 from datalake_assets.cli_forget import cmd_forget
 from datalake_assets.cli_parser import UsageError, build_parser
 from datalake_assets.cli_status import cmd_status
@@ -368,6 +370,7 @@ COMMANDS = {
     "sql": cmd_sql,
     "maintain": cmd_maintain,
     "compact": cmd_compact,
+    "convert": cmd_convert,
     "status": cmd_status,
 }
 

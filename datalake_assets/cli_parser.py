@@ -305,6 +305,25 @@ def build_parser() -> Parser:
         help="the files' target size in MB (default: [iceberg] target_file_mb)",
     )
 
+    cv = _command(
+        sub,
+        "convert",
+        "a Segment-layout lake's tables as Iceberg tables (docs/guides/iceberg.md)",
+        "Register each table's Parquet files of the Segment layout (day=/hr= folders), and "
+        "the quarantine's, in the Iceberg table the lake's Iceberg format expects, where "
+        "they are: one commit a table, source by source under its lock; hours already in "
+        "the table are skipped (a second run commits nothing). Prints hours, files and rows "
+        "per table. It does not switch the lake's table_format.",
+    )
+    cv.add_argument("--to", choices=["iceberg"], required=True, help="the table format")
+    _add_sources(cv)
+    cv.add_argument(
+        "--rewrite",
+        action="store_true",
+        help="write each hour again as a sync would (field ids, day/hr in the files) instead "
+        "of registering the files in place",
+    )
+
     st = _command(
         sub,
         "status",

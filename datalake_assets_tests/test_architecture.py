@@ -114,7 +114,15 @@ def layer_of(module: str) -> str:
         return "models"
     if sub in ("orchestration", "definitions"):
         return "dagster"
-    if sub in ("cli", "cli_parser", "cli_forget", "cli_catalog", "cli_status", "cli_collect"):
+    if sub in (
+        "cli",
+        "cli_parser",
+        "cli_forget",
+        "cli_catalog",
+        "cli_status",
+        "cli_collect",
+        "cli_convert",
+    ):
         return "app"
     raise AssertionError(f"{module}: no layer; add it to layer_of() and docs/architecture.md")
 
