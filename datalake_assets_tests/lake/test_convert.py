@@ -16,7 +16,7 @@ from pyiceberg.typedef import Record
 
 from datalake_assets.cli import main
 from datalake_assets.ingest.demo import generate_archive
-from datalake_assets.lake.formats import FormatError, SourceTables, table_format
+from datalake_assets.lake.formats import FormatError, SourceTables, format_record, table_format
 from datalake_assets.lake.formats.iceberg import RUN_PROPERTY
 from datalake_assets.lake.formats.iceberg_convert import NAME_MAPPING, convert_source
 from datalake_assets.settings.formats_section import FormatConfig
@@ -139,7 +139,9 @@ def test_a_segment_lake_converts_in_place_and_syncs_on_in_iceberg(lake, capsys):
         re.match(r"ice\.tracks: 2 hours registered \(0 already .*\), \d+ files, \d+ rows", line)
         for line in printed
     ), printed
-    assert re.match(r"ice: \d+ tables, \d+ hours registered", printed[-1]), printed
+    assert re.match(r"ice: \d+ tables, \d+ hours registered", printed[-2]), printed
+    assert printed[-1].startswith("the lake is Iceberg now")
+    assert format_record.recorded(root) == "iceberg"
 
     cat = sql_catalog(root)
     converted = tables(cat, SRC)
@@ -200,12 +202,14 @@ def test_a_segment_lake_converts_in_place_and_syncs_on_in_iceberg(lake, capsys):
     assert not any("/data/ice/segment_type=tracks/day=2026-11-21/hr=10/" in p for p in paths)
     assert any("/iceberg/ice/tracks/data/day=2026-11-21/hr=12/" in p for p in paths)
 
-    # the replaced Segment files of hour 10 stay: outside the table's folder, the maintenance
-    # does not delete them (docs/guides/iceberg.md says so)
+    # the replaced Segment files of hour 10 are deleted by the maintenance once no version
+    # references them; the live ones of hour 11 stay
+    replaced = [p for p in before if "segment_type=tracks/day=2026-11-21/hr=10/" in p]
+    kept = [p for p in before if "segment_type=tracks/day=2026-11-21/hr=11/" in p]
+    assert replaced and kept and all(os.path.exists(p) for p in replaced)
     fmt.maintain(src, ["tracks"], timedelta(0))
-    assert all(
-        os.path.exists(p) for p in before if "segment_type=tracks/day=2026-11-21/hr=10/" in p
-    )
+    assert not any(os.path.exists(p) for p in replaced if p.endswith(".parquet"))
+    assert all(os.path.exists(p) for p in kept)
 
     # every row once, nothing lost, through pyiceberg's own catalog
     store = IcebergOnly()
@@ -276,12 +280,6 @@ def test_without_the_name_mapping_pyiceberg_refuses_and_duckdb_reads_nulls(lake)
     assert con.sql(count.format(tbl.metadata_location)).fetchall() == [(rows, 0, rows)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="IcebergFormat.stored_files lists only the table's folder: an erasure's proof "
-    "(privacy/hours.hour_files(stored=True)) does not see a converted hour's Segment files, "
-    "and the maintenance does not delete them once replaced",
-)
 def test_an_erasures_stored_files_of_a_converted_hour_include_its_segment_files(lake):
     root = lake["lake_root"]
     src = SourceTables(SRC, SRC)

@@ -44,7 +44,7 @@ from typing import Any
 import pyarrow as pa
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.formats import iceberg_models, pyiceberg_memo, segment_models
+from datalake_assets.lake.formats import iceberg_models, pyiceberg_memo, segment, segment_models
 from datalake_assets.lake.formats.format_interface import (
     CommittedTable,
     ModelRows,
@@ -315,7 +315,15 @@ class IcebergFormat(TableFormat):
             for loc, size in storage.list_files(self.hour_location(src, table, hour))
             if loc.endswith(".parquet")
         ]
-        return hourly + self._coarse_files(src, table, hour)
+        return (
+            hourly + self._coarse_files(src, table, hour) + self._converted_files(src, table, hour)
+        )
+
+    def _converted_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
+        """A converted lake's files of the hour where the Segment layout wrote them
+        (``iceberg_convert.py`` registers them in place): live until the hour is synced again,
+        then stored until ``maintain`` deletes them."""
+        return segment.hour_files(self.lake_root, src, table, layout.ArchiveHour.parse(hour))
 
     def _coarse_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
         """The files compaction wrote that may hold the hour's rows, with others'
@@ -453,7 +461,9 @@ class IcebergFormat(TableFormat):
             if old:
                 tbl.maintenance.expire_snapshots().by_ids(old).commit()
                 tbl = self.load(src, table)
-            removed, freed = remove_orphans(tbl, cutoff)
+            # a converted table's replaced files, where the Segment layout wrote them, too
+            segment_root = layout.table_root(self.lake_root, src.source_dir, table)
+            removed, freed = remove_orphans(tbl, cutoff, also=segment_root)
             out[table] = {
                 "snapshots_expired": len(old),
                 "snapshots_before": before,

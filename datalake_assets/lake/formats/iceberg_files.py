@@ -38,10 +38,10 @@ def _plain(uri: str) -> str:
     return uri.removeprefix("file://")
 
 
-def unreferenced(tbl, cutoff: datetime) -> list[tuple[str, int]]:
-    """``[(location, size)]`` under the table's location, referenced by nothing, last
-    modified before ``cutoff``."""
-    root = _plain(tbl.location())
+def unreferenced(tbl, cutoff: datetime, root: str = "") -> list[tuple[str, int]]:
+    """``[(location, size)]`` under the table's location (or ``root``), referenced by nothing,
+    last modified before ``cutoff``."""
+    root = root or _plain(tbl.location())
     keep = referenced(tbl)
     fs, path = storage.resolve(root)
     try:
@@ -61,9 +61,12 @@ def unreferenced(tbl, cutoff: datetime) -> list[tuple[str, int]]:
     return sorted(out)
 
 
-def remove_orphans(tbl, cutoff: datetime) -> tuple[int, int]:
-    """Delete ``unreferenced(tbl, cutoff)``; returns ``(files, bytes)``."""
+def remove_orphans(tbl, cutoff: datetime, also: str = "") -> tuple[int, int]:
+    """Delete ``unreferenced(tbl, cutoff)``, and the Parquet files under ``also`` (a converted
+    table's Segment-layout folder) that no version references; returns ``(files, bytes)``."""
     files = unreferenced(tbl, cutoff)
+    if also:
+        files += [f for f in unreferenced(tbl, cutoff, also) if f[0].endswith(".parquet")]
     for location, _ in files:
         storage.delete_file(location)
     return len(files), sum(size for _, size in files)
