@@ -254,3 +254,21 @@ def test_each_concern_builds_a_definitions(tmp_path):
         build_alert_definitions(settings),
     ]:
         assert isinstance(defs, Definitions)
+
+
+def test_an_iceberg_lakes_assets_say_iceberg_and_where_its_catalog_is(tmp_path):
+    """Issue #45's finding: the catalog asset of an Iceberg lake said kind ``hive`` and an
+    embedded Hive metastore while its tables are in the Iceberg catalog."""
+    from dagster import AssetKey
+
+    settings = load_lake_toml(
+        tmp_path, 'table_format = "iceberg"\n[[sources]]\nid = "demo"\nstart = "2026-11-01-00:00"\n'
+    )
+    defs = build_definitions(settings, state=full_state("demo"))
+    graph = defs.resolve_asset_graph()
+    catalog = graph.get(AssetKey(["demo", "catalog"]))
+    assert catalog.kinds == {"iceberg"}
+    assert catalog.metadata["catalog"] == "iceberg"
+    assert catalog.metadata["location"].startswith("Iceberg SQL catalog in ")
+    assert "Hive" not in catalog.description
+    assert graph.get(AssetKey(["demo", "pages"])).kinds == {"iceberg", "spark"}

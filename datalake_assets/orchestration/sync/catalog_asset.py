@@ -32,6 +32,7 @@ from datalake_assets.catalog.step import HourEntry
 from datalake_assets.lake.report import SyncReport
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.spec.table_formats import ICEBERG
 
 CATALOG = "catalog"
 CHECK_IN_STEP = "in_step"
@@ -61,6 +62,17 @@ def location(cfg: CatalogConfig) -> str:
     return f"embedded Hive metastore in {cfg.metastore_dir}"
 
 
+def iceberg_location(settings: LakeSettings) -> str:
+    """Where an Iceberg lake's catalog is: its tables are registered there by their commits."""
+    ice = settings.iceberg
+    if ice.catalog == "glue":
+        region = ice.glue_region or settings.catalog.glue_region or "the default region"
+        return f"Iceberg tables in the AWS Glue Data Catalog in {region}"
+    if ice.uri:
+        return "Iceberg SQL catalog at the configured uri"  # it may hold a password
+    return f"Iceberg SQL catalog in {settings.lake_root}/_iceberg/catalog.db"
+
+
 def catalog_specs(
     settings: LakeSettings,
     source: SourceSettings,
@@ -73,21 +85,30 @@ def catalog_specs(
         return [], []
     cfg = config_from_settings(settings.catalog)
     key = catalog_key(source.slug)
+    where, kinds = location(cfg), {cfg.backend}
+    if settings.table_format == ICEBERG:
+        # the tables are the Iceberg catalog's (their commits register them), not the
+        # [catalog] backend's, whose settings an Iceberg lake does not use for its tables
+        where, kinds = iceberg_location(settings), {ICEBERG}
     spec = AssetSpec(
         key=key,
         deps=deps,
         partitions_def=partitions,
         group_name=source.slug,
-        kinds={cfg.backend},
+        kinds=kinds,
         owners=list(source.owners),
         skippable=True,  # not materialized when registration fails (the run fails, saying so)
         description=(
             f"The catalog metadata of source {source.id}'s tables in database "
-            f"{source.database} ({location(cfg)}): tables, columns and each hour's "
+            f"{source.database} ({where}): tables, columns and each hour's "
             "partitions. Materialized after the sync registers its hours; "
             "materialized alone, it registers them again from the lake's files."
         ),
-        metadata={"catalog": cfg.backend, "database": source.database, "location": location(cfg)},
+        metadata={
+            "catalog": ICEBERG if settings.table_format == ICEBERG else cfg.backend,
+            "database": source.database,
+            "location": where,
+        },
     )
     check = AssetCheckSpec(
         CHECK_IN_STEP,

@@ -50,6 +50,7 @@ from datalake_assets.orchestration.sync.sync_metadata import table_name, table_u
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import QUARANTINE, RAW_ARCHIVE, STANDARD_TABLES, SYNC_REPORTS
+from datalake_assets.spec.table_formats import ICEBERG
 from datalake_assets.transform.catalog_phase import CatalogBehind
 from datalake_assets.transform.sync_request import SyncError, request_from_settings
 
@@ -165,17 +166,20 @@ def build_source_assets(
         metadata={"dagster/uri": MetadataValue.path(layout.join(settings.archive_root, source.id))},
     )
     tables = list(state.tables)
+    # the table format's kind and words (a Dagster kind shows as a tag and an icon)
+    iceberg = settings.table_format == ICEBERG
+    storage_kind, stored_as = ("iceberg", "an Iceberg table") if iceberg else ("parquet", "Parquet")
     table_specs = [
         AssetSpec(
             key=AssetKey([slug, t]),
             deps=[raw_key],
             partitions_def=partitions,
             group_name=slug,
-            kinds={"parquet", "spark"},
+            kinds={storage_kind, "spark"},
             owners=owners,
             skippable=True,  # an hour may have no event of this type
             description=(
-                f"Lake table {t} of source {source.id}: typed Parquet, one partition "
+                f"Lake table {t} of source {source.id}: typed {stored_as}, one partition "
                 "per received hour."
                 + ("" if t in STANDARD_TABLES else " Created by the sync that first saw it.")
             ),
@@ -192,7 +196,7 @@ def build_source_assets(
             deps=[raw_key],
             partitions_def=partitions,
             group_name=slug,
-            kinds={"parquet"},
+            kinds={storage_kind},
             owners=owners,
             description="Lines and values that could not be written as they are, with reasons.",
             metadata={"dagster/uri": MetadataValue.path(table_uri(settings, source, QUARANTINE))},
