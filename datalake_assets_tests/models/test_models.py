@@ -23,10 +23,7 @@ from datalake_assets.privacy.forget import forget
 from datalake_assets.privacy.forget_request import ForgetRequest
 from datalake_assets.privacy.state import load_state
 from datalake_assets.spec.identity import identity
-from datalake_assets.transform.sync import run_sync
-from datalake_assets.transform.sync_request import request_from_settings
 from datalake_assets_tests.models import traffic as tr
-from datalake_assets_tests.support.archive_builders import write_hour
 from datalake_assets_tests.support.settings_files import load_lake_toml
 
 pytestmark = [pytest.mark.spark, pytest.mark.dagster]
@@ -67,13 +64,7 @@ def built(request, spark, hive_metastore_dir, tmp_path_factory):
             f'[[sources]]\nid = "{slug}"\nstart = "{tr.D0}-00:00"\n'
         ),
     )
-    source = settings.sources[0]
-    t = tr.traffic()
-    hours = t.by_hour()
-    for hour, lines in hours.items():
-        write_hour(settings.archive_root, source.id, hour, lines)
-    report = run_sync(spark, request_from_settings(settings, source, sorted(hours), replay=True))
-    assert report.source.messages_written == len(t.messages), report.source
+    t = tr.synced(spark, settings)
     defs = build_definitions(settings)
     daily = defs.resolve_assets_def(AssetKey([slug, "sessions"]))
     tables = defs.resolve_assets_def(AssetKey([slug, "users"]))

@@ -18,10 +18,7 @@ from datalake_assets.orchestration.dbt.model_assets import build_model_assets
 from datalake_assets.privacy.forget import forget
 from datalake_assets.privacy.forget_request import ForgetRequest
 from datalake_assets.spec.identity import identity
-from datalake_assets.transform.sync import run_sync
-from datalake_assets.transform.sync_request import request_from_settings
 from datalake_assets_tests.models import traffic as tr
-from datalake_assets_tests.support.archive_builders import write_hour
 from datalake_assets_tests.support.iceberg_reader import sql_catalog
 from datalake_assets_tests.support.settings_files import load_lake_toml
 
@@ -41,13 +38,7 @@ def built(spark, tmp_path_factory):
             f'[[sources]]\nid = "{SLUG}"\nstart = "{tr.D0}-00:00"\n'
         ),
     )
-    source = settings.sources[0]
-    t = tr.traffic()
-    hours = t.by_hour()
-    for hour, lines in hours.items():
-        write_hour(settings.archive_root, source.id, hour, lines)
-    report = run_sync(spark, request_from_settings(settings, source, sorted(hours), replay=True))
-    assert report.source.messages_written == len(t.messages), report.source
+    t = tr.synced(spark, settings)
     defs = build_definitions(settings)
     instance = DagsterInstance.ephemeral()
     daily = defs.resolve_assets_def(AssetKey([SLUG, "sessions"]))

@@ -18,10 +18,7 @@ import pytest
 
 from datalake_assets.models.workspace import DBT_QUIET_ENV, project_files, source_tables
 from datalake_assets.spec import layout
-from datalake_assets.transform.sync import run_sync
-from datalake_assets.transform.sync_request import request_from_settings
 from datalake_assets_tests.models import traffic as tr
-from datalake_assets_tests.support.archive_builders import write_hour
 from datalake_assets_tests.support.settings_files import load_lake_toml
 
 SLUG = "portable"
@@ -185,12 +182,7 @@ def lake(spark, tmp_path_factory):
         f'[[sources]]\nid = "{SLUG}"\nstart = "{tr.D0}-00:00"\n',
     )
     source = settings.sources[0]
-    t = tr.traffic()
-    hours = t.by_hour()
-    for hour, lines in hours.items():
-        write_hour(settings.archive_root, source.id, hour, lines)
-    report = run_sync(spark, request_from_settings(settings, source, sorted(hours), replay=True))
-    assert report.source.messages_written == len(t.messages), report.source
+    t = tr.synced(spark, settings)
     return {"settings": settings, "source": source, "traffic": t, "home": home}
 
 

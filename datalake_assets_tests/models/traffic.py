@@ -260,3 +260,20 @@ def same(actual: pd.DataFrame, expected: pd.DataFrame, keys: list[str]) -> None:
     a, e = (f[columns].sort_values(keys).reset_index(drop=True) for f in (actual, expected))
     a, e = (f.astype(object).where(f.notna(), None) for f in (a, e))  # None and NaN alike
     pd.testing.assert_frame_equal(a, e, check_dtype=False)
+
+
+def synced(spark, settings) -> Traffic:
+    """The traffic written into the settings' archive for its first source and synced in one
+    batch (a replay of every hour); every message is in the lake."""
+    from datalake_assets.transform.sync import run_sync
+    from datalake_assets.transform.sync_request import request_from_settings
+    from datalake_assets_tests.support.archive_builders import write_hour
+
+    source = settings.sources[0]
+    t = traffic()
+    hours = t.by_hour()
+    for hour, lines in hours.items():
+        write_hour(settings.archive_root, source.id, hour, lines)
+    report = run_sync(spark, request_from_settings(settings, source, sorted(hours), replay=True))
+    assert report.source.messages_written == len(t.messages), report.source
+    return t

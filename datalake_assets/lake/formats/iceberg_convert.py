@@ -36,6 +36,7 @@ from datalake_assets.lake.formats.iceberg import QUARANTINE_COLUMNS, RUN_PROPERT
 from datalake_assets.lake.formats.iceberg_catalog import _uri
 from datalake_assets.lake.formats.iceberg_in_place import (
     data_files,
+    hour_data_file,
     hourly_spec_id,
     predicted_ids,
     write_schema,
@@ -250,8 +251,6 @@ def registered_file(table_metadata, location: str, size: int, footer, hour: str)
         data_file_statistics_from_parquet_metadata,
         parquet_path_to_id_mapping,
     )
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-    from pyiceberg.typedef import Record
 
     schema = table_metadata.schema()
     stats = data_file_statistics_from_parquet_metadata(
@@ -259,19 +258,7 @@ def registered_file(table_metadata, location: str, size: int, footer, hour: str)
         stats_columns=compute_statistics_plan(schema, table_metadata.properties),
         parquet_column_mapping=parquet_path_to_id_mapping(schema),
     )
-    h = layout.ArchiveHour.parse(hour)
-    return DataFile.from_args(
-        content=DataFileContent.DATA,
-        file_path=_uri(location),
-        file_format=FileFormat.PARQUET,
-        partition=Record(h.day, h.hr),
-        file_size_in_bytes=size,
-        sort_order_id=None,
-        spec_id=hourly_spec_id(table_metadata),
-        equality_ids=None,
-        key_metadata=None,
-        **stats.to_serialized_dict(),
-    )
+    return hour_data_file(location, size, hour, stats, hourly_spec_id(table_metadata))
 
 
 def rewrite_hour(

@@ -26,6 +26,7 @@ them, and ``maintain`` deletes them once older than the retention (``iceberg_fil
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -74,8 +75,6 @@ def data_files(table_metadata, files: list[tuple[str, int, str]], table: str) ->
         data_file_statistics_from_parquet_metadata,
         parquet_path_to_id_mapping,
     )
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-    from pyiceberg.typedef import Record
 
     schema = table_metadata.schema()
     stats_plan = compute_statistics_plan(schema, table_metadata.properties)
@@ -91,22 +90,31 @@ def data_files(table_metadata, files: list[tuple[str, int, str]], table: str) ->
         stats = data_file_statistics_from_parquet_metadata(
             parquet_metadata=footer, stats_columns=stats_plan, parquet_column_mapping=id_of_path
         )
-        h = layout.ArchiveHour.parse(hour)
-        return DataFile.from_args(
-            content=DataFileContent.DATA,
-            file_path=_uri(location),
-            file_format=FileFormat.PARQUET,
-            partition=Record(h.day, h.hr),
-            file_size_in_bytes=size,
-            sort_order_id=None,
-            spec_id=spec_id,
-            equality_ids=None,
-            key_metadata=None,
-            **stats.to_serialized_dict(),
-        )
+        return hour_data_file(location, size, hour, stats, spec_id)
 
     with ThreadPoolExecutor(_FOOTER_THREADS, thread_name_prefix="iceberg-footers") as pool:
         return list(pool.map(one, files))
+
+
+def hour_data_file(location: str, size: int, hour: str, stats: Any, spec_id: int):
+    """The data-file entry of a file of ``hour`` (compact): in the hourly partition of the
+    spec ``spec_id``, with ``stats`` (pyiceberg's ``DataFileStatistics`` of its footer)."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    h = layout.ArchiveHour.parse(hour)
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=_uri(location),
+        file_format=FileFormat.PARQUET,
+        partition=Record(h.day, h.hr),
+        file_size_in_bytes=size,
+        sort_order_id=None,
+        spec_id=spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **stats.to_serialized_dict(),
+    )
 
 
 def _check_ids(written: pa.Schema, ids: dict[str, int], table: str, location: str) -> None:
