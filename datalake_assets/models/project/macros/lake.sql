@@ -89,7 +89,7 @@
 
 {# seconds between two timestamps, as a double (microsecond precision) #}
 {% macro seconds_between(a, b) -%}
-  (({{ epoch_micros(b) }} - {{ epoch_micros(a) }}) / 1000000.0)
+  cast(({{ epoch_micros(b) }} - {{ epoch_micros(a) }}) / 1000000.0 as double)
 {%- endmacro %}
 
 {# Spark only (macros/portable.sql, datalake_daily_config, adds it there; elsewhere a daily
