@@ -8,36 +8,60 @@
   either way, so dbt (and Dagster) see the lineage.
 #}
 
-{% macro lake_columns(table_name) %}
+{#- The table's columns, {lower-case name: lower-case type}, in the table's order; {} when it
+    does not exist (or at parse time). With --vars '{"datalake_introspect": false}' nothing is
+    asked: the table is taken to have exactly the `assumed` columns, of unknown type (a compile
+    without a connection: Athena in the tests). -#}
+{% macro lake_column_types(table_name, assumed=[]) %}
   {%- set rel = source('lake', table_name) -%}
-  {%- if not execute -%}{{ return([]) }}{%- endif -%}
+  {%- set types = {} -%}
+  {%- if not execute -%}{{ return(types) }}{%- endif -%}
+  {%- if not var('datalake_introspect', true) -%}
+    {%- for c in assumed -%}{%- do types.update({c | lower: none}) -%}{%- endfor -%}
+    {{ return(types) }}
+  {%- endif -%}
   {%- set found = adapter.get_relation(database=rel.database, schema=rel.schema,
                                        identifier=rel.identifier) -%}
-  {%- if found is none -%}{{ return([]) }}{%- endif -%}
-  {{ return(adapter.get_columns_in_relation(found) | map(attribute='column')
-            | map('lower') | list) }}
+  {%- if found is none -%}{{ return(types) }}{%- endif -%}
+  {%- for c in adapter.get_columns_in_relation(found) -%}
+    {%- do types.update({c.column | lower: c.dtype | lower}) -%}
+  {%- endfor -%}
+  {{ return(types) }}
 {% endmacro %}
 
-{# columns: a list of (name, spark type) or (name, spark type, [other column names to
-   coalesce from, in order]) #}
+{#- The table's column names (lower case), [] when it does not exist. -#}
+{% macro lake_columns(table_name, assumed=[]) %}
+  {{ return(lake_column_types(table_name, assumed) | list) }}
+{% endmacro %}
+
+{# columns: a list of (name, type) or (name, type, [other column names to coalesce from, in
+   order]), the type named the Spark way ('string', 'timestamp': macro lake_type); every
+   identifier quoted the target's way (adapter.quote). #}
 {% macro lake_select(table_name, columns, extra_columns=[]) %}
   {%- set rel = source('lake', table_name) -%}
-  {%- set existing = lake_columns(table_name) -%}
+  {%- set wanted = [] -%}
+  {%- for col in columns -%}
+    {%- do wanted.append(col[0]) -%}
+    {%- do wanted.extend(col[2] if col | length > 2 else []) -%}
+  {%- endfor -%}
+  {%- set existing = lake_column_types(table_name, wanted + extra_columns) -%}
   select
   {%- for col in columns %}
     {%- set names = [col[0]] + (col[2] if col | length > 2 else []) -%}
     {%- set present = [] -%}
-    {%- for n in names if n in existing -%}{%- do present.append('`' ~ n ~ '`') -%}{%- endfor %}
+    {%- for n in names if n in existing -%}{%- do present.append(n) -%}{%- endfor %}
     {% if present | length == 1 -%}
-      cast({{ present[0] }} as {{ col[1] }})
+      {{ lake_cast(adapter.quote(present[0]), col[1], existing[present[0]]) }}
     {%- elif present -%}
-      cast(coalesce({{ present | join(', ') }}) as {{ col[1] }})
+      {%- set parts = [] -%}
+      {%- for n in present -%}{%- do parts.append(adapter.quote(n)) -%}{%- endfor -%}
+      {{ lake_cast('coalesce(' ~ parts | join(', ') ~ ')', col[1], existing[present[0]]) }}
     {%- else -%}
-      cast(null as {{ col[1] }})
-    {%- endif %} as `{{ col[0] }}`{{ "," if not loop.last or extra_columns }}
+      cast(null as {{ lake_type(col[1]) }})
+    {%- endif %} as {{ adapter.quote(col[0]) }}{{ "," if not loop.last or extra_columns }}
   {%- endfor %}
   {%- for c in extra_columns %}
-    `{{ c }}`{{ "," if not loop.last }}
+    {{ adapter.quote(c) }}{{ "," if not loop.last }}
   {%- endfor %}
   {%- if existing %}
   from {{ rel }}
@@ -49,11 +73,13 @@
 {# The received days a build covers: --vars {min_day, max_day} from Dagster's partitions;
    without them, every day. #}
 {% macro min_day(days_before=0) -%}
-  {%- set d = var('min_day', '0001-01-01') -%}
-  {%- if days_before -%}
-  date_format(date_sub(to_date('{{ d }}'), {{ days_before }}), 'yyyy-MM-dd')
+  {%- set d = var('min_day', none) -%}
+  {%- if d is none -%}
+  '0001-01-01'
   {%- else -%}
-  '{{ d }}'
+  {#- the day before, computed here: a literal every engine compares the same -#}
+  '{{ (modules.datetime.date.fromisoformat(d | string)
+       - modules.datetime.timedelta(days=days_before)).isoformat() }}'
   {%- endif -%}
 {%- endmacro %}
 
@@ -63,10 +89,12 @@
 
 {# seconds between two timestamps, as a double (microsecond precision) #}
 {% macro seconds_between(a, b) -%}
-  ((unix_micros({{ b }}) - unix_micros({{ a }})) / 1000000.0)
+  (({{ epoch_micros(b) }} - {{ epoch_micros(a) }}) / 1000000.0)
 {%- endmacro %}
 
-{# A pre-hook of the daily models (insert_overwrite): empties the partitions of the days
+{# Spark only (macros/portable.sql, datalake_daily_config, adds it there; elsewhere a daily
+   model is a table of exactly the days built, and this does nothing on another target).
+   A pre-hook of the daily models (insert_overwrite): empties the partitions of the days
    being rebuilt, [min_day - days_before, max_day], before the insert. Spark's dynamic
    overwrite replaces only the partitions the new rows fall in, so without it a day that has
    no rows any more (its only sessions were a forgotten person's) would keep its old ones.
@@ -74,7 +102,8 @@
    own (external tables), whose files DROP PARTITION leaves behind. A build without --vars
    replaces the whole table and needs none of this. #}
 {% macro clear_days(column, days_before=0) %}
-  {%- if execute and is_incremental() and var('min_day', none) is not none -%}
+  {%- if target.type == 'spark' and execute and is_incremental()
+        and var('min_day', none) is not none -%}
     {%- set first = (modules.datetime.date.fromisoformat(var('min_day'))
                      - modules.datetime.timedelta(days=days_before)).isoformat() -%}
     {%- set last = var('max_day') -%}

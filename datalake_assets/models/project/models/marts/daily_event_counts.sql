@@ -1,9 +1,9 @@
 {#- Messages per received day, type and event name (the event of a track; the type itself
     for the other calls), with the distinct users and anonymous ids that sent them. One
     partition per day: a build of days [min_day, max_day] replaces exactly those days. -#}
-{{ config(materialized='incremental', incremental_strategy='insert_overwrite',
-          partition_by=['day'], file_format='parquet', tags=['daily'],
-          pre_hook="{{ clear_days('day') }}") }}
+{#- Spark: incremental insert_overwrite of the days' partitions; other engines: a table of
+    exactly the days built (macros/portable.sql, datalake_daily_config). -#}
+{{ config(tags=['daily'], **datalake_daily_config('day')) }}
 select
   concat_ws('|', day, type, event_name) as daily_event_count_id,
   type,

@@ -12,9 +12,9 @@
     late event). Events from two days before min_day are read as context only, so that a
     session that began then is not cut.
 -#}
-{{ config(materialized='incremental', incremental_strategy='insert_overwrite',
-          partition_by=['session_day'], file_format='parquet', tags=['daily'],
-          pre_hook="{{ clear_days('session_day', 1) }}") }}
+{#- Spark: incremental insert_overwrite of the session days' partitions; other engines: a table
+    of exactly session days [min_day - 1, max_day] (macros/portable.sql, datalake_daily_config). -#}
+{{ config(tags=['daily'], **datalake_daily_config('session_day', 1)) }}
 {%- set gap_s = var('session_gap_minutes', 30) * 60 %}
 {%- set late_us = var('late_event_hours', 3) * 3600 * 1000000 %}
 with events as (
@@ -24,9 +24,10 @@ with events as (
 ),
 placed as (
   select *,
-    coalesce(anonymous_id, concat('user:', user_id)) as visitor,
+    coalesce(anonymous_id, {{ dbt.concat(["'user:'", 'user_id']) }}) as visitor,
     case when event_at is not null
-              and abs(unix_micros(received_at) - unix_micros(event_at)) <= {{ late_us }}
+              and abs({{ epoch_micros('received_at') }} - {{ epoch_micros('event_at') }})
+                  <= {{ late_us }}
          then event_at else received_at end as placed_at
   from events
 ),
@@ -43,15 +44,19 @@ numbered as (
             rows between unbounded preceding and current row) as session_number
   from gaps
 ),
+{#- the window spelled out at each use: a named WINDOW clause is not every engine's -#}
+{%- set session_window -%}
+  (partition by visitor, session_number order by placed_at, message_id
+   rows between unbounded preceding and unbounded following)
+{%- endset %}
 firsts as (
   select *,
     {%- for c in ['page_url', 'page_path', 'referrer', 'utm_source', 'utm_medium',
                   'utm_campaign', 'utm_term', 'utm_content'] %}
-    first_value({{ c }}, true) over w as first_{{ c }}{{ "," if not loop.last }}
+    {{ first_value_ignore_nulls(c) }} over {{ session_window }}
+      as first_{{ c }}{{ "," if not loop.last }}
     {%- endfor %}
   from numbered
-  window w as (partition by visitor, session_number order by placed_at, message_id
-               rows between unbounded preceding and unbounded following)
 ),
 sessions as (
   select
@@ -71,7 +76,9 @@ sessions as (
   group by visitor, session_number
 )
 select
-  md5(concat(visitor, '|', cast(unix_micros(started_at) as string))) as session_id,
+  {#- md5 hex of "<visitor>|<start in epoch microseconds>", the same on every engine -#}
+  {%- set started_us = 'cast(' ~ epoch_micros('started_at') ~ ' as ' ~ dbt.type_string() ~ ')' %}
+  {{ dbt.hash(dbt.concat(['visitor', "'|'", started_us])) }} as session_id,
   visitor,
   anonymous_id,
   user_id,
@@ -82,6 +89,6 @@ select
   page_views,
   first_page_url, first_page_path, first_referrer,
   first_utm_source, first_utm_medium, first_utm_campaign, first_utm_term, first_utm_content,
-  date_format(started_at, 'yyyy-MM-dd') as session_day
+  {{ day_string('started_at') }} as session_day
 from sessions
-where date_format(started_at, 'yyyy-MM-dd') between {{ min_day(1) }} and {{ max_day() }}
+where {{ day_string('started_at') }} between {{ min_day(1) }} and {{ max_day() }}

@@ -1,7 +1,7 @@
 {#- One row per user id: first and last seen (any message with the user id), how many
     messages and anonymous ids, and each trait's latest value: for every traits_* column of
     identifies, the value of the latest identify (by timestamp, then message id) that set it. -#}
-{{ config(materialized='table', file_format='parquet') }}
+{{ config(**datalake_table_config()) }}
 {%- set trait_columns = [] %}
 {%- for c in lake_columns('identifies') if c.startswith('traits_') %}
   {%- do trait_columns.append(c) %}
@@ -21,9 +21,8 @@ anonymous_ids as (
 traits as (
   select user_id
     {%- for c in trait_columns %},
-    element_at(array_sort(collect_list(case when `{{ c }}` is not null then
-      struct(coalesce(`timestamp`, received_at) as t, message_id as m, `{{ c }}` as v) end)),
-      -1).v as `{{ c }}`
+    {{ latest_value(adapter.quote(c), ['coalesce(' ~ adapter.quote('timestamp') ~ ', received_at)',
+                                       'message_id']) }} as {{ adapter.quote(c) }}
     {%- endfor %}
   from ({{ lake_select('identifies', [('user_id', 'string'), ('message_id', 'string'),
                                       ('timestamp', 'timestamp'),
@@ -38,7 +37,7 @@ select
   seen.messages,
   coalesce(anonymous_ids.anonymous_ids, 0) as anonymous_ids
   {%- for c in trait_columns %},
-  traits.`{{ c }}`
+  traits.{{ adapter.quote(c) }}
   {%- endfor %}
 from seen
 left join anonymous_ids on anonymous_ids.user_id = seen.user_id

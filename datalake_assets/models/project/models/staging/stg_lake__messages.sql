@@ -11,7 +11,8 @@
 {%- for table, type in types %}
 select message_id, '{{ type }}' as type,
        {{ 'coalesce(event, \'\')' if type == 'track' else "'" ~ type ~ "'" }} as event_name,
-       anonymous_id, user_id, coalesce(`timestamp`, received_at) as event_at, received_at, day
+       anonymous_id, user_id, coalesce({{ adapter.quote('timestamp') }}, received_at) as event_at,
+       received_at, day
 from ({{ lake_select(table, columns) }}) as {{ table }}
 {% if not loop.last %}union all{% endif %}
 {%- endfor %}

@@ -12,7 +12,7 @@
     ('context_campaign_content', 'string')] %}
 {%- for table, type in [('pages', 'page'), ('screens', 'screen'), ('tracks', 'track')] %}
 select message_id, '{{ type }}' as type, anonymous_id, user_id,
-       `timestamp` as event_at, received_at, day,
+       {{ adapter.quote('timestamp') }} as event_at, received_at, day,
        context_page_url as page_url, context_page_path as page_path,
        context_page_referrer as referrer,
        context_campaign_source as utm_source, context_campaign_medium as utm_medium,
