@@ -18,9 +18,10 @@ Measured, for each engine (DuckDB first), each in a process of its own so that
 ``RUSAGE_CHILDREN``'s peak RSS is that engine's dbt processes and nothing else: through
 ``build_outside_dagster`` (dbt, then the publish into the lake) one build of every day of the
 daily models, one of the whole-table models, then one day alone (the automation's daily run).
-Each prints wall time, CPU of dbt's process and of the server's JVM, dbt's own elapsed time and
-each model's (run_results.json), and for DuckDB the publish's time, the dbt processes' peak RSS
-and the Python process's RSS growth during the publish. Then the models' row counts read back
+Each prints wall time, CPU of dbt's process and of the server's JVM, the dbt process's wall,
+dbt's own elapsed time and each model's (run_results.json), and for DuckDB the time to create
+the build's views over the lake, the publish's time, the dbt processes' peak RSS and the Python
+process's RSS growth during the publish. Then the models' row counts read back
 from the lake (for ``daily_event_counts`` also the sum of ``events``), which must agree between
 engines, and the ratios Spark / DuckDB.
 """
@@ -268,6 +269,26 @@ def _measure(engine: str, lake_toml: Path, work: Path, first: datetime, last: da
             seen["publish_rss_growth_mb"] = own_rss_mb("VmHWM") - before
 
     duckdb_engine.DuckDBRun.publish = timed_publish
+    make_views = duckdb_engine.duckdb_lake.create_views
+
+    def timed_views(*args, **kwargs):
+        t = time.monotonic()
+        try:
+            return make_views(*args, **kwargs)
+        finally:
+            seen["views_s"] = time.monotonic() - t
+
+    duckdb_engine.duckdb_lake.create_views = timed_views
+    run_process = subprocess.run  # build_outside_dagster's dbt process
+
+    def timed_process(*args, **kwargs):
+        t = time.monotonic()
+        try:
+            return run_process(*args, **kwargs)
+        finally:
+            seen["dbt_process_s"] = time.monotonic() - t
+
+    subprocess.run = timed_process
 
     t = time.monotonic()
     project = prepare_project(settings, source, source_tables(settings, source))
@@ -298,6 +319,7 @@ def _measure(engine: str, lake_toml: Path, work: Path, first: datetime, last: da
             "wall_s": round(wall, 1),
             "dbt_cpu_s": round(children_cpu_s() - cpu0, 1),
             "jvm_cpu_s": round(jvm_cpu_s(server_pid) - jvm0, 1),
+            "dbt_process_s": round(seen.get("dbt_process_s", 0.0), 1),
             "dbt_elapsed_s": round(results.get("elapsed_time", 0.0), 1),
             "models": {
                 r["unique_id"].split(".")[-1]: round(r["execution_time"], 1)
@@ -311,6 +333,7 @@ def _measure(engine: str, lake_toml: Path, work: Path, first: datetime, last: da
             "published": len(done.published),
         }
         if engine == "duckdb":
+            row["views_s"] = round(seen.get("views_s", 0.0), 1)
             row["publish_s"] = round(seen.get("publish_s", 0.0), 1)
             row["publish_rss_growth_mb"] = round(seen.get("publish_rss_growth_mb", 0.0))
             row["dbt_peak_rss_mb_so_far"] = round(children_peak_mb())
