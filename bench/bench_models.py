@@ -1,18 +1,29 @@
-"""Benchmark (issue #28): building the models for 30 days of the demo source, the way
-``datalake dev`` runs them: the metastore served by its Spark Connect server
-(``catalog/metastore_server.py``), the sync sending its catalog statements there, and dbt
-(dbt-spark's session method, ``SPARK_REMOTE``) running the models on that same server.
+"""Benchmark (issues #28, #43): the models built on each engine (``[models] engine``) for N days
+of the demo source, the way ``datalake dev`` runs them.
 
     python bench/bench_models.py [--days 30] [--events-per-hour 300] [--workdir DIR]
+        [--engines duckdb,spark] [--table-format segment|iceberg]
 
-The sync is set-up, not what is measured: it writes the files without a catalog (registering
-13,000 hourly partitions one sync at a time takes longer than the models), then the tables are
-registered in the served metastore in one go from ``datalake ddl``'s statements.
+Set-up (not measured, kept in ``--workdir`` and reused by a later run with the same options):
+the demo archive (``generate_archive``), synced as files in 5-day batches by Spark, without a
+catalog (registering thousands of hourly partitions one sync at a time takes longer than the
+models); on the Segment layout the metastore is then served by its Spark Connect server
+(``catalog/metastore_server.py``, as ``datalake dev`` does) and, for the Spark engine, the tables
+are registered there in one go from ``datalake ddl``'s statements. With ``--table-format
+iceberg`` the sync writes Iceberg tables (SQL catalog under the lake) and only the DuckDB engine
+runs: the Spark engine's local profile reads the tables through Spark's Hive catalog, which
+cannot read Iceberg tables here (``spark_engine.can_run``).
 
-Prints, for one dbt invocation over every day (a backfill's single run) and for one more day
-alone (the automation's daily run): wall time, the CPU of dbt's process and of the server's
-JVM, and each model's time from dbt's run_results.json; then DuckDB computing
-``daily_event_counts`` from the same Parquet files in the same run, for comparison.
+Measured, for each engine (DuckDB first), each in a process of its own so that
+``RUSAGE_CHILDREN``'s peak RSS is that engine's dbt processes and nothing else: through
+``build_outside_dagster`` (dbt, then the publish into the lake) one build of every day of the
+daily models, one of the whole-table models, then one day alone (the automation's daily run).
+Each prints wall time, CPU of dbt's process and of the server's JVM, the dbt process's wall,
+dbt's own elapsed time and each model's (run_results.json), and for DuckDB the time to create
+the build's views over the lake, the publish's time, the dbt processes' peak RSS and the Python
+process's RSS growth during the publish. Then the models' row counts read back
+from the lake (for ``daily_event_counts`` also the sum of ``events``), which must agree between
+engines, and the ratios Spark / DuckDB.
 """
 
 from __future__ import annotations
@@ -21,16 +32,28 @@ import argparse
 import json
 import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+SYNC_BATCH_HOURS = 24 * 5
+BUILDS = (  # label, dbt selection, days: "all" or "last"
+    ("daily models, all days", ["--select", "tag:daily"], "all"),
+    ("whole tables", ["--exclude", "tag:daily"], "all"),
+    ("daily models, one day", ["--select", "tag:daily"], "last"),
+)
+
 
 def jvm_cpu_s(pid: int | None) -> float:
     if pid is None:
         return 0.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -39,43 +62,121 @@ def children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def children_peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # Linux: KiB
+
+
+def own_rss_mb(key: str = "VmRSS") -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def reset_own_peak() -> None:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+    except OSError:
+        pass
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--days", type=int, default=30)
     p.add_argument("--events-per-hour", type=int, default=300)
     p.add_argument("--workdir", default="")
+    p.add_argument("--engines", default="duckdb,spark")
+    p.add_argument("--table-format", choices=("segment", "iceberg"), default="segment")
+    p.add_argument("--measure", default="", help=argparse.SUPPRESS)  # internal: one engine
     a = p.parse_args()
-    work = Path(a.workdir or tempfile.mkdtemp(prefix="bench-models-"))
+    engines = [e.strip() for e in a.engines.split(",") if e.strip()]
+    engines.sort(key=lambda e: e != "duckdb")  # DuckDB first
+    if a.table_format == "iceberg" and "spark" in engines:
+        print(
+            "the Spark engine cannot read Iceberg tables here (its local profile reads Spark's "
+            "Hive catalog: spark_engine.can_run); running DuckDB only"
+        )
+        engines = [e for e in engines if e != "spark"]
+    work = Path(a.workdir or tempfile.mkdtemp(prefix="bench-models-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
+    os.environ["DATALAKE_HOME"] = str(work / "home")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     last = datetime(2026, 10, 31, 23, tzinfo=UTC)
     first = last - timedelta(hours=24 * a.days - 1)
-    common = (
-        f'archive_root = "archive"\nlake_root = "lake"\n[[sources]]\nid = "demo"\n'
-        f'start = "{first:%Y-%m-%d-%H}:00"\n'
-    )
-    (work / "lake.toml").write_text(f'{common}[catalog]\nmetastore_dir = "metastore"\n')
-    (work / "sync.toml").write_text(f'{common}[catalog]\nbackend = "none"\n')
-    os.environ["DATALAKE_SETTINGS"] = str(work / "lake.toml")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    lake_toml, sync_toml = _write_settings(work, a.table_format, first)
+    os.environ["DATALAKE_SETTINGS"] = str(lake_toml)
+    if a.measure:
+        _measure(a.measure, lake_toml, work, first, last)
+        return
 
     from datalake_assets.catalog import metastore_server
     from datalake_assets.catalog.config import config_from_settings
-    from datalake_assets.catalog.ddl import print_table_ddl
+    from datalake_assets.settings import load_settings
+
+    settings = load_settings(lake_toml)
+    cfg = config_from_settings(settings.catalog)
+    print(
+        f"{a.days} days x {a.events_per_hour} events/hour, {a.table_format} layout, "
+        f"engines {engines}, workdir {work}",
+        flush=True,
+    )
+    _setup(work, a, lake_toml, sync_toml, first, last)
+    served = a.table_format == "segment"  # a Hive catalog: datalake dev serves it
+    server_pid = None
+    if served:
+        t = time.monotonic()
+        address = metastore_server.start(cfg.metastore_dir, cfg.spark_conf())
+        server_pid = _server_pid(cfg.metastore_dir)
+        print(f"metastore served at {address} ({time.monotonic() - t:.0f} s)", flush=True)
+    try:
+        if "spark" in engines and not (work / "registered.done").exists():
+            _register(settings, cfg)
+            (work / "registered.done").write_text("")
+        figures = {}
+        for earlier in sorted(work.glob(f"figures-{a.table_format}-*.json")):
+            if earlier.stem.rpartition("-")[2] not in engines:  # an earlier run's, same lake
+                figures[earlier.stem.rpartition("-")[2]] = json.loads(earlier.read_text())
+                print(f"(figures of an earlier run in this workdir: {earlier.name})")
+        for engine in engines:
+            out = work / f"figures-{a.table_format}-{engine}.json"
+            cmd = [sys.executable, __file__, *sys.argv[1:], "--measure", engine]
+            cmd += ["--workdir", str(work)]
+            env = {**os.environ, "BENCH_SERVER_PID": str(server_pid or "")}
+            if subprocess.run(cmd, env=env, check=False).returncode:
+                raise SystemExit(f"the {engine} engine's measurement failed")
+            figures[engine] = json.loads(out.read_text())
+        _compare(figures)
+    finally:
+        if served:
+            metastore_server.stop(cfg.metastore_dir)
+
+
+def _write_settings(work: Path, table_format: str, first: datetime) -> tuple[Path, Path]:
+    lake = "lake" if table_format == "segment" else "lake-iceberg"
+    common = (
+        f'archive_root = "archive"\nlake_root = "{lake}"\ntable_format = "{table_format}"\n'
+        f'[[sources]]\nid = "demo"\nstart = "{first:%Y-%m-%d-%H}:00"\n'
+        f'[models]\nbuild_dir = "dbt-{table_format}"\n'
+    )
+    lake_toml = work / f"lake-{table_format}.toml"
+    sync_toml = work / f"sync-{table_format}.toml"
+    catalog = 'metastore_dir = "metastore"' if table_format == "segment" else 'backend = "none"'
+    lake_toml.write_text(f"{common}[catalog]\n{catalog}\n")
+    sync_toml.write_text(f'{common}[catalog]\nbackend = "none"\n')
+    return lake_toml, sync_toml
+
+
+def _setup(work, a, lake_toml, sync_toml, first, last) -> None:
     from datalake_assets.ingest.demo import generate_archive
-    from datalake_assets.models.erasure import run_dbt
-    from datalake_assets.models.workspace import models_root, prepare_project, source_tables
     from datalake_assets.settings import load_settings
     from datalake_assets.spec import layout
-    from datalake_assets.transform.session import settings_spark_session
-    from datalake_assets.transform.sync import run_sync
-    from datalake_assets.transform.sync_request import request_from_settings
 
-    settings = load_settings()
-    files_only = load_settings(work / "sync.toml")
+    settings = load_settings(lake_toml)
     source = settings.sources[0]
     hours = layout.hour_range(layout.ArchiveHour.of(first), layout.ArchiveHour.of(last))
-    t = time.monotonic()
-    if not any((work / "archive").rglob("*.gz")):
+    marker = work / "archive.done"
+    if not marker.exists():
+        t = time.monotonic()
         generate_archive(
             settings.archive_root,
             source.id,
@@ -84,70 +185,222 @@ def main() -> None:
             files_per_hour=1,
             seed=7,
         )
-    print(f"archive: {len(hours)} hours x {a.events_per_hour} lines ({time.monotonic() - t:.0f} s)")
+        marker.write_text(f"{len(hours)} hours x {a.events_per_hour}\n")
+        print(
+            f"archive: {len(hours)} hours x {a.events_per_hour} lines "
+            f"({time.monotonic() - t:.0f} s)",
+            flush=True,
+        )
+    marker = work / f"sync-{a.table_format}.done"
+    if marker.exists():
+        return
+    from datalake_assets.transform.session import settings_spark_session
+    from datalake_assets.transform.sync import run_sync
+    from datalake_assets.transform.sync_request import request_from_settings
 
-    cfg = config_from_settings(settings.catalog)
+    files_only = load_settings(sync_toml)
     t = time.monotonic()
-    address = metastore_server.start(cfg.metastore_dir, cfg.spark_conf())
-    server_pid = _server_pid(cfg.metastore_dir)
-    print(f"metastore served at {address} ({time.monotonic() - t:.0f} s)")
-    try:
+    spark = settings_spark_session(files_only, quiet=True)  # no Hive: the server has it
+    for i in range(0, len(hours), SYNC_BATCH_HOURS):
+        run_sync(
+            spark,
+            request_from_settings(files_only, source, hours[i : i + SYNC_BATCH_HOURS], replay=True),
+        )
+        print(
+            f"  synced {min(i + SYNC_BATCH_HOURS, len(hours))}/{len(hours)} hours "
+            f"({time.monotonic() - t:.0f} s)",
+            flush=True,
+        )
+    spark.stop()
+    marker.write_text(f"{time.monotonic() - t:.0f} s\n")
+    print(f"sync (files only, {a.table_format}): {time.monotonic() - t:.0f} s", flush=True)
+
+
+def _register(settings, cfg) -> None:
+    """The event tables in the served metastore, in one go (the Spark engine reads them
+    there; the DuckDB engine reads the files)."""
+    from datalake_assets.catalog.ddl import print_table_ddl
+
+    t = time.monotonic()
+    served = cfg.served_session()
+    for statement in print_table_ddl(settings, settings.sources[0]).split(";\n"):
+        body = "\n".join(
+            line for line in statement.splitlines() if not line.startswith("--")
+        ).strip()
+        if body:
+            served.sql(body).collect()
+    print(f"registered in the served metastore: {time.monotonic() - t:.0f} s", flush=True)
+
+
+def _measure(engine: str, lake_toml: Path, work: Path, first: datetime, last: datetime) -> None:
+    """One engine's builds, in this process of its own (``RUSAGE_CHILDREN``: its dbt only)."""
+    from datalake_assets.models import build as build_module
+    from datalake_assets.models.build import build_outside_dagster
+    from datalake_assets.models.engines import duckdb_engine
+    from datalake_assets.models.workspace import prepare_project, source_tables
+    from datalake_assets.settings import load_settings
+
+    settings = load_settings(lake_toml, env={**os.environ, "DATALAKE_MODELS_ENGINE": engine})
+    source = settings.sources[0]
+    server_pid = int(os.environ.get("BENCH_SERVER_PID") or 0) or None
+
+    # run_results.json lives in build_outside_dagster's temporary target: keep a copy as it
+    # is read; and the DuckDB publish's time and RSS, around DuckDBRun.publish
+    seen: dict = {}
+    read_artifact = build_module._artifact
+
+    def keep_artifact(target, name):
+        out = read_artifact(target, name)
+        if name == "run_results.json":
+            seen["run_results"] = out
+        return out
+
+    build_module._artifact = keep_artifact
+    run_publish = duckdb_engine.DuckDBRun.publish
+
+    def timed_publish(self, built):
+        before = own_rss_mb()
+        reset_own_peak()
         t = time.monotonic()
-        if not (work / "lake" / "models").exists():
-            spark = settings_spark_session(files_only, quiet=True)  # no Hive: the server has it
-            for i in range(0, len(hours), 24 * 5):
-                run_sync(
-                    spark,
-                    request_from_settings(files_only, source, hours[i : i + 24 * 5], replay=True),
-                )
-            print(f"sync (files only): {time.monotonic() - t:.0f} s")
-            t = time.monotonic()
-            served = cfg.served_session()
-            for statement in print_table_ddl(settings, source).split(";\n"):
-                body = "\n".join(
-                    line for line in statement.splitlines() if not line.startswith("--")
-                ).strip()
-                if body:
-                    served.sql(body).collect()
-            print(f"registered in the served metastore: {time.monotonic() - t:.0f} s")
-        project = prepare_project(settings, source, source_tables(settings, source))
-        days = sorted({h.day for h in hours})
-        for label, lo, hi in (
-            ("all days, one invocation", days[0], days[-1]),
-            ("one day (the daily run)", days[-1], days[-1]),
-        ):
-            for selection in (["--select", "tag:daily"], ["--exclude", "tag:daily"]):
-                cpu0, jvm0, t0 = children_cpu_s(), jvm_cpu_s(server_pid), time.monotonic()
-                done = run_dbt(
-                    settings,
-                    project,
-                    ["build", *selection, "--vars", json.dumps({"min_day": lo, "max_day": hi})],
-                )
-                wall = time.monotonic() - t0
-                if done.returncode:
-                    raise SystemExit(done.stdout[-3000:])
-                results = json.loads(
-                    (Path(project.project_dir) / "target" / "run_results.json").read_text()
-                )
-                timing = {
-                    r["unique_id"].split(".")[-1]: round(r["execution_time"], 1)
-                    for r in results["results"]
-                    if r["unique_id"].startswith("model.")
-                }
-                tests = sum(
-                    r["execution_time"]
-                    for r in results["results"]
-                    if r["unique_id"].startswith("test.")
-                )
-                print(
-                    f"{label} {' '.join(selection)}: {lo}..{hi}: wall {wall:.1f} s, dbt process CPU "
-                    f"{children_cpu_s() - cpu0:.1f} s, server JVM CPU "
-                    f"{jvm_cpu_s(server_pid) - jvm0:.1f} s; models {timing}; "
-                    f"{len(results['results']) - len(timing)} tests {tests:.1f} s"
-                )
-        _duckdb_counts(models_root(settings, source), settings, source)
+        try:
+            return run_publish(self, built)
+        finally:
+            seen["publish_s"] = time.monotonic() - t
+            seen["publish_rss_growth_mb"] = own_rss_mb("VmHWM") - before
+
+    duckdb_engine.DuckDBRun.publish = timed_publish
+    make_views = duckdb_engine.duckdb_lake.create_views
+
+    def timed_views(*args, **kwargs):
+        t = time.monotonic()
+        try:
+            return make_views(*args, **kwargs)
+        finally:
+            seen["views_s"] = time.monotonic() - t
+
+    duckdb_engine.duckdb_lake.create_views = timed_views
+    run_process = subprocess.run  # build_outside_dagster's dbt process
+
+    def timed_process(*args, **kwargs):
+        t = time.monotonic()
+        try:
+            return run_process(*args, **kwargs)
+        finally:
+            seen["dbt_process_s"] = time.monotonic() - t
+
+    subprocess.run = timed_process
+
+    t = time.monotonic()
+    project = prepare_project(settings, source, source_tables(settings, source))
+    print(f"[{engine}] dbt project prepared ({time.monotonic() - t:.0f} s)", flush=True)
+    d0, d1 = f"{first:%Y-%m-%d}", f"{last:%Y-%m-%d}"
+    rows = []
+    for label, selection, days in BUILDS:
+        lo = d0 if days == "all" else d1
+        seen.clear()
+        cpu0, jvm0, t0 = children_cpu_s(), jvm_cpu_s(server_pid), time.monotonic()
+        done = build_outside_dagster(
+            settings,
+            source,
+            project,
+            ["build", *selection],
+            f"bench-{engine}-{len(rows)}",
+            {"min_day": lo, "max_day": d1},
+        )
+        wall = time.monotonic() - t0
+        if done.returncode:
+            raise SystemExit(f"[{engine}] {label}: dbt failed:\n{done.output[-4000:]}")
+        results = seen.get("run_results") or {}
+        res = results.get("results", [])
+        row = {
+            "build": label,
+            "selection": " ".join(selection),
+            "days": f"{lo}..{d1}",
+            "wall_s": round(wall, 1),
+            "dbt_cpu_s": round(children_cpu_s() - cpu0, 1),
+            "jvm_cpu_s": round(jvm_cpu_s(server_pid) - jvm0, 1),
+            "dbt_process_s": round(seen.get("dbt_process_s", 0.0), 1),
+            "dbt_elapsed_s": round(results.get("elapsed_time", 0.0), 1),
+            "models": {
+                r["unique_id"].split(".")[-1]: round(r["execution_time"], 1)
+                for r in res
+                if r["unique_id"].startswith("model.")
+            },
+            "tests": sum(1 for r in res if r["unique_id"].startswith("test.")),
+            "tests_s": round(
+                sum(r["execution_time"] for r in res if r["unique_id"].startswith("test.")), 1
+            ),
+            "published": len(done.published),
+        }
+        if engine == "duckdb":
+            row["views_s"] = round(seen.get("views_s", 0.0), 1)
+            row["publish_s"] = round(seen.get("publish_s", 0.0), 1)
+            row["publish_rss_growth_mb"] = round(seen.get("publish_rss_growth_mb", 0.0))
+            row["dbt_peak_rss_mb_so_far"] = round(children_peak_mb())
+        rows.append(row)
+        print(f"[{engine}] {json.dumps(row)}", flush=True)
+    counts = _lake_counts(settings, source, project.model_names(), work)
+    print(f"[{engine}] models in the lake: {json.dumps(counts)}", flush=True)
+    out = {
+        "engine": engine,
+        "builds": rows,
+        "counts": counts,
+        "dbt_peak_rss_mb": round(children_peak_mb()),
+        "python_rss_mb": round(own_rss_mb("VmRSS")),
+    }
+    (work / f"figures-{settings.table_format}-{engine}.json").write_text(json.dumps(out, indent=1))
+
+
+def _lake_counts(settings, source, models, work: Path) -> dict:
+    """Each model's rows as the lake holds them now (its current version, either format)."""
+    from datalake_assets.models.engines import duckdb_engine, duckdb_lake
+    from datalake_assets.models.publish import lake_format, model_location, tables_of
+
+    fmt = lake_format(settings)
+    src = tables_of(source)
+    ext = duckdb_engine.extension_dir(settings)
+    duckdb_lake.install_extensions(ext)
+    con = duckdb_lake.connect(":memory:", ext)
+    out = {}
+    try:
+        for model in sorted(models):
+            version = fmt.current_version(src, model, model_location(settings, source, model))
+            if version is None:
+                out[model] = None
+                continue
+            scan = duckdb_lake.scan_sql(version)
+            out[model] = con.execute(f"SELECT count(*) FROM {scan}").fetchone()[0]
+            if model == "daily_event_counts":
+                out["daily_event_counts.sum(events)"] = con.execute(
+                    f"SELECT sum(events) FROM {scan}"
+                ).fetchone()[0]
     finally:
-        metastore_server.stop(cfg.metastore_dir)
+        con.close()
+    return out
+
+
+def _compare(figures: dict) -> None:
+    for engine, f in figures.items():
+        print(
+            f"{engine}: dbt processes' peak RSS {f['dbt_peak_rss_mb']} MB, "
+            f"this engine's Python process at the end {f['python_rss_mb']} MB"
+        )
+        for row in f["builds"]:
+            print(f"  {json.dumps(row)}")
+        print(f"  counts {json.dumps(f['counts'])}")
+    if "duckdb" in figures and "spark" in figures:
+        d, s = figures["duckdb"], figures["spark"]
+        same = d["counts"] == s["counts"]
+        print(f"the engines' models in the lake agree: {same}")
+        if not same:
+            for k in sorted(set(d["counts"]) | set(s["counts"])):
+                print(f"  {k}: duckdb {d['counts'].get(k)}, spark {s['counts'].get(k)}")
+        for dr, sr in zip(d["builds"], s["builds"], strict=True):
+            print(
+                f"Spark/DuckDB, {dr['build']}: wall {sr['wall_s'] / dr['wall_s']:.1f}x "
+                f"({sr['wall_s']} s / {dr['wall_s']} s); CPU (dbt + server JVM) "
+                f"{(sr['dbt_cpu_s'] + sr['jvm_cpu_s']) / max(dr['dbt_cpu_s'] + dr['jvm_cpu_s'], 0.1):.1f}x"
+            )
 
 
 def _server_pid(metastore_dir: str) -> int | None:
@@ -160,30 +413,6 @@ def _server_pid(metastore_dir: str) -> int | None:
             return ls.LocalConnectServer(d).pid
     except Exception:  # noqa: BLE001 - the figure is then missing, not the benchmark
         return None
-
-
-def _duckdb_counts(root: str, settings, source) -> None:
-    import duckdb
-
-    t = time.monotonic()
-    data = f"{settings.lake_root}/data/{source.lake_dir}"
-    con = duckdb.connect()
-    n = con.sql(
-        "SELECT count(*) FROM (SELECT day, type, coalesce(event, type), count(*), "
-        "count(DISTINCT user_id), count(DISTINCT anonymous_id) FROM read_parquet("
-        f"['{data}/segment_type=tracks/*/*/*.parquet', '{data}/segment_type=pages/*/*/*.parquet',"
-        f" '{data}/segment_type=screens/*/*/*.parquet', "
-        f"'{data}/segment_type=identifies/*/*/*.parquet', "
-        f"'{data}/segment_type=groups/*/*/*.parquet', '{data}/segment_type=aliases/*/*/*.parquet'],"
-        " hive_partitioning = true, union_by_name = true) GROUP BY ALL)"
-    ).fetchone()[0]
-    print(
-        f"duckdb daily_event_counts over the same Parquet: {n} rows in {time.monotonic() - t:.1f} s"
-    )
-    m = con.sql(
-        f"SELECT count(*) FROM read_parquet('{root}/daily_event_counts/*/*.parquet')"
-    ).fetchone()[0]
-    print(f"the model's daily_event_counts: {m} rows")
 
 
 if __name__ == "__main__":
