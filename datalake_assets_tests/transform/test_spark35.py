@@ -50,7 +50,15 @@ SRC = "src35"
 KEY = bytes(range(KEY_BYTES))  # one privacy key for both lakes: their identity hashes agree
 RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}")
 # What may differ between two syncs of the same archive: when they ran and under which id.
-VOLATILE = {"run_id", "start_time", "finish_time", "duration_mins", "timings", "updated_at"}
+VOLATILE = {
+    "run_id",
+    "start_time",
+    "finish_time",
+    "duration_mins",
+    "timings",
+    "updated_at",
+    "recorded_at",  # when the lake recorded its table format (lake/formats/format_record.py)
+}
 
 
 def spark35_python() -> str | None:
