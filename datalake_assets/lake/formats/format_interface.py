@@ -130,7 +130,7 @@ class ModelRows:
 
     model: str
     location: str  # the model table's folder: <lake>/models/<slug>/<model>
-    rows: pa.Table
+    rows: pa.Table  # in the lake's five types (``models/publish.lake_rows`` casts them)
     day_column: str = ""
     days: tuple[str, str] | None = None
 

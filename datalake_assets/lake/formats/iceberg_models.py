@@ -28,20 +28,6 @@ from datalake_assets.lake.formats.format_interface import (
 RUN_PROPERTY = "datalake.run-id"
 
 
-def normalized(rows: pa.Table) -> pa.Table:
-    """Types every engine and Iceberg reads: DuckDB's ``sum`` of integers is a 128-bit
-    integer (Arrow ``decimal128(38, 0)``), stored as ``bigint`` like Spark's."""
-    fields, columns = [], []
-    for f, col in zip(rows.schema, rows.columns, strict=True):
-        if pa.types.is_decimal(f.type) and f.type.scale == 0:
-            f, col = f.with_type(pa.int64()), col.cast(pa.int64())
-        elif pa.types.is_large_string(f.type):
-            f, col = f.with_type(pa.string()), col.cast(pa.string())
-        fields.append(f)
-        columns.append(col)
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
-
-
 def _new_table(cat: Any, ident: tuple[str, str], out: ModelRows, schema: pa.Schema):
     """Created with its partition spec in the same commit (no table without it)."""
     from pyiceberg.catalog import Catalog
@@ -101,7 +87,7 @@ def publish(fmt: Any, src: SourceTables, out: ModelRows, run_id: str) -> Committ
 
     cat = fmt.catalog()
     ident = (src.database, out.model)
-    rows = normalized(out.rows)
+    rows = out.rows  # already in the lake's types (models/publish.lake_rows)
     try:
         tbl = cat.load_table(ident)
     except NoSuchTableError:
