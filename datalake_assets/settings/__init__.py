@@ -56,7 +56,7 @@ from datalake_assets.settings.alerts_section import AlertsSettings
 from datalake_assets.settings.catalog_section import (
     CatalogSettings,
 )
-from datalake_assets.settings.environment import ENV_SETTINGS, apply_env
+from datalake_assets.settings.environment import ENV_SETTINGS, ENV_TABLE_FORMAT, apply_env
 from datalake_assets.settings.fields import (
     Bool,
     Match,
@@ -92,7 +92,7 @@ from datalake_assets.settings.transform_section import (
 )
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import DATE_LAYOUTS, DEFAULT_DATE_LAYOUT
-from datalake_assets.spec.table_formats import SEGMENT, TABLE_FORMATS
+from datalake_assets.spec.table_formats import TABLE_FORMATS, default_table_format
 
 SHIPPED_SETTINGS_FILE = "lake.toml"  # package data of ``datalake_assets``: the documented defaults
 
@@ -262,14 +262,17 @@ class LakeSettings:
     privacy: PrivacySettings = dataclasses.field(default_factory=PrivacySettings)
     # the dbt models on the lake (models/): sessions, users, identity graph, daily counts
     models: ModelsSettings = dataclasses.field(default_factory=ModelsSettings)
-    # how the tables hold their files (lake/formats/): Segment's hive-style folders, or Iceberg
-    table_format: OneOf(TABLE_FORMATS, "table format") = SEGMENT
+    # how the tables hold their files (lake/formats/): Iceberg, or Segment's hive-style folders;
+    # not named: spec.table_formats.default_table_format of lake_root (set by _fit_together)
+    table_format: OneOf(TABLE_FORMATS, "table format") = ""
     iceberg: IcebergSettings = dataclasses.field(default_factory=IcebergSettings)
     # where failed runs, failed blocking checks and stale tables are reported
     alerts: AlertsSettings = dataclasses.field(default_factory=AlertsSettings)
 
     @model_validator(mode="after")
     def _fit_together(self) -> "LakeSettings":
+        if not self.table_format:
+            object.__setattr__(self, "table_format", default_table_format(self.lake_root))
         _check_sources(self.sources)
         check_compute_fits(
             self.compute,
@@ -394,7 +397,13 @@ def load_settings(
         raise SettingsError(e.problem, key=e.key, origin=origin) from None
     if settings_file is not None:
         settings = dataclasses.replace(settings, settings_file=settings_file)
-    return apply_env(settings, env)
+    settings = apply_env(settings, env)
+    if "table_format" not in data and not env.get(ENV_TABLE_FORMAT):
+        # the default follows the lake's root, also when the environment moved it
+        default = default_table_format(settings.lake_root)
+        if settings.table_format != default:
+            settings = dataclasses.replace(settings, table_format=default)
+    return settings
 
 
 def _read_toml(file: str, origin: str, how: str) -> dict[str, Any]:

@@ -15,7 +15,12 @@ from datalake_assets.settings.fields import (
     Str,
     settings_model,
 )
-from datalake_assets.spec.table_formats import ICEBERG_CATALOGS, SEGMENT, TABLE_FORMATS
+from datalake_assets.spec.table_formats import (
+    ICEBERG_CATALOGS,
+    SEGMENT,
+    TABLE_FORMATS,
+    default_iceberg_catalog,
+)
 
 _ARG_PREFIX = "--table-format-"
 
@@ -26,13 +31,15 @@ class IcebergSettings:
 
     ``catalog``: ``"sql"`` (a SQL catalog; ``uri`` "" is a SQLite file under a local lake,
     ``<lake_root>/_iceberg/catalog.db``) or ``"glue"`` (AWS Glue: Athena, EMR, Trino read the
-    tables; the ``glue_*`` keys "" fall back to ``[catalog]``'s). ``retention_hours``: snapshots
+    tables; the ``glue_*`` keys "" fall back to ``[catalog]``'s); not set: Glue when
+    ``[catalog] backend = "glue"``, else SQL. ``retention_hours``: snapshots
     older than this are expired and unreferenced files older than this deleted by the
     maintenance job (``datalake maintain``). ``compact_after_hours`` and ``target_file_mb``:
     compaction (``datalake compact``, docs/guides/compaction.md) rewrites the hours older than the
     former into files of about the latter."""
 
-    catalog: OneOf(ICEBERG_CATALOGS, "Iceberg catalog") = "sql"
+    # "": spec.table_formats.default_iceberg_catalog of [catalog] backend (FormatConfig.of_settings)
+    catalog: OneOf(ICEBERG_CATALOGS, "Iceberg catalog") = ""
     # a SQLAlchemy URI of the SQL catalog's database; "" -> SQLite under a local lake
     uri: Str = ""
     glue_region: AwsRegion("glue region") = ""
@@ -55,6 +62,8 @@ class FormatConfig(IcebergSettings):
     ``lake.formats.table_format`` takes; a sync started elsewhere (spark-submit on EMR, Pipes)
     gets it through its argv (``to_args``, ``add_arguments``, ``from_args``)."""
 
+    # a request built without settings (tests, old argv) means the Segment layout; the settings'
+    # default is resolved by LakeSettings and always named here by of_settings
     format: OneOf(TABLE_FORMATS, "table format") = SEGMENT
 
     @classmethod
@@ -64,6 +73,7 @@ class FormatConfig(IcebergSettings):
         values = {f.name: getattr(ice, f.name) for f in dataclasses.fields(IcebergSettings)}
         for key in ("glue_region", "glue_endpoint_url", "glue_catalog_id"):
             values[key] = values[key] or getattr(cat, key)
+        values["catalog"] = values["catalog"] or default_iceberg_catalog(cat.backend)
         return cls(**values, format=settings.table_format)
 
     @staticmethod

@@ -506,7 +506,19 @@ def test_the_table_format_is_chosen_by_settings_or_environment_and_travels_to_a_
     from datalake_assets.settings.fields import SettingsError
     from datalake_assets.transform.sync_request import parse_args, request_from_settings
 
-    assert load_settings(env={}).table_format == "segment"
+    # not named: Iceberg, with a SQL catalog; on Azure storage the Segment layout (also when
+    # the environment moves the lake there); Glue as [catalog] is Glue as the Iceberg catalog
+    defaults = load_settings(env={})
+    assert defaults.table_format == "iceberg"
+    assert FormatConfig.of_settings(defaults).catalog == "sql"
+    azure = "abfss://lake@acct.dfs.core.windows.net/l"
+    assert load_settings(env={"DATALAKE_LAKE_ROOT": azure}).table_format == "segment"
+    named = tmp_path / "named.toml"
+    named.write_text(f'table_format = "iceberg"\nlake_root = "{azure}"\n')
+    assert load_settings(named, env={}).table_format == "iceberg"
+    glue = tmp_path / "glue.toml"
+    glue.write_text('[catalog]\nbackend = "glue"\nglue_region = "eu-west-1"\n')
+    assert FormatConfig.of_settings(load_settings(glue, env={})).catalog == "glue"
     file = tmp_path / "lake.toml"
     file.write_text(
         'table_format = "iceberg"\n[iceberg]\nretention_hours = 24\n'

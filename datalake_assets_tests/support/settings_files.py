@@ -3,23 +3,42 @@ loads it (with no environment overrides)."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
 
-def write_lake_toml(folder: Path | str, text: str, name: str = "lake.toml") -> Path:
-    """``text`` (dedented) as ``folder/name``; the path."""
+def write_lake_toml(
+    folder: Path | str, text: str, name: str = "lake.toml", table_format: str | None = "segment"
+) -> Path:
+    """``text`` (dedented) as ``folder/name``; the path.
+
+    A text that names no ``table_format`` gets ``table_format``'s (``"segment"`` unless
+    given): most tests were written against the Segment layout's folders (they read
+    ``segment_type=`` paths, the Hive catalog's external tables), and the product's default
+    became Iceberg after them. ``table_format=None`` writes the text as it is: the default
+    format, as a user without the key gets it (docs/contributing/testing.md says which tests
+    run in which format)."""
     path = Path(folder) / name
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    text = textwrap.dedent(text)
+    if table_format and not re.search(r"^table_format\s*=", text, re.M):
+        text = f'table_format = "{table_format}"\n' + text
+    path.write_text(text, encoding="utf-8")
     return path
 
 
-def load_lake_toml(folder: Path | str, text: str, env: dict[str, str] | None = None):
-    """The settings of ``text`` written as ``folder/lake.toml``; ``env`` replaces the process
-    environment (none by default)."""
+def load_lake_toml(
+    folder: Path | str,
+    text: str,
+    env: dict[str, str] | None = None,
+    table_format: str | None = "segment",
+):
+    """The settings of ``text`` written as ``folder/lake.toml`` (``write_lake_toml``); ``env``
+    replaces the process environment (none by default)."""
     from datalake_assets.settings import load_settings
 
-    return load_settings(str(write_lake_toml(folder, text)), env={} if env is None else env)
+    path = write_lake_toml(folder, text, table_format=table_format)
+    return load_settings(str(path), env={} if env is None else env)
 
 
 def per_source_sensors(settings):

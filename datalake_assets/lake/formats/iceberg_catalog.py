@@ -1,4 +1,4 @@
-"""The Iceberg catalog a lake's tables are registered in (``[table_format] catalog``): AWS
+"""The Iceberg catalog a lake's tables are registered in (``[iceberg] catalog``): AWS
 Glue, or a SQL catalog (SQLite under a local lake by default, any SQLAlchemy URI otherwise),
 and the file URIs pyiceberg's FileIO reads and writes."""
 
@@ -18,7 +18,7 @@ def default_sql_uri(lake_root: str) -> str:
     if storage.is_uri(lake_root):
         raise FormatError(
             "the Iceberg SQL catalog's default (a SQLite file under the lake) needs a local "
-            f"lake, and lake_root is {lake_root!r}: set [table_format] uri to a SQLAlchemy URI "
+            f"lake, and lake_root is {lake_root!r}: set [iceberg] uri to a SQLAlchemy URI "
             '(e.g. postgresql+psycopg2://...) or catalog = "glue"',
             "invalid_settings",
         )

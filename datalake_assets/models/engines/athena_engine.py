@@ -12,6 +12,7 @@ from __future__ import annotations
 from datalake_assets.lake import storage
 from datalake_assets.models.engines.engine_interface import ModelEngine
 from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import join
 
 ATHENA_CATALOG = "awsdatacatalog"  # Glue's catalog as Athena names it
@@ -30,7 +31,7 @@ class AthenaEngine(ModelEngine):
         if settings.models.profiles_dir:
             return None
         in_glue = (
-            settings.iceberg.catalog == "glue"
+            FormatConfig.of_settings(settings).catalog == "glue"
             if settings.table_format == "iceberg"
             else settings.catalog.backend == "glue"
         )

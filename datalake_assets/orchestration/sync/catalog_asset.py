@@ -31,6 +31,7 @@ from datalake_assets.catalog.config import CatalogConfig, config_from_settings
 from datalake_assets.catalog.step import HourEntry
 from datalake_assets.lake.report import SyncReport
 from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets.spec.table_formats import ICEBERG
 
@@ -64,9 +65,9 @@ def location(cfg: CatalogConfig) -> str:
 
 def iceberg_location(settings: LakeSettings) -> str:
     """Where an Iceberg lake's catalog is: its tables are registered there by their commits."""
-    ice = settings.iceberg
+    ice = FormatConfig.of_settings(settings)
     if ice.catalog == "glue":
-        region = ice.glue_region or settings.catalog.glue_region or "the default region"
+        region = ice.glue_region or "the default region"
         return f"Iceberg tables in the AWS Glue Data Catalog in {region}"
     if ice.uri:
         return "Iceberg SQL catalog at the configured uri"  # it may hold a password
