@@ -48,8 +48,11 @@ class IcebergSettings:
     # the tables' files on S3 through a VPC endpoint or a test server; "" -> AWS
     s3_endpoint_url: HttpUrl("s3 endpoint url") = ""
     retention_hours: Int(1, 24 * 365) = 168
-    # hours younger than this are left to late syncs and replays; 0: every finished hour
-    compact_after_hours: Int(0, 24 * 365) = 48
+    # hours younger than this are left to late syncs and replays; 0: every finished hour.
+    # 2: an archive hour's files are in within minutes of its end and the sensor syncs it then;
+    # a later replay of a compacted hour rewrites its coarse file, cheap for the small tables
+    # compaction merges (a big table's right-sized hour files are never rewritten)
+    compact_after_hours: Int(0, 24 * 365) = 2
     # the size compaction writes files at; Segment's guide targets 256 MB to 1 GB
     target_file_mb: Int(256, 1024) = 512
 

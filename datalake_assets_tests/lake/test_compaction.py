@@ -438,7 +438,7 @@ def test_the_command_and_the_maintenance_job_compact_and_report(lake, capsys):
         ln.split("report ", 1)[1] for ln in out.splitlines() if ln.startswith(f"{SRC}: report ")
     ]
     written = json.loads(Path(location).read_text())
-    assert written["target_bytes"] == 512 << 20 and written["settle_hours"] == 48
+    assert written["target_bytes"] == 512 << 20 and written["settle_hours"] == 2
     assert written["totals"]["files_before"] > written["totals"]["files_after"] > 0
     assert contents(root) == lake["before"]["rows"]
 
