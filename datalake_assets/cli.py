@@ -7,7 +7,7 @@
     datalake collect             run the Segment-compatible collector until SIGTERM/SIGINT
     datalake catalog init-metastore   create a MySQL/MariaDB metastore's schema, once, up front
     datalake forget --user-id X  erase and suppress a person (docs/guides/forget-a-person.md)
-    datalake sql "SELECT ..."    Spark SQL on the Hive catalog (through `datalake dev`'s server)
+    datalake sql "SELECT ..."    SQL on the lake's tables (DuckDB on Iceberg; Spark SQL, Segment layout)
     datalake status [--json]     each source's last synced hour, lag, failed runs, rows per day
     datalake convert --to iceberg   a Segment-layout lake's tables as Iceberg tables, in place
 

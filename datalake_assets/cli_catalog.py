@@ -165,8 +165,8 @@ def serve_metastore(settings: LakeSettings) -> threading.Thread | None:
     from datalake_assets.catalog.config import config_from_settings
 
     cfg = config_from_settings(settings.catalog)
-    if not cfg.servable:
-        return None
+    if not cfg.servable or settings.table_format == "iceberg":
+        return None  # an Iceberg lake's tables are in its Iceberg catalog: nothing to serve
 
     def serve() -> None:
         t0 = time.monotonic()

@@ -251,10 +251,10 @@ def build_parser() -> Parser:
         sub,
         "sql",
         "run SQL on the lake's tables",
-        "Run one SQL statement on the lake's tables and print its rows. Segment "
-        "layout: Spark SQL on the Hive catalog, through the metastore's server while "
-        "`datalake dev` runs, else in a local session. Iceberg (table_format = "
-        '"iceberg"): DuckDB SQL, each table a view over its current snapshot.',
+        "Run one SQL statement on the lake's tables and print its rows. Iceberg (the "
+        "default table format): DuckDB SQL, each table a view over its current snapshot. "
+        'Segment layout (table_format = "segment"): Spark SQL on the Hive catalog, through '
+        "the metastore's server while `datalake dev` runs, else in a local session.",
     )
     q.add_argument("query", help='e.g. "SELECT event, count(*) FROM demo.tracks GROUP BY 1"')
     q.add_argument("--limit", type=whole_number(1), default=50, help="rows shown (default 50)")

@@ -172,10 +172,12 @@ def register_and_check(
     register_s = time.monotonic() - t
     if backend == "none":
         return CatalogOutcome(registered, {}, failed, error, register_s)
+    if isinstance(what, Committed) and what.by_format and not what.tables:
+        parts = []  # committed to the format's own catalog (Iceberg): no external table to check
     if parts is None:
         parts = lake_partitions(src, tables, hours)
     problems: dict[str, list[str]] = {}
-    if error is None:
+    if error is None and parts:
         try:
             problems = out_of_step(catalog, src, parts)
         except CatalogError as e:  # the check could not read the catalog: say so, per hour

@@ -68,6 +68,8 @@ class FormatConfig(IcebergSettings):
     # a request built without settings (tests, old argv) means the Segment layout; the settings'
     # default is resolved by LakeSettings and always named here by of_settings
     format: OneOf(TABLE_FORMATS, "table format") = SEGMENT
+    # always a catalog here: of_settings resolves [iceberg]'s "" (follow [catalog])
+    catalog: OneOf(ICEBERG_CATALOGS, "Iceberg catalog") = "sql"
 
     @classmethod
     def of_settings(cls, settings: Any) -> "FormatConfig":

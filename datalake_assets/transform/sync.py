@@ -26,7 +26,7 @@ import threading
 import time
 
 from datalake_assets.catalog import step
-from datalake_assets.catalog.catalog_interface import CatalogError
+from datalake_assets.catalog.catalog_interface import CatalogError, NoCatalog
 from datalake_assets.catalog.config import catalog_from_config
 from datalake_assets.catalog.register import read_schemas
 from datalake_assets.lake import commit, faults, storage
@@ -152,11 +152,14 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     existing = read_schema_record(req.lake_root, req.source_dir)
     if not files:
         return finish(run, [], empty_source_report(run, recovered))
-    # Hive: the served metastore's session, else this process's (started only then)
-    run.catalog = catalog_from_config(req.catalog, lambda: run.spark)
-    threading.Thread(
-        target=run.catalog.warm_up, args=(req.database,), daemon=True, name="catalog-warm-up"
-    ).start()  # Derby boots while stage A runs
+    if run.tables.registered_by_catalog:
+        # Hive: the served metastore's session, else this process's (started only then)
+        run.catalog = catalog_from_config(req.catalog, lambda: run.spark)
+        threading.Thread(
+            target=run.catalog.warm_up, args=(req.database,), daemon=True, name="catalog-warm-up"
+        ).start()  # Derby boots while stage A runs
+    else:  # an Iceberg table's commit is its own catalog's update: [catalog] is not opened
+        run.catalog = NoCatalog()
     load_privacy(run)
     hours = sorted({h for _, h, _ in files})
     local = local_path.is_small(req, files)  # no Spark job for a small batch

@@ -15,6 +15,10 @@ One session, in the order a new user meets it:
    the CLI's note.
 
 Failures are collected and reported together, so one run tells everything that is wrong.
+
+The lake is in the default table format, Iceberg (no ``table_format`` in the settings, as a new
+user has it); ``test_dagster_ui.py`` drives the UI's materializations and backfills on the
+Segment layout, so the UI path runs in both formats and each session once.
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ def settings_file(home: Path) -> Path:
         "[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n"
         '[catalog]\nbackend = "none"\n'
         f'[[sources]]\nid = "{SOURCE}"\n',  # start = "auto": the archive's first hour
+        table_format=None,  # the default: Iceberg
     )
 
 
@@ -245,7 +250,10 @@ def test_what_the_ui_says_is_true(tmp_path):
 
 
 def lake_bytes(lake: Path, hour: ArchiveHour) -> int:
-    files = (lake / "data" / SOURCE / "segment_type=order_completed").rglob(
+    """The bytes of the hour's data files, as stage B named them in the Iceberg table's data
+    folder (each of these hours is synced once: no replaced file is left beside them)."""
+    assert (lake / "_table_format.json").read_text().count('"iceberg"') == 1
+    files = (lake / "iceberg" / SOURCE / "order_completed" / "data").rglob(
         f"part-{hour.compact}-*.parquet"
     )
     return sum(f.stat().st_size for f in files)

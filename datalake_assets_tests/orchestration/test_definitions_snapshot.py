@@ -96,11 +96,12 @@ COMMON_SENSORS = ["lake_definitions_sensor", "privacy_requests_sensor"]
 
 EXPECTED = {
     # the built-in defaults: the demo source, batched sensor runs
+    # no settings: an Iceberg lake (issue #45), so its compaction and maintenance job too
     "defaults": {
         "slugs": {"demo": "sync models"},
-        "jobs": [*COMMON_JOBS, "datalake_sync_job", "demo_sync_job"],
+        "jobs": [*COMMON_JOBS, "datalake_sync_job", "demo_sync_job", "table_maintenance"],
         "sensors": [*COMMON_SENSORS, "datalake_archive_sensor", "datalake_models_automation"],
-        "schedules": ["compact_identity_summaries_nightly"],
+        "schedules": ["compact_identity_summaries_nightly", "table_maintenance_nightly"],
     },
     "batched": {
         "slugs": {"app": "sync models", "web_prod": "sync models import"},

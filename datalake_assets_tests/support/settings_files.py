@@ -21,7 +21,7 @@ def write_lake_toml(
     run in which format)."""
     path = Path(folder) / name
     text = textwrap.dedent(text)
-    if table_format and not re.search(r"^table_format\s*=", text, re.M):
+    if table_format and not re.search(r"^\s*table_format\s*=", text, re.M):
         text = f'table_format = "{table_format}"\n' + text
     path.write_text(text, encoding="utf-8")
     return path
