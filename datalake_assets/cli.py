@@ -375,18 +375,33 @@ COMMANDS = {
 }
 
 
+# The commands that read or write the lake's tables in the settings' table format: a lake that
+# holds another one (a Segment-layout lake from before Iceberg became the default, settings
+# without table_format) is refused up front with what to do, never met as a missing table.
+# `sync` refuses it in the sync itself (transform/sync.py), `convert` is the way between them.
+IN_LAKE_FORMAT = frozenset({"dev", "sql", "compact", "maintain", "status", "forget"})
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; a user's mistake (``UsageError``, invalid settings) is one line on
-    stderr and exit code 2, here and nowhere else."""
+    """Run one command; a user's mistake (``UsageError``, invalid settings, settings naming
+    another table format than the lake's) is one line on stderr and exit code 2, here and
+    nowhere else."""
+    from datalake_assets.lake.formats import FormatError, format_record
+
     command = "datalake"
     try:
         args = build_parser().parse_args(argv)
         command = f"datalake {args.command}"
-        return COMMANDS[args.command](load_settings(args.settings), args)
+        settings = load_settings(args.settings)
+        if args.command in IN_LAKE_FORMAT:
+            format_record.check(settings.lake_root, settings.table_format)
+        return COMMANDS[args.command](settings, args)
     except SettingsError as e:
         print(f"datalake: invalid settings: {e}", file=sys.stderr)
     except UsageError as e:
         print(f"{e.prog or command}: {e}", file=sys.stderr)
+    except FormatError as e:
+        print(f"{command}: {e}", file=sys.stderr)
     return 2
 
 

@@ -104,8 +104,9 @@ def test_a_small_sync_registers_through_the_server_without_a_jvm_of_its_own(
     assert count(session, f"SELECT count(*) FROM {SRC}.tracks") == written["tracks"]
     # what a user types to look, while the server holds the metastore
     settings = tmp_path / "lake.toml"
-    settings.write_text(
-        f'archive_root = "{archive}"\nlake_root = "{lake_root}"\n[catalog]\n'
+    settings.write_text(  # the lake the sync above wrote: the Segment layout
+        f'table_format = "segment"\narchive_root = "{archive}"\nlake_root = "{lake_root}"\n'
+        "[catalog]\n"
         f'metastore_dir = "{served.metastore_dir}"\n[[sources]]\nid = "{SRC}"\n'
     )
     capsys.readouterr()

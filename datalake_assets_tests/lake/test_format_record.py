@@ -57,3 +57,29 @@ def test_an_empty_lake_takes_any_format(lake):
     assert format_record.recorded(lake["lake_root"]) is None
     sync(lake, HOURS[:1], "iceberg")
     assert format_record.recorded(lake["lake_root"]) == "iceberg"
+
+
+def test_settings_without_a_format_on_a_segment_lake_are_refused_by_every_command(
+    lake, tmp_path, capsys
+):
+    """A lake synced in the Segment layout, then opened with settings that name no format
+    (the default became Iceberg): the commands that read its tables refuse it in one line,
+    exit code 2, with what to do; nothing is written."""
+    from datalake_assets.cli import main
+
+    sync(lake, HOURS[:1], "segment")
+    before = listing(lake["lake_root"])
+    settings = tmp_path / "default.toml"
+    settings.write_text(
+        f'archive_root = "{lake["archive_root"]}"\nlake_root = "{lake["lake_root"]}"\n'
+        f'[catalog]\nbackend = "none"\n[[sources]]\nid = "{SRC}"\n'
+    )
+    for command in (["sql", "SELECT 1"], ["compact"], ["maintain"], ["status"]):
+        capsys.readouterr()
+        assert main(["--settings", str(settings), *command]) == 2, command
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert err.startswith(f"datalake {command[0]}: the lake at {lake['lake_root']} holds "), err
+        assert "(the default when the settings name none)" in err, err
+        assert 'table_format = "segment"' in err and "datalake convert --to iceberg" in err
+    assert listing(lake["lake_root"]) == before

@@ -80,9 +80,10 @@ def check(lake_root: str, table_format: str) -> None:
         )
     else:
         todo = f'set table_format = "{holds}" (a lake is not converted back)'
+    default = " (the default when the settings name none)" if table_format == ICEBERG else ""
     raise FormatError(
         f"the lake at {lake_root} holds {holds} tables, but the settings say table_format = "
-        f'"{table_format}": {todo} (docs/concepts/table-formats.md)',
+        f'"{table_format}"{default}: {todo} (docs/concepts/table-formats.md)',
         WRONG_FORMAT,
     )
 
