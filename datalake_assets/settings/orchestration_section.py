@@ -37,6 +37,10 @@ JOB_LIBRARIES = (
     "pydantic>=2.11,<3",
     "boto3>=1.34",
     "duckdb==1.5.5",
+    # the driver's commit of an Iceberg lake (the default table format): pyiceberg, and
+    # SQLAlchemy for its SQL catalog
+    "pyiceberg==0.12.0",
+    "sqlalchemy>=2,<3",
 )
 _REQUIREMENT_RE = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?"

@@ -32,7 +32,7 @@ FAST = {
 }
 
 
-def settings_for(tmp_path, catalog: str = 'backend = "none"'):
+def settings_for(tmp_path, catalog: str = 'backend = "none"', table_format: str | None = "segment"):
     return load_lake_toml(
         tmp_path,
         f"""
@@ -46,6 +46,7 @@ slug = "web_prod"
 start = "2026-11-01-00:00"
 """,
         env={"DATALAKE_HOME": str(tmp_path / "home")},
+        table_format=table_format,
     )
 
 
@@ -57,9 +58,13 @@ def the_run(fake):
 @pytest.mark.spark
 @pytest.mark.dagster
 def test_end_to_end_a_run_on_an_existing_cluster_reports_through_pipes(fake_databricks, tmp_path):
+    """On the default table format, Iceberg (its SQL catalog in the lake): the task's driver
+    commits the tables; the job cluster's test below runs the Segment layout."""
     from datalake_assets.orchestration.sync.source_assets import build_source_assets
+    from datalake_assets_tests.support.iceberg_reader import sql_catalog, tables
 
-    settings = settings_for(tmp_path)
+    settings = settings_for(tmp_path, table_format=None)
+    assert settings.table_format == "iceberg"
     source = settings.sources[0]
     lines = write_archive(settings.archive_root, source.id)
     compute = DatabricksSparkCompute(host=fake_databricks.url, cluster_id=CLUSTER, **FAST)
@@ -86,6 +91,8 @@ def test_end_to_end_a_run_on_an_existing_cluster_reports_through_pipes(fake_data
     ) == (9, 1, 1)
     tracks = instance.get_latest_materialization_event(AssetKey(["web_prod", "tracks"]))
     assert tracks.asset_materialization.metadata["rows"].value == 6
+    committed = tables(sql_catalog(settings.lake_root), "web_prod")
+    assert committed["tracks"].scan().to_arrow().num_rows == 6
     checks = {
         (e.asset_key.path[-1], e.check_name): e.passed for e in result.get_asset_check_evaluations()
     }
@@ -111,6 +118,7 @@ def test_end_to_end_a_run_on_an_existing_cluster_reports_through_pipes(fake_data
     assert {lib["pypi"]["package"] for lib in task["libraries"]} >= {
         "orjson>=3.9",
         "pydantic>=2.11,<3",
+        "pyiceberg==0.12.0",  # the driver's Iceberg commit
     }
     # Pipes files: one folder per run next to the lake, context and message chunks
     pipes = tmp_path / "_pipes" / result.run_id

@@ -86,7 +86,7 @@ def write_archive(archive_root: str, source_id: str) -> int:
     return len(lines)
 
 
-def e2e_settings(tmp_path, glue_endpoint: str):
+def e2e_settings(tmp_path, glue_endpoint: str, table_format: str | None = "segment"):
     return load_lake_toml(
         tmp_path,
         f"""
@@ -102,16 +102,21 @@ slug = "web_prod"
 start = "2026-11-01-00:00"
 """,
         env={"DATALAKE_HOME": str(tmp_path / "home")},
+        table_format=table_format,
     )
 
 
 @pytest.mark.spark
 @pytest.mark.dagster
 def test_end_to_end_an_emr_step_reports_through_pipes(moto_endpoint, tmp_path):
+    """On the default table format, Iceberg: the step's driver commits the tables into the
+    Iceberg catalog, Glue (as [catalog] is); the Serverless test below runs the Segment
+    layout."""
     from datalake_assets.orchestration.sync.source_assets import build_source_assets
 
     world = make_world(moto_endpoint)
-    settings = e2e_settings(tmp_path, moto_endpoint)
+    settings = e2e_settings(tmp_path, moto_endpoint, table_format=None)
+    assert settings.table_format == "iceberg"
     source = settings.sources[0]
     lines = write_archive(settings.archive_root, source.id)
     workdir = tmp_path / "cluster"
@@ -167,10 +172,12 @@ def test_end_to_end_an_emr_step_reports_through_pipes(moto_endpoint, tmp_path):
     )
     with open(path, "rb") as f:
         assert SyncReport.parse(f.read()).source.emr_cluster_id == world.cluster
-    # tables registered in (moto's) Glue by the job; Pipes files under the staging prefix
+    # Iceberg tables in (moto's) Glue, committed by the job's driver; Pipes files under the
+    # staging prefix
     glue = boto3.client("glue", region_name=REGION, endpoint_url=moto_endpoint)
-    names = {t["Name"] for t in glue.get_tables(DatabaseName="web_prod")["TableList"]}
-    assert {"tracks", "pages", "order_completed"} <= names
+    found = {t["Name"]: t for t in glue.get_tables(DatabaseName="web_prod")["TableList"]}
+    assert {"tracks", "pages", "order_completed"} <= set(found)
+    assert found["tracks"]["Parameters"]["table_type"].upper() == "ICEBERG"
     keys = [
         o["Key"]
         for o in world.s3.list_objects_v2(Bucket=BUCKET, Prefix="_jobs/pipes/").get("Contents", [])
