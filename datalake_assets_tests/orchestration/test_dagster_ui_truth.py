@@ -241,11 +241,36 @@ def test_what_the_ui_says_is_true(tmp_path):
             md = latest_metadata(ui, TABLE, h.partition_key)
             assert md["description"] == CLI_NOTE and md["rows"] == ORDERS[1], md
 
+        def materialize_and_backfill():
+            """The Materialize button on the Iceberg lake: one hour of one table, then the
+            three first hours as a backfill (a replay). Each hour's rows are in the Iceberg
+            table once: replaced, never duplicated."""
+            from datalake_assets_tests.support.iceberg_reader import sql_catalog
+
+            one = ui.load_for_launch([TABLE])
+            run_id = ui.launch_partition_run(one, hours[0].partition_key)
+            run = wait_terminal(ui, run_id)
+            assert run["status"] == "SUCCESS", ui.run_errors(run_id)
+            assert ui.materialized_partitions(run_id).get(TABLE) == {hours[0].partition_key}
+            bid = ui.launch_backfill(one, [h.partition_key for h in hours])
+            b = ui.wait_backfill(bid, RUN_TIMEOUT)
+            failed = [r for r in b["runs"] if r["status"] != "SUCCESS"]
+            assert b["status"] in ("COMPLETED", "COMPLETED_SUCCESS") and b["runs"], b
+            assert not failed, [ui.run_errors(r["id"]) for r in failed]
+            table = sql_catalog(str(lake)).load_table(f"{SOURCE}.order_completed")
+            rows = table.scan(selected_fields=("day", "hr")).to_arrow().to_pylist()
+            per_hour = {(h.day, h.hr): 0 for h in hours}
+            for r in rows:
+                if (r["day"], r["hr"]) in per_hour:
+                    per_hour[(r["day"], r["hr"])] += 1
+            assert list(per_hour.values()) == list(ORDERS), per_hour
+
         step("1 per-hour figures", per_hour_figures)
         step("2 checks of a table found by the sync", checks_of_every_synced_hour)
         step("3 execute all checks", execute_all)
         step("4 older hours written later", older_hours)
         step("5 a CLI sync after a failed run", cli_sync_after_a_failed_run)
+        step("6 materialize and backfill from the UI", materialize_and_backfill)
     step.assert_all_passed()
 
 
