@@ -937,3 +937,43 @@ def test_the_memoized_transaction_metadata_is_what_pyiceberg_computes(tmp_path):
         assert tx.table_metadata.properties["datalake.test"] == "1"
     after = fmt.load(src, "pages")
     assert "name" in after.schema().column_names and after.properties["datalake.test"] == "1"
+
+
+def test_a_timestamp_beyond_the_year_9999_is_committed_without_its_bounds(tmp_path):
+    """``pyiceberg_bounds``: a file holding a timestamp pyarrow cannot turn into a ``datetime``
+    (after 9999-12-31; valid in the lake) gets counts without bounds for its timestamp
+    columns, its other columns keep theirs; a file without one keeps every bound."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyiceberg.io import pyarrow as pyiceberg_arrow
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, TimestamptzType
+
+    from datalake_assets.lake.formats import pyiceberg_bounds
+
+    pyiceberg_bounds.install()
+    schema = Schema(
+        NestedField(1, "n", LongType(), required=False),
+        NestedField(2, "ts", TimestamptzType(), required=False),
+    )
+    plan = pyiceberg_arrow.compute_statistics_plan(schema, {})
+    mapping = pyiceberg_arrow.parquet_path_to_id_mapping(schema)
+    year_10000 = 253402300800 * 1_000_000  # microseconds: 10000-01-01T00:00:00Z
+    stats = {}
+    for name, last in (("far", year_10000), ("near", 1_700_000_000_000_000)):
+        arrow_schema = pa.schema(
+            [
+                pa.field("n", pa.int64(), metadata={b"PARQUET:field_id": b"1"}),
+                pa.field("ts", pa.timestamp("us", tz="UTC"), metadata={b"PARQUET:field_id": b"2"}),
+            ]
+        )
+        table = pa.table({"n": [1, 7], "ts": [0, last]}, schema=arrow_schema)
+        pq.write_table(table, tmp_path / f"{name}.parquet")
+        footer = pq.read_metadata(tmp_path / f"{name}.parquet")
+        stats[name] = pyiceberg_arrow.data_file_statistics_from_parquet_metadata(
+            footer, plan, mapping
+        )
+    far, near = stats["far"], stats["near"]
+    assert far.record_count == 2 and far.value_counts == {1: 2, 2: 2}
+    assert 1 in far.column_aggregates and 2 not in far.column_aggregates  # n's bounds, not ts's
+    assert {1, 2} <= set(near.column_aggregates)

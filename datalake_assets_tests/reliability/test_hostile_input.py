@@ -20,6 +20,7 @@ import math
 import os
 import re
 import time
+import traceback
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -216,6 +217,20 @@ def corpus(spark, tmp_path_factory) -> Outcome:
     hours = {line.hour for c in MAIN_CASES for line in c.lines}
     assert hours == set(DAY_HOURS), "the type-change case needs every hour of the day"
     return run_corpus(spark, str(tmp_path_factory.mktemp("hostile")), MAIN_CASES)
+
+
+@pytest.fixture(scope="module")
+def corpus_in_iceberg(spark, tmp_path_factory) -> Outcome:
+    """The same corpus into Iceberg tables (the default table format; read back through the
+    Iceberg catalog, not by ``read_lake``, which reads the Segment layout's folders)."""
+    from datalake_assets.settings.formats_section import FormatConfig
+
+    return run_corpus(
+        spark,
+        str(tmp_path_factory.mktemp("hostile-iceberg")),
+        MAIN_CASES,
+        table_format=FormatConfig(format="iceberg"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -490,30 +505,40 @@ def test_report_reconciles_the_whole_corpus(corpus: Outcome) -> None:
 
 
 def test_the_lake_holds_what_the_oracle_says(
-    corpus: Outcome, corpus_on_spark: Outcome, isolated, reliability
+    corpus: Outcome, corpus_on_spark: Outcome, corpus_in_iceberg: Outcome, isolated, reliability
 ) -> None:
     """Records the reliability ledger: the lake, read back from its Parquet files, compared id
     by id with the independent oracle (``oracle.py``) over the same archive. Each case is one
-    hostile input (one fault). The corpus's lake through each path (driver-local, Spark)."""
+    hostile input (one fault). The corpus's lake through each path (driver-local, Spark) and
+    into Iceberg tables (read through their catalog)."""
+    from datalake_assets_tests.support.iceberg_reader import read_iceberg_lake, sql_catalog
+
+    def segment(out: Outcome):
+        return read_lake_files(LocalStore(), out.lake_root, SRC)
+
+    def iceberg(out: Outcome):
+        return read_iceberg_lake(LocalStore(), sql_catalog(out.lake_root), out.lake_root, SRC, SRC)
+
+    err = corpus_in_iceberg.error
+    assert err is None, "".join(traceback.format_exception(err))[-4000:]
     reliability.cases = len(CASES)
     reliability.fault(len(CASES))
     runs = [
-        (corpus, MAIN_CASES),
-        (corpus_on_spark, MAIN_CASES),
-        *((isolated[c.name], [c]) for c in ISOLATED_CASES),
+        (corpus, MAIN_CASES, segment),
+        (corpus_on_spark, MAIN_CASES, segment),
+        (corpus_in_iceberg, MAIN_CASES, iceberg),
+        *((isolated[c.name], [c], segment) for c in ISOLATED_CASES),
     ]
-    for out, cases in runs:
+    for out, cases, reader in runs:
         hours = sorted({line.hour for c in cases for line in c.lines})
         expected = (
             Oracle(LocalStore(), out.archive_root, SRC, max_message_bytes=MAX_MESSAGE_BYTES)
             .sync(hours)
             .expected()
         )
-        reliability.expect(
-            expected, lambda out=out: read_lake_files(LocalStore(), out.lake_root, SRC)
-        )
+        reliability.expect(expected, lambda out=out, reader=reader: reader(out))
     found = reliability.compare()
-    assert found.lines == sum(1 for c in CASES for line in c.lines if line.raw.strip()) + sum(
+    assert found.lines == sum(1 for c in CASES for line in c.lines if line.raw.strip()) + 2 * sum(
         1 for c in MAIN_CASES for line in c.lines if line.raw.strip()
     )
     assert found.ok, str(found)

@@ -28,6 +28,7 @@ sync's report lists the widening (``widened_columns``).
 Beside this module: ``iceberg_catalog.py`` (which catalog, the FileIO's URIs),
 ``iceberg_in_place.py`` (the files stage B writes in place and the commit of their footers),
 ``pyiceberg_memo.py`` (a transaction's metadata computed once per change),
+``pyiceberg_bounds.py`` (no timestamp bounds for a file with one beyond the year 9999),
 ``iceberg_staged.py`` (the staged rows a commit writes), ``iceberg_schema.py`` (columns and
 widening), ``iceberg_files.py`` (orphan files), ``iceberg_compact.py`` (compaction),
 ``iceberg_read.py`` (reading without Spark), ``iceberg_models.py`` (the models' tables).
@@ -44,7 +45,13 @@ from typing import Any
 import pyarrow as pa
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.formats import iceberg_models, pyiceberg_memo, segment, segment_models
+from datalake_assets.lake.formats import (
+    iceberg_models,
+    pyiceberg_bounds,
+    pyiceberg_memo,
+    segment,
+    segment_models,
+)
 from datalake_assets.lake.formats.format_interface import (
     CommittedTable,
     ModelRows,
@@ -111,6 +118,7 @@ class IcebergFormat(TableFormat):
         self._create_lock = threading.Lock()
         self._loaded: dict[tuple[str, str], Any] = {}  # ``load(cached=True)``
         pyiceberg_memo.install()
+        pyiceberg_bounds.install()
 
     # ------------------------------------------------------------------------- catalog
 
