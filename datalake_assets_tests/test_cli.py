@@ -46,17 +46,23 @@ def datalake_command() -> list[str]:
 
 
 def run_datalake(
-    folder: Path, *args: str, timeout: float = 300, env_extra: dict[str, str] | None = None
+    folder: Path,
+    *args: str,
+    timeout: float = 300,
+    env_extra: dict[str, str] | None = None,
+    settings: bool = True,
 ) -> subprocess.CompletedProcess:
-    """``datalake --settings <folder>/lake.toml ARGS`` in ``folder``, with no ``DATALAKE_*`` or
-    ``DAGSTER_HOME`` of the caller's environment (but those of ``env_extra``)."""
+    """``datalake --settings <folder>/lake.toml ARGS`` in ``folder`` (``settings`` False: no
+    settings file at all, the defaults under ``DATALAKE_HOME=folder``), with no ``DATALAKE_*``
+    or ``DAGSTER_HOME`` of the caller's environment (but those of ``env_extra``)."""
     env = {
         k: v for k, v in os.environ.items() if not k.startswith("DATALAKE_") and k != "DAGSTER_HOME"
     }
     env["DATALAKE_HOME"] = str(folder)
     env.update(env_extra or {})
+    file = ["--settings", str(folder / "lake.toml")] if settings else []
     return subprocess.run(
-        [*datalake_command(), "--settings", str(folder / "lake.toml"), *args],
+        [*datalake_command(), *file, *args],
         cwd=folder,
         env=env,
         capture_output=True,

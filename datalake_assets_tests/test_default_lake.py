@@ -6,33 +6,18 @@ compact its cold hours and answer SQL with what the sync wrote."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from datalake_assets_tests.support.iceberg_reader import sql_catalog, tables
+from datalake_assets_tests.test_cli import run_datalake
 
 
-def datalake(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("DATALAKE_") and k != "DAGSTER_HOME"
-    }
-    env["DATALAKE_HOME"] = str(home)
-    script = Path(sys.executable).with_name("datalake")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "datalake_assets.cli"]
-    done = subprocess.run(
-        [*command, *args],
-        cwd=home,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def datalake(home: Path, *args: str) -> subprocess.CompletedProcess:
+    done = run_datalake(home, *args, timeout=600, settings=False)
     assert done.returncode == 0, f"datalake {' '.join(args)}: {done.stdout}\n{done.stderr}"
     return done
 
