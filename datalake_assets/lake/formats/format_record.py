@@ -75,8 +75,9 @@ def check(lake_root: str, table_format: str) -> None:
         return
     if holds == SEGMENT:
         todo = (
-            f'set table_format = "{SEGMENT}" to keep writing it as it is, or turn it into '
-            f"Iceberg tables without copying its data: datalake convert --to {ICEBERG}"
+            f'set table_format = "{SEGMENT}" (or DATALAKE_TABLE_FORMAT={SEGMENT}) to keep '
+            "writing it as it is, or turn it into Iceberg tables without copying its data: "
+            f"datalake convert --to {ICEBERG}"
         )
     else:
         todo = f'set table_format = "{holds}" (a lake is not converted back)'
