@@ -45,7 +45,8 @@ from datalake_assets_tests.orchestration.dagster_ui import (
 )
 from datalake_assets_tests.support import postgres
 from datalake_assets_tests.support.archive_builders import msg, write_hour
-from datalake_assets_tests.support.lake_reader import LocalStore, compare, read_lake
+from datalake_assets_tests.support.iceberg_reader import read_iceberg_lake, sql_catalog
+from datalake_assets_tests.support.lake_reader import LocalStore, compare
 from datalake_assets_tests.support.oracle import Oracle
 from datalake_assets_tests.support.settings_files import write_lake_toml
 
@@ -201,6 +202,7 @@ def test_the_production_topology_on_postgres(tmp_path, pg):
         "[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n"
         '[catalog]\nbackend = "none"\n'
         f'[[sources]]\nid = "{SOURCE}"\nstart = "{hours[0].partition_key}"\n',
+        table_format=None,  # the default, Iceberg: production as a new user gets it
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "DATALAKE_"))}
     env.update(
@@ -293,7 +295,10 @@ def test_the_production_topology_on_postgres(tmp_path, pg):
     oracle = Oracle(LocalStore(), str(archive), SOURCE)
     h = [str(x) for x in hours]
     expected = oracle.sync(h[:2]).sync(h[2:3]).sync(h[:2]).sync(h[3:]).expected()
-    found = compare(expected, read_lake(LocalStore(), str(home / "lake"), SOURCE))
+    lake = str(home / "lake")
+    found = compare(
+        expected, read_iceberg_lake(LocalStore(), sql_catalog(lake), lake, SOURCE, SOURCE)
+    )
     assert found.ok, str(found)
 
     # the instance: Postgres holds the runs and the events; no SQLite storage was made
