@@ -289,8 +289,17 @@ class Catalog(ABC):
         table as registered afterwards."""
 
     @abstractmethod
-    def add_partitions(self, database: str, table: str, partitions: Sequence[PartitionSpec]) -> int:
-        """Register partitions (idempotent); returns how many did not exist before."""
+    def add_partitions(
+        self,
+        database: str,
+        table: str,
+        partitions: Sequence[PartitionSpec],
+        relocate: bool = True,
+    ) -> int:
+        """Register partitions (idempotent); returns how many did not exist before. An existing
+        partition whose location differs is moved to the given one; ``relocate=False`` leaves
+        existing partitions where they are, for a caller that knows they cannot have moved (a
+        backend that must ask for each partition's location, Hive, then asks nothing)."""
 
     @abstractmethod
     def list_partitions(
@@ -329,7 +338,7 @@ class NoCatalog(Catalog):
         cols, keys = check_table(database, table, columns, partition_keys, location)
         return TableInfo(database, table, cols, keys, location, {}, description)
 
-    def add_partitions(self, database, table, partitions) -> int:
+    def add_partitions(self, database, table, partitions, relocate=True) -> int:
         return 0
 
     def list_partitions(self, database, table, only=None) -> list[PartitionSpec]:

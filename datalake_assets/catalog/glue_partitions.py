@@ -128,9 +128,17 @@ class GluePartitions(GlueApi):
                 return 0
             raise
 
-    def add_partitions(self, database: str, table: str, partitions: Sequence[PartitionSpec]) -> int:
+    def add_partitions(
+        self,
+        database: str,
+        table: str,
+        partitions: Sequence[PartitionSpec],
+        relocate: bool = True,
+    ) -> int:
         """Create the partitions that do not exist; update the existing ones whose location or
-        columns differ (a replayed hour). Returns how many were created."""
+        columns differ (a replayed hour). Returns how many were created. ``relocate`` is not
+        needed here: the existing partitions' locations come in batches of a thousand
+        (``BatchGetPartition``), not a request each."""
         check_identifier(database, "database")
         check_identifier(table, "table")
         if not partitions:

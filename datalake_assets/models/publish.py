@@ -107,7 +107,7 @@ def publish(
 def register(
     settings: LakeSettings, source: SourceSettings, out: ModelRows, spark: Any = None
 ) -> None:
-    from datalake_assets.catalog.catalog_interface import PartitionSpec
+    from datalake_assets.catalog.catalog_interface import PartitionSpec, normalize_location
     from datalake_assets.catalog.config import catalog_from_config, config_from_settings
 
     def session():
@@ -121,6 +121,7 @@ def register(
     columns = [(f.name, catalog_type(f)) for f in out.rows.schema if f.name != out.day_column]
     keys = [out.day_column] if out.day_column else []
     catalog.ensure_database(source.database)
+    before = catalog.get_table(source.database, out.model)
     catalog.create_or_update_table(
         source.database,
         out.model,
@@ -135,4 +136,8 @@ def register(
             source.database,
             out.model,
             [PartitionSpec((d,), join(out.location, f"{out.day_column}={d}")) for d in days],
+            # a day is registered at <table>/<day column>=<day>, only ever by this code: while
+            # the table stays where it was, its registered days are where they should be
+            relocate=before is None
+            or normalize_location(before.location) != normalize_location(out.location),
         )

@@ -167,6 +167,20 @@ def test_more_partitions_than_a_batch_and_a_moved_partition(spark, hive, db, tmp
     locations = {p.values: p.location for p in hive.list_partitions(db, "pages")}
     assert locations[("2026-11-21", "09")] == str(moved)
     assert hive.list_tables(db) == ["pages"]
+    # relocate=False (a caller whose partitions cannot have moved): an existing partition
+    # stays where it is, a new one is still added where it is asked for
+    h14 = ArchiveHour.parse("2026-11-21T14")
+    write_hour(lake, "pages", h14, cols, [{"message_id": str(h14)}])
+    at_14 = layout.table_partition_dir(lake, "web", "pages", "day_hour", h14)
+    asked = [
+        PartitionSpec(("2026-11-21", "10"), str(moved)),
+        PartitionSpec(("2026-11-21", "14"), at_14),
+    ]
+    assert HiveCatalog(spark).add_partitions(db, "pages", asked, relocate=False) == 1
+    locations = {p.values: p.location for p in hive.list_partitions(db, "pages")}
+    assert locations[("2026-11-21", "10")] != str(moved)
+    assert locations[("2026-11-21", "14")] == at_14
+    assert one(spark, f"SELECT count(*) FROM {db}.pages WHERE hr IN ('10', '14')") == (2,)
 
 
 def test_partitions_it_remembers_are_the_metastore_s(spark, db, tmp_path):
