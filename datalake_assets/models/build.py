@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -20,14 +21,23 @@ from datalake_assets.models.engines import BuiltModel, engine_for
 from datalake_assets.models.workspace import DBT_QUIET_ENV, SourceProject, dbt_executable
 from datalake_assets.settings import LakeSettings, SourceSettings
 
+PARTIAL_PARSE = "partial_parse.msgpack"  # dbt's saved parse, in a project's target folder
 DATALAKE_META = "datalake"  # a model's meta key: {"day_column": ..., "days_before": ...}
+# a build's days, in dbt's environment: the project's build_days() reads them (macros/lake.sql)
+DAY_ENV = {"min_day": "DATALAKE_MIN_DAY", "max_day": "DATALAKE_MAX_DAY"}
 
 
-def day_range(dbt_vars: dict[str, str] | None) -> tuple[str, str] | None:
-    """``(min_day, max_day)`` of a build's ``--vars``; ``None``: every day."""
-    if not dbt_vars or "min_day" not in dbt_vars:
+def day_range(days: dict[str, str] | None) -> tuple[str, str] | None:
+    """``(min_day, max_day)`` of a build's days; ``None``: every day."""
+    if not days or "min_day" not in days:
         return None
-    return dbt_vars["min_day"], dbt_vars["max_day"]
+    return days["min_day"], days["max_day"]
+
+
+def day_env(days: dict[str, str] | None) -> dict[str, str]:
+    """dbt's environment for a build of ``days`` ``{min_day, max_day}`` (``None``: every day,
+    and the variables set empty, so that none is inherited from this process)."""
+    return {var: (days or {}).get(key, "") for key, var in DAY_ENV.items()}
 
 
 def built_models(
@@ -76,17 +86,19 @@ def build_outside_dagster(
     project: SourceProject,
     args: list[str],
     run_id: str,
-    dbt_vars: dict[str, str] | None = None,
+    days: dict[str, str] | None = None,
 ) -> BuildResult:
     """``dbt <args>`` in a subprocess on the source's engine (an erasure, the benchmark), the
-    built models published; ``dbt_vars`` are passed as ``--vars``."""
-    if dbt_vars:
-        args = [*args, "--vars", json.dumps(dbt_vars)]
+    built models published; ``days`` ``{min_day, max_day}``: the days built (``None``: all).
+    As dagster-dbt does, the project's parse is reused (``partial_parse.msgpack``)."""
     engine = engine_for(settings)
     with engine.run(settings, source, project, run_id) as run:
         with tempfile.TemporaryDirectory(prefix="dbt-target-") as target:
+            parsed = os.path.join(os.path.dirname(project.manifest_path), PARTIAL_PARSE)
+            if os.path.exists(parsed):
+                shutil.copy(parsed, os.path.join(target, PARTIAL_PARSE))
             cmd = [dbt_executable(), *args, *project.dbt_args, "--target-path", target]
-            env = {**os.environ, **DBT_QUIET_ENV, **run.env}
+            env = {**os.environ, **DBT_QUIET_ENV, **run.env, **day_env(days)}
             done = subprocess.run(
                 cmd,
                 check=False,
@@ -97,7 +109,7 @@ def build_outside_dagster(
             )
             results = _artifact(target, "run_results.json")
             manifest = _artifact(target, "manifest.json")
-        built = built_models(manifest, results, day_range(dbt_vars)) if manifest else []
+        built = built_models(manifest, results, day_range(days)) if manifest else []
         published = run.publish(built)
     return BuildResult(done.returncode, done.stdout + done.stderr, published)
 

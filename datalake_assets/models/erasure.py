@@ -2,9 +2,9 @@
 
 The models are computed from the lake's tables, so once ``privacy.forget`` has erased a person
 from the tables, building the models again over the days it touched removes them from every
-model (and corrects the aggregates they counted in): ``dbt build`` with ``--vars {min_day,
-max_day}`` spanning the touched received days (daily models: those days, and sessions the day
-before them too, ``sessions.sql``); whole-table models are rebuilt entirely. The user's own
+model (and corrects the aggregates they counted in): ``dbt build`` of the touched received
+days, ``min_day``..``max_day`` (daily models: those days, and sessions the day before them
+too, ``sessions.sql``); whole-table models are rebuilt entirely. The user's own
 models are in the same project and are rebuilt the same way (``docs/concepts/models.md`` says what a
 model must look like for that to remove a person).
 

@@ -5,11 +5,14 @@ files. dbt parses for real (no Spark: parsing connects to nothing)."""
 import json
 import logging
 import os
+import shutil
+import subprocess
 
 import pytest
 from dagster import AssetKey, Definitions
 
-from datalake_assets.models.workspace import prepare_project
+from datalake_assets.models.build import PARTIAL_PARSE, day_env
+from datalake_assets.models.workspace import DBT_QUIET_ENV, dbt_executable, prepare_project
 from datalake_assets.orchestration.dbt.model_assets import build_model_assets
 from datalake_assets_tests.support.settings_files import load_lake_toml
 
@@ -81,3 +84,45 @@ def test_the_spark_engine_needs_a_hive_catalog_or_a_profile_duckdb_does_not(tmp_
     duck = load_lake_toml(tmp_path, toml)  # the default engine: any catalog, or none
     assert duck.models.engine == "duckdb"
     assert len(build_model_assets(duck, duck.sources[0], TABLES)) == 2
+
+
+def test_a_build_s_days_reach_the_sql_and_re_parse_nothing(settings, tmp_path):
+    """Dagster passes a build's days in dbt's environment (``day_env``), not as ``--vars``,
+    whose every change makes dbt parse the whole project again: with the project's saved
+    parse, dbt parses no file, and the days are in the SQL it compiles; ``--vars`` by hand
+    still work."""
+    (tmp_path / "mine" / "orders_per_day.sql").write_text(
+        "select count(*) as orders, day from {{ source('lake', 'order_completed') }}\n"
+        "where day between {{ min_day(1) }} and {{ max_day() }} group by day\n"
+    )
+    project = prepare_project(settings, settings.sources[0], TABLES)
+    target = tmp_path / "target"
+    target.mkdir()
+    saved = os.path.join(os.path.dirname(project.manifest_path), PARTIAL_PARSE)
+    shutil.copy(saved, target / PARTIAL_PARSE)
+
+    def dbt(*args: str, days: dict | None) -> None:
+        cmd = [dbt_executable(), *args, *project.dbt_args, "--target-path", str(target)]
+        env = {**os.environ, **DBT_QUIET_ENV, **day_env(days)}
+        done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def compiled() -> str:
+        (path,) = target.glob("compiled/**/orders_per_day.sql")
+        return path.read_text()
+
+    dbt("parse", days={"min_day": "2026-11-21", "max_day": "2026-11-22"})
+    perf = json.loads((target / "perf_info.json").read_text())
+    assert perf["is_partial_parse_enabled"] and perf["parsed_path_count"] == 0
+    dbt(
+        "compile",
+        "--select",
+        "orders_per_day",
+        days={"min_day": "2026-11-21", "max_day": "2026-11-22"},
+    )
+    assert "between '2026-11-20' and '2026-11-22'" in compiled()
+    dbt("compile", "--select", "orders_per_day", days=None)  # every day
+    assert "between '0001-01-01' and '9999-12-31'" in compiled()
+    vars_ = json.dumps({"min_day": "2026-11-25", "max_day": "2026-11-25"})
+    dbt("compile", "--select", "orders_per_day", "--vars", vars_, days=None)
+    assert "between '2026-11-24' and '2026-11-25'" in compiled()

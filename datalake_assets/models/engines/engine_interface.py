@@ -31,7 +31,7 @@ class BuiltModel:
     """A model a dbt build built (``run_results.json``): its relation and the days it holds.
 
     ``day_column``: a daily model's partition column (``meta.datalake.day_column``);
-    ``days``: the days the build replaced (``--vars`` ``min_day`` - ``days_before`` ..
+    ``days``: the days the build replaced (``min_day`` - ``days_before`` ..
     ``max_day``), ``None`` for a build of every day or a whole table."""
 
     name: str

@@ -6,8 +6,10 @@ Each source's project (``models/workspace.py``) is loaded with ``dagster-dbt``'s
 * ``daily`` models (``daily_event_counts``, ``sessions``, a user's model tagged ``daily``):
   daily-partitioned (UTC, from the source's first day); each day depends on its 24 hourly
   partitions of every table it reads (``TimeWindowPartitionMapping``). A range of days is ONE
-  dbt invocation (``BackfillPolicy.single_run``), its days passed as ``--vars {min_day,
-  max_day}`` (never string-built SQL), so a year's backfill is one ``dbt build``.
+  dbt invocation (``BackfillPolicy.single_run``), its days passed in dbt's environment
+  (``models/build.py``'s ``day_env``, read by the project's ``build_days()``; never
+  string-built SQL, and no ``--vars``, which would make dbt parse the project again), so a
+  year's backfill is one ``dbt build``.
 * the others (``identity_graph``, ``users``): whole tables, rebuilt from every day.
 
 Asset keys are ``[<slug>, <model>]`` (the catalog's ``<database>.<model>``); sources map to the
@@ -20,7 +22,6 @@ within ``REPLAY_DAYS``); the whole tables once a day (``TABLES_CRON``).
 # no "from __future__ import annotations": Dagster reads the context annotation at runtime
 
 import contextlib
-import json
 import logging
 import os
 from collections.abc import Iterator, Mapping
@@ -46,7 +47,7 @@ from dagster_dbt import (
     dbt_assets,
 )
 
-from datalake_assets.models.build import built_models, day_range
+from datalake_assets.models.build import built_models, day_env, day_range
 from datalake_assets.models.engines import can_run, engine_for
 from datalake_assets.models.workspace import (
     ModelsError,
@@ -184,7 +185,7 @@ def _environ(extra: Mapping[str, str]) -> Iterator[None]:
 
 
 def day_vars(start: datetime, end: datetime) -> dict[str, str]:
-    """``--vars`` of a time window ``[start, end)`` of days."""
+    """``{min_day, max_day}`` of a time window ``[start, end)`` of days."""
     return {
         "min_day": start.strftime("%Y-%m-%d"),
         "max_day": (end - timedelta(days=1)).strftime("%Y-%m-%d"),
@@ -223,8 +224,7 @@ def build_model_assets(settings: LakeSettings, source: SourceSettings, tables: l
     def daily_models(context: AssetExecutionContext):
         window = context.partition_time_window
         days = day_vars(window.start, window.end)
-        args = ["build", "--vars", json.dumps(days)]
-        yield from _run(context, settings, source, project, args, days)
+        yield from _run(context, settings, source, project, ["build"], days)
 
     @dbt_assets(
         manifest=project.manifest_path,
@@ -252,8 +252,12 @@ def _run(
     means the model's table is in the lake. A model that failed is not published and fails
     the run with dbt's message; the models that built are published all the same."""
     engine = engine_for(settings)
-    context.log.info(f"dbt {' '.join(args)} on {engine.name} ({project.project_dir})")
-    with engine.run(settings, source, project, context.run.run_id) as run, _environ(run.env):
+    which = f"days {days['min_day']}..{days['max_day']}" if days else "every day"
+    context.log.info(f"dbt {' '.join(args)} on {engine.name}, {which} ({project.project_dir})")
+    with (
+        engine.run(settings, source, project, context.run.run_id) as run,
+        _environ({**run.env, **day_env(days)}),
+    ):
         invocation = DbtCliResource(
             project_dir=project.project_dir,
             profiles_dir=project.profiles_dir,

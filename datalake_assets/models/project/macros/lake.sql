@@ -70,21 +70,35 @@
   {%- endif %}
 {% endmacro %}
 
-{# The received days a build covers: --vars {min_day, max_day} from Dagster's partitions;
-   without them, every day. #}
+{# The received days a build covers, [min_day, max_day], or none: every day. Dagster's daily
+   partitions pass them in dbt's environment (DATALAKE_MIN_DAY, DATALAKE_MAX_DAY), read only
+   when the build runs (`execute`): dbt re-parses the whole project when --vars change, and a
+   file that read an env_var while being parsed whenever that variable changes, so a new range
+   of days re-parses nothing. --vars '{"min_day": ..., "max_day": ...}' by hand work too. #}
+{% macro build_days() -%}
+  {%- set first = var('min_day', none) -%}
+  {%- set last = var('max_day', none) -%}
+  {%- if first is none and execute -%}
+    {%- set first = env_var('DATALAKE_MIN_DAY', '') or none -%}
+    {%- set last = env_var('DATALAKE_MAX_DAY', '') or none -%}
+  {%- endif -%}
+  {{ return(none if first is none else [first | string, (last or first) | string]) }}
+{%- endmacro %}
+
 {% macro min_day(days_before=0) -%}
-  {%- set d = var('min_day', none) -%}
-  {%- if d is none -%}
+  {%- set days = build_days() -%}
+  {%- if days is none -%}
   '0001-01-01'
   {%- else -%}
   {#- the day before, computed here: a literal every engine compares the same -#}
-  '{{ (modules.datetime.date.fromisoformat(d | string)
+  '{{ (modules.datetime.date.fromisoformat(days[0])
        - modules.datetime.timedelta(days=days_before)).isoformat() }}'
   {%- endif -%}
 {%- endmacro %}
 
 {% macro max_day() -%}
-  '{{ var('max_day', '9999-12-31') }}'
+  {%- set days = build_days() -%}
+  '{{ '9999-12-31' if days is none else days[1] }}'
 {%- endmacro %}
 
 {# seconds between two timestamps, as a double (microsecond precision) #}
@@ -99,14 +113,14 @@
    overwrite replaces only the partitions the new rows fall in, so without it a day that has
    no rows any more (its only sessions were a forgotten person's) would keep its old ones.
    Emptied with a static overwrite, not dropped: the models' tables have a location of their
-   own (external tables), whose files DROP PARTITION leaves behind. A build without --vars
+   own (external tables), whose files DROP PARTITION leaves behind. A build without days
    replaces the whole table and needs none of this. #}
 {% macro clear_days(column, days_before=0) %}
-  {%- if target.type == 'spark' and execute and is_incremental()
-        and var('min_day', none) is not none -%}
-    {%- set first = (modules.datetime.date.fromisoformat(var('min_day'))
+  {%- set days = build_days() -%}
+  {%- if target.type == 'spark' and execute and is_incremental() and days is not none -%}
+    {%- set first = (modules.datetime.date.fromisoformat(days[0])
                      - modules.datetime.timedelta(days=days_before)).isoformat() -%}
-    {%- set last = var('max_day') -%}
+    {%- set last = days[1] -%}
     {#- no rows, typed as the table (Spark refuses to overwrite a table read by the same
         statement, so not "select ... from this where false") -#}
     {%- set nothing = [] -%}
