@@ -2,9 +2,9 @@
 
 One build (``run``):
 
-1. a fresh DuckDB database file for the build, ``<build_dir>/<slug>/runs/<run>-*/lake.duckdb``,
-   holding a view over the current version of each of the source's tables and of each model
-   already in the lake (``duckdb_lake.py``), in either table format;
+1. a fresh DuckDB database file for the build, ``<build_dir>/<slug>/lake.duckdb``, holding a
+   view over the current version of each of the source's tables and of each model already in
+   the lake (``duckdb_lake.py``), in either table format;
 2. dbt-duckdb builds the models in that file (a daily model's table holds exactly the days it
    builds: ``models/project``'s config; dbt's tests run there, before anything is published);
 3. each model dbt built is published into the lake (``models/publish.py``): in the lake's own
@@ -12,18 +12,20 @@ One build (``run``):
    the lake's tables are;
 4. the file is deleted.
 
-Several builds run side by side (daily models, whole tables, an erasure): each has its own
-file, so no DuckDB lock is shared; two builds of the same model's days publish one after the
-other (the last one's rows win, as with any replay).
+The builds of a source take turns (a lock on ``<build_dir>/<slug>/.build.lock`` held from
+the views to the publish; Dagster's ``spark_local`` pool already runs one at a time): the
+database's path is then the same for every build, so the profile dbt renders is too, and
+dbt reuses the project's saved parse instead of parsing it again (a profile that changed,
+as a path per build did, makes dbt parse everything: about 2 s a build). Builds of
+different sources run side by side, each with its own file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
 import os
-import re
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -45,7 +47,8 @@ from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.models_section import build_dir
 from datalake_assets.spec.naming import catalog_table_name
 
-DB_ENV = "DATALAKE_MODELS_DB"  # the build's database file, set in dbt's environment
+log = logging.getLogger(__name__)
+
 DB_NAME = "lake"  # the database's name in dbt's relations: the file's stem, every build
 
 
@@ -69,8 +72,8 @@ class DuckDBEngine(ModelEngine):
     def profile(self, settings: LakeSettings, source: SourceSettings) -> dict:
         out = {
             "type": "duckdb",
-            # the build's own file (run); dbt parse never opens it
-            "path": f"{{{{ env_var('{DB_ENV}', '{DB_NAME}.duckdb') }}}}",
+            # the builds' file (run), the same path every build; dbt parse never opens it
+            "path": build_database(settings, source),
             "schema": source.database,
             # the daily models and tests are independent queries: a few at once
             "threads": 4,
@@ -100,43 +103,61 @@ class DuckDBEngine(ModelEngine):
     def run(self, settings, source, project, run_id) -> Iterator[EngineRun]:
         ext = extension_dir(settings)
         duckdb_lake.install_extensions(ext)
-        runs = os.path.join(build_dir(settings.models), source.slug, "runs")
-        os.makedirs(runs, exist_ok=True)
-        folder = tempfile.mkdtemp(prefix=_safe(run_id) + "-", dir=runs)
-        path = os.path.join(folder, f"{DB_NAME}.duckdb")
+        path = build_database(settings, source)
         fmt = lake_format(settings)
         src = tables_of(source)
-        try:
-            con = duckdb_lake.connect(path, ext)
+        with _builds_take_turns(path, source.id):
+            _remove_database(path)  # a build killed before its end leaves its file
             try:
-                if storage.on_s3(settings.lake_root):
-                    duckdb_lake.create_secret(con, duckdb_lake.s3_secret(dict(os.environ)))
-                duckdb_lake.create_views(
-                    con,
-                    fmt,
-                    src,
-                    {
-                        t: catalog_table_name(t, src.table_prefix)
-                        for t in records.source_tables(settings.lake_root, source.lake_dir)
-                    },
-                    {m: model_location(settings, source, m) for m in project.model_names()},
+                con = duckdb_lake.connect(path, ext)
+                try:
+                    if storage.on_s3(settings.lake_root):
+                        duckdb_lake.create_secret(con, duckdb_lake.s3_secret(dict(os.environ)))
+                    duckdb_lake.create_views(
+                        con,
+                        fmt,
+                        src,
+                        {
+                            t: catalog_table_name(t, src.table_prefix)
+                            for t in records.source_tables(settings.lake_root, source.lake_dir)
+                        },
+                        {m: model_location(settings, source, m) for m in project.model_names()},
+                    )
+                finally:
+                    con.close()
+                yield DuckDBRun(
+                    env={},
+                    settings=settings,
+                    source=source,
+                    path=path,
+                    extension_dir=ext,
+                    run_id=run_id,
                 )
             finally:
-                con.close()
-            yield DuckDBRun(
-                env={DB_ENV: path},
-                settings=settings,
-                source=source,
-                path=path,
-                extension_dir=ext,
-                run_id=run_id,
-            )
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+                _remove_database(path)
 
 
-def _safe(run_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", run_id)[:40] or "run"
+def build_database(settings: LakeSettings, source: SourceSettings) -> str:
+    """The DuckDB file of the source's builds (one at a time: ``_builds_take_turns``)."""
+    return os.path.join(build_dir(settings.models), source.slug, f"{DB_NAME}.duckdb")
+
+
+@contextlib.contextmanager
+def _builds_take_turns(path: str, source_id: str) -> Iterator[None]:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(os.path.join(os.path.dirname(path), ".build.lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("another build of source %s's models is running: waiting for it", source_id)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _remove_database(path: str) -> None:
+    for name in (path, path + ".wal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(name)
 
 
 @dataclass
