@@ -1,18 +1,19 @@
 """Benchmark (issues #28, #43): the models built on each engine (``[models] engine``) for N days
-of the demo source, the way ``datalake dev`` runs them.
+of the demo source, the way ``datalake dev`` runs them, on each table format, in one run.
 
     python bench/bench_models.py [--days 30] [--events-per-hour 300] [--workdir DIR]
-        [--engines duckdb,spark] [--table-format segment|iceberg]
+        [--engines duckdb,spark] [--table-format segment,iceberg]
 
 Set-up (not measured, kept in ``--workdir`` and reused by a later run with the same options):
-the demo archive (``generate_archive``), synced as files in 5-day batches by Spark, without a
+the demo archive (``generate_archive``), synced as files by Spark (``--sync-batch-days``, 5), without a
 catalog (registering thousands of hourly partitions one sync at a time takes longer than the
-models); on the Segment layout the metastore is then served by its Spark Connect server
-(``catalog/metastore_server.py``, as ``datalake dev`` does) and, for the Spark engine, the tables
-are registered there in one go from ``datalake ddl``'s statements. With ``--table-format
-iceberg`` the sync writes Iceberg tables (SQL catalog under the lake) and only the DuckDB engine
-runs: the Spark engine's local profile reads the tables through Spark's Hive catalog, which
-cannot read Iceberg tables here (``spark_engine.can_run``).
+models), once per table format, each a lake of its own. The Segment layout: the metastore is
+then served by its Spark Connect server (``catalog/metastore_server.py``, as ``datalake dev``
+does) and, for the Spark engine, the tables are registered there in one go from ``datalake
+ddl``'s statements. Iceberg (SQL catalog under the lake): its hours compacted once, as the
+product's maintenance keeps the default lake (``compact_after_hours``), and only the DuckDB
+engine runs: the Spark engine's local profile reads the tables through Spark's Hive catalog,
+which cannot read Iceberg tables here (``spark_engine.can_run``).
 
 Measured, for each engine (DuckDB first), each in a process of its own so that
 ``RUSAGE_CHILDREN``'s peak RSS is that engine's dbt processes and nothing else: through
@@ -39,7 +40,6 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-SYNC_BATCH_HOURS = 24 * 5
 BUILDS = (  # label, dbt selection, days: "all" or "last"
     ("daily models, all days", ["--select", "tag:daily"], "all"),
     ("whole tables", ["--exclude", "tag:daily"], "all"),
@@ -86,69 +86,82 @@ def main() -> None:
     p.add_argument("--events-per-hour", type=int, default=300)
     p.add_argument("--workdir", default="")
     p.add_argument("--engines", default="duckdb,spark")
-    p.add_argument("--table-format", choices=("segment", "iceberg"), default="segment")
+    p.add_argument("--sync-batch-days", type=int, default=5, help="days synced per Spark job")
+    p.add_argument(
+        "--table-format",
+        default="segment,iceberg",
+        help="segment, iceberg, or both (comma-separated): each a lake of its own, same archive",
+    )
     p.add_argument("--measure", default="", help=argparse.SUPPRESS)  # internal: one engine
     a = p.parse_args()
     engines = [e.strip() for e in a.engines.split(",") if e.strip()]
     engines.sort(key=lambda e: e != "duckdb")  # DuckDB first
-    if a.table_format == "iceberg" and "spark" in engines:
-        print(
-            "the Spark engine cannot read Iceberg tables here (its local profile reads Spark's "
-            "Hive catalog: spark_engine.can_run); running DuckDB only"
-        )
-        engines = [e for e in engines if e != "spark"]
+    formats = [f.strip() for f in a.table_format.split(",") if f.strip()]
+    if not formats or set(formats) - {"segment", "iceberg"}:
+        raise SystemExit(f"--table-format: segment, iceberg or both, not {a.table_format!r}")
     work = Path(a.workdir or tempfile.mkdtemp(prefix="bench-models-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     os.environ["DATALAKE_HOME"] = str(work / "home")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     last = datetime(2026, 10, 31, 23, tzinfo=UTC)
     first = last - timedelta(hours=24 * a.days - 1)
-    lake_toml, sync_toml = _write_settings(work, a.table_format, first)
-    os.environ["DATALAKE_SETTINGS"] = str(lake_toml)
     if a.measure:
+        (table_format,) = formats  # the parent passes one
+        lake_toml, _ = _write_settings(work, table_format, first)
+        os.environ["DATALAKE_SETTINGS"] = str(lake_toml)
         _measure(a.measure, lake_toml, work, first, last)
         return
+    print(
+        f"{a.days} days x {a.events_per_hour} events/hour, table formats {formats}, "
+        f"engines {engines}, workdir {work}",
+        flush=True,
+    )
+    figures: dict[str, dict] = {}
+    for table_format in formats:
+        figures.update(_run_format(a, work, table_format, engines, first, last))
+    _compare(figures)
 
+
+def _run_format(a, work: Path, table_format: str, engines: list[str], first, last) -> dict:
+    """Each engine's builds on this format's lake, in processes of their own; returns their
+    figures by ``<format>-<engine>``. The Spark engine runs on the Segment layout only: its
+    local profile reads the tables through Spark's Hive catalog, which cannot read Iceberg
+    tables here (``spark_engine.can_run``)."""
     from datalake_assets.catalog import metastore_server
     from datalake_assets.catalog.config import config_from_settings
     from datalake_assets.settings import load_settings
 
+    if table_format == "iceberg":
+        engines = [e for e in engines if e != "spark"]
+    lake_toml, sync_toml = _write_settings(work, table_format, first)
+    os.environ["DATALAKE_SETTINGS"] = str(lake_toml)
     settings = load_settings(lake_toml)
     cfg = config_from_settings(settings.catalog)
-    print(
-        f"{a.days} days x {a.events_per_hour} events/hour, {a.table_format} layout, "
-        f"engines {engines}, workdir {work}",
-        flush=True,
-    )
-    _setup(work, a, lake_toml, sync_toml, first, last)
-    served = a.table_format == "segment"  # a Hive catalog: datalake dev serves it
+    _setup(work, a, table_format, lake_toml, sync_toml, first, last)
+    served = table_format == "segment"  # a Hive catalog: datalake dev serves it
     server_pid = None
     if served:
         t = time.monotonic()
         address = metastore_server.start(cfg.metastore_dir, cfg.spark_conf())
         server_pid = _server_pid(cfg.metastore_dir)
         print(f"metastore served at {address} ({time.monotonic() - t:.0f} s)", flush=True)
+    figures = {}
     try:
         if "spark" in engines and not (work / "registered.done").exists():
             _register(settings, cfg)
             (work / "registered.done").write_text("")
-        figures = {}
-        for earlier in sorted(work.glob(f"figures-{a.table_format}-*.json")):
-            if earlier.stem.rpartition("-")[2] not in engines:  # an earlier run's, same lake
-                figures[earlier.stem.rpartition("-")[2]] = json.loads(earlier.read_text())
-                print(f"(figures of an earlier run in this workdir: {earlier.name})")
         for engine in engines:
-            out = work / f"figures-{a.table_format}-{engine}.json"
+            out = work / f"figures-{table_format}-{engine}.json"
             cmd = [sys.executable, __file__, *sys.argv[1:], "--measure", engine]
-            cmd += ["--workdir", str(work)]
+            cmd += ["--workdir", str(work), "--table-format", table_format]
             env = {**os.environ, "BENCH_SERVER_PID": str(server_pid or "")}
             if subprocess.run(cmd, env=env, check=False).returncode:
-                raise SystemExit(f"the {engine} engine's measurement failed")
-            figures[engine] = json.loads(out.read_text())
-        _compare(figures)
+                raise SystemExit(f"the {engine} engine's measurement on {table_format} failed")
+            figures[f"{table_format}-{engine}"] = json.loads(out.read_text())
     finally:
         if served:
             metastore_server.stop(cfg.metastore_dir)
+    return figures
 
 
 def _write_settings(work: Path, table_format: str, first: datetime) -> tuple[Path, Path]:
@@ -166,7 +179,7 @@ def _write_settings(work: Path, table_format: str, first: datetime) -> tuple[Pat
     return lake_toml, sync_toml
 
 
-def _setup(work, a, lake_toml, sync_toml, first, last) -> None:
+def _setup(work, a, table_format, lake_toml, sync_toml, first, last) -> None:
     from datalake_assets.ingest.demo import generate_archive
     from datalake_assets.settings import load_settings
     from datalake_assets.spec import layout
@@ -191,9 +204,15 @@ def _setup(work, a, lake_toml, sync_toml, first, last) -> None:
             f"({time.monotonic() - t:.0f} s)",
             flush=True,
         )
-    marker = work / f"sync-{a.table_format}.done"
-    if marker.exists():
-        return
+    if not (work / f"sync-{table_format}.done").exists():
+        _sync(work, table_format, sync_toml, source, hours, 24 * a.sync_batch_days)
+    marker = work / f"compact-{table_format}.done"
+    if table_format == "iceberg" and not marker.exists():
+        marker.write_text(_compact(settings, source))
+
+
+def _sync(work: Path, table_format: str, sync_toml: Path, source, hours, batch: int) -> None:
+    from datalake_assets.settings import load_settings
     from datalake_assets.transform.session import settings_spark_session
     from datalake_assets.transform.sync import run_sync
     from datalake_assets.transform.sync_request import request_from_settings
@@ -201,19 +220,36 @@ def _setup(work, a, lake_toml, sync_toml, first, last) -> None:
     files_only = load_settings(sync_toml)
     t = time.monotonic()
     spark = settings_spark_session(files_only, quiet=True)  # no Hive: the server has it
-    for i in range(0, len(hours), SYNC_BATCH_HOURS):
+    for i in range(0, len(hours), batch):
         run_sync(
-            spark,
-            request_from_settings(files_only, source, hours[i : i + SYNC_BATCH_HOURS], replay=True),
+            spark, request_from_settings(files_only, source, hours[i : i + batch], replay=True)
         )
         print(
-            f"  synced {min(i + SYNC_BATCH_HOURS, len(hours))}/{len(hours)} hours "
+            f"  synced {min(i + batch, len(hours))}/{len(hours)} hours "
             f"({time.monotonic() - t:.0f} s)",
             flush=True,
         )
     spark.stop()
-    marker.write_text(f"{time.monotonic() - t:.0f} s\n")
-    print(f"sync (files only, {a.table_format}): {time.monotonic() - t:.0f} s", flush=True)
+    (work / f"sync-{table_format}.done").write_text(f"{time.monotonic() - t:.0f} s\n")
+    print(f"sync (files only, {table_format}): {time.monotonic() - t:.0f} s", flush=True)
+
+
+def _compact(settings, source) -> str:
+    """The Iceberg lake as the product keeps it: its cold hours compacted (the maintenance
+    asset's ``compact_source``, ``compact_after_hours`` after the hour; here all of them)."""
+    from datalake_assets.lake.formats.compaction import compact_source
+    from datalake_assets.models.publish import tables_of
+    from datalake_assets.settings.formats_section import FormatConfig
+
+    t = time.monotonic()
+    report = compact_source(
+        settings.lake_root, FormatConfig.of_settings(settings), tables_of(source), "bench"
+    )
+    before = sum(x.files_before for x in report.tables)
+    after = sum(x.files_after for x in report.tables)
+    line = f"compacted: {before} files -> {after} ({time.monotonic() - t:.0f} s)"
+    print(line, flush=True)
+    return line + "\n"
 
 
 def _register(settings, cfg) -> None:
@@ -380,26 +416,31 @@ def _lake_counts(settings, source, models, work: Path) -> dict:
 
 
 def _compare(figures: dict) -> None:
-    for engine, f in figures.items():
+    """Each run's figures, then each DuckDB run against the Spark engine's (Segment layout):
+    the models in the lake must agree, and the ratios of wall and CPU."""
+    for label, f in figures.items():
         print(
-            f"{engine}: dbt processes' peak RSS {f['dbt_peak_rss_mb']} MB, "
+            f"{label}: dbt processes' peak RSS {f['dbt_peak_rss_mb']} MB, "
             f"this engine's Python process at the end {f['python_rss_mb']} MB"
         )
         for row in f["builds"]:
             print(f"  {json.dumps(row)}")
         print(f"  counts {json.dumps(f['counts'])}")
-    if "duckdb" in figures and "spark" in figures:
-        d, s = figures["duckdb"], figures["spark"]
+    s = figures.get("segment-spark")
+    for label, d in figures.items():
+        if s is None or not label.endswith("-duckdb"):
+            continue
         same = d["counts"] == s["counts"]
-        print(f"the engines' models in the lake agree: {same}")
+        print(f"{label} and segment-spark: the models in the lake agree: {same}")
         if not same:
             for k in sorted(set(d["counts"]) | set(s["counts"])):
-                print(f"  {k}: duckdb {d['counts'].get(k)}, spark {s['counts'].get(k)}")
+                print(f"  {k}: {label} {d['counts'].get(k)}, spark {s['counts'].get(k)}")
         for dr, sr in zip(d["builds"], s["builds"], strict=True):
+            cpu = (sr["dbt_cpu_s"] + sr["jvm_cpu_s"]) / max(dr["dbt_cpu_s"] + dr["jvm_cpu_s"], 0.1)
             print(
-                f"Spark/DuckDB, {dr['build']}: wall {sr['wall_s'] / dr['wall_s']:.1f}x "
-                f"({sr['wall_s']} s / {dr['wall_s']} s); CPU (dbt + server JVM) "
-                f"{(sr['dbt_cpu_s'] + sr['jvm_cpu_s']) / max(dr['dbt_cpu_s'] + dr['jvm_cpu_s'], 0.1):.1f}x"
+                f"Spark (segment) / DuckDB ({label.partition('-')[0]}), {dr['build']}: wall "
+                f"{sr['wall_s'] / dr['wall_s']:.1f}x ({sr['wall_s']} s / {dr['wall_s']} s); "
+                f"CPU (dbt + server JVM) {cpu:.1f}x"
             )
 
 
