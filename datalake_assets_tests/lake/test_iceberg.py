@@ -19,10 +19,10 @@ import pytest
 from datalake_assets.ingest.demo import generate_archive
 from datalake_assets.lake.faults import ENV as FAULT_ENV
 from datalake_assets.lake.formats import SourceTables, table_format
-from datalake_assets.lake.formats.iceberg import RUN_PROPERTY, applied
+from datalake_assets.lake.formats.iceberg import RUN_PROPERTY, applied, hours_filter
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.settings.formats_section import FormatConfig
-from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.spec.layout import ArchiveHour, hour_range
 from datalake_assets.transform.job import SyncRequest, run_sync
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 from datalake_assets_tests.support.iceberg_reader import (
@@ -172,6 +172,29 @@ def test_a_query_on_one_hour_reads_only_that_hours_files(twins):
         f"EXPLAIN ANALYZE SELECT count(message_id) FROM iceberg_scan('{tbl.metadata_location}')"
     ).fetchall()[0][1]
     assert re.search(r"Total Files Read: 3\b", everything), everything
+
+
+@pytest.mark.spark
+def test_a_commit_s_filter_of_a_year_of_hours_selects_exactly_their_files(twins):
+    """A sync's commit finds the files of the hours it replaces with ``hours_filter``; one
+    ``OR`` an hour was a chain pyiceberg's visitors recursed through, and a month synced in one
+    run (720 hours) overflowed Python's stack. A year, whole days and a day without one hour."""
+    tbl = tables(sql_catalog(twins["iceberg"]["lake_root"]), SRC)["tracks"]
+
+    def files(hours) -> list[str]:
+        return sorted(
+            t.file.file_path for t in tbl.scan(row_filter=hours_filter(hours)).plan_files()
+        )
+
+    year = [
+        str(h)
+        for h in hour_range(ArchiveHour.parse("2026-01-01T00"), ArchiveHour.parse("2026-12-31T23"))
+    ]
+    assert len(files(HOURS)) == 3  # one file an hour here
+    assert files(year) == files(HOURS)  # 2026-11-21 whole: day IN (...)
+    all_but_10 = [h for h in year if h != HOURS[0]]  # that day: day = ... AND hr IN (...)
+    assert files(all_but_10) == files(HOURS[1:]) and len(files(HOURS[1:])) == 2
+    assert files(["2026-11-20T10", "2026-11-22T10"]) == []
 
 
 @pytest.mark.spark

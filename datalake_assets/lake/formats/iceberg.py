@@ -39,7 +39,6 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from functools import reduce
 from typing import Any
 
 import pyarrow as pa
@@ -96,14 +95,39 @@ def table_location(lake_root: str, source_dir: str, table: str) -> str:
 
 
 def hours_filter(hours: list[str] | tuple[str, ...]):
-    """The rows of these hours (compact), on the partition columns (prunes whole files)."""
-    from pyiceberg.expressions import And, EqualTo, Or
+    """The rows of these hours (compact), on the partition columns (prunes whole files): the
+    whole days in one ``day IN (...)``, each other day ``day = d AND hr IN (...)``, the terms
+    joined as a balanced tree. pyiceberg visits an expression recursively, so a chain of one
+    ``OR`` an hour (a month synced in one run: 720) overflowed Python's stack."""
+    from pyiceberg.expressions import And, EqualTo, In
 
-    terms = [
-        And(EqualTo("day", h.day), EqualTo("hr", h.hr))
-        for h in sorted({layout.ArchiveHour.parse(x) for x in hours})
+    by_day: dict[str, set[str]] = {}
+    for h in {layout.ArchiveHour.parse(x) for x in hours}:
+        by_day.setdefault(h.day, set()).add(h.hr)
+    whole = sorted(d for d, hrs in by_day.items() if len(hrs) == HOURS_A_DAY)
+    terms = [In("day", whole)] if whole else []
+    terms += [
+        And(EqualTo("day", d), In("hr", sorted(hrs)))
+        for d, hrs in sorted(by_day.items())
+        if len(hrs) < HOURS_A_DAY
     ]
-    return reduce(Or, terms)
+    return _any_of(terms)
+
+
+HOURS_A_DAY = 24
+
+
+def _any_of(terms: list):
+    """``OR`` of ``terms``, nested ``log2(len(terms))`` deep (pyiceberg's ``Or(*terms)`` nests
+    them one a level)."""
+    from pyiceberg.expressions import Or
+
+    while len(terms) > 1:
+        terms = [
+            Or(*terms[i : i + 2]) if i + 1 < len(terms) else terms[i]
+            for i in range(0, len(terms), 2)
+        ]
+    return terms[0]
 
 
 class IcebergFormat(TableFormat):
