@@ -218,15 +218,22 @@ def _sync(work: Path, table_format: str, sync_toml: Path, source, hours, batch: 
     from datalake_assets.transform.sync_request import request_from_settings
 
     files_only = load_settings(sync_toml)
+    # A year's sync takes hours: each committed batch is recorded, and a run interrupted
+    # (or crashed) goes on from the first batch not recorded, replaying it.
+    progress = work / f"sync-{table_format}.progress"
+    start = int(progress.read_text()) if progress.exists() else 0
     t = time.monotonic()
     spark = settings_spark_session(files_only, quiet=True)  # no Hive: the server has it
-    for i in range(0, len(hours), batch):
+    for i in range(start, len(hours), batch):
+        b = time.monotonic()
         run_sync(
             spark, request_from_settings(files_only, source, hours[i : i + batch], replay=True)
         )
+        done = min(i + batch, len(hours))
+        progress.write_text(f"{done}\n")
         print(
-            f"  synced {min(i + batch, len(hours))}/{len(hours)} hours "
-            f"({time.monotonic() - t:.0f} s)",
+            f"  synced {done}/{len(hours)} hours: this batch {time.monotonic() - b:.0f} s "
+            f"({time.monotonic() - t:.0f} s in this run)",
             flush=True,
         )
     spark.stop()
