@@ -116,7 +116,7 @@ def commit(fmt, src, written, run_id: str, columns=COLUMNS, widened=(), hour=HOU
 def by_pyiceberg(fmt, src, written, run_id: str) -> float:
     """The same rows committed the way the sync did before: read into Arrow, written by
     pyiceberg (``Table.overwrite`` of the hour)."""
-    from datalake_assets.lake.formats.iceberg import hours_filter
+    from datalake_assets.lake.formats.iceberg_hours import hours_filter
 
     warnings.filterwarnings("ignore", "Delete operation did not match")  # a first overwrite
     t = time.perf_counter()

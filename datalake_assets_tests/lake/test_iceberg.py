@@ -19,7 +19,8 @@ import pytest
 from datalake_assets.ingest.demo import generate_archive
 from datalake_assets.lake.faults import ENV as FAULT_ENV
 from datalake_assets.lake.formats import SourceTables, table_format
-from datalake_assets.lake.formats.iceberg import RUN_PROPERTY, applied, hours_filter
+from datalake_assets.lake.formats.iceberg import RUN_PROPERTY, applied
+from datalake_assets.lake.formats.iceberg_hours import hours_filter
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import ArchiveHour, hour_range

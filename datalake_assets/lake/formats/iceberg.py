@@ -30,7 +30,8 @@ Beside this module: ``iceberg_catalog.py`` (which catalog, the FileIO's URIs),
 ``pyiceberg_memo.py`` (a transaction's metadata computed once per change),
 ``pyiceberg_bounds.py`` (no timestamp bounds for a file with one beyond the year 9999),
 ``iceberg_staged.py`` (the staged rows a commit writes), ``iceberg_schema.py`` (columns and
-widening), ``iceberg_files.py`` (orphan files), ``iceberg_compact.py`` (compaction),
+widening), ``iceberg_hours.py`` (the filter of a commit's hours, the files that hold an
+hour), ``iceberg_files.py`` (expiry and orphan files), ``iceberg_compact.py`` (compaction),
 ``iceberg_read.py`` (reading without Spark), ``iceberg_models.py`` (the models' tables).
 """
 
@@ -43,12 +44,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from datalake_assets.lake import storage
 from datalake_assets.lake.formats import (
+    iceberg_hours,
     iceberg_models,
     pyiceberg_bounds,
     pyiceberg_memo,
-    segment,
     segment_models,
 )
 from datalake_assets.lake.formats.format_interface import (
@@ -62,6 +62,7 @@ from datalake_assets.lake.formats.format_interface import (
     TableWrite,
 )
 from datalake_assets.lake.formats.iceberg_catalog import _location, _uri, open_catalog
+from datalake_assets.lake.formats.iceberg_hours import hours_filter
 from datalake_assets.lake.formats.iceberg_in_place import (
     commit_in_place,
     data_files,
@@ -92,42 +93,6 @@ _APPEND_ATTEMPTS = 10  # concurrent appends to a shared table (the sync reports)
 def table_location(lake_root: str, source_dir: str, table: str) -> str:
     """``<lake>/iceberg/<source>/<table>``: a source's Iceberg tables side by side."""
     return layout.join(lake_root, "iceberg", source_dir, table)
-
-
-def hours_filter(hours: list[str] | tuple[str, ...]):
-    """The rows of these hours (compact), on the partition columns (prunes whole files): the
-    whole days in one ``day IN (...)``, each other day ``day = d AND hr IN (...)``, the terms
-    joined as a balanced tree. pyiceberg visits an expression recursively, so a chain of one
-    ``OR`` an hour (a month synced in one run: 720) overflowed Python's stack."""
-    from pyiceberg.expressions import And, EqualTo, In
-
-    by_day: dict[str, set[str]] = {}
-    for h in {layout.ArchiveHour.parse(x) for x in hours}:
-        by_day.setdefault(h.day, set()).add(h.hr)
-    whole = sorted(d for d, hrs in by_day.items() if len(hrs) == HOURS_A_DAY)
-    terms = [In("day", whole)] if whole else []
-    terms += [
-        And(EqualTo("day", d), In("hr", sorted(hrs)))
-        for d, hrs in sorted(by_day.items())
-        if len(hrs) < HOURS_A_DAY
-    ]
-    return _any_of(terms)
-
-
-HOURS_A_DAY = 24
-
-
-def _any_of(terms: list):
-    """``OR`` of ``terms``, nested ``log2(len(terms))`` deep (pyiceberg's ``Or(*terms)`` nests
-    them one a level)."""
-    from pyiceberg.expressions import Or
-
-    while len(terms) > 1:
-        terms = [
-            Or(*terms[i : i + 2]) if i + 1 < len(terms) else terms[i]
-            for i in range(0, len(terms), 2)
-        ]
-    return terms[0]
 
 
 class IcebergFormat(TableFormat):
@@ -330,76 +295,20 @@ class IcebergFormat(TableFormat):
     # --------------------------------------------------------------------------- reads
 
     def live_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
-        tbl = self.load(src, table)
-        if tbl is None or tbl.current_snapshot() is None:
-            return []
-        return sorted(
-            (_location(task.file.file_path), task.file.file_size_in_bytes)
-            for task in tbl.scan(row_filter=hours_filter([hour])).plan_files()
-        )
+        return iceberg_hours.live_files(self.load(src, table), hour)
 
     def stored_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
-        """Every file under the table's partition folder of the hour (stage B and pyiceberg
-        write ``<location>/data/day=/hr=/``): live, replaced but still in an old snapshot, or left
-        by a writer that died."""
-        hourly = [
-            (loc, size)
-            for loc, size in storage.list_files(self.hour_location(src, table, hour))
-            if loc.endswith(".parquet")
-        ]
-        return (
-            hourly + self._coarse_files(src, table, hour) + self._converted_files(src, table, hour)
+        return iceberg_hours.stored_files(
+            self.lake_root, src, table, self.location(src, table), hour
         )
-
-    def _converted_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
-        """A converted lake's files of the hour where the Segment layout wrote them
-        (``iceberg_convert.py`` registers them in place): live until the hour is synced again,
-        then stored until ``maintain`` deletes them."""
-        return segment.hour_files(self.lake_root, src, table, layout.ArchiveHour.parse(hour))
-
-    def _coarse_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
-        """The files compaction wrote that may hold the hour's rows, with others'
-        (``iceberg_compact.py``): its day's (``data/day=/``) and the month files (``data/``,
-        unpartitioned; which month a file holds is in the metadata, not its name)."""
-        data = layout.join(self.location(src, table), "data")
-        day = layout.join(data, f"day={layout.ArchiveHour.parse(hour).day}")
-        return [
-            (loc, size)
-            for folder in (day, data)
-            for loc, size in storage.list_files(folder)
-            if loc.endswith(".parquet")
-        ]
 
     def committed_files(
         self, src: SourceTables, table: str, hours: list[str]
     ) -> dict[str, list[tuple[str, int]]] | None:
-        """pyiceberg wrote the table's files itself: one scan plan for all ``hours``' days
-        (an ``In`` on ``day``: pyiceberg evaluates a filter of many hours' ``Or`` per file,
-        seconds for 72 hours), each hourly file under the hour of its partition (after a
-        commit, the synced hours are in hourly files: a compacted file that held one was
-        rewritten by the commit's overwrite)."""
-        from pyiceberg.expressions import In
-
-        out: dict[str, list[tuple[str, int]]] = {}
-        tbl = self.load(src, table)
-        if tbl is None or tbl.current_snapshot() is None or not hours:
-            return out
-        wanted = {layout.ArchiveHour.parse(h).compact for h in hours}
-        days = sorted({layout.ArchiveHour.parse(h).day for h in hours})
-        specs = tbl.metadata.specs()
-        for task in tbl.scan(row_filter=In("day", days)).plan_files():
-            f = task.file
-            if [x.name for x in specs[f.spec_id].fields] != ["day", "hr"]:
-                continue
-            hour = f"{f.partition[0].replace('-', '')}{f.partition[1]}"
-            if hour in wanted:
-                out.setdefault(hour, []).append((_location(f.file_path), f.file_size_in_bytes))
-        return out
+        return iceberg_hours.committed_files(self.load(src, table), hours)
 
     def hour_location(self, src: SourceTables, table: str, hour: str) -> str:
-        """Where the hour's files are written: ``<location>/data/day=/hr=/``."""
-        h = layout.ArchiveHour.parse(hour)
-        return layout.join(self.location(src, table), "data", f"day={h.day}", f"hr={h.hr}")
+        return iceberg_hours.hour_location(self.location(src, table), hour)
 
     def append(
         self, database: str, table: str, rows: pa.Table, partition_by: tuple[str, ...]
@@ -472,36 +381,19 @@ class IcebergFormat(TableFormat):
         references and that are older than the retention (a killed run's files, replaced
         files). ``retention=timedelta(0)``: everything but the current version (erasure,
         under the source's lock)."""
-        from datalake_assets.lake.formats.iceberg_files import remove_orphans
+        from datalake_assets.lake.formats.iceberg_files import expire_and_remove
 
         keep = retention if retention is not None else timedelta(hours=self.config.retention_hours)
         cutoff = datetime.now(UTC) - keep
         out = {}
         for table in tables:
-            tbl = self.load(src, table)
-            if tbl is None:
+            if self.load(src, table) is None:
                 continue
-            before = len(tbl.snapshots())
-            current = tbl.current_snapshot()
-            old = [
-                s.snapshot_id
-                for s in tbl.snapshots()
-                if current is not None
-                and s.snapshot_id != current.snapshot_id
-                and s.timestamp_ms < cutoff.timestamp() * 1000
-            ]
-            if old:
-                tbl.maintenance.expire_snapshots().by_ids(old).commit()
-                tbl = self.load(src, table)
             # a converted table's replaced files, where the Segment layout wrote them, too
             segment_root = layout.table_root(self.lake_root, src.source_dir, table)
-            removed, freed = remove_orphans(tbl, cutoff, also=segment_root)
-            out[table] = {
-                "snapshots_expired": len(old),
-                "snapshots_before": before,
-                "orphan_files_removed": removed,
-                "orphan_bytes_removed": freed,
-            }
+            out[table] = expire_and_remove(
+                lambda t=table: self.load(src, t), cutoff, also=segment_root
+            )
         return out
 
     def compact(

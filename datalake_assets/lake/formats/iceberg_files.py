@@ -1,4 +1,5 @@
-"""The files of an Iceberg table that nothing references any more, and their removal.
+"""The files of an Iceberg table that nothing references any more, and their removal after
+its old snapshots expire (``expire_and_remove``: the maintenance of ``IcebergFormat.maintain``).
 
 pyiceberg 0.12 expires snapshots (metadata only) but has no orphan-file removal: this module
 lists the files under a table's location, subtracts every file a live snapshot or metadata
@@ -70,3 +71,29 @@ def remove_orphans(tbl, cutoff: datetime, also: str = "") -> tuple[int, int]:
     for location, _ in files:
         storage.delete_file(location)
     return len(files), sum(size for _, size in files)
+
+
+def expire_and_remove(load, cutoff: datetime, also: str = "") -> dict:
+    """The table's snapshots older than ``cutoff`` expired (the current one stays), then its
+    orphan files removed (``remove_orphans``). ``load()`` gives the table as committed now
+    (expiry commits a new metadata version)."""
+    tbl = load()
+    before = len(tbl.snapshots())
+    current = tbl.current_snapshot()
+    old = [
+        s.snapshot_id
+        for s in tbl.snapshots()
+        if current is not None
+        and s.snapshot_id != current.snapshot_id
+        and s.timestamp_ms < cutoff.timestamp() * 1000
+    ]
+    if old:
+        tbl.maintenance.expire_snapshots().by_ids(old).commit()
+        tbl = load()
+    removed, freed = remove_orphans(tbl, cutoff, also=also)
+    return {
+        "snapshots_expired": len(old),
+        "snapshots_before": before,
+        "orphan_files_removed": removed,
+        "orphan_bytes_removed": freed,
+    }
