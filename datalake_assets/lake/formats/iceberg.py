@@ -387,12 +387,13 @@ class IcebergFormat(TableFormat):
         cutoff = datetime.now(UTC) - keep
         out = {}
         for table in tables:
-            if self.load(src, table) is None:
+            tbl = self.load(src, table)
+            if tbl is None:
                 continue
             # a converted table's replaced files, where the Segment layout wrote them, too
             segment_root = layout.table_root(self.lake_root, src.source_dir, table)
             out[table] = expire_and_remove(
-                lambda t=table: self.load(src, t), cutoff, also=segment_root
+                tbl, lambda t=table: self.load(src, t), cutoff, also=segment_root
             )
         return out
 

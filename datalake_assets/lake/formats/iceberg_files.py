@@ -73,11 +73,10 @@ def remove_orphans(tbl, cutoff: datetime, also: str = "") -> tuple[int, int]:
     return len(files), sum(size for _, size in files)
 
 
-def expire_and_remove(load, cutoff: datetime, also: str = "") -> dict:
+def expire_and_remove(tbl, load, cutoff: datetime, also: str = "") -> dict:
     """The table's snapshots older than ``cutoff`` expired (the current one stays), then its
-    orphan files removed (``remove_orphans``). ``load()`` gives the table as committed now
-    (expiry commits a new metadata version)."""
-    tbl = load()
+    orphan files removed (``remove_orphans``). ``load()`` gives the table as committed after
+    the expiry (which commits a new metadata version)."""
     before = len(tbl.snapshots())
     current = tbl.current_snapshot()
     old = [
