@@ -14,6 +14,7 @@ from datalake_assets.lake import storage
 from datalake_assets.lake.formats import segment
 from datalake_assets.lake.formats.format_interface import SourceTables
 from datalake_assets.lake.formats.iceberg_catalog import _location
+from datalake_assets.lake.formats.iceberg_in_place import HOURLY_SPEC
 from datalake_assets.spec import layout
 
 HOURS_A_DAY = 24
@@ -121,7 +122,7 @@ def committed_files(tbl, hours: list[str]) -> dict[str, list[tuple[str, int]]]:
     specs = tbl.metadata.specs()
     for task in tbl.scan(row_filter=In("day", days)).plan_files():
         f = task.file
-        if [x.name for x in specs[f.spec_id].fields] != ["day", "hr"]:
+        if [x.name for x in specs[f.spec_id].fields] != HOURLY_SPEC:
             continue
         hour = f"{f.partition[0].replace('-', '')}{f.partition[1]}"
         if hour in wanted:
