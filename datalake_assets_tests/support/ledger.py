@@ -20,6 +20,9 @@ passed in: it is ``messages in - accounted for``, from what the reader found. At
 
 (one line). With ``DATALAKE_RELIABILITY_REPORT`` naming a file, the same figures go there as
 JSON. Registered from ``conftest.py``; it also registers the ``reliability`` marker.
+
+Under pytest-xdist each worker keeps its own ledger; it hands it to the controller when it
+finishes (``workeroutput``), and the controller adds them up before it prints the one line.
 """
 
 from __future__ import annotations
@@ -113,6 +116,18 @@ class Ledger:
         self.duplicated += t.duplicated
         self.misplaced += len(t.misplaced)
 
+    def merge(self, other: dict) -> None:
+        """Add a worker's ledger (``asdict`` of one, as pytest-xdist carries it)."""
+        self.tests += other["tests"]
+        self.failed += other["failed"]
+        self.cases_tried += other["cases_tried"]
+        self.faults_injected += other["faults_injected"]
+        self.messages_in += other["messages_in"]
+        self.messages_accounted += other["messages_accounted"]
+        self.extra += other["extra"]
+        self.duplicated += other["duplicated"]
+        self.misplaced += other["misplaced"]
+
     def line(self) -> str:
         status = "all passed" if not self.failed else f"{len(self.failed)} failed"
         return (
@@ -175,7 +190,27 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         led.tests += 1
 
 
+_WORKER_OUTPUT = "reliability_ledger"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker: hand this worker's ledger to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[_WORKER_OUTPUT] = asdict(session.config.stash[_LEDGER_KEY])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """On the xdist controller: add up the ledger of a worker that finished."""
+    output = getattr(node, "workeroutput", None) or {}
+    if _WORKER_OUTPUT in output:
+        node.config.stash[_LEDGER_KEY].merge(output[_WORKER_OUTPUT])
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller reports the sum
+        return
     led = config.stash.get(_LEDGER_KEY, None)
     if led is None or not led.tests:
         return
