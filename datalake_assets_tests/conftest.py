@@ -13,6 +13,23 @@ pytest_plugins = ["datalake_assets_tests.support.ledger"]
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("DAGSTER_HOME", "")  # tests use ephemeral instances
+# Every JVM the suite starts (the shared session, each ``datalake`` command, each Dagster run,
+# PySpark 3.5's) compiles with C1 only. They live seconds to minutes over tiny data, where
+# C2's compiler threads cost more CPU than its faster code gives back: on a quiet 2-core
+# machine `test_cli.py -k "successful_sync or unknown_table"` took 62 s with C2 and 44 s
+# without, `transform/test_job.py test_native_parse.py reliability/test_standalone_cluster.py`
+# 140 s and 104 s. Spark's launcher puts SPARK_SUBMIT_OPTS on the java command line (no
+# "Picked up ..." notice on stderr, as JAVA_TOOL_OPTIONS would print). The product's own JVMs,
+# which run real hours, keep the JVM's defaults.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Slow tests first (stable otherwise): pytest-xdist hands whole files to its workers in
+    this order (``--dist loadfile``), so the long end-to-end files start early and the many
+    short ones fill the gaps at the end, instead of one worker finishing a 5-minute file
+    alone while the other has nothing left."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")
