@@ -153,6 +153,7 @@ def synced_home(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     return folder, run_datalake(folder, "sync", "--hours", HOUR)
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_a_successful_sync_prints_its_report_and_no_spark_or_hive_warnings(synced_home):
     _, done = synced_home
@@ -166,6 +167,7 @@ def test_a_successful_sync_prints_its_report_and_no_spark_or_hive_warnings(synce
     assert done.stderr == "", done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_sql_on_an_unknown_table_is_one_line_and_exit_code_2(synced_home):
     folder, _ = synced_home
@@ -175,6 +177,7 @@ def test_sql_on_an_unknown_table_is_one_line_and_exit_code_2(synced_home):
     assert len(line) < 400, line  # the message, not the JVM's stack trace
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_a_query_failing_as_it_runs_still_shows_sparks_errors_and_exits_1(synced_home):
     """Quiet is not blind: the JVM's ERROR lines (here a task failing 4 times) reach stderr
@@ -191,6 +194,7 @@ def test_a_query_failing_as_it_runs_still_shows_sparks_errors_and_exits_1(synced
 # ---------------------------------------------------------------------------------- status
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_status_tells_the_figures_a_reader_of_the_lake_counts(synced_home):
     """``datalake status`` on the lake ``datalake sync`` wrote: the figures equal DuckDB's
@@ -234,6 +238,7 @@ def test_status_tells_the_figures_a_reader_of_the_lake_counts(synced_home):
     assert "last synced hour        none yet" in table.stdout, table.stdout
 
 
+@pytest.mark.slow
 def test_status_counts_each_sources_failed_runs_of_the_last_day(home):
     """Real runs in a real instance: a failed run of web's own job and a failed batched run
     that synced web's hours count for web; a failed batched run of demo's hours, and a

@@ -22,6 +22,7 @@ def datalake(home: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_a_lake_without_settings_is_iceberg_compacts_and_answers_sql(tmp_path):
     home = tmp_path

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import os
 
+import pytest
+
 from datalake_assets.ingest import segment_import as si
 from datalake_assets.ingest import segment_listing as sl
 from datalake_assets.ingest.collector.roller import roll_segment
@@ -62,6 +64,7 @@ def test_the_archive_lister_walks_days_and_hours_from_since(container):
     assert fingerprint(after) != before and len(after) == 3
 
 
+@pytest.mark.slow
 def test_the_archive_sensor_requests_syncs_of_an_azure_archive(container, tmp_path):
     root = f"az://{container}/raw"
     put_hour(root, H10, names=("p0.jsonl.gz", "p1.jsonl.gz"))

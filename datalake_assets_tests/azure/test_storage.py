@@ -119,6 +119,7 @@ def test_endpoints_public_sovereign_and_emulator():
 # ------------------------------------------------------------------------- on Azurite
 
 
+@pytest.mark.slow
 def test_files_round_trip_and_list(container):
     root = f"az://{container}/lake"
     storage.write_bytes_atomic(f"{root}/a/one.json", b"{}")
@@ -178,6 +179,7 @@ def test_a_file_appears_whole_never_empty_or_partial(container, monkeypatch):
     assert not storage.exists(f"{root}/z.json")
 
 
+@pytest.mark.slow
 def test_abfss_on_a_blob_only_account_fails_clearly_at_the_first_rename(container):
     """Azurite is blob-only: an abfss:// root pointed at it fails at its first rename (a write
     is published by one), saying what to write instead."""

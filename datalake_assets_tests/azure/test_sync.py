@@ -42,6 +42,7 @@ def sync(spark, lake: str, archive: str, *hours: str):
     )
 
 
+@pytest.mark.slow
 def test_a_whole_sync_reads_and_writes_azurite(spark_on_azurite, container, azure_env, reliability):
     spark = spark_on_azurite
     archive, lake = f"az://{container}/archive", f"az://{container}/lake"

@@ -71,6 +71,7 @@ def partitions(local_lake: str) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
+@pytest.mark.slow
 def test_a_sync_killed_between_its_renames_converges(spark, hns_spark, tmp_path, reliability):
     root, handler = hns_spark
     local_lake = os.path.join(root, "lake", "prod")

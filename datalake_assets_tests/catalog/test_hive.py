@@ -85,6 +85,7 @@ def one(spark, sql):
     return tuple(rows[0])
 
 
+@pytest.mark.slow
 def test_session_metastore_stays_out_of_the_repo(spark, hive_metastore_dir):
     assert spark.conf.get("spark.sql.catalogImplementation") == "hive"
     spark.sql("SHOW DATABASES").collect()  # the metastore is created lazily: make sure it is
@@ -98,6 +99,7 @@ def test_session_metastore_stays_out_of_the_repo(spark, hive_metastore_dir):
     assert "-Duser.timezone=UTC" in java_options
 
 
+@pytest.mark.slow
 def test_two_hours_registered_and_queried(spark, hive, db, tmp_path):
     lake = str(tmp_path / "lake")
     v1 = [("message_id", "string"), ("received_at", "timestamp"), ("amount", "bigint")]
@@ -149,6 +151,7 @@ def test_two_hours_registered_and_queried(spark, hive, db, tmp_path):
     assert one(spark, f"SELECT count(*) FROM {db}.orders") == (8,)
 
 
+@pytest.mark.slow
 def test_more_partitions_than_a_batch_and_a_moved_partition(spark, hive, db, tmp_path):
     lake = str(tmp_path / "lake")
     cols = [("message_id", "string")]
@@ -183,6 +186,7 @@ def test_more_partitions_than_a_batch_and_a_moved_partition(spark, hive, db, tmp
     assert one(spark, f"SELECT count(*) FROM {db}.pages WHERE hr IN ('10', '14')") == (2,)
 
 
+@pytest.mark.slow
 def test_partitions_it_remembers_are_the_metastore_s(spark, db, tmp_path):
     """A catalog object skips SHOW PARTITIONS for tables it created or listed (one sync): what
     it reports must be what a fresh look at the metastore finds."""
@@ -211,6 +215,7 @@ def test_partitions_it_remembers_are_the_metastore_s(spark, db, tmp_path):
     assert one(spark, f"SELECT count(*) FROM {db}.pages") == (3,)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("in_place", [True, False], ids=["alter-schema", "replace-definition"])
 def test_widening(spark, db, tmp_path, in_place):
     """bigint -> double and boolean -> string. What Spark reads afterwards is Spark's Parquet

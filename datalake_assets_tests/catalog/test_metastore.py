@@ -189,6 +189,7 @@ def test_a_metastore_that_is_not_ready_is_explained():
 # ------------------------------------------------------------------- two processes, MariaDB
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_two_processes_share_one_metastore_and_register_like_derby(mariadb, spark, tmp_path):
     """Two Spark JVMs register tables (a column added in round 2), partitions and the shared

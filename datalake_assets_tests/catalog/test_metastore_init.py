@@ -35,6 +35,7 @@ def probe(settings: str, tmp_path, password: str) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_init_metastore_creates_the_schema_once(mariadb, tmp_path):
     db = mariadb.create_database(f"ms_{uuid.uuid4().hex[:8]}")
     settings = metastore_toml(mariadb, tmp_path, db)
@@ -68,6 +69,7 @@ def test_init_metastore_creates_the_schema_once(mariadb, tmp_path):
     assert "already present" in again.stdout and mariadb.tables(db) == tables
 
 
+@pytest.mark.slow
 def test_init_metastore_refuses_what_would_break(mariadb, tmp_path):
     """utf8mb4 (the schema's keys and columns exceed MySQL's limits), a wrong password, and a
     missing password: each a clear error, exit code 2, nothing created."""

@@ -58,6 +58,7 @@ def count(session, sql: str) -> int:
     return session.sql(sql).collect()[0][0]
 
 
+@pytest.mark.slow
 def test_the_server_is_found_and_keeps_its_token_private(served):
     url = metastore_server.served_url(served.metastore_dir)
     assert url is not None and url.startswith("sc://localhost:")
@@ -78,6 +79,7 @@ def test_the_server_is_found_and_keeps_its_token_private(served):
         assert not off.servable and off.served_session() is None
 
 
+@pytest.mark.slow
 def test_a_small_sync_registers_through_the_server_without_a_jvm_of_its_own(
     served, archive, tmp_path, capsys
 ):
@@ -121,6 +123,7 @@ def test_a_small_sync_registers_through_the_server_without_a_jvm_of_its_own(
     assert "nowhere" in err and len(err.splitlines()) == 1, err
 
 
+@pytest.mark.slow
 def test_the_spark_path_computes_locally_and_registers_through_the_server(
     spark, served, archive, tmp_path, hive_metastore_dir
 ):
@@ -148,6 +151,7 @@ def test_the_spark_path_computes_locally_and_registers_through_the_server(
     assert not spark.catalog.databaseExists("served_spark")  # not in the suite's metastore
 
 
+@pytest.mark.slow
 def test_a_column_widens_through_the_server(served, tmp_path):
     """No JVM gateway over Spark Connect: a widening replaces the table's definition (the
     fallback ``hive.py`` describes) and keeps every partition."""

@@ -19,6 +19,7 @@ def azure():
     return parse_module(AZURE)
 
 
+@pytest.mark.slow
 def test_storage_is_adls_gen2_private_and_keyless(azure):
     account = azure["resource"]["azurerm_storage_account.lake"]
     # the hierarchical namespace is what lets the commit protocol rename an hour into place

@@ -45,6 +45,7 @@ def ecs() -> dict:
     return parse_module(ECS)
 
 
+@pytest.mark.slow
 def test_checkov_reports_no_failed_check_on_the_ecs_module():
     checkov = _checkov_bin()
     if not checkov:
@@ -67,6 +68,7 @@ def test_checkov_reports_no_failed_check_on_the_ecs_module():
     assert summary["skipped"] == skips, summary
 
 
+@pytest.mark.slow
 def test_terraform_validates_the_ecs_module(tmp_path):
     terraform, plugins = shutil.which("terraform"), _terraform_plugin_dir()
     if not (terraform and plugins):

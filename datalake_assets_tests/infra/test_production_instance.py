@@ -185,6 +185,7 @@ def pg():
         server.stop()
 
 
+@pytest.mark.slow
 def test_the_production_topology_on_postgres(tmp_path, pg):
     db = pg.create_database("dagster")
     last = ArchiveHour.of(datetime.now(UTC) - timedelta(hours=3))
@@ -200,6 +201,7 @@ def test_the_production_topology_on_postgres(tmp_path, pg):
         home,
         'archive_root = "archive"\nlake_root = "lake"\n'
         "[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n"
+        "definitions_interval_seconds = 10\n"  # the reload waited on: the least the settings take
         '[catalog]\nbackend = "none"\n'
         f'[[sources]]\nid = "{SOURCE}"\nstart = "{hours[0].partition_key}"\n',
         table_format=None,  # the default, Iceberg: production as a new user gets it

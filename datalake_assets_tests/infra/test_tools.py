@@ -146,6 +146,7 @@ def tool_runs(tmp_path_factory) -> Iterator[dict[str, Future | str]]:
         yield runs
 
 
+@pytest.mark.slow
 def test_checkov_reports_no_failed_check(tool_runs):
     run = tool_runs["checkov"]
     if isinstance(run, str):
@@ -200,6 +201,7 @@ def test_terraform_fmt_is_clean():
     assert result.returncode == 0, f"terraform fmt would change:\n{result.stdout}{result.stderr}"
 
 
+@pytest.mark.slow
 def test_terraform_validates_and_passes_its_tests_with_a_mock_provider(tool_runs):
     result = _terraform_step(tool_runs, "test")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -174,6 +174,7 @@ def lake(tmp_path_factory):
     return {"settings": settings, "before": before, "reports": reports}
 
 
+@pytest.mark.slow
 def test_rows_are_identical_and_cold_hours_become_a_few_files(lake):
     root = lake["settings"].lake_root
     assert contents(root) == lake["before"]["rows"]
@@ -203,6 +204,7 @@ def test_rows_are_identical_and_cold_hours_become_a_few_files(lake):
     assert len(entries) == 12 + 3 and all(e.status.name != "DELETED" for e in entries)
 
 
+@pytest.mark.slow
 def test_queries_by_day_and_hour_return_the_same_and_prune(lake):
     root = lake["settings"].lake_root
     con = duckdb_with_iceberg()
@@ -274,6 +276,7 @@ def test_a_replay_of_a_compacted_hour_replaces_it_and_the_next_compaction_merges
     assert contents(root) == lake["before"]["rows"]
 
 
+@pytest.mark.slow
 def test_a_sync_while_compaction_runs_waits_for_the_lock_and_nothing_is_lost(lake):
     settings = lake["settings"]
     root = settings.lake_root
@@ -342,6 +345,7 @@ def test_a_commit_lost_to_another_writer_is_planned_again_on_the_new_version(lak
     assert contents(root) == lake["before"]["rows"]
 
 
+@pytest.mark.slow
 def test_a_kill_between_writing_and_committing_leaves_the_table_and_maintain_removes_orphans(lake):
     settings = lake["settings"]
     root = settings.lake_root
@@ -381,6 +385,7 @@ def test_a_kill_between_writing_and_committing_leaves_the_table_and_maintain_rem
     assert contents(root) == lake["before"]["rows"]
 
 
+@pytest.mark.slow
 def test_an_erasure_after_compaction_removes_the_person_from_the_coarse_files(lake):
     from datalake_assets.privacy.forget import forget
     from datalake_assets.privacy.forget_request import ForgetRequest
@@ -416,6 +421,7 @@ def test_the_segment_layout_says_it_does_not_compact(tmp_path):
     assert not report.supported and report.note == SEGMENT_COMPACTION and report.tables == []
 
 
+@pytest.mark.slow
 def test_the_command_and_the_maintenance_job_compact_and_report(lake, capsys):
     """``datalake compact`` with the settings' defaults (512 MB: a cold day of hourly files
     goes to its month), then the nightly job after another replay: its ``compact_tables`` op's metadata

@@ -128,6 +128,7 @@ def lake(tmp_path):
     return {**lake, "toml": str(tmp_path / "lake.toml")}
 
 
+@pytest.mark.slow
 def test_a_segment_lake_converts_in_place_and_syncs_on_in_iceberg(lake, capsys):
     root = lake["lake_root"]
     before = segment_files(root)
@@ -237,6 +238,7 @@ def test_a_segment_lake_converts_in_place_and_syncs_on_in_iceberg(lake, capsys):
         assert re.search(rf"│ {c['values']} +│ +{c['counts']} │", out), out
 
 
+@pytest.mark.slow
 def test_the_rewrite_writes_each_hour_as_a_sync_would(lake):
     root = lake["lake_root"]
     src = SourceTables(SRC, SRC)
@@ -261,6 +263,7 @@ def test_a_date_layout_other_than_day_hour_is_refused(tmp_path):
         convert_source(str(tmp_path), ICEBERG, SourceTables(SRC, SRC, "", "day"), "test")
 
 
+@pytest.mark.slow
 def test_without_the_name_mapping_pyiceberg_refuses_and_duckdb_reads_nulls(lake):
     """Why the conversion sets ``schema.name-mapping.default``: the Segment files carry no field
     ids, and without the mapping pyiceberg refuses to read them while DuckDB's iceberg_scan

@@ -111,6 +111,7 @@ def twins(tmp_path_factory, spark):
     return {"segment": seg, "iceberg": ice, "report": report}
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_every_table_holds_the_segment_layouts_columns_types_and_rows(twins):
     con = duckdb_with_iceberg()
@@ -148,6 +149,7 @@ def test_every_table_holds_the_segment_layouts_columns_types_and_rows(twins):
     assert entry["snapshot_id"] == ice["pages"].current_snapshot().snapshot_id
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_the_lake_holds_what_the_oracle_says(twins):
     lake = twins["iceberg"]
@@ -288,6 +290,7 @@ def test_a_table_whose_columns_another_writer_changed_during_the_sync_commits_no
     assert fmt.load(src, TABLE).current_snapshot().snapshot_id == before
 
 
+@pytest.mark.slow
 def test_a_replay_replaces_an_hour_and_a_late_file_adds_to_it(tmp_path):
     lake = roots(tmp_path)
     generate_archive(
@@ -425,6 +428,7 @@ def write_late(archive_root: str) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.reliability
 @pytest.mark.parametrize("point", ["staged", "mid_commit", "committed"])
 def test_killed_at_a_commit_point_readers_see_whole_hours_and_the_next_run_converges(
@@ -475,6 +479,7 @@ def test_killed_at_a_commit_point_readers_see_whole_hours_and_the_next_run_conve
 # ------------------------------------------------------------------------- maintenance
 
 
+@pytest.mark.slow
 def test_maintenance_expires_old_snapshots_and_deletes_files_no_snapshot_references(tmp_path):
     from datetime import timedelta
 
@@ -709,6 +714,7 @@ def _build_people(spark, settings, people) -> None:
 # ------------------------------------------------------------------- maintenance job, CLI
 
 
+@pytest.mark.slow
 def test_the_maintenance_job_and_command_expire_what_the_retention_allows(tmp_path, capsys):
     from dagster import DagsterInstance
 
@@ -762,6 +768,7 @@ def test_the_maintenance_job_and_command_expire_what_the_retention_allows(tmp_pa
 # ------------------------------------------------------------------------- Glue and S3
 
 
+@pytest.mark.slow
 def test_glue_catalog_and_s3_lake_hold_what_the_oracle_says(
     tmp_path, moto_bucket, moto_endpoint, monkeypatch
 ):

@@ -83,6 +83,7 @@ def counted(fmt: str, lake_root: str) -> tuple[dict[str, int], dict[str, int]]:
     return dict(by_day.fetchall()), dict(lines.fetchall())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_the_figures_are_those_a_reader_of_the_lake_counts(lakes, fmt):
     by_day, lines = counted(fmt, lakes[fmt])

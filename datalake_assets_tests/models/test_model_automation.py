@@ -30,6 +30,7 @@ def defs(tmp_path_factory):
     return build_definitions(settings, state=state)
 
 
+@pytest.mark.slow
 def test_the_models_sensor_runs_by_default_and_targets_the_models(defs):
     sensor = defs.resolve_sensor_def("datalake_models_automation")
     assert sensor.default_status == DefaultSensorStatus.RUNNING
@@ -50,6 +51,7 @@ def synced(instance: DagsterInstance, hour: int, day: str = DAY) -> None:
         )
 
 
+@pytest.mark.slow
 def test_a_day_runs_once_its_24_hours_are_in_and_again_when_one_is_synced_again(defs):
     instance = DagsterInstance.ephemeral()
     sessions, counts = AssetKey(["web", "sessions"]), AssetKey(["web", "daily_event_counts"])

@@ -98,6 +98,7 @@ def model(spark, built, name: str) -> pd.DataFrame:
     return spark.sql(f"SELECT * FROM {built['slug']}.{name}").toPandas()
 
 
+@pytest.mark.slow
 def test_the_runs_succeed_and_the_dbt_tests_are_passing_asset_checks(built):
     for result in built["results"]:
         assert result.success
@@ -109,12 +110,14 @@ def test_the_runs_succeed_and_the_dbt_tests_are_passing_asset_checks(built):
     assert all(c.passed for c in checks), [c.check_name for c in checks if not c.passed]
 
 
+@pytest.mark.slow
 def test_daily_event_counts_row_by_row(spark, built):
     expected = tr.daily_event_counts(tr.frame(built["traffic"].messages))
     actual = model(spark, built, "daily_event_counts")
     tr.same(actual, expected, ["day", "type", "event_name"])
 
 
+@pytest.mark.slow
 def test_sessions_row_by_row_and_the_named_cases(spark, built):
     expected = tr.sessions(tr.frame(built["traffic"].messages))
     actual = model(spark, built, "sessions")
@@ -178,6 +181,7 @@ def test_the_readmes_daily_user_model_is_daily_and_counts_the_sessions(spark, bu
     assert got.sort_index().to_dict() == want.sort_index().to_dict()
 
 
+@pytest.mark.slow
 def test_a_broken_user_model_fails_its_own_asset_and_the_others_build(spark, built, tmp_path):
     """A user model that parses but fails on the engine: the run fails with dbt's message,
     the models that built are materialized and published (the lake's copy is replaced)."""
@@ -203,6 +207,7 @@ def test_a_broken_user_model_fails_its_own_asset_and_the_others_build(spark, bui
     tr.same(model(spark, built, "users"), users_before, ["user_id"])
 
 
+@pytest.mark.slow
 def test_forget_reaches_every_model_and_one_day_rebuilds_alone(spark, built):
     """The last test of the module: it erases a person from the lake it shares. The person is
     only on D2 and D3, so the models are rebuilt for those days alone: everyone else's rows

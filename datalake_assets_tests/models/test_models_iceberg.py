@@ -68,12 +68,14 @@ def naive(frame, *columns):
     return frame
 
 
+@pytest.mark.slow
 def test_the_builds_succeed_with_their_dbt_tests(built):
     assert all(r.success for r in built["results"])
     checks = [e for r in built["results"] for e in r.get_asset_check_evaluations()]
     assert checks and all(c.passed for c in checks), [c.check_name for c in checks]
 
 
+@pytest.mark.slow
 def test_every_model_is_an_iceberg_table_with_the_oracles_rows(built):
     df = tr.frame(built["traffic"].messages)
     tr.same(
@@ -106,6 +108,7 @@ def test_duckdb_reads_the_models_as_datalake_sql_does(built):
     assert per_day == want
 
 
+@pytest.mark.slow
 def test_a_day_built_again_is_one_commit_replacing_exactly_its_days(built):
     catalog = built["catalog"]
     before = {m: catalog.load_table((SLUG, m)) for m in ("sessions", "daily_event_counts")}
@@ -142,6 +145,7 @@ def test_the_spark_engine_says_why_it_cannot_read_an_iceberg_lake(built, tmp_pat
     assert build_model_assets(settings, settings.sources[0], ["pages", "tracks"]) == []
 
 
+@pytest.mark.slow
 def test_forget_rebuilds_the_touched_days_and_proves_every_stored_file(built):
     """The last test of the module: it erases a person from the lake it shares."""
     settings, catalog = built["settings"], built["catalog"]

@@ -85,6 +85,7 @@ def _no_connection(monkeypatch, manager):
     monkeypatch.setattr(manager, "open", classmethod(refuse))
 
 
+@pytest.mark.slow
 def test_the_project_compiles_on_spark_duckdb_and_athena(plain_settings, tmp_path, monkeypatch):
     """dbt compile of the shipped models for each adapter. Spark and Athena must open no
     connection (no Spark started, nothing of AWS reached): the lake's columns are not asked
@@ -286,6 +287,7 @@ def built(lake, tmp_path_factory):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_duckdb_daily_event_counts_row_by_row(built):
     same(
@@ -295,6 +297,7 @@ def test_duckdb_daily_event_counts_row_by_row(built):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_duckdb_sessions_row_by_row_with_sparks_ids(built):
     actual = naive(built["all"]["sessions"], "started_at", "ended_at")

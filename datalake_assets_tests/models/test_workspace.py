@@ -35,6 +35,7 @@ def manifest(project) -> dict:
         return json.load(f)
 
 
+@pytest.mark.slow
 def test_sources_come_from_the_lake_and_user_models_from_the_folder(settings, tmp_path):
     (tmp_path / "mine" / "orders_per_day.sql").write_text(
         "{{ config(tags=['daily'], materialized='incremental', partition_by=['day'], "
@@ -64,6 +65,7 @@ def test_sources_come_from_the_lake_and_user_models_from_the_folder(settings, tm
     assert "cart_viewed" in {s["name"] for s in manifest(again)["sources"].values()}
 
 
+@pytest.mark.slow
 def test_a_model_that_does_not_parse_leaves_the_models_out_and_says_why(settings, tmp_path, caplog):
     (tmp_path / "mine" / "broken.sql").write_text("select {{ ref('no_such_model') }}\n")
     source = settings.sources[0]
@@ -86,6 +88,7 @@ def test_the_spark_engine_needs_a_hive_catalog_or_a_profile_duckdb_does_not(tmp_
     assert len(build_model_assets(duck, duck.sources[0], TABLES)) == 2
 
 
+@pytest.mark.slow
 def test_a_build_s_days_reach_the_sql_and_re_parse_nothing(settings, tmp_path):
     """Dagster passes a build's days in dbt's environment (``day_env``), not as ``--vars``,
     whose every change makes dbt parse the whole project again: with the project's saved

@@ -74,6 +74,7 @@ def of_kind(hook: WebhookReceiver, kind: str) -> list[dict]:
     return [b for b in hook.bodies if b["kind"] == kind]
 
 
+@pytest.mark.slow
 def test_alerts_of_a_failed_sync_and_a_stale_table_arrive(
     tmp_path, monkeypatch, fake_aws_credentials
 ):

@@ -107,6 +107,7 @@ def test_a_run_rebuilds_the_graph_of_the_load_that_created_it(settings, tmp_path
         assert "order_completed" in loaded_state(settings).sources[source.id].tables
 
 
+@pytest.mark.slow
 def test_the_definitions_sensor_asks_for_a_reload_only_when_the_lake_changed(tmp_path):
     from datalake_assets.lake.records import write_schema_record
 
@@ -146,6 +147,7 @@ def test_the_definitions_sensor_asks_for_a_reload_only_when_the_lake_changed(tmp
         assert "Reload definitions" in skipped.skip_message
 
 
+@pytest.mark.slow
 def test_auto_start_is_the_archive_first_hour(tmp_path):
     from datalake_assets.ingest.demo import generate_archive
 
@@ -178,6 +180,7 @@ def test_auto_start_is_the_archive_first_hour(tmp_path):
     assert LakeState.from_json(state.to_json()) == state
 
 
+@pytest.mark.slow
 def test_materialize_an_hour_then_reload_picks_up_new_event_tables(spark, settings):
     from datalake_assets.ingest.demo import generate_archive
 
@@ -259,6 +262,7 @@ def test_materialize_an_hour_then_reload_picks_up_new_event_tables(spark, settin
     )
 
 
+@pytest.mark.slow
 def test_a_24_hour_backfill_is_one_spark_job_and_a_replay(spark, settings):
     from datalake_assets.ingest.demo import generate_archive
 
@@ -368,6 +372,7 @@ def lake_rows_by_hour(lake_root: str, source_dir: str, table: str) -> dict[str, 
     return out
 
 
+@pytest.mark.slow
 def test_dg_checks_and_lists_the_code_location(tmp_path):
     """``dg check defs`` and ``dg list defs`` load the project from ``[tool.dg]`` (pyproject)."""
     import os

@@ -109,6 +109,7 @@ def items(request) -> dict[str, list[str]]:
     }
 
 
+@pytest.mark.slow
 def test_batched_by_default_with_local_compute(tmp_path):
     h = Harness(tmp_path)
     sensors = {s.name for s in h.defs.sensors}
@@ -146,6 +147,7 @@ def test_batched_by_default_with_local_compute(tmp_path):
     ] == [False, False, True, False]
 
 
+@pytest.mark.slow
 def test_one_run_per_tick_for_every_due_source_hour(tmp_path):
     h = Harness(tmp_path)
     for s in SOURCES[:2]:
@@ -190,6 +192,7 @@ def test_one_run_per_tick_for_every_due_source_hour(tmp_path):
     assert isinstance(queued, SkipReason) and "still queued" in queued.skip_message
 
 
+@pytest.mark.slow
 def test_a_cursor_it_cannot_read_is_an_error(tmp_path):
     h = Harness(tmp_path)
     h.cursor = json.dumps({"v": 99})
@@ -201,6 +204,7 @@ def _events(result, kind: DagsterEventType) -> list:
     return [e for e in result.all_events if e.event_type == kind]
 
 
+@pytest.mark.slow
 def test_the_run_syncs_every_source_and_records_their_assets_and_checks(tmp_path):
     h = Harness(tmp_path)
     for s in SOURCES:
@@ -233,6 +237,7 @@ def test_the_run_syncs_every_source_and_records_their_assets_and_checks(tmp_path
         assert status == {"2026-11-21-10:00"}
 
 
+@pytest.mark.slow
 def test_a_source_that_fails_does_not_stop_the_others(tmp_path):
     h = Harness(tmp_path)
     for s in SOURCES:
@@ -288,6 +293,7 @@ def remember_sensor_cursor(instance: DagsterInstance, name: str, cursor: str) ->
     )
 
 
+@pytest.mark.slow
 def test_a_switch_from_per_source_sensors_goes_on_where_they_stopped(tmp_path):
     """Upgrading, or setting sensor_runs back to batched: a source whose own sensor had synced
     its hours is not synced again from its start."""

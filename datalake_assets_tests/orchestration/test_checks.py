@@ -39,6 +39,7 @@ def run(settings, raise_on_error=True):
     }
 
 
+@pytest.mark.slow
 def test_checks_pass_on_good_data(spark, settings):
     write_hour(
         settings.archive_root,
@@ -54,6 +55,7 @@ def test_checks_pass_on_good_data(spark, settings):
     assert checks[("pages", "duplicates")].metadata["duplicates_removed"].value == 1
 
 
+@pytest.mark.slow
 def test_type_drift_and_conformance_fail_on_bad_data(spark, settings):
     page = {"type": "page", "name": "Home"}
     lines = [msg(f"m{i}", properties={"n": i}, **page) for i in range(20)]
@@ -138,6 +140,7 @@ def test_completeness_fails_and_nothing_is_committed_when_lines_go_missing(
     assert not c.passed and "reconciliation failed" in c.metadata["error"].value
 
 
+@pytest.mark.slow
 def test_duplicates_check_driver_and_spark_paths_agree(spark, tmp_path, monkeypatch):
     staged = tmp_path / "data"
     for table, part, ids in (
@@ -161,6 +164,7 @@ def test_duplicates_check_driver_and_spark_paths_agree(spark, tmp_path, monkeypa
     assert driver == spark_side == {"pages": 2, "screens": 1}
 
 
+@pytest.mark.slow
 def test_completeness_counts_the_lines_of_suppressed_identities(spark, settings):
     from datalake_assets.lake.identities import lake_key, write_suppressed
     from datalake_assets.lake.report import SourceReport
@@ -183,6 +187,7 @@ def test_completeness_counts_the_lines_of_suppressed_identities(spark, settings)
     assert not completeness_results("web", short)[0].passed
 
 
+@pytest.mark.slow
 def test_checks_run_alone_re_evaluate_the_lake(spark, settings):
     """*Execute all* on a Checks tab runs the checks without the assets and without a
     partition (#27.3): nothing is synced, each check is measured again from the lake for the

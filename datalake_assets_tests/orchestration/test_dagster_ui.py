@@ -141,6 +141,7 @@ def write_settings(
         f'archive_root = "{archive_root}"\nlake_root = "lake"\n'
         '[spark]\nmaster = "local[2]"\ndriver_memory = "1g"\nshuffle_partitions = 2\n'
         "[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n"
+        "definitions_interval_seconds = 10\n"  # the reload waited on: the least the settings take
         f'[catalog]\nbackend = "{catalog}"\n'
         f'[[sources]]\nid = "{SOURCE}"\nstart = "{start.partition_key}"\n{extra}',
     )
@@ -205,6 +206,7 @@ def new_tables_declared(ui: DagsterUI) -> dict | None:
     return ok
 
 
+@pytest.mark.slow
 def test_ui_backfills_and_new_event_tables(tmp_path):
     t0 = time.monotonic()
     # Two closed hours within the sensor's recheck window: the first has only known event

@@ -85,6 +85,7 @@ def settings_file(home: Path) -> Path:
         'archive_root = "archive"\nlake_root = "lake"\n'
         '[spark]\nmaster = "local[2]"\ndriver_memory = "1g"\nshuffle_partitions = 2\n'
         "[automation]\ninterval_seconds = 10\nsettle_minutes = 0\n"
+        "definitions_interval_seconds = 10\n"  # the reload waited on: the least the settings take
         '[catalog]\nbackend = "none"\n'
         f'[[sources]]\nid = "{SOURCE}"\n',  # start = "auto": the archive's first hour
         table_format=None,  # the default: Iceberg
@@ -135,6 +136,7 @@ def wait_terminal(ui: DagsterUI, run_id: str) -> dict:
 # ------------------------------------------------------------------------------------- the test
 
 
+@pytest.mark.slow
 def test_what_the_ui_says_is_true(tmp_path):
     t0 = time.monotonic()
     now = datetime.now(UTC)

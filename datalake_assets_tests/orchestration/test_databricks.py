@@ -142,6 +142,7 @@ def test_a_job_cluster_run_is_submitted_with_the_policy_and_the_request(fake_dat
     assert parse_args(job_argv) == req.resolved()
 
 
+@pytest.mark.slow
 def test_a_task_that_crashes_names_the_state_the_error_and_the_run(fake_databricks, tmp_path):
     """A cluster whose Python is missing: not a SyncError, a Failure saying what Databricks
     said (the run's state message and the task's own error from runs/get-output)."""

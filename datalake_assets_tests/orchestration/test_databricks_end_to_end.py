@@ -55,6 +55,7 @@ def the_run(fake):
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.dagster
 def test_end_to_end_a_run_on_an_existing_cluster_reports_through_pipes(fake_databricks, tmp_path):
@@ -133,6 +134,7 @@ def test_end_to_end_a_run_on_an_existing_cluster_reports_through_pipes(fake_data
     assert "/api/2.2/jobs/runs/cancel" not in endpoints
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.dagster
 def test_end_to_end_a_sync_error_on_a_job_cluster_fails_the_check(fake_databricks, tmp_path):
@@ -217,6 +219,7 @@ def _interrupt_once_the_job_runs(monkeypatch, fake) -> list[int]:
     return drivers
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_terminating_the_run_cancels_it_and_kills_the_task(fake_databricks, tmp_path, monkeypatch):
     from datalake_assets.transform.sync_request import request_from_settings

@@ -233,6 +233,7 @@ def settings_of(case: str, tmp_path):
     return per_source_sensors(settings) if case == "per_source" else settings
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_the_code_location_declares_the_names_it_declared_before(case, tmp_path):
     settings = settings_of(case, tmp_path)
@@ -240,6 +241,7 @@ def test_the_code_location_declares_the_names_it_declared_before(case, tmp_path)
     assert names(build_definitions(settings, state=state)) == expected(case)
 
 
+@pytest.mark.slow
 def test_each_concern_builds_a_definitions(tmp_path):
     settings = load_lake_toml(tmp_path, TWO_SOURCES)
     state = full_state("web-prod", "app")
@@ -257,6 +259,7 @@ def test_each_concern_builds_a_definitions(tmp_path):
         assert isinstance(defs, Definitions)
 
 
+@pytest.mark.slow
 def test_an_iceberg_lakes_assets_say_iceberg_and_where_its_catalog_is(tmp_path):
     """Issue #45's finding: the catalog asset of an Iceberg lake said kind ``hive`` and an
     embedded Hive metastore while its tables are in the Iceberg catalog."""

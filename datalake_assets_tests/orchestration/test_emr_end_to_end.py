@@ -106,6 +106,7 @@ start = "2026-11-01-00:00"
     )
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.dagster
 def test_end_to_end_an_emr_step_reports_through_pipes(moto_endpoint, tmp_path):
@@ -185,6 +186,7 @@ def test_end_to_end_an_emr_step_reports_through_pipes(moto_endpoint, tmp_path):
     assert keys and all(k.startswith(f"_jobs/pipes/{result.run_id}/") for k in keys)
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.dagster
 def test_end_to_end_a_sync_error_on_serverless_fails_the_check(

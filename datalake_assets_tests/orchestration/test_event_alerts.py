@@ -91,6 +91,7 @@ def write_events(instance) -> None:
         )
 
 
+@pytest.mark.slow
 def test_failed_checks_and_stale_tables_reach_both_destinations(tmp_path):
     with WebhookReceiver() as hook, MailReceiver() as mail, instance_for_test() as instance:
         sensor = event_sensor(load_lake_toml(tmp_path, settings_text(hook.url, mail.port)))
@@ -128,6 +129,7 @@ def test_failed_checks_and_stale_tables_reach_both_destinations(tmp_path):
         assert len(hook.bodies) == 2 and len(mail.messages) == 2
 
 
+@pytest.mark.slow
 def test_a_failing_destination_is_logged_and_the_sensor_goes_on(tmp_path, capfd):
     token = "T000-s3cr3t"
     with WebhookReceiver(status=500) as hook, instance_for_test() as instance:

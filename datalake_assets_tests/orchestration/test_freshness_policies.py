@@ -30,6 +30,7 @@ def policies(tmp_path, alerts: str) -> dict[str, object]:
     return {k.to_user_string(): graph.get(k).freshness_policy for k in graph.get_all_asset_keys()}
 
 
+@pytest.mark.slow
 def test_hourly_assets_and_daily_models_carry_their_policy(tmp_path):
     got = policies(tmp_path, "[alerts]\nfreshness_hours = 5\n")
     hourly = FreshnessPolicy.time_window(fail_window=timedelta(hours=5))

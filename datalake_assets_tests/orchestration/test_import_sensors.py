@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from dagster import (
     AssetKey,
     DagsterInstance,
@@ -96,6 +97,7 @@ def requests(result) -> list:
     return list(result.run_requests or []) if isinstance(result, SensorResult) else []
 
 
+@pytest.mark.slow
 def test_definitions_of_a_source_with_a_segment_archive(tmp_path):
     h = ImportHarness(tmp_path, "2026-11-22T12:00")
     names = {s.name for s in h.defs.sensors}
@@ -175,6 +177,7 @@ def test_import_sensor_works_off_a_long_history_a_queue_at_a_time(tmp_path):
     assert [r.partition_key for r in requests(h.tick())] == days[3:6]
 
 
+@pytest.mark.slow
 def test_import_sensor_job_and_syncs_over_s3(moto_bucket, tmp_path):
     _, bucket = moto_bucket
     h = ImportHarness(tmp_path, "2026-11-25T12:00", segment_archive=f"s3://{bucket}/exports")

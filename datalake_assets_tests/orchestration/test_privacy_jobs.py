@@ -65,6 +65,7 @@ def evaluate(env, now: datetime = NOW) -> SensorResult:
     return sensor(build_sensor_context(instance=instance, definitions=defs))
 
 
+@pytest.mark.slow
 def test_the_privacy_jobs_sensor_and_schedule_are_registered(tmp_path):
     defs = build_definitions(settings_for(tmp_path, sensors="stopped"))
     assert {pj.FORGET_JOB, pj.COMPACT_JOB} <= {j.name for j in defs.jobs}
@@ -81,6 +82,7 @@ def test_the_privacy_jobs_sensor_and_schedule_are_registered(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_the_sensor_requests_one_run_per_settled_file_with_its_location_only(env):
     settings, defs, instance = env
     first = evaluate(env)
@@ -110,6 +112,7 @@ def test_the_sensor_requests_one_run_per_settled_file_with_its_location_only(env
     assert again.run_requests[0].run_key != keys[0]
 
 
+@pytest.mark.slow
 def test_only_settled_files_count_and_all_settling_says_so(env):
     settings, defs, instance = env
     drop(settings, "ticket-9.json", "{}", age_s=2)
@@ -132,6 +135,7 @@ def test_launchpad_config_becomes_the_request_shape():
     ) == {"identities": ["anonymous_id=x"], "request_id": "t-1", "erase": False, "suppress": True}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("config", "message"),
     [
@@ -156,6 +160,7 @@ def test_the_job_refuses_a_config_it_cannot_use(env, config, message):
     assert SECRET.split("=")[1] not in str(failure.step_failure_data.error.message)
 
 
+@pytest.mark.slow
 def test_the_compaction_job_compacts_every_source(env, tmp_path):
     settings, defs, _ = env
     for source, hours in (("web", ("2026010100", "2026020100")), ("ios", ("2026010105",))):
@@ -176,6 +181,7 @@ def test_the_compaction_job_compacts_every_source(env, tmp_path):
     assert found.hours == {"2026010100", "2026020100"} and found.stale_hours == 0
 
 
+@pytest.mark.slow
 def test_finishing_a_file_leaves_a_receipt_and_no_clear_identity(env):
     settings, _, _ = env
     location = drop(settings, "ticket-5.json", json.dumps({"identities": [SECRET]}))
@@ -191,6 +197,7 @@ def test_finishing_a_file_leaves_a_receipt_and_no_clear_identity(env):
     assert SECRET.encode() not in lake_text
 
 
+@pytest.mark.slow
 def test_a_request_file_is_run_and_removed(env):
     settings, defs, _ = env
     location = drop(settings, "ticket-6.json", json.dumps({"identities": [SECRET]}))

@@ -212,6 +212,7 @@ def test_no_archive_yet(harness):
     assert "no archive files under" in skipped(harness.tick())
 
 
+@pytest.mark.slow
 def test_cursor_round_trips_and_stays_bounded(tmp_path, monkeypatch):
     """Three days of an archive written hour by hour, the sensor ticking twice an hour, with a
     12-hour re-check window: one request per hour, the cursor never holds more than the
@@ -318,6 +319,7 @@ def test_a_cursor_it_cannot_read_is_an_error(harness):
         harness.tick()
 
 
+@pytest.mark.slow
 def test_one_job_and_one_sensor_per_source(tmp_path):
     defs = build_definitions(
         load_lake_toml(
@@ -394,6 +396,7 @@ def put_hour(
             client.put_object(Bucket="segment", Key=key, Body=body)
 
 
+@pytest.mark.slow
 def test_s3_listing_pages_and_starts_after_the_cursor(tmp_path, s3):
     calls: list[dict] = []
 

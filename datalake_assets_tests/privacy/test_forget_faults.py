@@ -98,6 +98,7 @@ def assert_whole(during: dict, before: dict, hashes) -> None:
         assert not Counter(ln for ln in old if not mentions_target(ln)) - now, key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", FORGET_POINTS)
 def test_killed_at_each_step_a_rerun_converges(indexed_lake, reference, point, reliability):
     settings = indexed_lake
@@ -131,6 +132,7 @@ def test_killed_at_each_step_a_rerun_converges(indexed_lake, reference, point, r
     assert found.ok, str(found)
 
 
+@pytest.mark.slow
 def test_command_line(indexed_lake, tmp_path, capsys):
     settings = indexed_lake
     cli = ["--settings", settings.settings_file, "forget"]

@@ -38,6 +38,7 @@ def download(client, bucket: str, root: str) -> None:
             client.download_file(bucket, obj["Key"], path)
 
 
+@pytest.mark.slow
 def test_forget_on_s3(indexed_lake, moto_bucket, tmp_path):
     client, bucket = moto_bucket
     local = os.path.dirname(indexed_lake.lake_root)

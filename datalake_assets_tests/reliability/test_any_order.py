@@ -43,10 +43,12 @@ def run_histories(env: HistoryEnv) -> None:
     run_state_machine_as_test(lambda: AnyOrderHistory(env), settings=history_settings(env.profile))
 
 
+@pytest.mark.slow
 def test_generated_histories_on_the_local_path(kills, reliability):
     run_histories(HistoryEnv("local", None, kills, reliability))
 
 
+@pytest.mark.slow
 def test_generated_histories_into_iceberg_tables(kills, reliability):
     """The same rules with ``table_format = "iceberg"``: stage B's files written in place,
     commits of footers, kills between the two, erasures through the staged path; the lake
@@ -54,6 +56,7 @@ def test_generated_histories_into_iceberg_tables(kills, reliability):
     run_histories(HistoryEnv("local", None, kills, reliability, table_format="iceberg"))
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_generated_histories_on_the_spark_path(spark, kills, reliability, monkeypatch):
     # Every batch through Spark jobs, its dedup as the Spark window and its output check in

@@ -213,6 +213,7 @@ def assert_oracle_holds(reliability) -> None:
 
 # These hours are small: the killed syncs take the driver-local path (transform/local_path.py);
 # the points before the commit are also passed on the Spark path (local_max_bytes=0).
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "point,path",
     [
@@ -256,6 +257,7 @@ def test_killed_at_a_checkpoint_readers_see_whole_hours_and_one_rerun_converges(
     assert not glob.glob(f"{lake['lake_root']}/_staging/{SRC}/*")
 
 
+@pytest.mark.slow
 def test_killed_while_reading_the_archive(spark, synced_v1, reference, reliability):
     """Killed from outside as soon as stage A has written its first work file."""
     lake = synced_v1
@@ -311,6 +313,7 @@ def _has_open(pid: int, path: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_two_syncs_of_the_same_hours_at_once_are_serialized_never_doubled(
     synced_v1, reference, reliability
 ):
@@ -347,6 +350,7 @@ def test_two_syncs_of_the_same_hours_at_once_are_serialized_never_doubled(
     assert lake_state(lake["lake_root"]) == reference["state"]
 
 
+@pytest.mark.slow
 def test_a_held_lock_makes_the_sync_fail_clearly_without_changing_anything(spark, synced_v1):
     lake = synced_v1
     with SourceLock(lake["lake_root"], SRC, "someone-else"):
@@ -362,6 +366,7 @@ def test_a_held_lock_makes_the_sync_fail_clearly_without_changing_anything(spark
     assert lake_state(lake["lake_root"]) == lake["v1"]
 
 
+@pytest.mark.slow
 def test_a_waiting_sync_runs_once_the_holder_releases(spark, synced_v1, reference):
     lake = synced_v1
     lock = SourceLock(lake["lake_root"], SRC, "holder").__enter__()

@@ -464,6 +464,7 @@ def _value_q_matches(q: dict, vq: ValueQ) -> bool:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case",
     [
@@ -486,6 +487,7 @@ def test_case_lands_where_the_rules_say(case: Case, request) -> None:
 # ---------------------------------------------------------------------- whole-corpus checks
 
 
+@pytest.mark.slow
 def test_the_sync_does_not_crash(corpus: Outcome) -> None:
     assert corpus.error is None, f"{type(corpus.error).__name__}: {corpus.error}"
     assert corpus.result.source.status == "finished"
@@ -504,6 +506,7 @@ def test_report_reconciles_the_whole_corpus(corpus: Outcome) -> None:
     assert src.values_quarantined == sum(len(v) for v in corpus.q_values.values())
 
 
+@pytest.mark.slow
 def test_the_lake_holds_what_the_oracle_says(
     corpus: Outcome, corpus_on_spark: Outcome, corpus_in_iceberg: Outcome, isolated, reliability
 ) -> None:
@@ -571,6 +574,7 @@ def _lake_view(out: Outcome) -> str:
     return repr((tables, q_lines, q_values))
 
 
+@pytest.mark.slow
 def test_the_spark_path_writes_what_the_local_path_writes(
     corpus: Outcome, corpus_on_spark: Outcome
 ) -> None:

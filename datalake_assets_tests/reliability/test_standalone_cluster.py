@@ -158,6 +158,7 @@ def table_rows(lake_root: str) -> dict[str, list[tuple]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_sync_on_a_standalone_cluster_equals_the_local_sync(spark, cluster, tmp_path):
     archive = str(tmp_path / "archive")
     generate_archive(

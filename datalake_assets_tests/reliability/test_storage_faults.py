@@ -222,6 +222,7 @@ def assert_oracle_holds(reliability) -> None:
 
 # The hour is small: the sync takes the driver-local path (its calls retried like Spark tasks);
 # throttling is also run on the Spark path (local_max_bytes=0), whose tasks Spark retries.
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["local", "spark"])
 def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
     moto_with_proxy, bucket, reference, reliability, path
@@ -266,6 +267,7 @@ def test_throttled_storage_and_catalog_are_retried_and_the_result_is_exact(
     assert glue_partitions(moto_with_proxy, f"throttled_{path}_db") == reference["partitions"]
 
 
+@pytest.mark.slow
 def test_a_storage_outage_mid_commit_fails_clearly_and_one_rerun_converges(
     moto_with_proxy, bucket, reference, reliability
 ):
@@ -292,6 +294,7 @@ def test_a_storage_outage_mid_commit_fails_clearly_and_one_rerun_converges(
     assert glue_partitions(moto_with_proxy, "outage_db") == reference["partitions"]
 
 
+@pytest.mark.slow
 def test_an_unavailable_catalog_commits_nothing_and_a_rerun_registers_everything(
     moto_with_proxy, bucket, reference, reliability
 ):
@@ -316,6 +319,7 @@ def test_an_unavailable_catalog_commits_nothing_and_a_rerun_registers_everything
     assert glue_partitions(moto_with_proxy, "down_db") == reference["partitions"]
 
 
+@pytest.mark.slow
 def test_an_iceberg_lake_through_an_s3_outage_mid_commit_fails_clearly_and_converges(
     moto_with_proxy, bucket, reliability
 ):

@@ -347,6 +347,7 @@ def test_report_is_written_with_segment_fields(spark, lake):
         assert field in result.rows()[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["spark", "local"])
 def test_reconciliation_failure_commits_nothing(spark, lake, monkeypatch, path):
     from datalake_assets.transform import local_path

@@ -140,6 +140,7 @@ def two_lakes(tmp_path):
     return archive, lakes
 
 
+@pytest.mark.slow
 def test_the_local_path_and_the_spark_path_write_the_same_lake(spark, two_lakes):
     archive, lakes = two_lakes
     oracle = Oracle(LocalStore(), archive, SRC)

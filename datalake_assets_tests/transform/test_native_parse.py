@@ -54,6 +54,7 @@ def demo_files(root: str, events: int, files: int = 2, seed: int = 7) -> list[st
     return sorted(s.files)
 
 
+@pytest.mark.slow
 def test_plain_traffic_takes_the_native_path_and_writes_what_the_python_path_writes(
     tmp_path, monkeypatch
 ):
@@ -65,6 +66,7 @@ def test_plain_traffic_takes_the_native_path_and_writes_what_the_python_path_wri
     assert left < 6000 * 0.01, left
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_generated_hostile_traffic_is_written_the_same(tmp_path, monkeypatch, seed):
     """Types changing from line to line, colliding spellings, deep nesting, wide numbers,
@@ -125,6 +127,7 @@ def test_small_chunks_and_a_shape_that_grows(tmp_path, monkeypatch):
     assert not differences(py, nat), differences(py, nat)
 
 
+@pytest.mark.slow
 def test_a_table_the_native_reader_fails_on_takes_the_python_path_alone(tmp_path, monkeypatch):
     """The chunk is parsed a table at a time: when one table's transform fails, its lines
     take the Python path and the other tables stay native; nothing is lost or doubled."""
@@ -147,6 +150,7 @@ def test_a_table_the_native_reader_fails_on_takes_the_python_path_alone(tmp_path
     assert all_native < left < 6000 / 2  # one table's lines more, not the chunk's
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_bytes", [32 * 1024, MAX_MESSAGE_BYTES])
 def test_the_hostile_corpus_is_written_the_same(tmp_path, monkeypatch, max_bytes):
     """Every line of the hostile corpus (``reliability/hostile_corpus.py``), big lines (up to
@@ -182,6 +186,7 @@ def test_small_chunks_take_the_python_path(tmp_path, monkeypatch):
     p.close()
 
 
+@pytest.mark.slow
 def test_a_sync_writes_the_same_lake_either_way(tmp_path, monkeypatch):
     """The whole sync (the driver-local path, no Spark): tables, quarantine, indexes and the
     report, through the native parse and through the Python path."""

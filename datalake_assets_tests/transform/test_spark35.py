@@ -340,6 +340,7 @@ def _reports(lake_root: str) -> list[dict]:
     return sorted((r for r in out if r.get("type") != "event"), key=lambda r: r["start_time"])
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_spark35_and_spark4_write_the_same_lake(tmp_path):
     python35 = spark35_python()

@@ -4,6 +4,7 @@ import random
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from datalake_assets.spec import types as T
 from datalake_assets.transform import keys
@@ -71,6 +72,7 @@ def test_stats_from_several_tasks_add_up(tmp_path):
     assert sorted(key_rows.column("message_id").to_pylist()) == ["a", "b", "c"]
 
 
+@pytest.mark.slow
 def test_corrupt_gzip_keeps_what_was_read_and_quarantines_the_rest(tmp_path):
     rnd = random.Random(5)
     lines = [

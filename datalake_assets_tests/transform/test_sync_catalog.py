@@ -29,6 +29,7 @@ def sync(spark, lake, *hours, catalog, **kw):
     )
 
 
+@pytest.mark.slow
 def test_hive_tables_partitions_and_reports_queryable_by_name(spark, lake):
     db = "hive_sync_test"
     write_hour(
@@ -78,6 +79,7 @@ def test_hive_tables_partitions_and_reports_queryable_by_name(spark, lake):
     ]
 
 
+@pytest.mark.slow
 def test_glue_permission_error_fails_before_anything_is_committed(
     spark, lake, fake_aws_credentials, monkeypatch
 ):

@@ -69,6 +69,7 @@ def _client(url: str, n: int, statuses: Counter, lock: threading.Lock) -> None:
     conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_retrying_clients_get_every_message_in_exactly_once(tmp_path, spark, monkeypatch):
     import duckdb

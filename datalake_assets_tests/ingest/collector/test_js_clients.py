@@ -108,6 +108,7 @@ def test_analytics_node_through_the_collector_into_the_lake(tmp_path, spark):
     assert {r["context_ip"] for r in rows if r["segment_type"] == "signed_in"} == {"203.0.113.9"}
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_analytics_next_in_chromium_through_the_collector_into_the_lake(tmp_path, spark):
     require_browser()
