@@ -32,3 +32,111 @@ def pytest_collection_modifyitems(config, items):
     instead of one worker finishing a 5-minute file alone while the other has nothing left."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)
+
+
+@pytest.fixture(scope="session")
+def hive_metastore_dir(tmp_path_factory):
+    """The embedded Derby metastore of the shared session (Derby: one JVM per folder)."""
+    return str(tmp_path_factory.mktemp("hive_metastore"))
+
+
+@pytest.fixture(scope="session")
+def spark(hive_metastore_dir):
+    """One local Spark session for the whole suite (sized for a 2-core machine), with a Hive
+    catalog whose metastore, warehouse and derby.log live in a session temp folder (never in
+    the repo: ``derby.system.home`` is set, next to the ``-Duser.timezone=UTC`` the job sets)."""
+    from datalake_assets.catalog.config import hive_spark_conf
+    from datalake_assets.transform.job import local_spark_session
+
+    session = local_spark_session(
+        "local[2]",
+        "2g",
+        {
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.adaptive.enabled": "true",
+            **hive_spark_conf(hive_metastore_dir, f"{hive_metastore_dir}/warehouse", None),
+        },
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture()
+def lake(tmp_path):
+    """Fresh archive and lake roots."""
+    archive = tmp_path / "archive"
+    lake_root = tmp_path / "lake"
+    archive.mkdir()
+    return {"archive_root": str(archive), "lake_root": str(lake_root)}
+
+
+# ------------------------------------------------------------------------------ fake AWS (moto)
+
+
+@pytest.fixture()
+def fake_aws_credentials(monkeypatch, tmp_path):
+    """moto's fake credentials; nothing from the real environment or ~/.aws (every ``AWS_``
+    variable of the environment is removed first). Returns the variables set."""
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    env = {
+        **FAKE_CREDENTIALS,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+@pytest.fixture()
+def mocked_aws(fake_aws_credentials):
+    """In-process moto: every boto3 call of the test is answered from moto's memory (pyarrow's
+    S3 client does not go through boto3: it needs ``moto_endpoint``)."""
+    from moto import mock_aws
+
+    with mock_aws():
+        yield
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """One moto server on loopback for the whole run, its URL (``http://127.0.0.1:<port>``).
+    Tests that share it without a reset make their own buckets; ``moto_endpoint`` empties it."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture()
+def moto_endpoint(moto_server, fake_aws_credentials):
+    """The moto server emptied (as a fresh server would be), with fake credentials: its URL.
+    boto3 and pyarrow reach it through ``AWS_ENDPOINT_URL(_S3)``, which each test sets."""
+    reset_moto(moto_server)
+    return moto_server
+
+
+@pytest.fixture()
+def moto_bucket(moto_endpoint, monkeypatch):
+    """A fresh bucket on the moto server: ``(boto3 client, bucket name)``; boto3 and pyarrow
+    both reach moto through AWS_ENDPOINT_URL_S3."""
+    import boto3
+
+    from datalake_assets.lake import storage
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_endpoint)
+    storage._fs_for.cache_clear()  # pyarrow filesystems read the endpoint when created
+    client = boto3.client("s3", region_name="us-east-1")
+    bucket = f"seg-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    yield client, bucket
+    storage._fs_for.cache_clear()
