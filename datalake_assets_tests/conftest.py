@@ -42,7 +42,7 @@ def hive_metastore_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark(hive_metastore_dir):
-    """One local Spark session for the whole suite (sized for a 2-core machine), with a Hive
+    """One local Spark session per worker (sized for a 2-core machine), with a Hive
     catalog whose metastore, warehouse and derby.log live in a session temp folder (never in
     the repo: ``derby.system.home`` is set, next to the ``-Duser.timezone=UTC`` the job sets)."""
     from datalake_assets.catalog.config import hive_spark_conf
@@ -105,7 +105,7 @@ def mocked_aws(fake_aws_credentials):
 
 @pytest.fixture(scope="session")
 def moto_server():
-    """One moto server on loopback for the whole run, its URL (``http://127.0.0.1:<port>``).
+    """One moto server on loopback per worker, its URL (``http://127.0.0.1:<port>``).
     Tests that share it without a reset make their own buckets; ``moto_endpoint`` empties it."""
     from moto.server import ThreadedMotoServer
 
