@@ -24,6 +24,16 @@ os.environ.setdefault("DAGSTER_HOME", "")  # tests use ephemeral instances
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 
+def pytest_configure(config):
+    """... and loads its classes from one class-data-sharing archive (``support/jvm_cds.py``),
+    built once per machine and JDK before the workers start (they inherit the setting)."""
+    from datalake_assets_tests.support import jvm_cds
+
+    opts = os.environ["SPARK_SUBMIT_OPTS"]
+    if "SharedArchiveFile" not in opts:
+        os.environ["SPARK_SUBMIT_OPTS"] = jvm_cds.submit_opts(jvm_cds.ensure_archive(), opts)
+
+
 def pytest_collection_modifyitems(config, items):
     """Files that hold a slow test first, each file's own order kept (a module's tests may
     build on each other, and pytest groups them by their module fixtures' parameters):
