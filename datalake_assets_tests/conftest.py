@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from datalake_assets_tests.support import jvm_cds
 from datalake_assets_tests.support.aws import FAKE_CREDENTIALS, reset_moto
 
 pytest_plugins = ["datalake_assets_tests.support.ledger"]
@@ -26,12 +27,15 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 def pytest_configure(config):
     """... and loads its classes from one class-data-sharing archive (``support/jvm_cds.py``),
-    built once per machine and JDK before the workers start (they inherit the setting)."""
-    from datalake_assets_tests.support import jvm_cds
+    built once per machine and JDK, in the background while the workers start."""
+    if not hasattr(config, "workerinput"):  # the controller, or a run without workers
+        jvm_cds.start_build()
+    jvm_cds.use_if_ready()
 
-    opts = os.environ["SPARK_SUBMIT_OPTS"]
-    if "SharedArchiveFile" not in opts:
-        os.environ["SPARK_SUBMIT_OPTS"] = jvm_cds.submit_opts(jvm_cds.ensure_archive(), opts)
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    jvm_cds.use_if_ready()  # the JVMs this test starts, once the archive is built
 
 
 def pytest_collection_modifyitems(config, items):

@@ -6,11 +6,13 @@ archive holds them already parsed: the JVM maps the file instead. Measured on th
 machine, a local session that runs one aggregation and writes one Parquet file took 17-20
 CPU-seconds without the archive and 11-13 with it.
 
-The conftest builds the archive once (``ensure_archive``) in a cache folder keyed by the
-JDK and PySpark's jars, and puts it on ``SPARK_SUBMIT_OPTS`` for every JVM the suite starts.
-A JVM whose class path differs (PySpark 3.5's, one with the MariaDB driver added) cannot use
-it and runs as before; ``-Xlog:cds=off,cds+dynamic=off`` keeps that fallback's one-line
-notice off the outputs the tests read. The product's own JVMs never see the archive.
+The conftest starts building the archive (``start_build``) as a run begins, in a cache
+folder keyed by the JDK and PySpark's jars, and puts it on ``SPARK_SUBMIT_OPTS`` once it is
+there (``use_if_ready``, before each test): a run's first JVMs may start without it, every
+later run's have it from the start. A JVM whose class path differs (PySpark 3.5's, one with
+the MariaDB driver added) cannot use it and runs as before; ``-Xlog:cds=off,cds+dynamic=off``
+keeps that fallback's one-line notice off the outputs the tests read. The product's own JVMs
+never see the archive.
 
 Run as ``python -m datalake_assets_tests.support.jvm_cds <archive>``: the representative
 workload whose classes the archive holds (a Hive catalog on Derby, SQL, Parquet and JSON).
@@ -18,17 +20,21 @@ workload whose classes the archive holds (a Hive catalog on Derby, SQL, Parquet 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 # the JVM's notice when the archive does not fit its class path, kept off the outputs
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 CACHE_ENV = "DATALAKE_TEST_CDS_DIR"  # where archives are kept; "off" builds and uses none
+PATH_ENV = "DATALAKE_TEST_CDS_ARCHIVE"  # this run's archive, for the workers
+BUILD_TIMEOUT_S = 600
 
 
 def _key() -> str:
@@ -45,40 +51,69 @@ def _key() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def ensure_archive(timeout_s: float = 300.0) -> Path | None:
-    """The archive's path, built if missing; None when it cannot be built (no Java, a
-    failure): the suite then runs without one, only slower."""
+def archive_path() -> Path | None:
+    """Where this machine's archive is (or will be); None when the suite runs without one
+    (``DATALAKE_TEST_CDS_DIR=off``, or no ``java`` on the path)."""
+    if os.environ.get(PATH_ENV):
+        return Path(os.environ[PATH_ENV])
     where = os.environ.get(CACHE_ENV) or str(Path.home() / ".cache" / "datalake-tests" / "cds")
     if where == "off" or not shutil.which("java"):
         return None
-    path = Path(where) / f"spark-{_key()}.jsa"
+    return Path(where) / f"spark-{_key()}.jsa"
+
+
+def start_build() -> None:
+    """Start building the archive in the background unless it exists or is being built; its
+    path goes to ``PATH_ENV`` for the test processes started after this one. The build runs
+    while the workers start and collect; their JVMs use the archive once it is there
+    (``use_if_ready``). A build left running when pytest exits finishes for the next run."""
+    path = archive_path()
+    if path is None:
+        return
+    os.environ[PATH_ENV] = str(path)
     if path.exists():
-        return path
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
-    # built next to its final name and renamed: two runs building at once never read half
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".jsa.tmp")
-    os.close(fd)
-    os.unlink(tmp)  # the JVM creates the file itself
+    marker = Path(f"{path}.building")
+    try:  # one build at a time (a stale marker, from a build killed midway, expires)
+        if time.time() - marker.stat().st_mtime < BUILD_TIMEOUT_S:
+            return
+        marker.unlink()
+    except FileNotFoundError:
+        pass
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "datalake_assets_tests.support.jvm_cds", tmp],
-            capture_output=True,
-            timeout=timeout_s,
-            check=False,
-        )
-        if done.returncode != 0 or not os.path.exists(tmp):
-            return None
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.close(fd)
+    subprocess.Popen(
+        [sys.executable, "-m", "datalake_assets_tests.support.jvm_cds", str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # not in the tests' process group, nor waited for
+    )
+
+
+def use_if_ready() -> None:
+    """Put the archive on ``SPARK_SUBMIT_OPTS`` once it exists (JVMs started from then on)."""
+    path = os.environ.get(PATH_ENV)
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if path and "SharedArchiveFile" not in opts and os.path.exists(path):
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} -XX:SharedArchiveFile={path} {QUIET}".strip()
+
+
+def build(path: str) -> None:
+    """Run the workload with the archive written next to ``path``, then rename it into place
+    (a reader never maps half a file); the build's marker goes either way."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        _workload(tmp)
         os.replace(tmp, path)
-        return path
-    except subprocess.TimeoutExpired:
-        return None
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def submit_opts(archive: Path | None, base: str) -> str:
-    return f"{base} -XX:SharedArchiveFile={archive} {QUIET}" if archive else base
+        for leftover in (tmp, f"{path}.building"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
 
 
 def _workload(archive: str) -> None:
@@ -118,4 +153,4 @@ def _workload(archive: str) -> None:
 
 
 if __name__ == "__main__":
-    _workload(sys.argv[1])
+    build(sys.argv[1])

@@ -3,6 +3,8 @@ catalog's own options, and never override a user's JVM flags."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from datalake_assets.catalog.config import hive_spark_conf
@@ -30,3 +32,35 @@ def test_the_suites_jvm_runs_with_the_flags(spark):
     )
     for flag in IDLE_HEAP_JAVA_OPTIONS.split():
         assert flag in args
+
+
+@pytest.mark.spark
+def test_the_suites_jvms_map_its_class_data_archive():
+    """``support/jvm_cds.py``: a JVM that PySpark launches (the launcher and class path of
+    every session the suite starts) maps the archive, so its classes come from it; a JVM
+    that silently fell back (the archive no longer fits the jars) fails this test."""
+    import time
+    from pathlib import Path
+
+    from pyspark import SparkConf
+    from pyspark.java_gateway import launch_gateway
+
+    from datalake_assets_tests.support import jvm_cds
+
+    if jvm_cds.archive_path() is None:
+        pytest.skip("the suite runs without a class-data archive (DATALAKE_TEST_CDS_DIR=off)")
+    jvm_cds.start_build()
+    path = Path(os.environ[jvm_cds.PATH_ENV])
+    deadline = time.monotonic() + 300
+    while not path.exists() and time.monotonic() < deadline:  # being built: minutes at most
+        time.sleep(1)
+    jvm_cds.use_if_ready()
+    assert f"-XX:SharedArchiveFile={path}" in os.environ["SPARK_SUBMIT_OPTS"]
+    gateway = launch_gateway(SparkConf(loadDefaults=False))
+    try:
+        maps = Path(f"/proc/{gateway.proc.pid}/maps").read_text()
+    finally:
+        gateway.shutdown()
+        gateway.proc.stdin.close()
+        gateway.proc.wait(timeout=60)
+    assert str(path) in maps, "the JVM did not map the archive: it loads every class itself"
