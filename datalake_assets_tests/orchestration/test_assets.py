@@ -314,7 +314,9 @@ def test_a_range_backfill_is_one_spark_job_and_a_replay(spark, settings):
     # Every selected table has all the hours, also those without a single event of it (rows 0):
     # a backfill from the UI would otherwise wait for them and end failed.
     for table in ("aliases", "groups", "identifies", "pages", "screens", "quarantine"):
-        assert len(instance.get_materialized_partitions(AssetKey(["web_prod", table]))) == len(hours), table
+        assert len(instance.get_materialized_partitions(AssetKey(["web_prod", table]))) == len(
+            hours
+        ), table
     # Each hour has its own check results, each naming the batch that measured it.
     history = instance.event_log_storage.get_asset_check_execution_history(
         AssetCheckKey(AssetKey(["web_prod", "tracks"]), "duplicates"), limit=100
