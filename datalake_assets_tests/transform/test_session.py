@@ -54,6 +54,10 @@ def test_the_suites_jvms_map_its_class_data_archive():
     deadline = time.monotonic() + 300
     while not path.exists() and time.monotonic() < deadline:  # being built: minutes at most
         time.sleep(1)
+    assert path.exists(), (
+        f"no archive after 5 minutes: `python -m datalake_assets_tests.support.jvm_cds {path}` "
+        "builds it in the foreground and shows why it fails"
+    )
     jvm_cds.use_if_ready()
     assert f"-XX:SharedArchiveFile={path}" in os.environ["SPARK_SUBMIT_OPTS"]
     gateway = launch_gateway(SparkConf(loadDefaults=False))
