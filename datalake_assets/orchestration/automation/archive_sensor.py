@@ -43,9 +43,9 @@ from datalake_assets.orchestration.sync.sync_job import job_name
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.spec.naming import RAW_ARCHIVE
 
 SENSOR_PRIORITY = "1"  # hourly syncs go before queued backfill runs (priority 0)
-RAW_ARCHIVE = "raw_archive"  # same key as sync/report_hours.RAW_ARCHIVE
 
 
 def sensor_name(source: SourceSettings) -> str:
