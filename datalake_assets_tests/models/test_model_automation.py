@@ -25,7 +25,9 @@ DAY = "2026-11-20"
 @pytest.fixture(scope="module")
 def defs(tmp_path_factory):
     home = tmp_path_factory.mktemp("automation")
-    settings = load_lake_toml(home, '[[sources]]\nid = "web"\nstart = "2026-11-20-00:00"\n')
+    settings = load_lake_toml(
+        home, '[[sources]]\nid = "web"\nstart = "2026-11-20-00:00"\n', models=True
+    )
     state = LakeState({"web": SourceState(tuple(sorted(STANDARD_TABLES)), "2026-11-20-00:00")})
     return build_definitions(settings, state=state)
 

@@ -83,7 +83,7 @@ def test_the_spark_engine_needs_a_hive_catalog_or_a_profile_duckdb_does_not(tmp_
         assert build_model_assets(spark, spark.sources[0], TABLES) == []
     said = " ".join(r.getMessage() for r in caplog.records)  # the text, whatever the log format
     assert "profiles_dir" in said and 'engine = "duckdb"' in said
-    duck = load_lake_toml(tmp_path, toml)  # the default engine: any catalog, or none
+    duck = load_lake_toml(tmp_path, toml, models=True)  # the default engine: any catalog, or none
     assert duck.models.engine == "duckdb"
     assert len(build_model_assets(duck, duck.sources[0], TABLES)) == 2
 

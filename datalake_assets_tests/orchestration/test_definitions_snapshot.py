@@ -229,7 +229,7 @@ def settings_of(case: str, tmp_path):
         text = TWO_SOURCES.replace(
             "[[sources]]", '[alerts]\nwebhook_url = "http://127.0.0.1:9/hook"\n[[sources]]', 1
         )
-    settings = load_lake_toml(tmp_path, text)
+    settings = load_lake_toml(tmp_path, text, models=True)
     return per_source_sensors(settings) if case == "per_source" else settings
 
 
@@ -243,7 +243,7 @@ def test_the_code_location_declares_the_names_it_declared_before(case, tmp_path)
 
 @pytest.mark.slow
 def test_each_concern_builds_a_definitions(tmp_path):
-    settings = load_lake_toml(tmp_path, TWO_SOURCES)
+    settings = load_lake_toml(tmp_path, TWO_SOURCES, models=True)
     state = full_state("web-prod", "app")
     sync = build_sync_definitions(settings, state)
     sync_jobs = {job.name: job for job in sync.jobs or ()}

@@ -24,6 +24,7 @@ def policies(tmp_path, alerts: str) -> dict[str, object]:
         tmp_path,
         'archive_root = "archive"\nlake_root = "lake"\n'
         f'{alerts}[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n',
+        models=True,
     )
     state = LakeState({"web": SourceState(tuple(sorted(STANDARD_TABLES)), "2026-11-01-00:00")})
     graph = build_definitions(settings, state=state).resolve_asset_graph()

@@ -327,6 +327,7 @@ def test_one_job_and_one_sensor_per_source(tmp_path):
             '[[sources]]\nid = "web"\n[[sources]]\nid = "ios"\nstart = "2026-11-21-09:00"\n'
             '[automation]\nsensors = "stopped"\ninterval_seconds = 300\n'
             'sensor_runs = "per_source"\n',
+            models=True,
         )
     )
     # one job and sensor per source, plus the code location's definitions sensor and its job,
