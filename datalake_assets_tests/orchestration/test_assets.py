@@ -28,17 +28,19 @@ from datalake_assets_tests.support.settings_files import load_lake_toml
 pytestmark = [pytest.mark.spark, pytest.mark.dagster]
 
 
+SETTINGS = (
+    'archive_root = "archive"\nlake_root = "lake"\n'
+    '[[sources]]\nid = "web-prod"\nslug = "web_prod"\nstart = "2026-11-01-00:00"\n'
+)
+
+
 @pytest.fixture()
 def settings(tmp_path):
-    return load_lake_toml(
-        tmp_path,
-        'archive_root = "archive"\nlake_root = "lake"\n'
-        '[[sources]]\nid = "web-prod"\nslug = "web_prod"\nstart = "2026-11-01-00:00"\n',
-    )
+    return load_lake_toml(tmp_path, SETTINGS)
 
 
-def test_asset_graph_snapshot(settings):
-    defs = build_definitions(settings)
+def test_asset_graph_snapshot(tmp_path):
+    defs = build_definitions(load_lake_toml(tmp_path, SETTINGS, models=True))  # with the models
     keys = sorted(k.to_user_string() for k in defs.resolve_all_asset_keys())
     assert keys == [
         "web_prod/aliases",

@@ -132,10 +132,12 @@ def write_settings(
     archive_root: str = "archive",
     catalog: str = "hive",
     extra: str = "",
+    models: bool = False,
 ) -> Path:
     """``datalake dev``'s settings: the default catalog, the embedded metastore that
     ``datalake dev`` serves (every run registers through its server), and the models' source
-    (``extra``); the clean sync to compare with registers nothing (``catalog = "none"``)."""
+    (``extra``, with ``models``); the clean sync to compare with registers nothing (``catalog =
+    "none"``)."""
     return write_lake_toml(
         folder,
         f'archive_root = "{archive_root}"\nlake_root = "lake"\n'
@@ -144,6 +146,7 @@ def write_settings(
         "definitions_interval_seconds = 10\n"  # the reload waited on: the least the settings take
         f'[catalog]\nbackend = "{catalog}"\n'
         f'[[sources]]\nid = "{SOURCE}"\nstart = "{start.partition_key}"\n{extra}',
+        models=models,
     )
 
 
@@ -215,7 +218,7 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
     hours = [ArchiveHour.of(last.start - timedelta(hours=1)), last]
     home = tmp_path / "home"
     home.mkdir()
-    settings = write_settings(home, hours[0], extra=models.SETTINGS)
+    settings = write_settings(home, hours[0], extra=models.SETTINGS, models=True)
     archive = home / "archive"
     for h in hours[:1]:
         write_hour(str(archive), SOURCE, str(h), archive_lines(h, new_events=False))

@@ -32,7 +32,7 @@ from dagster_dbt import (
 from datalake_assets.models.build import built_models, day_env, day_range
 from datalake_assets.models.engines import engine_for
 from datalake_assets.models.workspace import SourceProject, dbt_executable
-from datalake_assets.orchestration.dbt.model_assets import (
+from datalake_assets.orchestration.dbt.model_rules import (
     DAILY_TAG,
     daily_condition,
     daily_partitions,
