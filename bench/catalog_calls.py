@@ -142,10 +142,10 @@ def main() -> None:
 
         with Crossings() as sync:
             report = run_sync(no_spark, request())
-        assert report.source.by_hour[0]["catalog"]["problems"] == [], report.source.by_hour
+        assert report.source.by_hour[0].catalog.problems == [], report.source.by_hour
         with Crossings() as repair:
             again = run_sync(no_spark, request(catalog_only="register"))
-        assert again.source.by_hour[0]["catalog"]["problems"] == [], again.source.by_hour
+        assert again.source.by_hour[0].catalog.problems == [], again.source.by_hour
     sync.print("sync", not args.quiet)
     repair.print("repair (catalog_only = register)", not args.quiet)
 

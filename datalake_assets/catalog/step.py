@@ -8,7 +8,7 @@ here:
 * ``register_and_check``, once after the commit: the committed tables, their partitions and
   the quarantine registered (``register.register_sync``), then the catalog read back for the
   synced hours (``in_step.out_of_step``); returns a ``CatalogOutcome``: what was registered,
-  each hour's ``HourEntry`` (what the Dagster catalog asset and its ``in_step`` check read)
+  each hour's ``CatalogHour`` (what the Dagster catalog asset and its ``in_step`` check read)
   and the registration's error, if it failed. A failure after the commit does not undo it:
   the caller reports the error on each hour (``transform/catalog_phase.CatalogBehind``).
   The repair (a ``catalog_only`` request) calls the same step with ``FromLake``: the hours
@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from datalake_assets.catalog.catalog_interface import Catalog, CatalogError, Column
 from datalake_assets.catalog.in_step import (
@@ -42,6 +41,7 @@ from datalake_assets.catalog.reports import (
 )
 from datalake_assets.lake import faults
 from datalake_assets.lake.formats import TableFormat
+from datalake_assets.lake.hour_report import CatalogHour
 from datalake_assets.spec import layout
 
 TABLES_DESCRIPTION = "Segment data lake tables (datalake-assets)"
@@ -80,47 +80,12 @@ class FromLake:
 
 
 @dataclass(frozen=True)
-class HourEntry:
-    """One hour's ``catalog`` object of the report's ``by_hour`` (``to_dict``)."""
-
-    kind: str  # the catalog's backend, or the table format whose commit registered the tables
-    database: str
-    tables: list[str]  # catalog tables with a partition of the hour
-    tables_created: list[str]
-    columns_added: list[str]
-    columns_widened: list[str]
-    partitions_registered: int
-    problems: list[str]  # what the catalog lacks or says differently from the lake's files
-    error: str | None = None  # the registration failed
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        if self.error is None:
-            del out["error"]
-        return out
-
-    @classmethod
-    def from_dict(cls, entry: Mapping[str, Any]) -> HourEntry:
-        return cls(
-            kind=entry.get("kind", ""),
-            database=entry.get("database", ""),
-            tables=list(entry.get("tables", [])),
-            tables_created=list(entry.get("tables_created", [])),
-            columns_added=list(entry.get("columns_added", [])),
-            columns_widened=list(entry.get("columns_widened", [])),
-            partitions_registered=entry.get("partitions_registered", 0),
-            problems=list(entry.get("problems", [])),
-            error=entry.get("error"),
-        )
-
-
-@dataclass(frozen=True)
 class CatalogOutcome:
     """What the step did: ``registered`` (per lake table, ``register_sync``'s description),
     each hour's entry by ``str(hour)`` (none with ``backend = "none"``), and the error."""
 
     registered: dict[str, dict]
-    entries: dict[str, HourEntry]
+    entries: dict[str, CatalogHour]
     failed: CatalogError | None = None
     error: str | None = None  # ``failed``, in the words the report and the run use
     register_s: float = 0.0  # the registration's time (not the check's)
@@ -203,7 +168,7 @@ def register_and_check(
             for p in parts
             if p.hour == h and p.table in registered
         )
-        entries[str(h)] = HourEntry(
+        entries[str(h)] = CatalogHour(
             kind=by_format[0]["table_format"] if committed else backend,
             database=src.database,
             tables=mine,

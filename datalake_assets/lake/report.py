@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import orjson
 
 from datalake_assets.lake import storage
+from datalake_assets.lake.hour_report import SourceHour, SourceHourEntry, TableHour
 from datalake_assets.spec import layout
 
 EVENT, SOURCE = "event", "source"
@@ -73,9 +74,15 @@ class _Row:
             value = getattr(self, key)
             if value is None and key in self._OMITTED_WHEN_NONE:
                 continue
+            if key == "by_hour":
+                value = [e.to_dict() for e in value]
             out[key] = value.to_dict() if isinstance(value, TableChecks) else value
         out.update(self.extra)
         return out
+
+    @classmethod
+    def _hour_entry(cls, obj: dict[str, Any]) -> Any:
+        raise NotImplementedError  # each row type reads its own ``by_hour`` entries
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> _Row:
@@ -83,6 +90,8 @@ class _Row:
         kwargs = {k: v for k, v in obj.items() if k in known}
         if isinstance(kwargs.get("checks"), dict):
             kwargs["checks"] = TableChecks.from_dict(kwargs["checks"])
+        if "by_hour" in kwargs:
+            kwargs["by_hour"] = [cls._hour_entry(e) for e in kwargs["by_hour"] or []]
         extra = {k: v for k, v in obj.items() if k not in known and k not in cls._ORDER}
         return cls(**kwargs, extra=extra)
 
@@ -134,7 +143,7 @@ class TableReport(_Row):
     checks: TableChecks = field(default_factory=TableChecks)
     # Each synced hour's own figures (``transform/hour_figures.py``): the fields above are
     # the batch's totals; a Dagster partition shows its hour's entry.
-    by_hour: list[dict[str, Any]] = field(default_factory=list)
+    by_hour: list[TableHour] = field(default_factory=list)
 
     type = EVENT
     _ORDER = (
@@ -160,51 +169,13 @@ class TableReport(_Row):
     )
     _OMITTED_WHEN_NONE = frozenset({"cross_hour_duplicates"})
 
-
-@dataclass(frozen=True)
-class SourceHour:
-    """One hour's reconciliation, as a source report's ``by_hour`` entry says it (``entry``):
-    the sync's figures of the hour (``transform/hour_figures.py``), a report's totals
-    (``of_report``: a one-hour report of a version before ``by_hour``, or a batch as a
-    whole), or an hour of nothing read (all zero)."""
-
-    lines_in: int = 0
-    messages_written: int = 0
-    duplicates: int = 0
-    cross_hour_duplicates: int = 0
-    lines_quarantined: int = 0
-    suppressed: int = 0
-    values_quarantined: int = 0
-
-    @property
-    def reconciled(self) -> bool:
-        """Every line read is a row, a duplicate, quarantined or suppressed."""
-        return self.lines_in == (
-            self.messages_written + self.duplicates + self.lines_quarantined + self.suppressed
-        )
-
-    def entry(self, hour: str | None = None) -> dict[str, Any]:
-        """The ``by_hour`` entry: ``hour`` (``YYYY-MM-DDTHH``, when given), the figures and
-        ``reconciled``."""
-        figures = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {
-            **({"hour": hour} if hour is not None else {}),
-            **figures,
-            "reconciled": self.reconciled,
-        }
-
     @classmethod
-    def of_report(cls, report: SourceReport) -> SourceHour:
-        """The report's totals (``cross_hour_duplicates``: 0 when the report has none)."""
-        return cls(
-            lines_in=report.lines_in,
-            messages_written=report.messages_written,
-            duplicates=report.duplicates,
-            cross_hour_duplicates=report.cross_hour_duplicates or 0,
-            lines_quarantined=report.lines_quarantined,
-            suppressed=report.suppressed,
-            values_quarantined=report.values_quarantined,
-        )
+    def _hour_entry(cls, obj: dict[str, Any]) -> TableHour:
+        return TableHour.from_dict(obj)
+
+    def hour(self, hour: str) -> TableHour | None:
+        """The entry of ``hour`` (``YYYY-MM-DDTHH``), if the table has one."""
+        return next((e for e in self.by_hour if e.hour == hour), None)
 
 
 @dataclass(kw_only=True)
@@ -231,9 +202,10 @@ class SourceReport(_Row):
     partitions: list[dict[str, str]] = field(default_factory=list)  # of hours_synced
     tables: int = 0
     warning: str | None = None
-    # Each synced hour's reconciliation (``SourceHour.entry``, ``transform/hour_figures.py``);
-    # the fields above are the batch's totals. Reports of versions before it have none.
-    by_hour: list[dict[str, Any]] = field(default_factory=list)
+    # Each synced hour's reconciliation and catalog step (``transform/hour_figures.py``,
+    # ``transform/catalog_phase.py``); the fields above are the batch's totals. Reports of
+    # versions before it have none.
+    by_hour: list[SourceHourEntry] = field(default_factory=list)
 
     type = SOURCE
     table_name = None
@@ -265,9 +237,38 @@ class SourceReport(_Row):
         {"cross_hour_duplicates", "dedup_lookback_hours", "index_ids_written", "timings", "warning"}
     )
 
+    @classmethod
+    def _hour_entry(cls, obj: dict[str, Any]) -> SourceHourEntry:
+        return SourceHourEntry.from_dict(obj)
+
+    def totals(self) -> SourceHour:
+        """The report's totals as figures (``cross_hour_duplicates``: 0 when it has none)."""
+        return SourceHour(
+            lines_in=self.lines_in,
+            messages_written=self.messages_written,
+            duplicates=self.duplicates,
+            cross_hour_duplicates=self.cross_hour_duplicates or 0,
+            lines_quarantined=self.lines_quarantined,
+            suppressed=self.suppressed,
+            values_quarantined=self.values_quarantined,
+        )
+
     @property
     def reconciled(self) -> bool:
-        return SourceHour.of_report(self).reconciled
+        return self.totals().reconciled
+
+    def hour(self, hour: str) -> SourceHourEntry | None:
+        """The entry of ``hour`` (``YYYY-MM-DDTHH``), if the report has one."""
+        return next((e for e in self.by_hour if e.hour == hour), None)
+
+    def hour_entries(self) -> list[SourceHourEntry]:
+        """The report's figures hour by hour: ``by_hour``, or for a report of a version before
+        it that synced one hour, its totals as that hour's."""
+        if self.by_hour:
+            return self.by_hour
+        if len(self.hours_synced) == 1:
+            return [SourceHourEntry(self.hours_synced[0], self.totals())]
+        return []
 
 
 @dataclass

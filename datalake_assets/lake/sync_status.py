@@ -20,7 +20,8 @@ from typing import Any
 from pyarrow import fs as pafs
 
 from datalake_assets.lake import storage
-from datalake_assets.lake.report import FINISHED, SourceHour, SourceReport, SyncReport
+from datalake_assets.lake.hour_report import SourceHour
+from datalake_assets.lake.report import FINISHED, SourceReport, SyncReport
 from datalake_assets.spec import layout
 
 _REPORT_RE = re.compile(r"/day=(\d{4}-\d{2}-\d{2})/source=([^/]+)/run_id=[^/]+/report\.json$")
@@ -72,32 +73,21 @@ def _reports_of_day(lake_root: str, source_id: str, day: str) -> list[SourceRepo
     return sorted(rows, key=lambda r: r.finish_time or "", reverse=True)
 
 
-def _hour_entries(report: SourceReport) -> list[dict[str, Any]]:
-    """The report's figures hour by hour (a report of a version before ``by_hour`` that synced
-    one hour: its totals are the hour's)."""
-    if report.by_hour:
-        return report.by_hour
-    if len(report.hours_synced) == 1:
-        return [SourceHour.of_report(report).entry(report.hours_synced[0])]
-    return []
-
-
 def lake_status(lake_root: str, source_id: str, now: datetime | None = None) -> LakeStatus:
     """The source's figures at ``now`` (default: the current time), from its sync reports."""
     now = (now or datetime.now(UTC)).astimezone(UTC)
     first_day = (now - timedelta(days=ROW_DAYS)).strftime("%Y-%m-%d")
     days = _report_days(lake_root)
-    hours: dict[str, dict[str, Any]] = {}  # hour -> its newest entry
+    hours: dict[str, SourceHour] = {}  # hour -> its newest figures
     last: str | None = None
     for day in days:
         if day < first_day and last is not None:
             break  # older finish days hold no hour of the window
         for report in _reports_of_day(lake_root, source_id, day):  # newest first: first wins
-            for entry in _hour_entries(report):
-                hour = entry.get("hour")
-                if hour:
-                    hours.setdefault(hour, entry)
-                    last = max(last or hour, hour)
+            for entry in report.hour_entries():
+                if entry.hour:  # a catalog-only run's entry has no figures: none read
+                    hours.setdefault(entry.hour, entry.figures or SourceHour())
+                    last = max(last or entry.hour, entry.hour)
     today = now.date()
     messages_per_day = {
         (today - timedelta(days=n)).isoformat(): 0 for n in range(ROW_DAYS - 1, -1, -1)
@@ -106,9 +96,9 @@ def lake_status(lake_root: str, source_id: str, now: datetime | None = None) -> 
     for hour, entry in hours.items():
         start = layout.ArchiveHour.parse(hour).start
         if start.date().isoformat() in messages_per_day:
-            messages_per_day[start.date().isoformat()] += int(entry.get("messages_written", 0))
+            messages_per_day[start.date().isoformat()] += entry.messages_written
         if now - QUARANTINE_WINDOW <= start + timedelta(hours=1) <= now:
-            quarantined += int(entry.get("lines_quarantined", 0))
+            quarantined += entry.lines_quarantined
     lag = None
     if last is not None:
         end = layout.ArchiveHour.parse(last).start + timedelta(hours=1)

@@ -20,8 +20,11 @@ writing no data.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from datalake_assets.catalog import step
 from datalake_assets.catalog.config import catalog_from_config
+from datalake_assets.lake.hour_report import CatalogHour, SourceHourEntry
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.lake.report import SourceReport, SyncReport
 from datalake_assets.spec import layout
@@ -47,15 +50,16 @@ def catalog_source(req: SyncRequest) -> step.CatalogSource:
     )
 
 
-def attach(source: SourceReport, entries: dict[str, step.HourEntry]) -> None:
+def attach(source: SourceReport, entries: dict[str, CatalogHour]) -> None:
     """Puts each hour's catalog object on its ``by_hour`` entry (adding entries for hours
     the report has none of, as a catalog-only run's report)."""
-    by_hour = {e["hour"]: e for e in source.by_hour}
+    by_hour = {e.hour: i for i, e in enumerate(source.by_hour)}
     for hour, entry in entries.items():
-        if hour not in by_hour:
-            by_hour[hour] = {"hour": hour}
-            source.by_hour.append(by_hour[hour])
-        by_hour[hour]["catalog"] = entry.to_dict()
+        if hour in by_hour:
+            i = by_hour[hour]
+            source.by_hour[i] = replace(source.by_hour[i], catalog=entry)
+        else:
+            source.by_hour.append(SourceHourEntry(hour, catalog=entry))
 
 
 def catalog_only(run: SyncRun) -> SyncReport:

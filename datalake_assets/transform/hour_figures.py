@@ -15,10 +15,8 @@ column of the batch is attributed to at least one hour.
 
 from __future__ import annotations
 
-from typing import Any
-
 from datalake_assets.lake import identities
-from datalake_assets.lake.report import SourceHour
+from datalake_assets.lake.hour_report import SourceHour, SourceHourEntry, TableHour
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange
@@ -43,7 +41,7 @@ def _suppressed(tally: Tally, table: str, hour: str) -> int:
 
 def table_hours(
     table: str, change: TableChange, tally: Tally, duplicates: Duplicates, hours: list[str]
-) -> list[dict[str, Any]]:
+) -> list[TableHour]:
     """``table``'s figures for each of ``hours`` (compact) that it has anything in."""
     valued = {h: tally.valued.get((table, h), set()) for h in hours}
     with_rows = [h for h in hours if tally.rows.get((table, h))]
@@ -86,33 +84,38 @@ def table_hours(
         ):
             continue  # nothing of this table in this hour
         out.append(
-            {
-                "hour": readable,
+            TableHour(
+                hour=readable,
                 **figures,
-                "new_columns": new_in.get(h, []),
-                "widened_columns": widened_in.get(h, []),
-                "misfits_by_column": dict(sorted(misfits.items())),
-                "conformance_failures": conformance,
-            }
+                new_columns=new_in.get(h, []),
+                widened_columns=widened_in.get(h, []),
+                misfits_by_column=dict(sorted(misfits.items())),
+                conformance_failures=conformance,
+            )
         )
     return out
 
 
-def source_hours(tally: Tally, duplicates: Duplicates, hours: list[str]) -> list[dict[str, Any]]:
+def source_hours(tally: Tally, duplicates: Duplicates, hours: list[str]) -> list[SourceHourEntry]:
     """The reconciliation of each of ``hours`` (compact): every line of an hour is a row of
     that hour, a duplicate counted there, quarantined from its file or suppressed, so each
     hour reconciles on its own (``reconciled``)."""
     return [
-        SourceHour(
-            lines_in=tally.lines_by_hour.get(h, 0),
-            messages_written=sum(
-                n for (t, hh), n in tally.rows.items() if hh == h and t != TRACKS_TABLE
+        SourceHourEntry(
+            _readable(h),
+            SourceHour(
+                lines_in=tally.lines_by_hour.get(h, 0),
+                messages_written=sum(
+                    n for (t, hh), n in tally.rows.items() if hh == h and t != TRACKS_TABLE
+                ),
+                duplicates=sum(n for (_, hh), n in duplicates.counts.items() if hh == h),
+                cross_hour_duplicates=sum(
+                    n for (_, hh), n in duplicates.cross_hour.items() if hh == h
+                ),
+                lines_quarantined=tally.quarantined_by_hour.get(h, 0),
+                suppressed=sum(n for (_, hh), n in tally.suppressed.items() if hh == h),
+                values_quarantined=sum(n for (_, hh), n in tally.values_by_hour.items() if hh == h),
             ),
-            duplicates=sum(n for (_, hh), n in duplicates.counts.items() if hh == h),
-            cross_hour_duplicates=sum(n for (_, hh), n in duplicates.cross_hour.items() if hh == h),
-            lines_quarantined=tally.quarantined_by_hour.get(h, 0),
-            suppressed=sum(n for (_, hh), n in tally.suppressed.items() if hh == h),
-            values_quarantined=sum(n for (_, hh), n in tally.values_by_hour.items() if hh == h),
-        ).entry(_readable(h))
+        )
         for h in hours
     ]

@@ -23,7 +23,6 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,14 +30,9 @@ import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.formats import SourceTables, table_hour_files
+from datalake_assets.lake.hour_report import SourceHourEntry, TableHour
 from datalake_assets.lake.records import read_schema_record
-from datalake_assets.lake.report import (
-    SourceHour,
-    SourceReport,
-    SyncReport,
-    TableChecks,
-    TableReport,
-)
+from datalake_assets.lake.report import SourceReport, SyncReport, TableChecks, TableReport
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec import layout
 from datalake_assets.spec.column_build import ARROW_TYPES
@@ -105,7 +99,7 @@ def table_hour(
     hour: layout.ArchiveHour,
     columns: dict[str, str],
     misfits: Counter[str],
-) -> dict[str, Any] | None:
+) -> TableHour | None:
     """The check figures of ``table`` in ``hour`` from its files (``None``: no file)."""
     files = src.hour_files(table, hour)
     if not files:
@@ -129,16 +123,16 @@ def table_hour(
     held = prior_ids(
         index_files(src.lake_root, src.source_dir, src.lookback_hours, [hour.compact]), ids
     )
-    return {
-        "hour": str(hour),
-        "rows": rows,
-        "files": len(files),
-        "bytes": sum(s for _, s in files),
-        "repeated_message_ids": repeated + len(held),
-        "widened_columns": sorted(widened.values(), key=lambda w: w["name"]),
-        "misfits_by_column": dict(sorted(misfits.items())),
-        "conformance_failures": [{**f, "hour": str(hour)} for f in check_conformance(table, data)],
-    }
+    return TableHour(
+        hour=str(hour),
+        rows=rows,
+        files=len(files),
+        bytes=sum(s for _, s in files),
+        repeated_message_ids=repeated + len(held),
+        widened_columns=sorted(widened.values(), key=lambda w: w["name"]),
+        misfits_by_column=dict(sorted(misfits.items())),
+        conformance_failures=[{**f, "hour": str(hour)} for f in check_conformance(table, data)],
+    )
 
 
 def _source_reports(src: LakeSource) -> Iterator[SourceReport]:
@@ -169,22 +163,17 @@ def latest_synced_hours(src: LakeSource, limit: int) -> list[layout.ArchiveHour]
 
 def latest_source_hours(
     src: LakeSource, hours: list[layout.ArchiveHour]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, SourceHourEntry]:
     """Each hour's reconciliation from the newest sync report that synced it."""
     wanted = {str(h) for h in hours}
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, SourceHourEntry] = {}
     for report in _source_reports(src):  # newest first: the first entry of an hour wins
-        entries = report.by_hour or ([_totals(report)] if len(report.hours_synced) == 1 else [])
-        for e in entries:
-            if e.get("hour") in wanted:
-                found.setdefault(e["hour"], e)
+        for e in report.hour_entries():
+            if e.hour in wanted:
+                found.setdefault(e.hour, e)
         if len(found) == len(wanted):
             break
     return found
-
-
-def _totals(report: SourceReport) -> dict[str, Any]:
-    return SourceHour.of_report(report).entry(report.hours_synced[0])
 
 
 def recheck(src: LakeSource, tables: list[str], hours: list[layout.ArchiveHour]) -> SyncReport:
@@ -203,7 +192,7 @@ def recheck(src: LakeSource, tables: list[str], hours: list[layout.ArchiveHour])
             reports[t] = TableReport(
                 table_name=t,
                 source_id=src.source_id,
-                row_count=sum(e["rows"] for e in entries),
+                row_count=sum(e.rows for e in entries),
                 checks=TableChecks(),
                 by_hour=entries,
             )

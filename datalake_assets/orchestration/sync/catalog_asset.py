@@ -2,9 +2,9 @@
 
 Downstream of the source's tables and quarantine, hourly-partitioned like them, materialized
 by the same run right after the sync registers its hours (one Spark job per source-hour stays
-the rule). Its metadata says what was registered for the hour (``catalog/step.py``'s
-``HourEntry``: the report's ``by_hour[...]["catalog"]``). Its blocking check ``in_step`` reads the catalog
-back: every table with files in the hour has that partition, at the files' folder, with the
+the rule). Its metadata says what was registered for the hour (the ``CatalogHour`` that
+``catalog/step.py`` puts on the report's entry of the hour). Its blocking check ``in_step`` reads
+the catalog back: every table with files in the hour has that partition, at the files' folder, with the
 files' columns (and, on Glue, their types); it fails naming what is missing or different.
 
 When registration fails after the data commit, the tables' hours are materialized and the
@@ -28,7 +28,7 @@ from dagster import (
 )
 
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings
-from datalake_assets.catalog.step import HourEntry
+from datalake_assets.lake.hour_report import CatalogHour
 from datalake_assets.lake.report import SyncReport
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.formats_section import FormatConfig
@@ -122,15 +122,12 @@ def catalog_specs(
     return [spec], [check]
 
 
-def _entry(report: SyncReport, key: str) -> HourEntry | None:
-    hour = str(ArchiveHour.parse(key))
-    for e in report.source.by_hour:
-        if e.get("hour") == hour:
-            return HourEntry.from_dict(e["catalog"]) if e.get("catalog") is not None else None
-    return None
+def _entry(report: SyncReport, key: str) -> CatalogHour | None:
+    entry = report.source.hour(str(ArchiveHour.parse(key)))
+    return entry.catalog if entry is not None else None
 
 
-def hour_metadata(entry: HourEntry) -> dict[str, Any]:
+def hour_metadata(entry: CatalogHour) -> dict[str, Any]:
     return {
         "catalog": entry.kind,
         "database": entry.database,

@@ -106,7 +106,7 @@ def run_checks_alone(
         e for t in tables for e in table_check_results(slug, t, report.tables.get(t), keys)
     ]
     if any(k.name == CHECK_COMPLETENESS for k in wanted):
-        recorded = {e["hour"] for e in report.source.by_hour}
+        recorded = {e.hour for e in report.source.by_hour}
         evaluations += [
             e
             for e in completeness_results(slug, report.source, keys)

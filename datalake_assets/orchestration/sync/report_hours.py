@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from datalake_assets.lake.report import SourceHour, SourceReport, TableReport
+from datalake_assets.lake.hour_report import SourceHour, TableHour
+from datalake_assets.lake.report import SourceReport, TableReport
 from datalake_assets.spec import layout
 
 
@@ -28,34 +29,34 @@ def batch_metadata(keys: list[str] | None) -> dict[str, Any]:
     }
 
 
-def hour_entry(rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
-    """The ``by_hour`` entry of a partition key, if the report has one."""
-    hour = report_hour(key)
-    return next((e for e in rows if e.get("hour") == hour), None)
-
-
-def table_hour(report: TableReport, key: str, single: bool) -> dict[str, Any] | None:
-    entry = hour_entry(report.by_hour, key)
-    if entry is None and single and not report.by_hour:  # a report without by_hour (older)
-        entry = {
-            "rows": report.row_count,
-            "duplicates": report.duplicates,
-            "cross_hour_duplicates": report.cross_hour_duplicates or 0,
-            "values_quarantined": report.values_quarantined,
-            "files": report.files,
-            "bytes": report.bytes,
-            "new_columns": report.new_columns,
-            "widened_columns": report.widened_columns,
-            "misfits_by_column": report.checks.misfits_by_column,
-            "conformance_failures": report.checks.conformance_failures,
-        }
+def table_hour(report: TableReport, key: str, single: bool) -> TableHour | None:
+    """The table's figures of the partition ``key``; ``single``: the sync covered that hour
+    alone, so a report without ``by_hour`` (older) has them as its totals."""
+    entry = report.hour(report_hour(key))
+    if entry is None and single and not report.by_hour:
+        entry = TableHour(
+            hour=report_hour(key),
+            rows=report.row_count,
+            duplicates=report.duplicates,
+            cross_hour_duplicates=report.cross_hour_duplicates or 0,
+            suppressed=report.suppressed,
+            values_quarantined=report.values_quarantined,
+            files=report.files,
+            bytes=report.bytes,
+            new_columns=report.new_columns,
+            widened_columns=report.widened_columns,
+            misfits_by_column=report.checks.misfits_by_column,
+            conformance_failures=report.checks.conformance_failures,
+        )
     return entry
 
 
-def source_hour(src: SourceReport, key: str, single: bool) -> dict[str, Any]:
-    entry = hour_entry(src.by_hour, key)
-    if entry is None and single and not src.by_hour:  # a report without by_hour (older)
-        entry = SourceHour.of_report(src).entry()
-    if entry is None:  # an hour of the request without archive files: nothing read
-        entry = SourceHour().entry()
-    return entry
+def source_hour(src: SourceReport, key: str, single: bool) -> SourceHour:
+    """The source's reconciliation of the partition ``key`` (all zero: an hour of the
+    request without archive files, nothing read)."""
+    entry = src.hour(report_hour(key))
+    if entry is not None and entry.figures is not None:
+        return entry.figures
+    if single and not src.by_hour:  # a report without by_hour (older): its totals
+        return src.totals()
+    return SourceHour()

@@ -18,7 +18,8 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 
-from datalake_assets.lake.report import SourceHour, SourceReport, TableReport
+from datalake_assets.lake.hour_report import TableHour
+from datalake_assets.lake.report import SourceReport, TableReport
 from datalake_assets.orchestration.sync.report_hours import (
     batch_metadata,
     report_hour,
@@ -75,13 +76,14 @@ def table_check_results(
         if report is None:
             entry = None
         elif partition is None:  # the batch as a whole
-            entry = {
-                "duplicates": report.duplicates,
-                "cross_hour_duplicates": report.cross_hour_duplicates or 0,
-                "widened_columns": report.widened_columns,
-                "misfits_by_column": report.checks.misfits_by_column,
-                "conformance_failures": report.checks.conformance_failures,
-            }
+            entry = TableHour(
+                hour="",
+                duplicates=report.duplicates,
+                cross_hour_duplicates=report.cross_hour_duplicates or 0,
+                widened_columns=report.widened_columns,
+                misfits_by_column=report.checks.misfits_by_column,
+                conformance_failures=report.checks.conformance_failures,
+            )
         else:
             entry = table_hour(report, partition, len(hours or []) == 1)
         if entry is None:
@@ -100,11 +102,15 @@ def table_check_results(
             continue
         # A sync re-reads its batch's output as a whole: a repeat is counted for the batch;
         # a re-check from the lake (transform/recheck.py) counts it for each hour.
-        per_hour = "repeated_message_ids" in entry
-        repeated = entry["repeated_message_ids"] if per_hour else report.checks.repeated_message_ids  # type: ignore[union-attr]
-        misfits = entry.get("misfits_by_column") or {}
-        widened = entry.get("widened_columns") or []
-        failures = entry.get("conformance_failures") or []
+        per_hour = entry.repeated_message_ids is not None
+        repeated = (
+            entry.repeated_message_ids
+            if entry.repeated_message_ids is not None
+            else report.checks.repeated_message_ids  # type: ignore[union-attr]
+        )
+        misfits = entry.misfits_by_column
+        widened = entry.widened_columns
+        failures = entry.conformance_failures
         results = [
             (
                 CHECK_DUPLICATES,
@@ -114,8 +120,8 @@ def table_check_results(
                     "repeated_message_ids"
                     if per_hour
                     else "repeated_message_ids_in_batch": repeated,
-                    "duplicates_removed": entry.get("duplicates", 0),
-                    "cross_hour_duplicates_removed": entry.get("cross_hour_duplicates", 0),
+                    "duplicates_removed": entry.duplicates,
+                    "cross_hour_duplicates_removed": entry.cross_hour_duplicates,
                 },
             ),
             (
@@ -156,18 +162,14 @@ def completeness_results(
         if src is None:
             passed, metadata = False, {"error": error or "", "committed": False}
         else:
-            e = (
-                source_hour(src, partition, len(hours or []) == 1)
-                if partition
-                else SourceHour.of_report(src).entry()
-            )
-            passed = bool(e["reconciled"]) and src.reconciled
+            e = source_hour(src, partition, len(hours or []) == 1) if partition else src.totals()
+            passed = e.reconciled and src.reconciled
             metadata = {
-                "lines_in": e["lines_in"],
-                "rows": e["messages_written"],
-                "duplicates": e["duplicates"],
-                "lines_quarantined": e["lines_quarantined"],
-                "suppressed": e["suppressed"],
+                "lines_in": e.lines_in,
+                "rows": e.messages_written,
+                "duplicates": e.duplicates,
+                "lines_quarantined": e.lines_quarantined,
+                "suppressed": e.suppressed,
             }
         out.append(
             _evaluation(

@@ -8,6 +8,7 @@ from typing import Any
 from dagster import MetadataValue, TableColumn, TableSchema
 
 from datalake_assets.lake.formats import SourceTables, table_format
+from datalake_assets.lake.hour_report import SourceHour, TableHour
 from datalake_assets.lake.report import SourceReport, TableReport
 from datalake_assets.orchestration.sync.report_hours import batch_metadata
 from datalake_assets.settings import LakeSettings, SourceSettings
@@ -49,23 +50,23 @@ def _catalog_metadata(entry: dict | None) -> dict:
 
 
 def table_hour_metadata(
-    report: TableReport, entry: dict[str, Any], settings: LakeSettings, source: SourceSettings
+    report: TableReport, entry: TableHour, settings: LakeSettings, source: SourceSettings
 ) -> dict[str, Any]:
     """A table's materialization of one hour: that hour's figures, the table's schema."""
     schema = TableSchema(columns=[TableColumn(c["name"], c["type"]) for c in report.columns])
     uri = table_uri(settings, source, report.table_name)
     return {
-        "rows": entry["rows"],
-        "duplicates": entry["duplicates"],
-        "cross_hour_duplicates": entry.get("cross_hour_duplicates", 0),
-        "values_quarantined": entry["values_quarantined"],
-        "new_columns": MetadataValue.json(entry.get("new_columns") or []),
-        "widened_columns": MetadataValue.json(entry.get("widened_columns") or []),
-        "files": entry["files"],
-        "bytes": entry["bytes"],
-        "is_new": bool(report.is_new and entry.get("new_columns")),
+        "rows": entry.rows,
+        "duplicates": entry.duplicates,
+        "cross_hour_duplicates": entry.cross_hour_duplicates,
+        "values_quarantined": entry.values_quarantined,
+        "new_columns": MetadataValue.json(entry.new_columns),
+        "widened_columns": MetadataValue.json(entry.widened_columns),
+        "files": entry.files,
+        "bytes": entry.bytes,
+        "is_new": bool(report.is_new and entry.new_columns),
         "dagster/column_schema": schema,
-        "dagster/row_count": entry["rows"],
+        "dagster/row_count": entry.rows,
         "dagster/uri": MetadataValue.path(uri),
         "path": MetadataValue.path(uri),
         "run_id": report.run_id,
@@ -80,16 +81,16 @@ EMPTY_TABLE_HOUR = {
 }
 
 
-def source_hour_metadata(src: SourceReport, e: dict[str, Any]) -> dict[str, Any]:
+def source_hour_metadata(src: SourceReport, e: SourceHour) -> dict[str, Any]:
     return {
-        "lines_in": e["lines_in"],
-        "messages_written": e["messages_written"],
-        "duplicates": e["duplicates"],
-        "cross_hour_duplicates": e.get("cross_hour_duplicates", 0),
-        "lines_quarantined": e["lines_quarantined"],
-        "suppressed": e["suppressed"],
-        "values_quarantined": e["values_quarantined"],
-        "dagster/row_count": e["messages_written"],
+        "lines_in": e.lines_in,
+        "messages_written": e.messages_written,
+        "duplicates": e.duplicates,
+        "cross_hour_duplicates": e.cross_hour_duplicates,
+        "lines_quarantined": e.lines_quarantined,
+        "suppressed": e.suppressed,
+        "values_quarantined": e.values_quarantined,
+        "dagster/row_count": e.messages_written,
         "tables": src.tables,
         "replay": src.replay,
         "replay_from": src.replay_from or "",
