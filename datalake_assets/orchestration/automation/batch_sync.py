@@ -10,16 +10,17 @@ run per tick they share one Spark session and one metastore, ~4 s a source
 ``datalake_archive_sensor`` lists every source's archive as the per-source sensors do
 (``archive_cursor.evaluate``, one cursor per source inside its own), and requests
 ``datalake_sync_job`` with the due hours of every source as run config. Its op syncs source
-after source with the run's one ``SparkCompute``, and records what the source's own job would:
-the tables, quarantine and report of each source-hour as materializations of the source's
-assets (their partitions), and the checks' evaluations (``sync_events.sync_events``). A source whose
+after source with the run's one ``SparkCompute`` along the path of every sync in Dagster
+(``sync/sync_hours.py``), which records what the source's own job would: the tables,
+quarantine and report of each source-hour as materializations of the source's assets (their
+partitions), and the checks' evaluations. A source whose
 sync fails does not stop the others; the run fails at the end, naming it. Materializing from
 the UI, backfills and replays still run the source's own ``<slug>_sync_job``.
 """
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,13 +45,10 @@ from datalake_assets.orchestration.automation import archive_cursor as ac
 from datalake_assets.orchestration.automation import archive_sensor as sn
 from datalake_assets.orchestration.automation import sensor_toolkit as kit
 from datalake_assets.orchestration.compute.spark_compute import SparkCompute
-from datalake_assets.orchestration.sync.sync_checks import completeness_results
-from datalake_assets.orchestration.sync.sync_events import sync_events
+from datalake_assets.orchestration.sync.sync_hours import SyncFailed, sync_hours
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.orchestration_section import BATCH_SENSOR
 from datalake_assets.spec.layout import ArchiveHour
-from datalake_assets.transform.catalog_phase import CatalogBehind
-from datalake_assets.transform.sync_request import request_from_settings
 
 BATCH_JOB = "datalake_sync_job"
 SOURCE_HOURS_TAG = "datalake/source_hours"  # "<source>:<hour> ..." of a batched run
@@ -97,23 +95,11 @@ def build_batch_job(settings: LakeSettings, sources: Sequence[BatchSource]) -> A
             keys = [ArchiveHour.parse(h).partition_key for h in item.hours]
             try:
                 # yielded source by source: what is synced is recorded even if a later fails
-                yield from _sync_one(context, settings, entry, item.hours, compute)
-            except CatalogBehind as e:  # committed, not registered: record it, fail at the end
-                yield from sync_events(
-                    settings,
-                    entry.source,
-                    list(entry.tables),
-                    keys,
-                    e.report,
-                    None,
-                    instance=context.instance,
+                yield from sync_hours(
+                    context, settings, entry.source, list(entry.tables), keys, compute, replay=False
                 )
-                failed.append(f"{item.source} {item.hours[0]}..{item.hours[-1]}: {e}")
-            except Exception as e:  # noqa: BLE001 - one source's failure must not stop the rest
-                yield from completeness_results(entry.source.slug, None, keys, str(e))
-                failed.append(
-                    f"{item.source} {item.hours[0]}..{item.hours[-1]}: {type(e).__name__}: {e}"
-                )
+            except SyncFailed as e:  # recorded; one source's failure must not stop the rest
+                failed.append(str(e))
                 context.log.exception(f"sync of {item.source} failed; going on with the rest")
         if failed:
             raise Failure(
@@ -133,29 +119,6 @@ def build_batch_job(settings: LakeSettings, sources: Sequence[BatchSource]) -> A
         sync_due_hours()
 
     return datalake_sync_job
-
-
-def _sync_one(
-    context: OpExecutionContext,
-    settings: LakeSettings,
-    entry: BatchSource,
-    hours: list[str],
-    compute: SparkCompute,
-) -> Iterator:
-    """The events of one source's sync (all after it: a failed sync records nothing but the
-    failed completeness check, as the source's own job would). A generator, consumed as the
-    op yields it: each check evaluation looks up the materialization stored before it."""
-    source = entry.source
-    hours = [str(ArchiveHour.parse(h)) for h in hours]
-    keys = [ArchiveHour.parse(h).partition_key for h in hours]
-    context.log.info(f"syncing {source.id} hours {hours[0]} .. {hours[-1]}")
-    request = request_from_settings(
-        settings, source, hours, run_id=context.run.run_id, replay=False
-    )
-    result = compute.run_sync(request, context=context)
-    return sync_events(
-        settings, source, list(entry.tables), keys, result, None, instance=context.instance
-    )
 
 
 # ---------------------------------------------------------------------------------- the sensor

@@ -43,16 +43,13 @@ from datalake_assets.orchestration.sync.sync_checks import (
     CHECK_CONFORMANCE,
     CHECK_DUPLICATES,
     CHECK_TYPE_DRIFT,
-    completeness_results,
 )
-from datalake_assets.orchestration.sync.sync_events import sync_events
+from datalake_assets.orchestration.sync.sync_hours import SyncFailed, sync_hours
 from datalake_assets.orchestration.sync.sync_metadata import table_name, table_uri
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import QUARANTINE, RAW_ARCHIVE, STANDARD_TABLES, SYNC_REPORTS
 from datalake_assets.spec.table_formats import ICEBERG
-from datalake_assets.transform.catalog_phase import CatalogBehind
-from datalake_assets.transform.sync_request import SyncError, request_from_settings
 
 # Per-hour check results need partitioned check specs, a preview feature of Dagster 1.13 that we
 # chose on purpose (README): say so once here instead of warning on every load and run.
@@ -237,48 +234,21 @@ def build_source_assets(
         if context.selected_asset_keys == {catalog_key(slug)}:  # the catalog alone
             yield from register_catalog_alone(context, settings, source, compute)
             return
-        keys = list(context.partition_keys)
-        hours = [str(layout.ArchiveHour.parse(k)) for k in keys]
-        selected = context.selected_asset_keys
-        context.log.info(
-            f"syncing {source.id} hours {hours[0]} .. {hours[-1]} (all tables of "
-            f"these hours; {len(selected)} assets selected)"
-        )
         try:
-            request = request_from_settings(
-                settings,
-                source,
-                hours,
-                run_id=context.run.run_id,
-                replay=len(hours) > 1 or "dagster/backfill" in context.run.tags,
-            )
-            result = compute.run_sync(request, context=context)
-        except CatalogBehind as e:  # the data is committed: record it, fail the catalog's hours
-            yield from sync_events(
+            yield from sync_hours(
+                context,
                 settings,
                 source,
                 tables,
-                keys,
-                e.report,
-                selected,
-                context.add_asset_metadata,
-                instance=context.instance,
+                list(context.partition_keys),
+                compute,
+                replay=len(context.partition_keys) > 1 or "dagster/backfill" in context.run.tags,
+                selected=context.selected_asset_keys,
+                add_metadata=context.add_asset_metadata,
             )
-            raise Failure(description=str(e)) from None
-        except SyncError as e:
-            # Report the failed reconciliation, then fail the run: nothing was committed, so
-            # there is no materialization to attach data to.
-            yield from completeness_results(slug, None, keys, str(e))
-            raise
-        yield from sync_events(
-            settings,
-            source,
-            tables,
-            keys,
-            result,
-            selected,
-            context.add_asset_metadata,
-            instance=context.instance,
-        )
+        except SyncFailed as e:  # recorded: fail the step with the sync's own error
+            if e.committed:  # the catalog's hours fail their check; say why in the run
+                raise Failure(description=str(e.cause)) from None
+            raise e.cause from None
 
     return [raw, lake_sync]

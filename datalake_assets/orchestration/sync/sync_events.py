@@ -7,8 +7,8 @@ each carries **its own hour's** figures (the report's ``by_hour`` entries,
 widened columns. What only the batch as a whole measured is named as such (``batch_*``).
 
 Its checks are ``sync_checks.py``, its metadata ``sync_metadata.py``, an hour's figures
-``report_hours.py``. Used by the source's multi-asset (``source_assets.py``), the batched
-sensor job (``automation/batch_sync.py``) and syncs outside Dagster recorded in the instance
+``report_hours.py``. Used by every sync in a Dagster run (``sync_hours.py``: the source's
+multi-asset, the batched sensor job) and by syncs outside Dagster recorded in the instance
 (``sync_records.py``).
 """
 
@@ -142,8 +142,8 @@ def sync_events(
     yield from record(
         AssetKey([slug, QUARANTINE]),
         lambda k: {
-            "lines_quarantined": source_hour(src, k, single)["lines_quarantined"],
-            "values_quarantined": source_hour(src, k, single)["values_quarantined"],
+            "lines_quarantined": source_hour(src, k, single).lines_quarantined,
+            "values_quarantined": source_hour(src, k, single).values_quarantined,
             "path": MetadataValue.path(
                 fmt.hour_location(fsrc, QUARANTINE, layout.ArchiveHour.parse(k).compact)
             ),
