@@ -127,7 +127,10 @@ def checks(settings) -> list[dict]:
     for hour in ("2026-11-21T07", "2026-11-22T03", "2026-11-20T03"):
         figures = table_hour(src, "order_completed", ArchiveHour.parse(hour), {}, Counter())
         out.append(
-            {k: figures[k] for k in ("rows", "repeated_message_ids", "conformance_failures")}
+            {
+                k: getattr(figures, k)
+                for k in ("rows", "repeated_message_ids", "conformance_failures")
+            }
         )
     return out
 
