@@ -88,7 +88,7 @@ def journal_location(lake_root: str, source_dir: str, run_id: str) -> str:
 
 
 STEP_THREADS = 4  # table commits applied at once
-SWAP_THREADS = 8  # partition swaps applied at once on a remote store
+SWAP_THREADS = 8  # partition swaps applied at once on an object store
 
 # A table format's commit of one journaled step (``TableFormat.apply``), idempotent.
 ApplyStep = Callable[[dict, str], None]
@@ -137,11 +137,13 @@ def _apply(run_id: str, swaps: list[Swap], steps: list[dict], apply_step: ApplyS
                 faults.checkpoint("mid_commit")
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    if swaps and _over_http(swaps[0].target):
-        # Swaps are independent too (one partition each, idempotent): on a remote store each is
-        # a few requests (list, copy or rename, delete) that wait on the network, so a few at
-        # a time, as the table commits; the fault point fires once the first is done. A local
-        # folder's swap is one rename: they keep their order.
+    if swaps and _object_store(swaps[0].target):
+        # Swaps are independent too (one partition each, idempotent): on an object store each
+        # is a listing, a copy per new file and a delete per old one, all waiting on the
+        # network, so a few at a time, as the table commits; the fault point fires once the
+        # first is done. A local folder's swap is one rename, and a renaming store's (Azure
+        # HNS) leaves its hour absent between its two renames: those keep their order, so a
+        # crash leaves at most one hour absent until ``recover``.
         pool = ThreadPoolExecutor(max_workers=SWAP_THREADS)
         try:
             futures = [pool.submit(apply_swap, swap, run_id) for swap in swaps]
@@ -158,9 +160,9 @@ def _apply(run_id: str, swaps: list[Swap], steps: list[dict], apply_step: ApplyS
             faults.checkpoint("mid_commit")
 
 
-def _over_http(target: str) -> bool:
-    """A remote store's partition (S3, Azure, GCS), not a local folder."""
-    return storage.is_uri(target)
+def _object_store(target: str) -> bool:
+    """A partition on a store without directory renames (S3, blob-only Azure, GCS)."""
+    return storage.is_uri(target) and not storage.renames_directories(target)
 
 
 def recover(lake_root: str, source_dir: str, apply_step: ApplyStep | None = None) -> list[str]:
