@@ -39,11 +39,10 @@ def test_the_suites_jvms_map_its_class_data_archive():
     """``support/jvm_cds.py``: a JVM that PySpark launches (the launcher and class path of
     every session the suite starts) maps the archive, so its classes come from it; a JVM
     that silently fell back (the archive no longer fits the jars) fails this test."""
+    import subprocess
+    import sys
     import time
     from pathlib import Path
-
-    from pyspark import SparkConf
-    from pyspark.java_gateway import launch_gateway
 
     from datalake_assets_tests.support import jvm_cds
 
@@ -60,11 +59,31 @@ def test_the_suites_jvms_map_its_class_data_archive():
     )
     jvm_cds.use_if_ready()
     assert f"-XX:SharedArchiveFile={path}" in os.environ["SPARK_SUBMIT_OPTS"]
-    gateway = launch_gateway(SparkConf(loadDefaults=False))
-    try:
-        maps = Path(f"/proc/{gateway.proc.pid}/maps").read_text()
-    finally:
-        gateway.shutdown()
-        gateway.proc.stdin.close()
-        gateway.proc.wait(timeout=60)
+    # PySpark's launcher forks with a preexec_fn: from this worker, grown by half an hour of
+    # tests, the kernel once refused the fork (ENOMEM, the fresh-clone run at d990b0e). A
+    # small interpreter launches the JVM instead, as every sync process of the suite does.
+    done = subprocess.run(
+        [sys.executable, "-c", _MAPS_OF_A_PYSPARK_JVM],
+        env=os.environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    maps = done.stdout
     assert str(path) in maps, "the JVM did not map the archive: it loads every class itself"
+
+
+_MAPS_OF_A_PYSPARK_JVM = """
+from pathlib import Path
+from pyspark import SparkConf
+from pyspark.java_gateway import launch_gateway
+
+gateway = launch_gateway(SparkConf(loadDefaults=False))
+try:
+    print(Path(f"/proc/{gateway.proc.pid}/maps").read_text())
+finally:
+    gateway.shutdown()
+    gateway.proc.stdin.close()
+    gateway.proc.wait(timeout=60)
+"""
