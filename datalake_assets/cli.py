@@ -224,7 +224,9 @@ def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
     from datalake_assets.transform.sync_request import SyncError, request_from_settings
 
     source = chosen_source(settings, args)
-    request = request_from_settings(settings, source, args.hours, replay=args.replay)
+    request = request_from_settings(
+        settings, source, args.hours, replay=args.replay, batch=args.batch
+    )
     try:  # the session starts when the sync first needs it (a small batch may not)
         result = run_sync(lambda: settings_spark_session(settings, quiet=True), request)
     except CatalogError as e:  # a JDBC metastore's password or driver jar missing
@@ -235,7 +237,8 @@ def cmd_sync(settings: LakeSettings, args: argparse.Namespace) -> int:
         print(json.dumps({"status": "failed", "error": str(e), "error_code": e.code}))
         return 1
     print(json.dumps(result.source.to_dict(), indent=2))
-    record_in_dagster(settings, source, result)
+    if result.source.batch_id is None:  # a batch's rows are provisional: the hour's partition
+        record_in_dagster(settings, source, result)  # materializes when its sync closes it
     return 0
 
 

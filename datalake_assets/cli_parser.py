@@ -166,12 +166,20 @@ def build_parser() -> Parser:
         "the report (JSON). Exit code 1 on a failed sync.",
     )
     s.add_argument("--source", help=SOURCE_HELP)
-    s.add_argument(
+    how = s.add_mutually_exclusive_group()
+    how.add_argument(
         "--replay",
         action="store_true",
         help="record the run as a replay (replay: true, replay_from/replay_to in "
         "the report), as a Dagster backfill does; every sync replaces the "
         "hours it writes",
+    )
+    how.add_argument(
+        "--batch",
+        action="store_true",
+        help="an open hour's batch: append the hours' archive files that no sync or batch "
+        "took in yet, replacing nothing (Iceberg lakes; the hour's sync replaces it whole "
+        "when it closes: docs/concepts/freshness.md)",
     )
     s.add_argument(
         "--hours", nargs="+", required=True, type=archive_hour, help="UTC hours, YYYY-MM-DDTHH"

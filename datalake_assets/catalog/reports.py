@@ -101,6 +101,7 @@ REPORT_FIELDS: tuple[tuple[str, str], ...] = (
     ("recovered_commits", _JSON),
     ("tables", _INT),
     ("warning", _STR),
+    ("batch_id", _STR),  # an open hour's batch (transform/open_hour.py); NULL for a sync
     ("catalog", _JSON),  # what the catalog registration did (register_sync's result)
     ("extra", _JSON),  # every other key of the report object, as a JSON object
 )

@@ -34,6 +34,11 @@ class SourceHour:
     suppressed: int = 0
     values_quarantined: int = 0
 
+    def __add__(self, other: SourceHour) -> SourceHour:
+        """Two reads of the same hour added up: an hour's sync and the open hour's batches
+        after it (``lake/sync_status.py``)."""
+        return SourceHour(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
     @property
     def reconciled(self) -> bool:
         """Every line read is a row, a duplicate, quarantined or suppressed."""

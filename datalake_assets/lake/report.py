@@ -202,6 +202,9 @@ class SourceReport(_Row):
     partitions: list[dict[str, str]] = field(default_factory=list)  # of hours_synced
     tables: int = 0
     warning: str | None = None
+    # an open hour's batch (``transform/open_hour.py``): its id; the figures are the rows it
+    # added to ``hours_synced``, not the hours' (None: a sync, which replaced its hours)
+    batch_id: str | None = None
     # Each synced hour's reconciliation and catalog step (``transform/hour_figures.py``,
     # ``transform/catalog_phase.py``); the fields above are the batch's totals. Reports of
     # versions before it have none.
@@ -231,10 +234,18 @@ class SourceReport(_Row):
         "partitions",
         "tables",
         "warning",
+        "batch_id",
         "by_hour",
     )
     _OMITTED_WHEN_NONE = frozenset(
-        {"cross_hour_duplicates", "dedup_lookback_hours", "index_ids_written", "timings", "warning"}
+        {
+            "cross_hour_duplicates",
+            "dedup_lookback_hours",
+            "index_ids_written",
+            "timings",
+            "warning",
+            "batch_id",
+        }
     )
 
     @classmethod

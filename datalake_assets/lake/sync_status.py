@@ -4,10 +4,16 @@ lake keeps (``<lake>/reports/day=<finish day>/source=<id>/run_id=/report.json``,
 formats).
 
 Each hour counts as the newest finished report that synced it says: a re-synced hour replaces
-its rows whole, so its latest figures are the rows a reader of the lake counts for it. An
-hour's data is always synced after the hour ends, so the reports of the hours in the last
-``days`` days are in the finish-day folders of those days: only those are read, never years
-of reports (the last synced hour alone may look further back, newest day first).
+its rows whole, so its latest figures are the rows a reader of the lake counts for it. An open
+hour's batches (``transform/open_hour.py``) add to it: their figures add up, over the newest
+sync of the hour if there is one. An hour's data is synced after the hour begins, so the
+reports of the hours in the last ``days`` days are in the finish-day folders of those days:
+only those are read, never years of reports (the last synced hour alone may look further back,
+newest day first).
+
+The lag is how far the lake is behind now: from the end of the last synced hour, or, when
+that hour is only batched so far (still open), from the start of its newest batch (the files
+it read were in the archive by then).
 """
 
 from __future__ import annotations
@@ -78,16 +84,25 @@ def lake_status(lake_root: str, source_id: str, now: datetime | None = None) -> 
     now = (now or datetime.now(UTC)).astimezone(UTC)
     first_day = (now - timedelta(days=ROW_DAYS)).strftime("%Y-%m-%d")
     days = _report_days(lake_root)
-    hours: dict[str, SourceHour] = {}  # hour -> its newest figures
+    hours: dict[str, SourceHour] = {}  # hour -> its newest sync's figures (+ batches after)
+    batched: dict[str, SourceHour] = {}  # hour -> its batches newer than any sync of it
+    newest_batch: dict[str, str] = {}  # hour -> its newest batch's start time
     last: str | None = None
     for day in days:
         if day < first_day and last is not None:
             break  # older finish days hold no hour of the window
-        for report in _reports_of_day(lake_root, source_id, day):  # newest first: first wins
+        for report in _reports_of_day(lake_root, source_id, day):  # newest first
             for entry in report.hour_entries():
-                if entry.hour:  # a catalog-only run's entry has no figures: none read
-                    hours.setdefault(entry.hour, entry.figures or SourceHour())
-                    last = max(last or entry.hour, entry.hour)
+                if not entry.hour or entry.hour in hours:  # a catalog-only run: no figures
+                    continue  # (or an hour whose newest sync was read: older runs replaced)
+                figures = entry.figures or SourceHour()
+                if report.batch_id:
+                    batched[entry.hour] = batched.get(entry.hour, SourceHour()) + figures
+                    newest_batch.setdefault(entry.hour, report.start_time or "")
+                else:
+                    hours[entry.hour] = figures + batched.pop(entry.hour, SourceHour())
+                last = max(last or entry.hour, entry.hour)
+    hours.update(batched)  # hours only batched so far
     today = now.date()
     messages_per_day = {
         (today - timedelta(days=n)).isoformat(): 0 for n in range(ROW_DAYS - 1, -1, -1)
@@ -102,5 +117,7 @@ def lake_status(lake_root: str, source_id: str, now: datetime | None = None) -> 
     lag = None
     if last is not None:
         end = layout.ArchiveHour.parse(last).start + timedelta(hours=1)
+        if last in batched and newest_batch.get(last):
+            end = min(end, datetime.fromisoformat(newest_batch[last]).astimezone(UTC))
         lag = int((now - end).total_seconds())
     return LakeStatus(last, lag, quarantined, messages_per_day)

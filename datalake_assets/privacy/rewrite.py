@@ -219,6 +219,8 @@ def plan_hour(
         else:
             staged = layout.join(staging, directory[len(place.lake_root) :])
         _make_dir(staged)
+        if kind == INDEX_PART:  # the hour's ledgers of archive files stay with its id index
+            locations = locations + _ledgers(directory)  # (transform/open_hour.py)
         for location in locations:
             if location not in changed:
                 _link(location, layout.join(staged, location.rsplit("/", 1)[-1]))
@@ -252,6 +254,10 @@ def plan_hour(
         plan.swaps, plan.steps = swaps + plan.swaps, steps
     record.files += len(plan.archive)
     return plan
+
+
+def _ledgers(directory: str) -> list[str]:
+    return [loc for loc, _ in storage.list_files(directory) if layout.is_hour_files(loc)]
 
 
 def _make_dir(location: str) -> None:

@@ -246,6 +246,18 @@ def hour_of_index_file(location: str) -> str | None:
     return m.group(1) if m else None
 
 
+def hour_files_name(hour: ArchiveHour, run_id: str) -> str:
+    """The ledger of the archive files a run took in for ``hour``, kept in the hour's id-index
+    folder (``transform/open_hour.py``). Named like the hour's data files
+    (``part-<YYYYMMDDHH>-<run>-``) so that a commit's swap treats it as one of the hour's
+    files: replaced with the hour, carried over by an open hour's batch."""
+    return f"part-{hour.compact}-{run_id}-archive-files.json"
+
+
+def is_hour_files(location: str) -> bool:
+    return location.endswith("-archive-files.json")
+
+
 def commit_journal_dir(lake_root: str, source_dir: str) -> str:
     return join(lake_root, "_commits", source_dir)
 

@@ -62,12 +62,14 @@ def find_duplicates(
     source_dir: str,
     batch_hours: list[str],
     driver_max_keys: int | None = None,
+    appends: bool = False,
 ) -> Duplicates:
     """The duplicates among the key rows of stage A's (persisted) output and against the id
     index of the hours within ``lookback_hours`` of the batch (``batch_hours``: compact).
     ``messages``: how many key rows there are (stage A's statistics); ``driver_max_keys``:
-    ``DRIVER_MAX_KEYS`` as it is when called."""
-    prior_files = index_files(lake_root, source_dir, lookback_hours, batch_hours)
+    ``DRIVER_MAX_KEYS`` as it is when called; ``appends``: the run adds to its hours (an open
+    hour's batch), whose own index counts too."""
+    prior_files = index_files(lake_root, source_dir, lookback_hours, batch_hours, appends)
     if messages <= (DRIVER_MAX_KEYS if driver_max_keys is None else driver_max_keys):
         from pyspark.sql import functions as F
 
@@ -154,22 +156,28 @@ def _duplicates_by_spark(spark, key_rows, prior_files: list[str]) -> Duplicates:
 
 
 def index_files(
-    lake_root: str, source_dir: str, lookback_hours: int, batch_hours: list[str]
+    lake_root: str,
+    source_dir: str,
+    lookback_hours: int,
+    batch_hours: list[str],
+    appends: bool = False,
 ) -> list[str]:
     """Index files of the hours within ``lookback_hours`` of the batch (before its first
-    hour or after its last), the batch's own hours (compact) excluded."""
-    if lookback_hours <= 0 or not batch_hours:
+    hour or after its last), the batch's own hours (compact) excluded: the sync replaces
+    them. ``appends``: an open hour's batch adds to its hours, whose index (its earlier
+    batches' ids) is included (``open_hour.py``)."""
+    if not batch_hours or (lookback_hours <= 0 and not appends):
         return []
     first = layout.ArchiveHour.parse(min(batch_hours)).start
     last = layout.ArchiveHour.parse(max(batch_hours)).start
-    span = timedelta(hours=lookback_hours)
+    span = timedelta(hours=max(lookback_hours, 0))
     lo = layout.ArchiveHour.of(first - span).compact
     hi = layout.ArchiveHour.of(last + span).compact
     own = set(batch_hours)
     out = []
     for location, _ in storage.list_files(layout.index_root(lake_root, source_dir), recursive=True):
         hour = layout.hour_of_index_file(location)
-        if hour and lo <= hour <= hi and hour not in own:
+        if hour and lo <= hour <= hi and (appends if hour in own else lookback_hours > 0):
             out.append(location)
     return out
 

@@ -108,7 +108,9 @@ def dedup(run: SyncRun, keys: pa.Table, hours: list[str]) -> Duplicates:
     up to ``DRIVER_MAX_KEYS`` messages does it)."""
     t = time.monotonic()
     req = run.req
-    prior_files = index_files(req.lake_root, req.source_dir, req.dedup_lookback_hours, hours)
+    prior_files = index_files(
+        req.lake_root, req.source_dir, req.dedup_lookback_hours, hours, req.batch
+    )
     found = duplicates_of(keys, prior_files)
     found.prior_files = prior_files
     run.timings["dedup_s"] = time.monotonic() - t

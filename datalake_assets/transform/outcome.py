@@ -23,6 +23,7 @@ from datalake_assets.lake.report import (
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange
+from datalake_assets.transform import open_hour
 from datalake_assets.transform.dedup import Duplicates
 from datalake_assets.transform.hour_figures import source_hours, table_hours
 from datalake_assets.transform.manifest import (
@@ -109,16 +110,20 @@ def commit_sync(
     existing: dict[str, list[tuple[str, str]]],
     changes: dict[str, TableChange],
     tally: Tally,
-    hours: list[str],
+    files: list[open_hour.ArchiveFile],
 ) -> None:
     """Commit the staged hours: the tables through the lake's table format (``lake/formats``),
     the quarantine and the indexes as folder swaps, in one journal (``lake/commit.py``); then
-    record the tables' schemas. The catalog was prepared before (``sync.py``)."""
+    record the tables' schemas. The catalog was prepared before (``sync.py``). The hours'
+    ledgers of ``files`` go with their id index (``open_hour.py``). An open hour's batch
+    (``req.batch``) appends to its hours instead of replacing them."""
     req = run.req
+    hours = sorted({hour for _, hour, _ in files})
     tables_after = dict(existing)
     for t, c in changes.items():
         tables_after[t] = c.columns
-    batch = tables_to_commit(run, tables_after, changes, tally, hours)
+    open_hour.stage_ledgers(layout.staged_index_root(run.staging), req.run_id, files)
+    batch = tables_to_commit(run, tables_after, changes, tally, hours, files)
     table_swaps, steps = run.tables.plan(batch)
     swaps = table_swaps + _plan_side_swaps(run, hours)
     faults.checkpoint("staged")
@@ -154,10 +159,14 @@ def tables_to_commit(
     changes: dict[str, TableChange],
     tally: Tally,
     hours: list[str],
+    files: list[open_hour.ArchiveFile],
 ) -> TablesToCommit:
     """Every table of the source has its ``hours`` replaced: those this run wrote, and the
     others (a replayed hour may have lost all its rows of one). The files of a table written
-    in place are listed for the format's commit."""
+    in place are listed for the format's commit. An open hour's batch appends to the tables
+    it wrote rows to, and to no other."""
+    if run.req.batch:
+        tables_after = {t: cols for t, cols in tables_after.items() if t in changes}
     written: dict[str, list[tuple[str, int, str]]] = {t: [] for t in run.in_place}
     for (table, hour), entries in sorted(tally.files.items()):
         if table in written:
@@ -170,13 +179,15 @@ def tables_to_commit(
         quarantine_staged=layout.staged_quarantine_root(run.staging),
         tables={t: tuple(tuple(c) for c in cols) for t, cols in sorted(tables_after.items())},
         widened={t: tuple(n for n, _, _ in c.widened) for t, c in changes.items() if c.widened},
-        written={t: tuple(files) for t, files in written.items()},
+        written={t: tuple(entries) for t, entries in written.items()},
+        batch=open_hour.batch_id(files) if run.req.batch else "",
     )
 
 
 def _plan_side_swaps(run: SyncRun, hours: list[str]) -> list[commit.Swap]:
     """Each hour's id index and identity index (the lake's own records, in every table
-    format): one folder swap each."""
+    format): one folder swap each. An open hour's batch adds its files to the hour's (a swap
+    that replaces no hour: every live file is carried over)."""
     req, staging = run.req, run.staging
     by_dir: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, staged) -> hours
     for h in hours:
@@ -201,6 +212,8 @@ def _plan_side_swaps(run: SyncRun, hours: list[str]) -> list[commit.Swap]:
                 ),
             )
         ].add(h)
+    if req.batch:
+        by_dir = {key: set() for key in by_dir}
     return commit.swaps_of(by_dir)
 
 
@@ -360,6 +373,7 @@ def source_report(
         bytes_in=sum(s for _, _, s in files),
         timings={k: round(v, 3) for k, v in run.timings.items()},
         by_hour=source_hours(tally, duplicates, hours),
+        batch_id=open_hour.batch_id(files) if run.req.batch else None,
     )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from dataclasses import replace
 
 from datalake_assets.catalog import step
 from datalake_assets.catalog.catalog_interface import CatalogError, NoCatalog
@@ -39,7 +40,7 @@ from datalake_assets.spec import layout
 from datalake_assets.spec.naming import TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange, plan_table
 from datalake_assets.spec.types import TYPES, widen
-from datalake_assets.transform import catalog_phase, local_path
+from datalake_assets.transform import catalog_phase, local_path, open_hour
 from datalake_assets.transform.dedup import (
     Duplicates,
     find_duplicates,
@@ -149,6 +150,8 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
         return catalog_phase.catalog_only(run)
     _clear_staging(req)
     files = list_archive_files(req)
+    if req.batch:  # an open hour's batch: the files no run took in yet (open_hour.py)
+        files = open_hour.untaken(run, files)
     existing = read_schema_record(req.lake_root, req.source_dir)
     if not files:
         return finish(run, [], empty_source_report(run, recovered))
@@ -166,11 +169,16 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     stats, changes, duplicates = (_read_local if local else _read_spark)(
         run, files, existing, hours
     )
+    if req.batch and any(c.widened for c in changes.values()):
+        # A widening rewrites the table's rows: the whole hours' sync does it (open_hour.py).
+        storage.delete_dir(run.staging)
+        run.req = replace(req, batch=False)
+        return _run_sync_locked(run)
     index_identities(run, stats)
     manifest, repeated_ids = write(run, stats, changes, duplicates, local)
     tally = reconcile(run, stats, duplicates, manifest, repeated_ids)
     _prepare_catalog(run)
-    commit_sync(run, existing, changes, tally, hours)
+    commit_sync(run, existing, changes, tally, files)
     t = time.monotonic()
     what = committed(run, changes, tally, hours)
     prepared_s = time.monotonic() - t
@@ -349,6 +357,7 @@ def dedup(run: SyncRun, keys, messages: int, hours: list[str]) -> Duplicates:
         run.req.lake_root,
         run.req.source_dir,
         hours,
+        appends=run.req.batch,
     )
     run.timings["dedup_s"] = time.monotonic() - t
     return found

@@ -66,6 +66,9 @@ class SyncRequest:
     catalog_only: str = ""
     # the lake's table format (lake/formats/): what committing the staged hours means
     table_format: FormatConfig = field(default_factory=FormatConfig)
+    # an open hour's batch: append the hours' archive files no run took in yet, instead of
+    # replacing the hours (transform/open_hour.py)
+    batch: bool = False
 
     def resolved(self) -> SyncRequest:
         run_id = (
@@ -119,6 +122,8 @@ class SyncRequest:
             args.append("--replay")
         if self.catalog_only:
             args += ["--catalog-only", self.catalog_only]
+        if self.batch:
+            args.append("--batch")
         return args + ["--hours", *self.hours]
 
 
@@ -142,6 +147,12 @@ def parse_args(argv: list[str]) -> SyncRequest:
         default="",
         help="register the hours from the lake's files and check the catalog "
         "(register), or check it (check); nothing else",
+    )
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        help="append the hours' archive files no run took in yet (an open hour's batch) "
+        "instead of replacing the hours",
     )
     p.add_argument("--table-prefix", default="")
     p.add_argument("--dedup-lookback-hours", type=int, default=_SYNC.dedup_lookback_days * 24)
@@ -188,6 +199,7 @@ def parse_args(argv: list[str]) -> SyncRequest:
         catalog_only=a.catalog_only,
         target_file_bytes=a.target_file_bytes,
         table_format=FormatConfig.from_args(a),
+        batch=a.batch,
     )
 
 
@@ -199,6 +211,7 @@ def request_from_settings(
     replay: bool,
     run_id: str = "",
     catalog_only: str = "",
+    batch: bool = False,
 ) -> SyncRequest:
     """The sync of ``source``'s ``hours`` (any ``ArchiveHour`` spelling) as the settings say."""
     fmt = FormatConfig.of_settings(settings)
@@ -222,4 +235,5 @@ def request_from_settings(
         target_file_bytes=fmt.target_file_mb * 1024 * 1024,
         catalog_only=catalog_only,
         table_format=fmt,
+        batch=batch,
     )

@@ -473,6 +473,9 @@ REPORT_FIELDS = {
     "timings": "seconds per phase of the sync",
     "tables": "how many tables the sync wrote",
     "warning": "a warning about the sync (e.g. an unreadable archive file)",
+    "batch_id": "an open hour's batch (`datalake sync --batch`): its id, also in each Iceberg "
+                "snapshot it appended (`datalake.batch-id`); the figures are the rows it added "
+                "([freshness](../concepts/freshness.md)). Absent for a sync",
 }
 
 

@@ -81,6 +81,9 @@ class TablesToCommit:
     # table -> the data files stage B wrote in place (``write_targets``): (location, bytes,
     # hour); a table of ``tables`` missing here had no rows in the run
     written: dict[str, tuple[tuple[str, int, str], ...]] = field(default_factory=dict)
+    # an open hour's batch id (``transform/open_hour.py``): the rows are *added* to ``hours``
+    # (formats with ``appends``), nothing replaced; "" replaces the hours
+    batch: str = ""
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,9 @@ class TableFormat(ABC):
     # whether replaced versions stay stored until maintenance removes them (Iceberg's
     # snapshots); the Segment layout deletes a replaced hour as it commits
     keeps_versions: bool = False
+    # whether a commit can add rows to an hour (``TablesToCommit.batch``: an open hour's
+    # batches); the Segment layout's hour is a folder swapped whole
+    appends: bool = False
 
     def __init__(self, config: Any, lake_root: str) -> None:
         # config: the lake's ``settings.formats_section.FormatConfig`` (a layer above)

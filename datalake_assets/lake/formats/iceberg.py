@@ -64,6 +64,7 @@ from datalake_assets.lake.formats.format_interface import (
 from datalake_assets.lake.formats.iceberg_catalog import _location, _uri, open_catalog
 from datalake_assets.lake.formats.iceberg_hours import hours_filter
 from datalake_assets.lake.formats.iceberg_in_place import (
+    append_in_place,
     commit_in_place,
     data_files,
     predicted_ids,
@@ -83,6 +84,7 @@ from datalake_assets.spec.naming import QUARANTINE, catalog_table_name
 from datalake_assets.spec.table_formats import ICEBERG
 
 RUN_PROPERTY = "datalake.run-id"
+BATCH_PROPERTY = "datalake.batch-id"  # an open hour's batch (transform/open_hour.py)
 # the quarantine's columns (``records.QUARANTINE_SCHEMA``) as the lake's types
 QUARANTINE_COLUMNS = tuple(
     (f.name, "bigint" if f.type == pa.int64() else "string") for f in QUARANTINE_SCHEMA
@@ -99,6 +101,7 @@ class IcebergFormat(TableFormat):
     name = ICEBERG
     registered_by_catalog = False
     keeps_versions = True
+    appends = True
 
     def __init__(self, config: Any, lake_root: str) -> None:
         super().__init__(config, lake_root)
@@ -194,6 +197,7 @@ class IcebergFormat(TableFormat):
                 "hours": list(batch.hours),
                 "columns": [list(c) for c in cols],
                 "widened": list(batch.widened.get(t, ())),
+                "batch": batch.batch,
                 **({"files": [list(f) for f in batch.written[t]]} if t in batch.written else {}),
             }
             for t, cols in sorted(tables.items())
@@ -218,6 +222,11 @@ class IcebergFormat(TableFormat):
                 return  # nothing to replace and nothing to add
             tbl = self._create(src, table, columns)
         if applied(tbl, run_id):
+            return
+        if step.get("batch"):  # an open hour's batch: its files added, nothing replaced
+            append_in_place(
+                tbl, columns, files, table, {RUN_PROPERTY: run_id, BATCH_PROPERTY: step["batch"]}
+            )
             return
         if not any(
             [f.name for f in s.fields] == list(PARTITION_COLUMNS) for s in tbl.specs().values()
@@ -257,6 +266,12 @@ class IcebergFormat(TableFormat):
         if applied(tbl, run_id):
             return
         props = {RUN_PROPERTY: run_id}
+        if step.get("batch"):  # an open hour's batch: its rows added
+            if staged.num_rows:
+                with tbl.transaction() as tx:
+                    add_columns(tx, tbl, columns)
+                    tx.append(staged, snapshot_properties={**props, BATCH_PROPERTY: step["batch"]})
+            return
         widened = [c for c in step["widened"] if c in tbl.schema().column_names]
         rows_filter = hours_filter(step["hours"])
         if widened:

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from datalake_assets.lake import storage
 from datalake_assets.lake.formats.format_interface import FormatError
 from datalake_assets.lake.formats.iceberg_catalog import _uri
-from datalake_assets.lake.formats.iceberg_schema import arrow_schema
+from datalake_assets.lake.formats.iceberg_schema import add_columns, arrow_schema
 from datalake_assets.spec import layout
 
 FIELD_ID = b"PARQUET:field_id"
@@ -163,3 +163,17 @@ def commit_in_place(tx, tbl, rows_filter, new_files: list, props: dict[str, str]
             overwrite.delete_data_file(f)
         for f in new_files:
             overwrite.append_data_file(f)
+
+
+def append_in_place(tbl, columns, files: list, table: str, props: dict[str, str]) -> None:
+    """An open hour's batch (``transform/open_hour.py``): ``files`` (``(location, bytes,
+    hour)``, in place) added to the table in one fast append, new columns with them; no file
+    replaced and no column widened (a batch that widens runs as its hours' sync)."""
+    if not files:
+        return
+    with tbl.transaction() as tx:
+        add_columns(tx, tbl, columns)
+        new_files = data_files(tx.table_metadata, files, table)
+        with tx.update_snapshot(snapshot_properties=props).fast_append() as append:
+            for f in new_files:
+                append.append_data_file(f)

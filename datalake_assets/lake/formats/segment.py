@@ -14,6 +14,7 @@ from datalake_assets.lake.formats.format_interface import (
     SEGMENT_COMPACTION,
     CommittedTable,
     CompactionUnsupported,
+    FormatError,
     ModelRows,
     SourceTables,
     TableCompaction,
@@ -52,6 +53,8 @@ class SegmentLayout(TableFormat):
     def plan(self, batch: TablesToCommit) -> tuple[list[commit.Swap], list[dict]]:
         """One swap per partition folder touched: tables written, and tables that lost all
         rows of a synced hour (swapped with an empty version)."""
+        if batch.batch:  # the sync refuses batches first (``appends``); never half-applied
+            raise FormatError("the Segment layout replaces whole hours: no batches", "unsupported")
         src = batch.src
         by_dir: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, staged) -> hours
         for h in batch.hours:
