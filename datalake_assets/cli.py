@@ -27,6 +27,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from datalake_assets.cli_batches import cmd_batches, start_batches, stop_batches
 from datalake_assets.cli_catalog import (
     cmd_catalog,
     cmd_compact,
@@ -204,6 +205,7 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    batches = start_batches(settings, env)
     try:
         code = proc.wait()
     finally:
@@ -211,6 +213,7 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+        stop_batches(batches)
         if metastore is not None:
             stop_metastore(settings, metastore)
     return code
@@ -375,6 +378,7 @@ COMMANDS = {
     "compact": cmd_compact,
     "convert": cmd_convert,
     "status": cmd_status,
+    "batches": cmd_batches,
 }
 
 
@@ -382,7 +386,7 @@ COMMANDS = {
 # holds another one (a Segment-layout lake from before Iceberg became the default, settings
 # without table_format) is refused up front with what to do, never met as a missing table.
 # `sync` refuses it in the sync itself (transform/sync.py), `convert` is the way between them.
-IN_LAKE_FORMAT = frozenset({"dev", "sql", "compact", "maintain", "status", "forget"})
+IN_LAKE_FORMAT = frozenset({"dev", "sql", "compact", "maintain", "status", "forget", "batches"})
 
 
 def main(argv: list[str] | None = None) -> int:

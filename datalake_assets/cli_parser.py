@@ -332,6 +332,17 @@ def build_parser() -> Parser:
         "of registering the files in place",
     )
 
+    b = _command(
+        sub,
+        "batches",
+        "append the open hour's new events every few minutes (docs/concepts/freshness.md)",
+        "Run the open hour's batches of every source at its [freshness] interval until stopped: "
+        "each takes the hour's archive files no run took in yet and appends their rows (Iceberg "
+        "lakes); the hourly sync replaces the hour when it closes. One line per batch that read "
+        "something. `datalake dev` runs this beside Dagster.",
+    )
+    b.add_argument("--once", action="store_true", help="one batch of each source now, then exit")
+
     st = _command(
         sub,
         "status",

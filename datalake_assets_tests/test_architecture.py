@@ -122,6 +122,7 @@ def layer_of(module: str) -> str:
         "cli_status",
         "cli_collect",
         "cli_convert",
+        "cli_batches",
     ):
         return "app"
     raise AssertionError(f"{module}: no layer; add it to layer_of() and docs/architecture.md")

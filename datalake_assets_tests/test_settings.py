@@ -145,6 +145,7 @@ def test_shipped_lake_toml_documents_every_key():
             "iceberg",
             "models",
             "alerts",
+            "freshness",
         ):
             continue
         assert re.search(rf"^(# )?{key} = ", text, re.M), key
@@ -161,6 +162,7 @@ def test_shipped_lake_toml_documents_every_key():
         "[iceberg]",
         "[models]",
         "[alerts]",
+        "[freshness]",
         "[[sources]]",
     ):
         assert section in text

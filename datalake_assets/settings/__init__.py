@@ -35,7 +35,7 @@ every section, one module each, and each name has one home, imported from there:
 ``orchestration_section.py`` (``[automation]``, ``[compute]``), ``ingest_section.py``
 (``[collector]``, write keys, the Segment import), ``privacy_section.py``,
 ``models_section.py``, ``formats_section.py`` (``table_format``, ``[iceberg]``),
-``alerts_section.py``;
+``alerts_section.py``, ``freshness_section.py``;
 ``environment.py`` the ``DATALAKE_*`` overrides. Here: the sources, the whole and the loader.
 Importing the package imports pydantic and the standard library, no data library
 (``test_architecture.py`` checks it).
@@ -73,6 +73,7 @@ from datalake_assets.settings.fields import (
     settings_model,
 )
 from datalake_assets.settings.formats_section import IcebergSettings
+from datalake_assets.settings.freshness_section import FreshnessSettings, SourceMinutes
 from datalake_assets.settings.ingest_section import (
     CollectorSettings,
     CorsOrigins,
@@ -168,6 +169,8 @@ class SourceSettings:
     # (any, the default: write keys are public in browser code anyway), "https://host[:port]",
     # "https://*.domain".
     cors_origins: CorsOrigins = ("*",)
+    # minutes between two batches of this source's open hour; absent: [freshness]'s
+    freshness_minutes: SourceMinutes = None
 
     @model_validator(mode="after")
     def _derive(self) -> "SourceSettings":
@@ -247,6 +250,7 @@ class LakeSettings:
         models={},
         iceberg={},
         alerts={},
+        freshness={},
     )
 
     archive_root: Root  # absolute local path or URI (s3://, abfss://, az://), no trailing '/'
@@ -268,6 +272,8 @@ class LakeSettings:
     iceberg: IcebergSettings = dataclasses.field(default_factory=IcebergSettings)
     # where failed runs, failed blocking checks and stale tables are reported
     alerts: AlertsSettings = dataclasses.field(default_factory=AlertsSettings)
+    # how often an open hour's batches run (transform/open_hour.py)
+    freshness: FreshnessSettings = dataclasses.field(default_factory=FreshnessSettings)
 
     @model_validator(mode="after")
     def _fit_together(self) -> "LakeSettings":
@@ -280,6 +286,12 @@ class LakeSettings:
             {"archive_root": self.archive_root, "lake_root": self.lake_root},
         )
         return self
+
+    def freshness_minutes(self, source: SourceSettings) -> int:
+        """Minutes between two batches of the source's open hour (0: hourly syncs only)."""
+        if source.freshness_minutes is not None:
+            return source.freshness_minutes
+        return self.freshness.interval_minutes
 
     def write_key_sources(self) -> dict[str, SourceSettings]:
         """Write key -> its source (each key belongs to one source: validated)."""

@@ -382,9 +382,11 @@ def empty_source_report(run: SyncRun, recovered: list[str]) -> SourceReport:
     return SourceReport(**_run_fields(run), warning="no_archive_files", recovered_commits=recovered)
 
 
-def finish(run: SyncRun, tables: list[TableReport], source: SourceReport) -> SyncReport:
+def finish(
+    run: SyncRun, tables: list[TableReport], source: SourceReport, record: bool = True
+) -> SyncReport:
     """The run's outcome on every row; the report written as JSON lines and as a row per
-    object of the ``sync_reports`` table (registered in the catalog)."""
+    object of the ``sync_reports`` table (registered in the catalog), unless not ``record``."""
     req = run.req
     finished = datetime.now(UTC)
     duration = round((time.monotonic() - run.t0) / 60, 4)
@@ -394,6 +396,8 @@ def finish(run: SyncRun, tables: list[TableReport], source: SourceReport) -> Syn
     source.partitions = _partitions(source.hours_synced)
     source.tables = len(tables)
     report = SyncReport({t.table_name: t for t in tables}, source)
+    if not record:
+        return report
     day = finished.strftime("%Y-%m-%d")  # = finish_time[:10]: see report_location
     write_report(req.lake_root, report, day)
     try:  # the reports table: a row per table and one per source, queryable by SQL

@@ -153,8 +153,9 @@ def _run_sync_locked(run: SyncRun) -> SyncReport:
     if req.batch:  # an open hour's batch: the files no run took in yet (open_hour.py)
         files = open_hour.untaken(run, files)
     existing = read_schema_record(req.lake_root, req.source_dir)
-    if not files:
-        return finish(run, [], empty_source_report(run, recovered))
+    if not files:  # a batch that found nothing new records nothing (one runs every minutes)
+        quiet = req.batch and not recovered
+        return finish(run, [], empty_source_report(run, recovered), record=not quiet)
     if run.tables.registered_by_catalog:
         # Hive: the served metastore's session, else this process's (started only then)
         run.catalog = catalog_from_config(req.catalog, lambda: run.spark)

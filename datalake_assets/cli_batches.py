@@ -1,0 +1,60 @@
+"""``datalake batches``: the open hour's batches of every source, at its ``[freshness]``
+interval (``orchestration/freshness/open_hour_loader.py``); ``datalake dev`` runs it beside
+Dagster."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+from datalake_assets.settings import LakeSettings
+
+
+def cmd_batches(settings: LakeSettings, args: argparse.Namespace) -> int:
+    from datalake_assets.orchestration.freshness.open_hour_loader import run_loop
+
+    stop = threading.Event()
+    # SIGTERM: the batch under way ends first (a kill would leave its journal to roll forward)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
+    threading.Thread(target=_stop_when_orphaned, args=(stop,), daemon=True).start()
+    try:
+        run_loop(settings, stop, say=lambda line: print(line, flush=True), once=args.once)
+    except KeyboardInterrupt:  # Ctrl-C: the journal rolls a batch cut short forward next time
+        pass
+    return 0
+
+
+def _stop_when_orphaned(stop: threading.Event) -> None:
+    """Stop once the process that started this one is gone (``datalake dev`` killed with no
+    chance to stop it): no loader left running on its own."""
+    parent = os.getppid()
+    while not stop.wait(5.0):
+        if os.getppid() != parent:
+            stop.set()
+
+
+def start_batches(settings: LakeSettings, env: dict[str, str]) -> subprocess.Popen | None:
+    """``datalake batches`` beside Dagster when a source has a [freshness] interval: the open
+    hour's new events in the lake within minutes (docs/concepts/freshness.md). Its own
+    process, a session of its own: Ctrl-C reaches it through ``stop`` as SIGTERM, so a batch
+    under way finishes."""
+    if not any(settings.freshness_minutes(s) for s in settings.sources):
+        return None
+    return subprocess.Popen(
+        [sys.executable, "-m", "datalake_assets.cli", "batches"], env=env, start_new_session=True
+    )
+
+
+def stop_batches(batches: subprocess.Popen | None) -> None:
+    """The batch under way ends first (SIGTERM), then the loop exits."""
+    if batches is None:
+        return
+    batches.terminate()
+    try:
+        batches.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        batches.kill()

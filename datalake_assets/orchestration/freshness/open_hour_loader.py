@@ -1,0 +1,121 @@
+"""The open hour's batches, run by themselves: a loop beside the collector and Dagster
+(``datalake dev`` starts it in its own process; ``datalake batches`` runs it alone).
+
+Every ``[freshness]`` interval of a source (``LakeSettings.freshness_minutes``), one batch
+(``transform/open_hour.py``) of the hours that may still take files: the current hour, and
+the hour before until its close (``[automation] settle_minutes`` after its end, when the
+archive sensor syncs it whole). A batch runs in this process: its imports are paid once, and a
+small batch needs no Spark job (``[sync] local_max_bytes``); a big one starts the loader's
+Spark session, kept for the next. One line per batch that read something, one per failure
+(the next interval tries again: a killed or failed batch converges, the journal and the
+ledger see to it), nothing for a batch that found no new file.
+
+Why a loop and not a Dagster run per batch: ``bench/bench_open_hour.py`` measured a batch in a
+fresh process against the same batch in a running one (docs/concepts/freshness.md has the
+figures); a Dagster run adds its own process start and event writes on top of the former.
+The hourly sync stays Dagster's: the hour's partition is materialized, and its checks run,
+when it closes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from datalake_assets.lake.formats import table_format
+from datalake_assets.lake.report import SourceReport
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.formats_section import FormatConfig
+from datalake_assets.spec.layout import ArchiveHour
+
+
+@dataclass(frozen=True)
+class BatchedSource:
+    """A source the loader batches, every ``minutes``."""
+
+    source: SourceSettings
+    minutes: int
+
+
+def open_hours(now: datetime, settle_minutes: int) -> list[str]:
+    """The hours a batch at ``now`` looks at: the current one, and the one before while the
+    archive sensor has not yet closed it (``settle_minutes`` after its end)."""
+    current = ArchiveHour.of(now)
+    before = ArchiveHour.of(now - timedelta(hours=1))
+    closes = current.start + timedelta(minutes=settle_minutes)
+    return [str(before), str(current)] if now < closes else [str(current)]
+
+
+def batched_sources(settings: LakeSettings, say: Callable[[str], None]) -> list[BatchedSource]:
+    """The sources with an interval; none (and one line saying why) when the lake's table
+    format cannot append."""
+    wanted = [
+        BatchedSource(s, m) for s in settings.sources if (m := settings.freshness_minutes(s)) > 0
+    ]
+    fmt = table_format(FormatConfig.of_settings(settings), settings.lake_root)
+    if wanted and not fmt.appends:
+        say(
+            f"freshness: the {fmt.name} table format replaces whole hours and takes no open "
+            "hour's batches: sources are synced hourly ([freshness] interval_minutes = 0 "
+            'silences this; table_format = "iceberg" has batches)'
+        )
+        return []
+    return wanted
+
+
+def run_batch(settings: LakeSettings, source: SourceSettings, now: datetime) -> SourceReport:
+    """One batch of the source's open hours, in this process."""
+    from datalake_assets.transform.session import settings_spark_session
+    from datalake_assets.transform.sync import run_sync
+    from datalake_assets.transform.sync_request import request_from_settings
+
+    hours = open_hours(now, settings.automation.settle_minutes)
+    request = request_from_settings(settings, source, hours, replay=False, batch=True)
+    return run_sync(lambda: settings_spark_session(settings, quiet=True), request).source
+
+
+def describe(source: SourceSettings, report: SourceReport) -> str:
+    """A batch's one line: what it read and wrote."""
+    hours = ", ".join(report.hours_synced)
+    return (
+        f"batch {source.id} {hours}: {report.lines_in} lines, {report.messages_written} rows, "
+        f"{report.duplicates} duplicates, {report.lines_quarantined} quarantined "
+        f"({report.files_in} new files, {(report.duration_mins or 0) * 60:.1f} s)"
+    )
+
+
+def run_loop(
+    settings: LakeSettings,
+    stop: threading.Event,
+    say: Callable[[str], None] = print,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    once: bool = False,
+) -> None:
+    """Batches every source at its interval until ``stop`` is set (``once``: one batch of
+    each source, then returns)."""
+    sources = batched_sources(settings, say)
+    if not sources:
+        return
+    say(
+        "freshness: batches of the open hour every "
+        + ", ".join(f"{b.minutes} min ({b.source.id})" for b in sources)
+    )
+    due = {b.source.id: 0.0 for b in sources}  # monotonic time of each source's next batch
+    while not stop.is_set():
+        for b in sources:
+            if time.monotonic() < due[b.source.id]:
+                continue
+            due[b.source.id] = time.monotonic() + b.minutes * 60
+            try:
+                report = run_batch(settings, b.source, clock())
+            except Exception as e:  # noqa: BLE001 - one line; the next interval tries again
+                say(f"batch {b.source.id} failed: {e}".splitlines()[0])
+                continue
+            if report.lines_in:
+                say(describe(b.source, report))
+        if once:
+            return
+        stop.wait(max(0.0, min(due.values()) - time.monotonic()))

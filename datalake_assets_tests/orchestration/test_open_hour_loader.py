@@ -1,0 +1,111 @@
+"""The open hour's batches run by themselves (``orchestration/freshness/open_hour_loader.py``,
+``datalake batches``) and their setting (``[freshness] interval_minutes``, a source's
+``freshness_minutes``)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from datalake_assets.orchestration.freshness.open_hour_loader import open_hours, run_loop
+from datalake_assets.settings.fields import SettingsError
+from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets_tests.support.archive_builders import msg, write_hour
+from datalake_assets_tests.support.iceberg_reader import sql_catalog, tables
+from datalake_assets_tests.support.settings_files import load_lake_toml, write_lake_toml
+
+SRC = "web"
+
+
+def settings_text(extra: str = "", source_extra: str = "") -> str:
+    return (
+        f'archive_root = "archive"\nlake_root = "lake"\n{extra}\n'
+        f'[[sources]]\nid = "{SRC}"\n{source_extra}\n[[sources]]\nid = "app"\n'
+    )
+
+
+def test_the_interval_defaults_to_5_minutes_and_a_source_may_override_it(tmp_path):
+    s = load_lake_toml(tmp_path, settings_text(), table_format="iceberg")
+    assert [s.freshness_minutes(x) for x in s.sources] == [5, 5]
+    s = load_lake_toml(
+        tmp_path,
+        settings_text("[freshness]\ninterval_minutes = 0", "freshness_minutes = 1"),
+        table_format="iceberg",
+    )
+    assert [s.freshness_minutes(x) for x in s.sources] == [1, 0]
+    with pytest.raises(SettingsError) as e:
+        load_lake_toml(tmp_path, settings_text(source_extra="freshness_minutes = 90"))
+    assert "sources[0].freshness_minutes" in str(e.value)
+    assert "an integer from 0 to 60 (0: hourly syncs only), got 90" in str(e.value)
+    with pytest.raises(SettingsError) as e:
+        load_lake_toml(tmp_path, settings_text("[freshness]\ninterval_minutes = -1"))
+    assert "freshness.interval_minutes" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("now", "hours"),
+    [
+        ("2026-11-21T10:03:00", ["2026-11-21T09", "2026-11-21T10"]),  # 09 not closed yet
+        ("2026-11-21T10:05:00", ["2026-11-21T10"]),  # settle_minutes = 5 after 09's end
+        ("2026-11-21T10:59:59", ["2026-11-21T10"]),
+    ],
+)
+def test_a_batch_looks_at_the_open_hour_and_the_one_before_until_it_closes(now, hours):
+    assert open_hours(datetime.fromisoformat(now).replace(tzinfo=UTC), 5) == hours
+
+
+def test_the_loader_appends_new_files_one_line_a_batch_and_records_nothing_new(tmp_path):
+    settings = load_lake_toml(tmp_path, settings_text(), table_format="iceberg")
+    now = datetime.now(UTC)
+    hour = str(ArchiveHour.of(now))
+    write_hour(settings.archive_root, SRC, hour, [msg("n1", hour, 0), msg("n2", hour, 0)])
+    lines: list[str] = []
+    run_loop(settings, threading.Event(), say=lines.append, clock=lambda: now, once=True)
+    assert lines[0] == "freshness: batches of the open hour every 5 min (web), 5 min (app)"
+    assert len(lines) == 2 and lines[1].startswith(f"batch web {hour}: 2 lines, 2 rows, ")
+    ids = tables(sql_catalog(settings.lake_root), SRC)["tracks"].scan().to_arrow()
+    assert sorted(ids["message_id"].to_pylist()) == ["n1", "n2"]
+    reports = sorted(Path(settings.lake_root, "reports").rglob("report.json"))
+    lines.clear()
+    run_loop(settings, threading.Event(), say=lines.append, clock=lambda: now, once=True)
+    # nothing new: no line but the start's, and no report (a batch runs every few minutes)
+    assert len(lines) == 1
+    assert sorted(Path(settings.lake_root, "reports").rglob("report.json")) == reports
+
+
+def test_the_segment_layout_says_in_one_line_that_it_takes_no_batches(tmp_path):
+    settings = load_lake_toml(tmp_path, settings_text(), table_format="segment")
+    lines: list[str] = []
+    run_loop(settings, threading.Event(), say=lines.append, once=True)
+    assert len(lines) == 1 and "segment table format replaces whole hours" in lines[0]
+    assert 'table_format = "iceberg"' in lines[0]
+
+
+def test_a_failing_batch_is_one_line_and_the_loop_goes_on(tmp_path):
+    settings = load_lake_toml(tmp_path, settings_text(), table_format="iceberg")
+    now = datetime.now(UTC)
+    hour = str(ArchiveHour.of(now))
+    write_hour(settings.archive_root, SRC, hour, [msg("f1", hour, 0)])
+    write_hour(settings.archive_root, "app", hour, [msg("a1", hour, 0)])
+    lock = Path(settings.lake_root, "_locks")  # a lake whose lock folder is a file: no sync
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("not a folder")
+    lines: list[str] = []
+    run_loop(settings, threading.Event(), say=lines.append, clock=lambda: now, once=True)
+    failed = [line for line in lines if "failed" in line]
+    assert [line.split(":")[0] for line in failed] == ["batch web failed", "batch app failed"]
+    assert all("\n" not in line for line in lines)
+
+
+def test_datalake_batches_once_as_a_user_runs_it(tmp_path):
+    from datalake_assets_tests.test_cli import run_datalake
+
+    write_lake_toml(tmp_path, settings_text(), table_format="iceberg")
+    hour = str(ArchiveHour.of(datetime.now(UTC)))
+    write_hour(str(tmp_path / "archive"), "app", hour, [msg("c1", hour, 0)])
+    done = run_datalake(tmp_path, "batches", "--once")
+    assert done.returncode == 0, done.stderr
+    assert f"batch app {hour}: 1 lines, 1 rows" in done.stdout, done.stdout
