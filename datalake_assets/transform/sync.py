@@ -29,7 +29,6 @@ from dataclasses import replace
 from datalake_assets.catalog import step
 from datalake_assets.catalog.catalog_interface import CatalogError, NoCatalog
 from datalake_assets.catalog.config import catalog_from_config
-from datalake_assets.catalog.register import read_schemas
 from datalake_assets.lake import commit, faults, storage
 from datalake_assets.lake.formats import format_record
 from datalake_assets.lake.formats.format_interface import FormatError
@@ -38,8 +37,7 @@ from datalake_assets.lake.records import read_schema_record
 from datalake_assets.lake.report import SyncReport
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import TRACKS_TABLE
-from datalake_assets.spec.schema import TableChange, plan_table
-from datalake_assets.spec.types import TYPES, widen
+from datalake_assets.spec.schema import TableChange
 from datalake_assets.transform import catalog_phase, local_path, open_hour
 from datalake_assets.transform.dedup import (
     Duplicates,
@@ -75,6 +73,7 @@ from datalake_assets.transform.stage_b import (
     run_stage_b,
 )
 from datalake_assets.transform.sync_request import SyncError, SyncRequest
+from datalake_assets.transform.type_plan import plan_types
 
 
 def list_archive_files(req: SyncRequest) -> list[tuple[str, str, int]]:
@@ -310,38 +309,6 @@ def collect_stats(run: SyncRun, keys) -> StageAStats:
 def _key_rows(stats: StageAStats) -> int:
     """How many key rows stage A emitted: one per message it kept (``tracks`` is derived)."""
     return sum(n for table, n in stats.messages.items() if table != TRACKS_TABLE)
-
-
-# -------------------------------------------------------------------------------- plan types
-
-
-def plan_types(
-    run: SyncRun, existing: dict[str, list[tuple[str, str]]], stats: StageAStats
-) -> dict[str, TableChange]:
-    """Each table's columns and types. The catalog may know a column wider than the lake's
-    record (widened by another writer or by hand): the sync never writes a type narrower
-    than the catalog's. ``existing`` is updated with the catalog's types."""
-    for table, cols in _catalog_schemas(run, stats.counts).items():
-        existing[table] = _widest(existing.get(table, []), cols)
-    return {
-        table: plan_table(table, existing.get(table), cols) for table, cols in stats.counts.items()
-    }
-
-
-def _catalog_schemas(run: SyncRun, tables) -> dict[str, list[tuple[str, str]]]:
-    try:
-        return read_schemas(run.catalog, run.req.database, run.req.table_prefix, list(tables))
-    except CatalogError as e:  # read before anything is written
-        raise SyncError(f"catalog: {e}; nothing committed", e.code) from e
-
-
-def _widest(record: list[tuple[str, str]], catalog: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The record's columns in order, each at the wider of its two types, then the catalog's
-    other columns."""
-    theirs = {n: t for n, t in catalog if t in TYPES}
-    out = [(n, widen(t, theirs[n]) if n in theirs else t) for n, t in record]
-    known = {n for n, _ in record}
-    return out + [(n, t) for n, t in catalog if n not in known and t in TYPES]
 
 
 # ------------------------------------------------------------------------------------- dedup

@@ -1,0 +1,42 @@
+"""The sync's phase 2, *plan types*: stage A's per-column kind counts against the lake's schema
+record and the catalog become each table's columns and types (``spec/schema.py`` decides a
+column's type; this reads what the lake and the catalog already hold)."""
+
+from __future__ import annotations
+
+from datalake_assets.catalog.catalog_interface import CatalogError
+from datalake_assets.catalog.register import read_schemas
+from datalake_assets.spec.schema import TableChange, plan_table
+from datalake_assets.spec.types import TYPES, widen
+from datalake_assets.transform.run import SyncRun
+from datalake_assets.transform.stage_a import StageAStats
+from datalake_assets.transform.sync_request import SyncError
+
+
+def plan_types(
+    run: SyncRun, existing: dict[str, list[tuple[str, str]]], stats: StageAStats
+) -> dict[str, TableChange]:
+    """Each table's columns and types. The catalog may know a column wider than the lake's
+    record (widened by another writer or by hand): the sync never writes a type narrower
+    than the catalog's. ``existing`` is updated with the catalog's types."""
+    for table, cols in _catalog_schemas(run, stats.counts).items():
+        existing[table] = _widest(existing.get(table, []), cols)
+    return {
+        table: plan_table(table, existing.get(table), cols) for table, cols in stats.counts.items()
+    }
+
+
+def _catalog_schemas(run: SyncRun, tables) -> dict[str, list[tuple[str, str]]]:
+    try:
+        return read_schemas(run.catalog, run.req.database, run.req.table_prefix, list(tables))
+    except CatalogError as e:  # read before anything is written
+        raise SyncError(f"catalog: {e}; nothing committed", e.code) from e
+
+
+def _widest(record: list[tuple[str, str]], catalog: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The record's columns in order, each at the wider of its two types, then the catalog's
+    other columns."""
+    theirs = {n: t for n, t in catalog if t in TYPES}
+    out = [(n, widen(t, theirs[n]) if n in theirs else t) for n, t in record]
+    known = {n for n, _ in record}
+    return out + [(n, t) for n, t in catalog if n not in known and t in TYPES]
