@@ -29,6 +29,7 @@ Beside this module: ``iceberg_catalog.py`` (which catalog, the FileIO's URIs),
 ``iceberg_in_place.py`` (the files stage B writes in place and the commit of their footers),
 ``pyiceberg_memo.py`` (a transaction's metadata computed once per change),
 ``pyiceberg_bounds.py`` (no timestamp bounds for a file with one beyond the year 9999),
+``pyiceberg_manifest_eval.py`` (no manifest evaluator shared between an overwrite's threads),
 ``iceberg_staged.py`` (the staged rows a commit writes), ``iceberg_schema.py`` (columns and
 widening), ``iceberg_hours.py`` (the filter of a commit's hours, the files that hold an
 hour), ``iceberg_files.py`` (expiry and orphan files), ``iceberg_compact.py`` (compaction),
@@ -48,6 +49,7 @@ from datalake_assets.lake.formats import (
     iceberg_hours,
     iceberg_models,
     pyiceberg_bounds,
+    pyiceberg_manifest_eval,
     pyiceberg_memo,
     segment_models,
 )
@@ -111,6 +113,7 @@ class IcebergFormat(TableFormat):
         self._loaded: dict[tuple[str, str], Any] = {}  # ``load(cached=True)``
         pyiceberg_memo.install()
         pyiceberg_bounds.install()
+        pyiceberg_manifest_eval.install()
 
     # ------------------------------------------------------------------------- catalog
 
