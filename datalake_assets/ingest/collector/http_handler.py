@@ -103,6 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.busy = False
         self._status: int | None = None  # of the last reply: a POST is counted by it
+        self._settled = True  # a POST's figures taken (``_settle``)
         self._cors: tuple[tuple[str, str], ...] = ()
         # the last Authorization header this connection sent that named a key: (header,
         # (key, source id)); a browser or library sends the same one on every request
@@ -163,7 +164,21 @@ class _Handler(BaseHTTPRequestHandler):
             lines.append("Connection: close\r\n")
         lines.append("\r\n")
         self.log_request(status, len(data))
+        if self.busy:  # a POST's figures before its reply: a client that reads the metrics
+            self._settle()  # after its answer finds the request counted, none in progress
         self.wfile.write("".join(lines).encode("latin-1") + data)
+
+    def _settle(self) -> None:
+        """A POST's end in the figures, once: no longer pending, and its answer counted by
+        endpoint and status (none when the client went away unanswered)."""
+        if self._settled:
+            return
+        self._settled = True
+        c = self.server.collector
+        with c._stats_lock:
+            c._pending -= 1
+        if self._status is not None:
+            c.metrics.answered(endpoint_label(self.path.split("?", 1)[0]), self._status)
 
     def _error(self, e: protocol.RequestError, close: bool = False) -> None:
         if self.busy:  # a POST refused whole (a GET's 404 is no rejected request)
@@ -268,6 +283,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.busy = True  # stop() waits for busy connections and closes idle ones
         self._cors = ()
         self._status = None
+        self._settled = False
         with c._stats_lock:
             c._pending += 1
             overloaded = c._pending > c.max_pending
@@ -283,10 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
                 close=True,
             )
         finally:
-            with c._stats_lock:
-                c._pending -= 1
-            if self._status is not None:  # else the client went away unanswered
-                c.metrics.answered(endpoint_label(self.path.split("?", 1)[0]), self._status)
+            self._settle()  # if no reply settled it
             self.busy = False
 
     def _post(self, c: CollectorView, overloaded: bool) -> None:
