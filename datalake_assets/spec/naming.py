@@ -63,7 +63,11 @@ STANDARD_TABLES = frozenset(TYPE_TABLES.values())
 QUARANTINE = "quarantine"  # the lines and values the sync could not store
 SYNC_REPORTS = "sync_reports"  # the syncs' reports
 RAW_ARCHIVE = "raw_archive"  # the archive's received hours (an asset, not a table)
-RESERVED_TABLES = frozenset(STANDARD_TABLES | {QUARANTINE, SYNC_REPORTS, RAW_ARCHIVE})
+CATALOG = "catalog"  # the tables' registration in the catalog (an asset, not a table)
+OPEN_HOUR = "open_hour"  # the open hour's batches (an asset, not a table)
+RESERVED_TABLES = frozenset(
+    STANDARD_TABLES | {QUARANTINE, SYNC_REPORTS, RAW_ARCHIVE, CATALOG, OPEN_HOUR}
+)
 PARTITION_KEYS = frozenset({"segment_type", "year", "month", "day", "hr", "source_id"})
 
 _CAMEL_ACRONYM = re.compile(r"([A-Z]+)([A-Z][a-z])")

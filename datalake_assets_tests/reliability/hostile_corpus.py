@@ -871,7 +871,16 @@ def _cases() -> list[Case]:
     add(
         named(
             "event_reserved_names",
-            ["tracks", "Pages", "quarantine", "sync_reports", "Raw Archive", "identifies"],
+            [
+                "tracks",
+                "Pages",
+                "quarantine",
+                "sync_reports",
+                "Raw Archive",
+                "identifies",
+                "Catalog",
+                "open_hour",
+            ],
             [
                 "track_tracks",
                 "track_pages",
@@ -879,6 +888,8 @@ def _cases() -> list[Case]:
                 "track_sync_reports",
                 "track_raw_archive",
                 "track_identifies",
+                "track_catalog",
+                "track_open_hour",
             ],
         )
     )

@@ -62,6 +62,8 @@ def test_long_names_are_cut_with_a_hash_and_stay_distinct():
         ("Tracks", "track_tracks"),  # reserved table names get a prefix
         ("pages", "track_pages"),
         ("quarantine", "track_quarantine"),
+        ("Catalog", "track_catalog"),  # the assets beside the tables: [<slug>, catalog]
+        ("Open Hour", "track_open_hour"),
         ("select", "select"),  # SQL keywords are fine as (quoted) names
         ("1st Purchase", "1st_purchase"),
         ("../../etc/passwd", "etc_passwd"),

@@ -46,7 +46,14 @@ TYPE_TABLES = {
 }
 STANDARD_TABLES = frozenset(t for t in TYPE_TABLES.values() if t)
 # Names a table cannot take (prefixed instead): the exact list is the naming module's
-RESERVED = STANDARD_TABLES | {"tracks", "quarantine", "sync_reports", "raw_archive"}
+RESERVED = STANDARD_TABLES | {
+    "tracks",
+    "quarantine",
+    "sync_reports",
+    "raw_archive",
+    "catalog",
+    "open_hour",
+}
 MAX_NESTING = 200
 MAX_ID_CHARS = 255  # schema conformance: message_id is 1-255 characters
 DEFAULT_MAX_BYTES = 32 * 1024

@@ -33,9 +33,9 @@ from datalake_assets.lake.report import SyncReport
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.spec.naming import CATALOG
 from datalake_assets.spec.table_formats import ICEBERG
 
-CATALOG = "catalog"
 CHECK_IN_STEP = "in_step"
 
 
