@@ -23,7 +23,7 @@ Passes over the data (``sync.py`` runs them as its phases):
    (``stage_b.py``, ``manifest.py``).
 5. Driver: checks ``lines_in = rows + duplicates + quarantined + suppressed``, commits
    (``commit.py``) with the id and identity indexes, updates the schema record, registers
-   the catalog, writes the report (``outcome.py``, ``lake/report.py``).
+   the catalog, writes the report (``outcome.py``, ``sync_report.py``, ``lake/report.py``).
 
 This module is the entry point; the request is ``sync_request.py``, the session ``session.py``.
 """

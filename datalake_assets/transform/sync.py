@@ -48,15 +48,7 @@ from datalake_assets.transform.dedup import (
 from datalake_assets.transform.identity_index import index_identities, load_privacy
 from datalake_assets.transform.identity_tally import IDENTITY
 from datalake_assets.transform.manifest import FILE, MANIFEST_SCHEMA, ManifestEntry
-from datalake_assets.transform.outcome import (
-    commit_sync,
-    committed,
-    empty_source_report,
-    finish,
-    reconcile,
-    source_report,
-    table_reports,
-)
+from datalake_assets.transform.outcome import commit_sync, committed, reconcile
 from datalake_assets.transform.run import SyncRun
 from datalake_assets.transform.stage_a import (
     STAGE_A_SCHEMA,
@@ -71,6 +63,12 @@ from datalake_assets.transform.stage_b import (
     StageBConfig,
     plan_stage_b_tasks,
     run_stage_b,
+)
+from datalake_assets.transform.sync_report import (
+    empty_source_report,
+    finish,
+    source_report,
+    table_reports,
 )
 from datalake_assets.transform.sync_request import SyncError, SyncRequest
 from datalake_assets.transform.type_plan import plan_types

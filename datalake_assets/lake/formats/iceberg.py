@@ -67,19 +67,12 @@ from datalake_assets.lake.formats.iceberg_catalog import _location, _uri, open_c
 from datalake_assets.lake.formats.iceberg_hours import hours_filter
 from datalake_assets.lake.formats.iceberg_in_place import (
     append_in_place,
-    commit_in_place,
-    data_files,
     predicted_ids,
+    replace_in_place,
     write_schema,
 )
-from datalake_assets.lake.formats.iceberg_schema import (
-    PARTITION_COLUMNS,
-    add_columns,
-    arrow_schema,
-    commit_widening,
-    new_table_schema,
-)
-from datalake_assets.lake.formats.iceberg_staged import _read_staged
+from datalake_assets.lake.formats.iceberg_schema import arrow_schema, new_table_schema
+from datalake_assets.lake.formats.iceberg_staged import append_staged, read_staged, replace_staged
 from datalake_assets.lake.records import QUARANTINE_SCHEMA
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import QUARANTINE, catalog_table_name
@@ -226,41 +219,20 @@ class IcebergFormat(TableFormat):
             tbl = self._create(src, table, columns)
         if applied(tbl, run_id):
             return
-        if step.get("batch"):  # an open hour's batch: its files added, nothing replaced
-            append_in_place(
-                tbl, columns, files, table, {RUN_PROPERTY: run_id, BATCH_PROPERTY: step["batch"]}
-            )
-            return
-        if not any(
-            [f.name for f in s.fields] == list(PARTITION_COLUMNS) for s in tbl.specs().values()
-        ):
-            # created by an earlier version in two commits, killed in between
-            with tbl.update_spec() as spec:
-                for c in PARTITION_COLUMNS:
-                    spec.add_identity(c)
         props = {RUN_PROPERTY: run_id}
-        widened = [c for c in step["widened"] if c in tbl.schema().column_names]
-        rows_filter = hours_filter(step["hours"])
-        if widened:
-            commit_widening(
-                tbl,
-                columns,
-                widened,
-                None,
-                rows_filter,
-                props,
-                in_place=lambda tx: data_files(tx.table_metadata, files, table),
-            )
+        if step.get("batch"):  # an open hour's batch: its files added, nothing replaced
+            append_in_place(tbl, columns, files, table, {**props, BATCH_PROPERTY: step["batch"]})
             return
-        with tbl.transaction() as tx:
-            add_columns(tx, tbl, columns)
-            new_files = data_files(tx.table_metadata, files, table)
-            commit_in_place(tx, tbl, rows_filter, new_files, props)
+        replace_in_place(
+            tbl, columns, files, table, step["widened"], hours_filter(step["hours"]), props
+        )
 
     def _apply_staged(self, step: dict, run_id: str) -> None:
+        """The table's hours replaced by staged rows (an erasure's, the quarantine's):
+        ``iceberg_staged.py``."""
         src = SourceTables(step["source_dir"], step["database"], step["table_prefix"])
         table, columns = step["table"], tuple(tuple(c) for c in step["columns"])
-        staged = _read_staged(step["staged"], arrow_schema(columns))
+        staged = read_staged(step["staged"], arrow_schema(columns))
         tbl = self.load(src, table)
         if tbl is None:
             if staged.num_rows == 0:
@@ -270,27 +242,9 @@ class IcebergFormat(TableFormat):
             return
         props = {RUN_PROPERTY: run_id}
         if step.get("batch"):  # an open hour's batch: its rows added
-            if staged.num_rows:
-                with tbl.transaction() as tx:
-                    add_columns(tx, tbl, columns)
-                    tx.append(staged, snapshot_properties={**props, BATCH_PROPERTY: step["batch"]})
+            append_staged(tbl, columns, staged, {**props, BATCH_PROPERTY: step["batch"]})
             return
-        widened = [c for c in step["widened"] if c in tbl.schema().column_names]
-        rows_filter = hours_filter(step["hours"])
-        if widened:
-            commit_widening(tbl, columns, widened, staged, rows_filter, props)
-            return
-        has_rows = any(True for _ in tbl.scan(row_filter=rows_filter).plan_files())
-        if staged.num_rows == 0 and not has_rows:
-            return  # an untouched table: no snapshot
-        with tbl.transaction() as tx:
-            add_columns(tx, tbl, columns)
-            if staged.num_rows and not has_rows:
-                tx.append(staged, snapshot_properties=props)
-            elif staged.num_rows:
-                tx.overwrite(staged, overwrite_filter=rows_filter, snapshot_properties=props)
-            else:
-                tx.delete(rows_filter, snapshot_properties=props)
+        replace_staged(tbl, columns, staged, step["widened"], hours_filter(step["hours"]), props)
 
     def location(self, src: SourceTables, table: str) -> str:
         return table_location(self.lake_root, src.source_dir, table)

@@ -34,7 +34,12 @@ import pyarrow.parquet as pq
 from datalake_assets.lake import storage
 from datalake_assets.lake.formats.format_interface import FormatError
 from datalake_assets.lake.formats.iceberg_catalog import _uri
-from datalake_assets.lake.formats.iceberg_schema import add_columns, arrow_schema
+from datalake_assets.lake.formats.iceberg_schema import (
+    PARTITION_COLUMNS,
+    add_columns,
+    arrow_schema,
+    commit_widening,
+)
 from datalake_assets.spec import layout
 
 FIELD_ID = b"PARQUET:field_id"
@@ -139,6 +144,41 @@ def hourly_spec_id(table_metadata) -> int:
         if [f.name for f in spec.fields] == HOURLY_SPEC:
             return spec_id
     raise FormatError("the Iceberg table has no hourly partition spec", "internal")
+
+
+def replace_in_place(
+    tbl,
+    columns,
+    files: list,
+    table: str,
+    widened: list[str],
+    rows_filter,
+    props: dict[str, str],
+) -> None:
+    """A sync's commit of one table: the hours of ``rows_filter`` replaced by ``files``
+    (``(location, bytes, hour)``, in place), new columns with them; a widening rewrites the
+    table's rows first (``iceberg_schema.commit_widening``)."""
+    if not any([f.name for f in s.fields] == list(PARTITION_COLUMNS) for s in tbl.specs().values()):
+        # created by an earlier version in two commits, killed in between
+        with tbl.update_spec() as spec:
+            for c in PARTITION_COLUMNS:
+                spec.add_identity(c)
+    widened = [c for c in widened if c in tbl.schema().column_names]
+    if widened:
+        commit_widening(
+            tbl,
+            columns,
+            widened,
+            None,
+            rows_filter,
+            props,
+            in_place=lambda tx: data_files(tx.table_metadata, files, table),
+        )
+        return
+    with tbl.transaction() as tx:
+        add_columns(tx, tbl, columns)
+        new_files = data_files(tx.table_metadata, files, table)
+        commit_in_place(tx, tbl, rows_filter, new_files, props)
 
 
 def commit_in_place(tx, tbl, rows_filter, new_files: list, props: dict[str, str]) -> None:

@@ -1,5 +1,7 @@
-"""The rows a sync (or an erasure) staged for one Iceberg table, read as the table's schema:
-what a commit (``iceberg.py``'s ``apply``) writes in place of the synced hours' rows."""
+"""The rows a sync (or an erasure) staged for one Iceberg table, read as the table's schema,
+and their commit (``iceberg.py``'s ``apply``): written by pyiceberg in place of the synced hours'
+rows, or added to them by an open hour's batch. The quarantine and an erasure's rewrite come
+this way; a sync's tables, as files already in place (``iceberg_in_place.py``)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,41 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datalake_assets.lake import storage
+from datalake_assets.lake.formats.iceberg_schema import add_columns, commit_widening
 from datalake_assets.spec import layout
 
 
-def _read_staged(staged_root: str, schema: pa.Schema) -> pa.Table:
+def append_staged(tbl, columns, staged: pa.Table, props: dict[str, str]) -> None:
+    """An open hour's batch: ``staged`` added to the table, nothing replaced."""
+    if staged.num_rows:
+        with tbl.transaction() as tx:
+            add_columns(tx, tbl, columns)
+            tx.append(staged, snapshot_properties=props)
+
+
+def replace_staged(
+    tbl, columns, staged: pa.Table, widened: list[str], rows_filter, props: dict[str, str]
+) -> None:
+    """The hours of ``rows_filter`` replaced by ``staged``: one append, overwrite or delete
+    snapshot (none for a table the hours leave untouched); a widening rewrites first."""
+    widened = [c for c in widened if c in tbl.schema().column_names]
+    if widened:
+        commit_widening(tbl, columns, widened, staged, rows_filter, props)
+        return
+    has_rows = any(True for _ in tbl.scan(row_filter=rows_filter).plan_files())
+    if staged.num_rows == 0 and not has_rows:
+        return  # an untouched table: no snapshot
+    with tbl.transaction() as tx:
+        add_columns(tx, tbl, columns)
+        if staged.num_rows and not has_rows:
+            tx.append(staged, snapshot_properties=props)
+        elif staged.num_rows:
+            tx.overwrite(staged, overwrite_filter=rows_filter, snapshot_properties=props)
+        else:
+            tx.delete(rows_filter, snapshot_properties=props)
+
+
+def read_staged(staged_root: str, schema: pa.Schema) -> pa.Table:
     """The staged files of a table (every hour), with ``day`` and ``hr`` from each file's
     hour, cast to ``schema``."""
     parts = []
