@@ -15,14 +15,25 @@ from datalake_assets.settings import LakeSettings
 
 
 def cmd_batches(settings: LakeSettings, args: argparse.Namespace) -> int:
+    from datalake_assets.orchestration.freshness.open_hour_asset import dagster_reporter
     from datalake_assets.orchestration.freshness.open_hour_loader import run_loop
+    from datalake_assets.orchestration.sync.sync_records import existing_instance
 
+    # The source's open hour in the Dagster instance datalake dev uses, if there is one
+    instance = existing_instance()
+    reporter = dagster_reporter(instance, settings) if instance is not None else None
     stop = threading.Event()
     # SIGTERM: the batch under way ends first (a kill would leave its journal to roll forward)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
     threading.Thread(target=_stop_when_orphaned, args=(stop,), daemon=True).start()
     try:
-        run_loop(settings, stop, say=lambda line: print(line, flush=True), once=args.once)
+        run_loop(
+            settings,
+            stop,
+            say=lambda line: print(line, flush=True),
+            once=args.once,
+            reporter=reporter,
+        )
     except KeyboardInterrupt:  # Ctrl-C: the journal rolls a batch cut short forward next time
         pass
     return 0

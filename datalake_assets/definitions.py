@@ -4,9 +4,9 @@ Segment's archive for sources that have one, the compute resource, the definitio
 the privacy jobs (``forget_person``, its request-file sensor, the nightly summary compaction).
 
 Each concern of ``orchestration/`` builds its own ``Definitions`` (``sync/``, ``automation/``,
-``segment_import/``, ``dbt/``, ``erasure/``, ``maintenance/``, ``alerts/``); here they are merged, and what
-holds for the whole code location is set once: the compute resource (``compute/``), the
-in-process executor and the reconstruction metadata.
+``segment_import/``, ``dbt/``, ``erasure/``, ``maintenance/``, ``alerts/``, ``freshness/``); here
+they are merged, and what holds for the whole code location is set once: the compute resource
+(``compute/``), the in-process executor and the reconstruction metadata.
 
 How the graph stays one graph across processes (docs/concepts/dagster-model.md, "Event types
 and the asset graph"):
@@ -41,6 +41,7 @@ from datalake_assets.orchestration.automation.sensor_toolkit import Clock, utc_n
 from datalake_assets.orchestration.compute.compute_factory import build_compute
 from datalake_assets.orchestration.dbt.model_assets import build_dbt_definitions
 from datalake_assets.orchestration.erasure.privacy_jobs import build_privacy_definitions
+from datalake_assets.orchestration.freshness.open_hour_asset import build_freshness_definitions
 from datalake_assets.orchestration.maintenance.table_maintenance import (
     build_maintenance_definitions,
 )
@@ -85,6 +86,7 @@ def build_definitions(
         build_privacy_definitions(settings, clock=clock),
         build_maintenance_definitions(settings),
         build_alert_definitions(settings),
+        build_freshness_definitions(settings),
         Definitions(
             resources={"compute": build_compute(settings)},
             # every job here is one step (a sync, an import): no step process per run (the

@@ -15,6 +15,7 @@ from datalake_assets.orchestration.automation.automation_definitions import (
 )
 from datalake_assets.orchestration.dbt.model_assets import build_dbt_definitions
 from datalake_assets.orchestration.erasure.privacy_jobs import build_privacy_definitions
+from datalake_assets.orchestration.freshness.open_hour_asset import build_freshness_definitions
 from datalake_assets.orchestration.maintenance.table_maintenance import (
     build_maintenance_definitions,
 )
@@ -98,7 +99,8 @@ EXPECTED = {
     # the built-in defaults: the demo source, batched sensor runs
     # no settings: an Iceberg lake (issue #45), so its compaction and maintenance job too
     "defaults": {
-        "slugs": {"demo": "sync models"},
+        # the open hour's batches every 5 minutes by default on Iceberg (issue #55)
+        "slugs": {"demo": "sync models batches"},
         "jobs": [*COMMON_JOBS, "datalake_sync_job", "demo_sync_job", "table_maintenance"],
         "sensors": [*COMMON_SENSORS, "datalake_archive_sensor", "datalake_models_automation"],
         "schedules": ["compact_identity_summaries_nightly", "table_maintenance_nightly"],
@@ -155,9 +157,10 @@ EXPECTED = {
         ],
         "schedules": ["compact_identity_summaries_nightly"],
     },
-    # the models on an Iceberg lake since issue #43 (the DuckDB engine reads Iceberg tables)
+    # the models on an Iceberg lake since issue #43 (the DuckDB engine reads Iceberg tables),
+    # each source's open hour since issue #55
     "iceberg": {
-        "slugs": {"app": "sync models", "web_prod": "sync models import"},
+        "slugs": {"app": "sync models batches", "web_prod": "sync models import batches"},
         "jobs": [
             *COMMON_JOBS,
             "app_sync_job",
@@ -180,6 +183,7 @@ PARTS = {
     "sync": (SYNC_ASSETS, SYNC_CHECKS),
     "models": (MODEL_ASSETS, MODEL_CHECKS),
     "import": (IMPORT_ASSETS, IMPORT_CHECKS),
+    "batches": (["open_hour"], []),
 }
 
 
@@ -255,6 +259,7 @@ def test_each_concern_builds_a_definitions(tmp_path):
         build_privacy_definitions(settings),
         build_maintenance_definitions(settings),
         build_alert_definitions(settings),
+        build_freshness_definitions(settings),
     ]:
         assert isinstance(defs, Definitions)
 

@@ -10,7 +10,11 @@ import pytest
 from dagster import FreshnessPolicy
 
 from datalake_assets.definitions import build_definitions
-from datalake_assets.orchestration.alerts.freshness_policies import daily_policy, hourly_policy
+from datalake_assets.orchestration.alerts.freshness_policies import (
+    batches_policy,
+    daily_policy,
+    hourly_policy,
+)
 from datalake_assets.orchestration.sync.lake_state import LakeState, SourceState
 from datalake_assets.settings.alerts_section import AlertsSettings
 from datalake_assets.spec.naming import STANDARD_TABLES
@@ -19,14 +23,18 @@ from datalake_assets_tests.support.settings_files import load_lake_toml
 pytestmark = [pytest.mark.dagster]
 
 
-def policies(tmp_path, alerts: str) -> dict[str, object]:
+def policies(
+    tmp_path, alerts: str, table_format: str = "segment", sources: str = ""
+) -> dict[str, object]:
     settings = load_lake_toml(
         tmp_path,
         'archive_root = "archive"\nlake_root = "lake"\n'
-        f'{alerts}[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n',
+        f'{alerts}[[sources]]\nid = "web"\nstart = "2026-11-01-00:00"\n{sources}',
         models=True,
+        table_format=table_format,
     )
-    state = LakeState({"web": SourceState(tuple(sorted(STANDARD_TABLES)), "2026-11-01-00:00")})
+    tables = SourceState(tuple(sorted(STANDARD_TABLES)), "2026-11-01-00:00")
+    state = LakeState({s.id: tables for s in settings.sources})
     graph = build_definitions(settings, state=state).resolve_asset_graph()
     return {k.to_user_string(): graph.get(k).freshness_policy for k in graph.get_all_asset_keys()}
 
@@ -44,6 +52,31 @@ def test_hourly_assets_and_daily_models_carry_their_policy(tmp_path):
     # collector's: no policy
     for other in ("identity_graph", "users", "raw_archive"):
         assert got[f"web/{other}"] is None, other
+
+
+@pytest.mark.slow
+def test_a_source_with_batches_has_an_open_hour_late_once_a_batch_is_overdue(tmp_path):
+    """The open hour asset (orchestration/freshness/open_hour_asset.py) of each source whose
+    batches run, failing when two batches are overdue: minutes, not ``freshness_hours``; none
+    where batches do not run (an interval of 0, the Segment layout)."""
+    got = policies(
+        tmp_path,
+        "[alerts]\nfreshness_hours = 5\n",
+        "iceberg",
+        'freshness_minutes = 2\n[[sources]]\nid = "app"\n'
+        '[[sources]]\nid = "old"\nfreshness_minutes = 0\n',
+    )
+    assert (
+        got["web/open_hour"]
+        == batches_policy(2)
+        == FreshnessPolicy.time_window(
+            fail_window=timedelta(minutes=5), warn_window=timedelta(minutes=3)
+        )
+    )
+    assert got["app/open_hour"] == batches_policy(5)  # the default interval
+    assert "old/open_hour" not in got and got["old/pages"] is not None
+    segment = policies(tmp_path, "", "segment", "freshness_minutes = 2\n")
+    assert not [k for k in segment if k.endswith("/open_hour")]
 
 
 @pytest.mark.parametrize(

@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from dagster import DagsterInstance
 
+from datalake_assets.orchestration.freshness.open_hour_asset import dagster_reporter, open_hour_key
 from datalake_assets.orchestration.freshness.open_hour_loader import open_hours, run_loop
 from datalake_assets.settings.fields import SettingsError
 from datalake_assets.spec.layout import ArchiveHour
@@ -58,22 +60,53 @@ def test_a_batch_looks_at_the_open_hour_and_the_one_before_until_it_closes(now, 
 
 
 def test_the_loader_appends_new_files_one_line_a_batch_and_records_nothing_new(tmp_path):
+    """One line per batch that read something; in Dagster, every batch a materialization of
+    the source's open hour: its rows so far by table (counted from the tables), when."""
     settings = load_lake_toml(tmp_path, settings_text(), table_format="iceberg")
+    instance = DagsterInstance.ephemeral()
     now = datetime.now(UTC)
     hour = str(ArchiveHour.of(now))
     write_hour(settings.archive_root, SRC, hour, [msg("n1", hour, 0), msg("n2", hour, 0)])
     lines: list[str] = []
-    run_loop(settings, threading.Event(), say=lines.append, clock=lambda: now, once=True)
+
+    def batches(at: datetime) -> None:
+        lines.clear()
+        reporter = dagster_reporter(instance, settings)
+        run_loop(
+            settings, threading.Event(), lines.append, lambda: at, once=True, reporter=reporter
+        )
+
+    def open_hour(source: str) -> dict:
+        event = instance.get_latest_materialization_event(open_hour_key(source))
+        return {k: v.value for k, v in event.asset_materialization.metadata.items()}
+
+    batches(now)
     assert lines[0] == "freshness: batches of the open hour every 5 min (web), 5 min (app)"
     assert len(lines) == 2 and lines[1].startswith(f"batch web {hour}: 2 lines, 2 rows, ")
     ids = tables(sql_catalog(settings.lake_root), SRC)["tracks"].scan().to_arrow()
     assert sorted(ids["message_id"].to_pylist()) == ["n1", "n2"]
+    web = open_hour(SRC)
+    assert web["open_hour"] == hour and web["messages_so_far"] == 2 and web["rows_added"] == 2
+    assert web["rows_by_table"][hour] == {"tracks": 2, "order_completed": 2}
+    assert web["last_batch"] == now.timestamp() and web["new_files"] == 1
+    assert open_hour("app")["messages_so_far"] == 0  # a quiet source's batch says so too
+
+    later = now + timedelta(seconds=1)
+    write_hour(settings.archive_root, SRC, hour, [msg("n3", hour, 0)], name="part-0001.jsonl.gz")
+    batches(later)
+    web = open_hour(SRC)
+    assert web["rows_by_table"][hour] == {"tracks": 3, "order_completed": 3}
+    assert web["messages_so_far"] == 3 and web["rows_added"] == 1 and web["new_files"] == 1
     reports = sorted(Path(settings.lake_root, "reports").rglob("report.json"))
-    lines.clear()
-    run_loop(settings, threading.Event(), say=lines.append, clock=lambda: now, once=True)
-    # nothing new: no line but the start's, and no report (a batch runs every few minutes)
+
+    batches(later + timedelta(seconds=1))
+    # nothing new: no line but the start's, and no report (a batch runs every few minutes);
+    # in Dagster, the batch that ran: as fresh as then, the same rows
     assert len(lines) == 1
     assert sorted(Path(settings.lake_root, "reports").rglob("report.json")) == reports
+    web = open_hour(SRC)
+    assert web["messages_so_far"] == 3 and web["new_files"] == 0
+    assert web["last_batch"] == (later + timedelta(seconds=1)).timestamp()
 
 
 def test_the_segment_layout_says_in_one_line_that_it_takes_no_batches(tmp_path):

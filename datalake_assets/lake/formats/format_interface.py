@@ -219,6 +219,12 @@ class TableFormat(ABC):
         the Segment layout moves them in)."""
         return None
 
+    def hour_rows(self, src: SourceTables, table: str, hour: str) -> int | None:
+        """The rows readers read for ``table``'s ``hour`` (compact), from the format's
+        metadata; ``None`` when it cannot say without reading the data. What an open hour's
+        batches have added so far (``orchestration/freshness/``): formats that append give it."""
+        return None
+
     def append(
         self, database: str, table: str, rows: pa.Table, partition_by: tuple[str, ...]
     ) -> bool:

@@ -269,6 +269,9 @@ class IcebergFormat(TableFormat):
     def live_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
         return iceberg_hours.live_files(self.load(src, table), hour)
 
+    def hour_rows(self, src: SourceTables, table: str, hour: str) -> int | None:
+        return iceberg_hours.hour_rows(self.load(src, table), hour)
+
     def stored_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
         return iceberg_hours.stored_files(
             self.lake_root, src, table, self.location(src, table), hour

@@ -69,6 +69,20 @@ def live_files(tbl, hour: str) -> list[tuple[str, int]]:
     )
 
 
+def hour_rows(tbl, hour: str) -> int | None:
+    """The rows of the hour by the manifests' record counts; ``None`` when a compacted file
+    holds some of them with other hours' (only a closed hour is ever compacted)."""
+    if tbl is None or tbl.current_snapshot() is None:
+        return 0
+    specs = tbl.metadata.specs()
+    rows = 0
+    for task in tbl.scan(row_filter=hours_filter([hour])).plan_files():
+        if [x.name for x in specs[task.file.spec_id].fields] != HOURLY_SPEC:
+            return None
+        rows += task.file.record_count
+    return rows
+
+
 def stored_files(
     lake_root: str, src: SourceTables, table: str, table_location: str, hour: str
 ) -> list[tuple[str, int]]:

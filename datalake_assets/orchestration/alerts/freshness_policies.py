@@ -8,6 +8,8 @@ the freshness alert (``event_alerts.py``).
   freshness_hours`` (``FreshnessPolicy.time_window``). Dagster measures the time since the
   latest materialization event, not the hour's partition key: hours synced keep it fresh,
   and so would a backfill of old hours.
+* each source's open hour, with a ``[freshness]`` interval: late once a batch is overdue,
+  failing once two are (``batches_policy``, set by the asset's builder).
 * every daily model: its day must be built between midnight UTC and ``freshness_hours``
   after (at most 23:00, ``FreshnessPolicy.cron``), else it fails until the next build.
 """
@@ -31,6 +33,16 @@ from datalake_assets.spec.naming import RAW_ARCHIVE
 
 def hourly_policy(alerts: AlertsSettings) -> FreshnessPolicy:
     return FreshnessPolicy.time_window(fail_window=timedelta(hours=alerts.freshness_hours))
+
+
+def batches_policy(minutes: int) -> FreshnessPolicy:
+    """A source's open hour (``freshness/open_hour_asset.py``), materialized by each batch,
+    empty or not, every ``minutes``: late once a batch is overdue, failing once two are (the
+    loader stopped, or its batches fail), minutes after rather than ``freshness_hours``."""
+    return FreshnessPolicy.time_window(
+        fail_window=timedelta(minutes=2 * minutes + 1),
+        warn_window=timedelta(minutes=minutes + 1),
+    )
 
 
 def daily_deadline_hour(alerts: AlertsSettings) -> int:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from datalake_assets.lake.formats import table_format
-from datalake_assets.lake.report import SourceReport
+from datalake_assets.lake.report import SourceReport, SyncReport
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import ArchiveHour
@@ -66,7 +66,7 @@ def batched_sources(settings: LakeSettings, say: Callable[[str], None]) -> list[
     return wanted
 
 
-def run_batch(settings: LakeSettings, source: SourceSettings, now: datetime) -> SourceReport:
+def run_batch(settings: LakeSettings, source: SourceSettings, now: datetime) -> SyncReport:
     """One batch of the source's open hours, in this process."""
     from datalake_assets.transform.session import settings_spark_session
     from datalake_assets.transform.sync import run_sync
@@ -74,7 +74,7 @@ def run_batch(settings: LakeSettings, source: SourceSettings, now: datetime) -> 
 
     hours = open_hours(now, settings.automation.settle_minutes)
     request = request_from_settings(settings, source, hours, replay=False, batch=True)
-    return run_sync(lambda: settings_spark_session(settings, quiet=True), request).source
+    return run_sync(lambda: settings_spark_session(settings, quiet=True), request)
 
 
 def describe(source: SourceSettings, report: SourceReport) -> str:
@@ -93,15 +93,18 @@ def run_loop(
     say: Callable[[str], None] = print,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     once: bool = False,
+    reporter: Callable[[SourceSettings, SyncReport, datetime], None] | None = None,
 ) -> None:
     """Batches every source at its interval until ``stop`` is set (``once``: one batch of
-    each source, then returns)."""
+    each source, then returns). ``reporter``: told of every batch that ran, empty or not
+    (``open_hour_asset.dagster_reporter``: the source's open hour in Dagster)."""
     sources = batched_sources(settings, say)
     if not sources:
         return
     say(
         "freshness: batches of the open hour every "
         + ", ".join(f"{b.minutes} min ({b.source.id})" for b in sources)
+        + ("" if reporter else "; not recorded in Dagster (no instance: DAGSTER_HOME)")
     )
     due = {b.source.id: 0.0 for b in sources}  # monotonic time of each source's next batch
     while not stop.is_set():
@@ -109,13 +112,19 @@ def run_loop(
             if time.monotonic() < due[b.source.id]:
                 continue
             due[b.source.id] = time.monotonic() + b.minutes * 60
+            at = clock()
             try:
-                report = run_batch(settings, b.source, clock())
+                report = run_batch(settings, b.source, at)
             except Exception as e:  # noqa: BLE001 - one line; the next interval tries again
                 say(f"batch {b.source.id} failed: {e}".splitlines()[0])
                 continue
-            if report.lines_in:
-                say(describe(b.source, report))
+            if report.source.lines_in:
+                say(describe(b.source, report.source))
+            if reporter is not None:
+                try:
+                    reporter(b.source, report, at)
+                except Exception as e:  # noqa: BLE001 - the lake has the batch; Dagster, later
+                    say(f"batch {b.source.id}: not recorded in Dagster: {e}".splitlines()[0])
         if once:
             return
         stop.wait(max(0.0, min(due.values()) - time.monotonic()))
