@@ -27,7 +27,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from datalake_assets.cli_batches import cmd_batches, start_batches, stop_batches
+from datalake_assets.cli_batches import cmd_batches, prepare_instance, start_batches, stop_batches
 from datalake_assets.cli_catalog import (
     cmd_catalog,
     cmd_compact,
@@ -189,6 +189,7 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     # (the instance of `dg dev` started there without DAGSTER_HOME).
     # Own process group, SIGINT restored (a shell's background job ignores it), and every stop
     # signal forwarded to the whole group: no webserver or daemon is left behind.
+    prepare_instance(settings, str(home))
     proc = subprocess.Popen(
         cmd,
         env=env,

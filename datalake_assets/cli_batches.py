@@ -48,6 +48,20 @@ def _stop_when_orphaned(stop: threading.Event) -> None:
             stop.set()
 
 
+def prepare_instance(settings: LakeSettings, home: str) -> None:
+    """The Dagster instance at ``home`` created now, before ``dg dev`` and the batches open it
+    side by side (the loop records each batch in it): two first openings of a new SQLite
+    instance at once can both stamp its schema, and Dagster's code server then refuses it
+    ("more than one head present") and the webserver never comes up. Only when batches run:
+    otherwise ``dg dev`` alone opens it."""
+    if not any(settings.freshness_minutes(s) for s in settings.sources):
+        return
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(home):
+        pass
+
+
 def start_batches(settings: LakeSettings, env: dict[str, str]) -> subprocess.Popen | None:
     """``datalake batches`` beside Dagster when a source has a [freshness] interval: the open
     hour's new events in the lake within minutes (docs/concepts/freshness.md). Its own
