@@ -252,6 +252,15 @@ class SourceReport(_Row):
     def _hour_entry(cls, obj: dict[str, Any]) -> SourceHourEntry:
         return SourceHourEntry.from_dict(obj)
 
+    def summary(self) -> str:
+        """What the run read and wrote, in one line (a terminal's: ``datalake dev``, the
+        batches' loop)."""
+        return (
+            f"{self.lines_in} lines, {self.messages_written} rows, {self.duplicates} "
+            f"duplicates, {self.lines_quarantined} quarantined ({self.files_in} files, "
+            f"{(self.duration_mins or 0) * 60:.1f} s)"
+        )
+
     def totals(self) -> SourceHour:
         """The report's totals as figures (``cross_hour_duplicates``: 0 when it has none)."""
         return SourceHour(

@@ -79,12 +79,7 @@ def run_batch(settings: LakeSettings, source: SourceSettings, now: datetime) -> 
 
 def describe(source: SourceSettings, report: SourceReport) -> str:
     """A batch's one line: what it read and wrote."""
-    hours = ", ".join(report.hours_synced)
-    return (
-        f"batch {source.id} {hours}: {report.lines_in} lines, {report.messages_written} rows, "
-        f"{report.duplicates} duplicates, {report.lines_quarantined} quarantined "
-        f"({report.files_in} new files, {(report.duration_mins or 0) * 60:.1f} s)"
-    )
+    return f"batch {source.id} {', '.join(report.hours_synced)}: {report.summary()}"
 
 
 def run_loop(

@@ -96,3 +96,8 @@ def sync_hours(
     yield from sync_events(
         settings, source, tables, keys, result, selected, add_metadata, instance=context.instance
     )
+    # the run's line on a terminal (dagster.yaml's python_log_level): what it synced; each
+    # hour's events are in the run's log in the UI
+    context.log.info(
+        f"synced {source.id} hours {hours[0]} .. {hours[-1]}: {result.source.summary()}"
+    )
