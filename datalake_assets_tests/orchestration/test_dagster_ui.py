@@ -181,13 +181,13 @@ def wait_sensor_runs(ui: DagsterUI, hours: list[ArchiveHour]) -> None:
 
 
 def source_keys(ui: DagsterUI) -> list[str]:
-    """Every declared asset of the source's group but the raw archive: what the Materialize
-    dialog selects from one lake table (it adds the sync's siblings; the source's dbt models
-    are a group of their own, daily-partitioned, built after the hours)."""
+    """Every materializable asset of the source's group (not the raw archive: external): what
+    the Materialize dialog selects from one lake table (it adds the sync's siblings; the
+    source's dbt models are a group of their own, daily-partitioned, built after the hours)."""
     return sorted(
         k
         for k, n in ui.asset_nodes().items()
-        if k.startswith(f"{SOURCE}/") and k != f"{SOURCE}/raw_archive" and n["groupName"] == SOURCE
+        if k.startswith(f"{SOURCE}/") and n["isExecutable"] and n["groupName"] == SOURCE
     )
 
 
