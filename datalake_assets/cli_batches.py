@@ -19,8 +19,13 @@ def cmd_batches(settings: LakeSettings, args: argparse.Namespace) -> int:
     from datalake_assets.orchestration.freshness.open_hour_loader import run_loop
     from datalake_assets.orchestration.sync.sync_records import existing_instance
 
-    # The source's open hour in the Dagster instance datalake dev uses, if there is one
-    instance = existing_instance()
+    # The source's open hour in the Dagster instance datalake dev uses, if there is one; an
+    # instance that cannot be opened (its database down) stops no batch: the lake comes first
+    try:
+        instance = existing_instance()
+    except Exception as e:  # noqa: BLE001 - one line, then batches without Dagster's record
+        print(f"freshness: the Dagster instance cannot be opened: {e}".splitlines()[0])
+        instance = None
     reporter = dagster_reporter(instance, settings) if instance is not None else None
     stop = threading.Event()
     # SIGTERM: the batch under way ends first (a kill would leave its journal to roll forward)
