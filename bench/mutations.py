@@ -170,8 +170,8 @@ MUTATIONS = [
         "datalake_assets/transform/dedup.py",
         (
             (
-                "        if hour and lo <= hour <= hi and hour not in own:\n",
-                "        if hour and lo < hour < hi and hour not in own:\n",
+                "        if hour and lo <= hour <= hi and (appends if hour in own else lookback_hours > 0):\n",
+                "        if hour and lo < hour < hi and (appends if hour in own else lookback_hours > 0):\n",
             ),
         ),
         (ANY_ORDER, "-k", "generated_histories_on_the_local_path"),
