@@ -288,7 +288,7 @@ class LakeSettings:
         return self
 
     def freshness_minutes(self, source: SourceSettings) -> int:
-        """Minutes between two batches of the source's open hour (0: hourly syncs only)."""
+        """The source's freshness interval in minutes (0: hourly syncs only)."""
         if source.freshness_minutes is not None:
             return source.freshness_minutes
         return self.freshness.interval_minutes

@@ -12,7 +12,11 @@ import pytest
 from dagster import DagsterInstance
 
 from datalake_assets.orchestration.freshness.open_hour_asset import dagster_reporter, open_hour_key
-from datalake_assets.orchestration.freshness.open_hour_loader import open_hours, run_loop
+from datalake_assets.orchestration.freshness.open_hour_loader import (
+    batched_sources,
+    open_hours,
+    run_loop,
+)
 from datalake_assets.settings.fields import SettingsError
 from datalake_assets.spec.layout import ArchiveHour
 from datalake_assets_tests.support.archive_builders import msg, write_hour
@@ -45,6 +49,24 @@ def test_the_interval_defaults_to_5_minutes_and_a_source_may_override_it(tmp_pat
     with pytest.raises(SettingsError) as e:
         load_lake_toml(tmp_path, settings_text("[freshness]\ninterval_minutes = -1"))
     assert "freshness.interval_minutes" in str(e.value)
+
+
+def test_batches_come_often_enough_that_the_interval_bounds_an_events_wait(tmp_path):
+    """An event waits for its spool segment to roll (up to the collector's segment age), then
+    for the next batch: the batches come every interval less that age (at least every half
+    interval), so the interval bounds the wait from the event's arrival."""
+    text = settings_text("[collector]\nsegment_max_age_seconds = 60", "freshness_minutes = 1")
+    s = load_lake_toml(tmp_path, text, table_format="iceberg")
+    got = {b.source.id: (b.minutes, b.period_s) for b in batched_sources(s, print)}
+    assert got == {SRC: (1, 30), "app": (5, 240)}
+    text = settings_text(
+        "[collector]\nsegment_max_age_seconds = 600\n[freshness]\ninterval_minutes = 60"
+    )
+    s = load_lake_toml(tmp_path, text, table_format="iceberg")
+    assert [b.period_s for b in batched_sources(s, print)] == [3000, 3000]
+    text = settings_text("[collector]\nsegment_max_age_seconds = 3600")
+    s = load_lake_toml(tmp_path, text, table_format="iceberg")
+    assert [b.period_s for b in batched_sources(s, print)] == [150, 150]
 
 
 @pytest.mark.parametrize(
