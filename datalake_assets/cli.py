@@ -24,7 +24,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from datalake_assets.cli_batches import cmd_batches, prepare_instance, start_batches, stop_batches
@@ -38,75 +37,16 @@ from datalake_assets.cli_catalog import (
 )
 from datalake_assets.cli_collect import cmd_collect
 from datalake_assets.cli_convert import cmd_convert
+from datalake_assets.cli_demo import cmd_demo, generate_dev_demo, start_demo_feed
 from datalake_assets.cli_forget import cmd_forget
-from datalake_assets.cli_parser import UsageError, build_parser
+from datalake_assets.cli_parser import UsageError, build_parser, chosen_source
 from datalake_assets.cli_status import cmd_status
-from datalake_assets.lake import storage
-from datalake_assets.settings import LakeSettings, SourceSettings, load_settings
+from datalake_assets.settings import LakeSettings, load_settings
 from datalake_assets.settings.fields import SettingsError, default_home
 from datalake_assets.settings.orchestration_section import dagster_home
 from datalake_assets.spec import layout
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-def chosen_source(settings: LakeSettings, args: argparse.Namespace) -> SourceSettings:
-    """``--source`` (an id or a slug), else the first source; an unknown one is a user's
-    mistake, told with the sources there are."""
-    if not args.source:
-        return settings.sources[0]
-    try:
-        return settings.source(args.source)
-    except SettingsError as e:
-        raise UsageError(f"--source: {e.problem} ({e.origin})") from None
-
-
-def _last_closed_hours(n: int, now: datetime | None = None) -> list[layout.ArchiveHour]:
-    now = now or datetime.now(UTC)
-    last = layout.ArchiveHour.of(now - timedelta(hours=1))
-    first = layout.ArchiveHour.of(last.start - timedelta(hours=n - 1))
-    return layout.hour_range(first, last)
-
-
-def cmd_demo(settings: LakeSettings, args: argparse.Namespace) -> int:
-    from datalake_assets.ingest.demo import generate_archive
-
-    source = chosen_source(settings, args)
-    if args.end:
-        last = args.end
-        hours = layout.hour_range(
-            layout.ArchiveHour.of(last.start - timedelta(hours=args.hours - 1)), last
-        )
-    else:
-        hours = _last_closed_hours(args.hours)
-    summary = generate_archive(
-        settings.archive_root,
-        source.id,
-        hours,
-        events_per_hour=args.events_per_hour,
-        files_per_hour=args.files_per_hour,
-        seed=args.seed,
-    )
-    print(
-        f"wrote {summary.lines} lines ({summary.valid_messages} messages, "
-        f"{summary.duplicate_lines} duplicate deliveries, {summary.malformed_lines} malformed) "
-        f"for {len(hours)} hours of source {source.id!r} under {settings.archive_root}"
-    )
-    return 0
-
-
-def archive_is_empty(settings: LakeSettings, source_id: str) -> bool:
-    return not storage.list_files(layout.join(settings.archive_root, source_id), recursive=True)
-
-
-DEV_EVENTS_PER_HOUR = 1000
-
-
-def demo_hours(now: datetime | None = None) -> int:
-    """The hours ``datalake dev`` generates: yesterday whole (UTC) and today's closed hours,
-    so the daily models have a complete day to build by themselves."""
-    now = now or datetime.now(UTC)
-    return 24 + now.hour
 
 
 def dg_command() -> list[str]:
@@ -119,24 +59,7 @@ def dg_command() -> list[str]:
 
 
 def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
-    for source in settings.sources:
-        if archive_is_empty(settings, source.id) and source.id == "demo":
-            hours = demo_hours()
-            print(
-                f"archive of {source.id!r} is empty: generating {hours} hours of demo traffic "
-                f"(yesterday, UTC, and today's closed hours)"
-            )
-            cmd_demo(
-                settings,
-                argparse.Namespace(
-                    source=source.id,
-                    hours=hours,
-                    end=None,
-                    events_per_hour=DEV_EVENTS_PER_HOUR,
-                    files_per_hour=2,
-                    seed=7,
-                ),
-            )
+    live = generate_dev_demo(settings)  # the demo source, when its archive was empty
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     instance_yaml = home / "dagster.yaml"
@@ -207,9 +130,12 @@ def cmd_dev(settings: LakeSettings, args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     batches = start_batches(settings, env)
+    feed = start_demo_feed(settings, live) if live else None
     try:
         code = proc.wait()
     finally:
+        if feed is not None:
+            feed.set()
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

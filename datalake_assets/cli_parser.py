@@ -9,6 +9,8 @@ import argparse
 from collections.abc import Callable
 from datetime import datetime
 
+from datalake_assets.settings import LakeSettings, SourceSettings
+from datalake_assets.settings.fields import SettingsError
 from datalake_assets.spec import layout
 
 DESCRIPTION = (
@@ -411,3 +413,14 @@ def build_parser() -> Parser:
         help="re-run every request that did not complete (killed or failed)",
     )
     return p
+
+
+def chosen_source(settings: LakeSettings, args: argparse.Namespace) -> SourceSettings:
+    """``--source`` (an id or a slug), else the first source; an unknown one is a user's
+    mistake, told with the sources there are."""
+    if not args.source:
+        return settings.sources[0]
+    try:
+        return settings.source(args.source)
+    except SettingsError as e:
+        raise UsageError(f"--source: {e.problem} ({e.origin})") from None

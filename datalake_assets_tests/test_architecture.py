@@ -123,6 +123,7 @@ def layer_of(module: str) -> str:
         "cli_collect",
         "cli_convert",
         "cli_batches",
+        "cli_demo",
     ):
         return "app"
     raise AssertionError(f"{module}: no layer; add it to layer_of() and docs/architecture.md")

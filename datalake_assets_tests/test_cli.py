@@ -362,7 +362,7 @@ def test_the_dev_demo_is_yesterday_whole_and_todays_closed_hours(now, first, n):
     by themselves (docs/concepts/models.md)."""
     from datetime import UTC, datetime
 
-    from datalake_assets.cli import _last_closed_hours, demo_hours
+    from datalake_assets.cli_demo import _last_closed_hours, demo_hours
 
     at = datetime.fromisoformat(now).replace(tzinfo=UTC)
     hours = _last_closed_hours(demo_hours(at), at)
