@@ -32,6 +32,7 @@ together (``Steps``), so one run tells everything that is wrong.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -333,6 +334,13 @@ def check_quiet_log(log: str) -> None:
     # syncs and what it synced, with its figures
     for told in (" to sync, ", "syncing ", f"synced {SOURCE} hours "):
         assert told in log, f"{told!r} missing from datalake dev's output"
+    # the sensor's line is a tick that requested a run, not every idle tick (every 10 s here)
+    idle = [
+        ln
+        for ln in log.splitlines()
+        if " to sync, " in ln and not re.search(r": [1-9]\d* to sync", ln)
+    ]
+    assert not idle, f"idle sensor ticks in datalake dev's output: {idle[:3]}"
 
 
 def forget_from_launchpad(ui: DagsterUI, lake: Path) -> None:

@@ -125,7 +125,8 @@ def build_archive_sensor(
             f"listed {source_dir} from {since} ({listing.calls} listings, "
             f"{listing.entries} entries, {len(listing.hours)} hours with files)"
         )
-        context.log.info(
+        # a line in the terminal when it requests runs; an idle tick's reason is in the UI
+        (context.log.info if result.requests else context.log.debug)(
             f"{seen}: {len(result.requests)} to sync, {result.unchanged} unchanged, "
             f"{len(result.waiting)} waiting to settle, {result.deferred} deferred; "
             "next listing from "

@@ -210,13 +210,13 @@ def build_batch_sensor(
                     }
                 )
                 events += [sn.raw_archive_event(settings, source, r) for r in result.requests]
-        context.log.info("; ".join(notes))
         cursor_text = serialize_cursor(cursors)
-        if not items:
+        if not items:  # an idle tick says so in the UI (the skip reason), not in the terminal
             return SensorResult(
                 skip_reason="nothing new or changed and due: " + "; ".join(notes),
                 cursor=cursor_text,
             )
+        context.log.info("; ".join(notes))
         return SensorResult(
             run_requests=[batch_run_request(items)], asset_events=events, cursor=cursor_text
         )
