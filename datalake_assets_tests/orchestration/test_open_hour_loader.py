@@ -103,7 +103,10 @@ def test_the_loader_appends_new_files_one_line_a_batch_and_records_nothing_new(t
         return {k: v.value for k, v in event.asset_materialization.metadata.items()}
 
     batches(now)
-    assert lines[0] == "freshness: batches of the open hour every 5 min (web), 5 min (app)"
+    assert lines[0] == (
+        "freshness: the open hour's events in their tables within "
+        "5 min (web: a batch every 240 s), 5 min (app: a batch every 240 s)"
+    )
     assert len(lines) == 2 and lines[1].startswith(f"batch web {hour}: 2 lines, 2 rows, ")
     ids = tables(sql_catalog(settings.lake_root), SRC)["tracks"].scan().to_arrow()
     assert sorted(ids["message_id"].to_pylist()) == ["n1", "n2"]

@@ -113,8 +113,10 @@ def run_loop(
     if not sources:
         return
     say(
-        "freshness: batches of the open hour every "
-        + ", ".join(f"{b.minutes} min ({b.source.id})" for b in sources)
+        "freshness: the open hour's events in their tables within "
+        + ", ".join(
+            f"{b.minutes} min ({b.source.id}: a batch every {b.period_s:g} s)" for b in sources
+        )
         + ("" if reporter else "; not recorded in Dagster (no instance: DAGSTER_HOME)")
     )
     due = {b.source.id: 0.0 for b in sources}  # monotonic time of each source's next batch
