@@ -5,6 +5,7 @@ runs (``ingest/demo/live.py``)."""
 from __future__ import annotations
 
 import argparse
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -63,8 +64,9 @@ def demo_hours(now: datetime | None = None) -> int:
     return 24 + now.hour
 
 
-def start_demo_feed(settings: LakeSettings, source: SourceSettings):
-    """The demo's current hour, a file a minute into the archive (a local one only)."""
+def start_demo_feed(settings: LakeSettings, source: SourceSettings) -> threading.Event | None:
+    """The demo's current hour, a file a minute into the archive (a local one only): the
+    event that stops it, or None."""
     from datalake_assets.ingest.demo.live import LiveDemo, start_live_demo
 
     if "://" in settings.archive_root:
