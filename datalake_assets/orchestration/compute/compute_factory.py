@@ -7,12 +7,13 @@ from datalake_assets.orchestration.compute.spark_compute import LocalSparkComput
 from datalake_assets.settings import LakeSettings
 
 
-def build_compute(settings: LakeSettings) -> SparkCompute:
+def build_compute(settings: LakeSettings, quiet: bool = False) -> SparkCompute:
     """The compute resource of ``[compute] backend``: local Spark, an EMR cluster's steps,
-    EMR Serverless job runs or Databricks runs (the assets are the same)."""
+    EMR Serverless job runs or Databricks runs (the assets are the same). ``quiet``: a local
+    session logs errors only (a process printing to a terminal: the open hour's loop)."""
     c = settings.compute
     if c.backend == "local":
-        return LocalSparkCompute.from_settings(settings)
+        return LocalSparkCompute.from_settings(settings, quiet=quiet)
     waits = {
         "submit_timeout_s": float(c.submit_timeout_s),
         "run_timeout_s": float(c.run_timeout_s),

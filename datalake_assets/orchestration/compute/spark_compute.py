@@ -17,6 +17,7 @@ from datalake_assets.lake.report import SyncReport
 from datalake_assets.settings import LakeSettings
 from datalake_assets.transform.session import (
     local_session_conf,
+    local_spark_session,
     prepare_local_spark_env,
     spark_settings_conf,
 )
@@ -54,10 +55,14 @@ class LocalSparkCompute(SparkCompute):
         description="the catalog (CatalogConfig.to_args): its Hive settings join the session's "
         "when it starts, unless a server holds the metastore (metastore_server.py)",
     )
+    quiet: bool = Field(
+        default=False,
+        description="Spark logs errors only (a terminal's process: the open hour's loop)",
+    )
     _pyspark: LazyPySparkResource | None = PrivateAttr(default=None)
 
     @classmethod
-    def from_settings(cls, settings: LakeSettings) -> LocalSparkCompute:
+    def from_settings(cls, settings: LakeSettings, quiet: bool = False) -> LocalSparkCompute:
         """The local compute of ``[spark]`` and the catalog (a Hive catalog may need the
         session; whether it does is known in the run, when the session starts)."""
         return cls(
@@ -66,12 +71,18 @@ class LocalSparkCompute(SparkCompute):
             # [spark]'s settings now; the catalog's when the session starts
             conf=spark_settings_conf(settings.spark, CatalogConfig(backend="none")),
             catalog=config_from_settings(settings.catalog).to_args(),
+            quiet=quiet,
         )
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._pyspark = None
 
     def spark(self):
+        if self.quiet:  # the process's own session, its logs cut to errors
+            extra = dict(self.conf)
+            if self.catalog:
+                extra.update(CatalogConfig.from_args(self.catalog).session_conf())
+            return local_spark_session(self.master, self.driver_memory, extra, quiet=True)
         if self._pyspark is None:
             extra = dict(self.conf)
             if self.catalog:

@@ -5,7 +5,8 @@ Every ``[freshness]`` interval of a source (``LakeSettings.freshness_minutes``, 
 collector's segment age: ``batch_period``), one batch
 (``transform/open_hour.py``) of the hours that may still take files: the current hour, and
 the hour before until its close (``[automation] settle_minutes`` after its end, when the
-archive sensor syncs it whole). A batch runs in this process: its imports are paid once, and a
+archive sensor syncs it whole). A batch runs on the lake's compute, as the hourly syncs do
+(``run_batch``): with the local default in this process, where its imports are paid once and a
 small batch needs no Spark job (``[sync] local_max_bytes``); a big one starts the loader's
 Spark session, kept for the next. One line per batch that read something, one per failure
 (the next interval tries again: a killed or failed batch converges, the journal and the
@@ -28,6 +29,8 @@ from datetime import UTC, datetime, timedelta
 
 from datalake_assets.lake.formats import table_format
 from datalake_assets.lake.report import SourceReport, SyncReport
+from datalake_assets.orchestration.compute.compute_factory import build_compute
+from datalake_assets.orchestration.compute.spark_compute import SparkCompute
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import ArchiveHour
@@ -82,15 +85,19 @@ def batched_sources(settings: LakeSettings, say: Callable[[str], None]) -> list[
     return wanted
 
 
-def run_batch(settings: LakeSettings, source: SourceSettings, now: datetime) -> SyncReport:
-    """One batch of the source's open hours, in this process."""
-    from datalake_assets.transform.session import settings_spark_session
-    from datalake_assets.transform.sync import run_sync
+def run_batch(
+    settings: LakeSettings, source: SourceSettings, now: datetime, compute: SparkCompute
+) -> SyncReport:
+    """One batch of the source's open hours on ``compute``: the compute seam the hourly syncs
+    run on (``[compute] backend``, ``orchestration/compute/``). Local: in this process (a
+    small batch needs no Spark job; a big one starts the process's session, kept for the
+    next). EMR, EMR Serverless, Databricks: a job of the cluster, as an hour's sync, without
+    Pipes (the loop is no Dagster run; its record is ``reporter``'s)."""
     from datalake_assets.transform.sync_request import request_from_settings
 
     hours = open_hours(now, settings.automation.settle_minutes)
     request = request_from_settings(settings, source, hours, replay=False, batch=True)
-    return run_sync(lambda: settings_spark_session(settings, quiet=True), request)
+    return compute.run_sync(request)
 
 
 def describe(source: SourceSettings, report: SourceReport) -> str:
@@ -119,6 +126,7 @@ def run_loop(
         )
         + ("" if reporter else "; not recorded in Dagster (no instance: DAGSTER_HOME)")
     )
+    compute = build_compute(settings, quiet=True)  # one for the loop: its session is kept
     due = {b.source.id: 0.0 for b in sources}  # monotonic time of each source's next batch
     while not stop.is_set():
         for b in sources:
@@ -127,7 +135,7 @@ def run_loop(
             due[b.source.id] = time.monotonic() + b.period_s
             at = clock()
             try:
-                report = run_batch(settings, b.source, at)
+                report = run_batch(settings, b.source, at, compute)
             except Exception as e:  # noqa: BLE001 - one line; the next interval tries again
                 say(f"batch {b.source.id} failed: {e}".splitlines()[0])
                 continue
