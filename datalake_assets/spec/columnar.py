@@ -106,6 +106,12 @@ def cast_array(arr: pa.Array, typ: str) -> tuple[pa.Array, list[tuple[int, str, 
         kinds = string_kinds(arr)
         fits = pc.fill_null(pc.is_in(kinds, value_set=FITS[typ]), False)
         return _from_text(arr, fits, typ, kinds), _misfits(arr, fits, typ)
+    if pa.types.is_timestamp(t):  # a stored column's values (an Iceberg widening's rewrite)
+        if typ == TIMESTAMP:
+            return arr, []
+        if typ == STRING:  # ISO-8601 in UTC, to the microsecond: 2026-11-21T10:00:00.000000Z
+            return pc.strftime(pc.cast(arr, TS_TYPE), format="%Y-%m-%dT%H:%M:%SZ"), []
+        return pa.nulls(n, target), _misfits(arr, pa.array([False] * n), typ)
     # int64, double, bool: each fits a fixed set of types
     kind = {pa.int64(): K_INT, pa.bool_(): K_BOOL}.get(t)
     if t == pa.float64():

@@ -18,9 +18,15 @@ def plan_types(
 ) -> dict[str, TableChange]:
     """Each table's columns and types. The catalog may know a column wider than the lake's
     record (widened by another writer or by hand): the sync never writes a type narrower
-    than the catalog's. ``existing`` is updated with the catalog's types."""
+    than the catalog's. Nor than the table's own schema, where the format keeps one
+    (Iceberg): a run killed after its commit and before the record is written (the record
+    comes after the commit) leaves tables wider than the record, and a file written to the
+    record's narrower type would not fit the table. ``existing`` is updated with both."""
     for table, cols in _catalog_schemas(run, stats.counts).items():
         existing[table] = _widest(existing.get(table, []), cols)
+    for table in stats.counts:
+        if cols := run.tables.columns(run.src, table):
+            existing[table] = _widest(existing.get(table, []), cols)
     return {
         table: plan_table(table, existing.get(table), cols) for table, cols in stats.counts.items()
     }

@@ -219,6 +219,12 @@ class TableFormat(ABC):
         the Segment layout moves them in)."""
         return None
 
+    def columns(self, src: SourceTables, table: str) -> list[tuple[str, str]]:
+        """``[(name, lake type)]`` of the table as the format holds it (none: the table does
+        not exist, or the format keeps no schema of its own and the lake's record is the
+        truth, as in the Segment layout)."""
+        return []
+
     def hour_rows(self, src: SourceTables, table: str, hour: str) -> int | None:
         """The rows readers read for ``table``'s ``hour`` (compact), from the format's
         metadata; ``None`` when it cannot say without reading the data. What an open hour's

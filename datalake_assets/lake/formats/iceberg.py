@@ -71,7 +71,11 @@ from datalake_assets.lake.formats.iceberg_in_place import (
     replace_in_place,
     write_schema,
 )
-from datalake_assets.lake.formats.iceberg_schema import arrow_schema, new_table_schema
+from datalake_assets.lake.formats.iceberg_schema import (
+    arrow_schema,
+    lake_columns,
+    new_table_schema,
+)
 from datalake_assets.lake.formats.iceberg_staged import append_staged, read_staged, replace_staged
 from datalake_assets.lake.records import QUARANTINE_SCHEMA
 from datalake_assets.spec import layout
@@ -271,6 +275,10 @@ class IcebergFormat(TableFormat):
 
     def hour_rows(self, src: SourceTables, table: str, hour: str) -> int | None:
         return iceberg_hours.hour_rows(self.load(src, table), hour)
+
+    def columns(self, src: SourceTables, table: str) -> list[tuple[str, str]]:
+        tbl = self.load(src, table, cached=True)  # as write_targets and the commit read it
+        return [] if tbl is None else lake_columns(tbl.schema())
 
     def stored_files(self, src: SourceTables, table: str, hour: str) -> list[tuple[str, int]]:
         return iceberg_hours.stored_files(

@@ -122,6 +122,25 @@ def commit_widening(
                     append.append_data_file(f)
 
 
+def lake_columns(schema) -> list[tuple[str, str]]:
+    """``[(name, lake type)]`` of an Iceberg schema's columns, the partition columns left out:
+    ``iceberg_type`` read back."""
+    from pyiceberg import types as it
+
+    kinds = {
+        it.LongType: "bigint",
+        it.DoubleType: "double",
+        it.BooleanType: "boolean",
+        it.StringType: "string",
+        it.TimestamptzType: "timestamp",
+    }
+    return [
+        (f.name, kinds[type(f.field_type)])
+        for f in schema.fields
+        if f.name not in PARTITION_COLUMNS and type(f.field_type) in kinds
+    ]
+
+
 def iceberg_type(typ: str):
     """The Iceberg type of a lake type (``ARROW_TYPES``'s Arrow types, as pyiceberg maps them)."""
     from pyiceberg import types as it
