@@ -105,10 +105,11 @@ PROFILES = {
     ("ci", "spark"): settings(
         max_examples=6, stateful_step_count=8, deadline=timedelta(seconds=180), **_CI, **_COMMON
     ),
-    # the local path into Iceberg tables: the same rules, fewer programs (each commit is a
-    # catalog transaction a table; the Segment layout's histories cover the sync's logic)
+    # the local path into Iceberg tables, with the open hour's batches: the same rules and
+    # the batches', fewer programs (each commit is a catalog transaction a table; the Segment
+    # layout's histories cover the sync's logic)
     ("ci", "iceberg"): settings(
-        max_examples=6, stateful_step_count=10, deadline=timedelta(seconds=90), **_CI, **_COMMON
+        max_examples=8, stateful_step_count=12, deadline=timedelta(seconds=90), **_CI, **_COMMON
     ),
     ("long", "iceberg"): settings(
         max_examples=300, stateful_step_count=30, deadline=None, **_COMMON
@@ -355,7 +356,7 @@ class AnyOrderHistory(RuleBasedStateMachine):
     # ------------------------------------------------------------------------ helpers
 
     def _request(
-        self, hours: list[str], replay: bool = False, path: str | None = None
+        self, hours: list[str], replay: bool = False, path: str | None = None, batch: bool = False
     ) -> SyncRequest:
         return SyncRequest(
             self.lake_root,
@@ -363,6 +364,7 @@ class AnyOrderHistory(RuleBasedStateMachine):
             SRC,
             tuple(hours),
             replay=replay,
+            batch=batch,
             dedup_lookback_hours=self.lookback,
             local_max_bytes=LOCAL if (path or self.env.path) == "local" else SPARK,
             table_format=FormatConfig(format=self.env.table_format),

@@ -239,7 +239,7 @@ class ArchiveModel:
             for n, raw in enumerate(self.files[location], 1):
                 if raw.strip():
                     key = ("raw", raw) if location in self.imported else (location, n)
-                    out.append(Line(key, hour, raw, order=(rank, n)))
+                    out.append(Line(key, hour, raw, order=(rank, n), file=location))
         return out
 
     def differences(self) -> list[str]:

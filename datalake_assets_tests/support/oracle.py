@@ -22,7 +22,10 @@ A damaged or truncated gzip adds one ``quarantined`` entry (``unreadable_file``)
 A history is modelled batch by batch (``Oracle.sync``): the lookback window spans the batch's
 first hour minus the lookback to its last plus it (none at all when it is 0), a re-synced hour
 replaces the lines it held, and a duplicate whose kept copy moved follows it. ``forget`` models
-an erasure with suppression.
+an erasure with suppression. ``Oracle.batch`` models an open hour's batch
+(docs/concepts/freshness.md): it reads only the files of its hours that no sync or batch read
+before (by name), keeps a message the lake already holds in its hours or its window where it
+is, and adds to its hours instead of replacing them.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class Line:
     received_us: int | None = None
     order: tuple = ()  # (file rank, line number): the tie-break of the dedup
     kept_hour: str = ""  # a duplicate's: the hour its kept message is in
+    file: str = ""  # the archive file's location (an open hour's batch reads files by name)
 
 
 @dataclass
@@ -247,7 +251,7 @@ def lines_of_file(location: str, rank: int, hour: str, data: bytes, key_by_raw=F
     for n, raw in enumerate(lines, 1):
         if raw.strip():  # blank lines carry nothing
             key = ("raw", raw) if key_by_raw else (location, n)
-            out.append(Line(key, hour, raw, order=(rank, n)))
+            out.append(Line(key, hour, raw, order=(rank, n), file=location))
     if damaged:
         for ln in out:
             ln.fate = UNSURE  # kept up to "the last good 64 KiB read": not restated here
@@ -259,6 +263,7 @@ def lines_of_file(location: str, rank: int, hour: str, data: bytes, key_by_raw=F
                 QUARANTINED,
                 reasons=frozenset({"unreadable_file"}),
                 order=(rank, 1 << 62),
+                file=location,
             )
         )
     return out
@@ -294,9 +299,12 @@ class Oracle:
         )
         self.hours: dict[str, list[Line]] = {}  # what the lake holds, by hour
         self.forgotten: set[str] = set()  # identities erased and suppressed (``forget``)
+        self.taken: dict[str, set[str]] = {}  # hour -> names of the files a run read
 
     def sync(self, hours) -> Oracle:
         """One successful sync of ``hours`` (one batch)."""
+        for h in hours:  # a sync reads every file of its hours, suppressed lines' too
+            self.taken.setdefault(h, set()).update(_names(self.hour_lines(h)))
         batch = {
             h: [
                 classify(ln, self.max_bytes) for ln in self.hour_lines(h) if not self._forgotten(ln)
@@ -327,6 +335,42 @@ class Oracle:
                     ln.fate, ln.tables, ln.kept_hour = DUPLICATE, kept.tables, kept.hour
         self.hours.update(batch)
         self._rehome(batch)
+        return self
+
+    def batch(self, hours) -> Oracle:
+        """One open hour's batch of ``hours`` that committed as a batch: the files of each hour
+        that no run read yet, deduped against what the lake holds in the batch's hours and
+        (lookback) in its window, appended. Nothing is replaced, so no duplicate moves."""
+        fresh: dict[str, list[Line]] = {}
+        for h in sorted(set(hours)):
+            taken = self.taken.setdefault(h, set())
+            new = [ln for ln in self.hour_lines(h) if os.path.basename(ln.file) not in taken]
+            if new:
+                taken.update(_names(new))
+                fresh[h] = [classify(ln, self.max_bytes) for ln in new if not self._forgotten(ln)]
+        if not fresh:
+            return self
+        lo = _hour_dt(min(fresh)) - self.lookback
+        hi = _hour_dt(max(fresh)) + self.lookback
+        held = {
+            ln.message_id: ln
+            for h, lines in self.hours.items()
+            if h in fresh or (self.lookback and lo <= _hour_dt(h) <= hi)
+            for ln in lines
+            if ln.fate == ROW
+        }
+        candidates: dict[str, list[Line]] = {}
+        for h in sorted(fresh):
+            for ln in fresh[h]:
+                if ln.fate == ROW:
+                    candidates.setdefault(ln.message_id, []).append(ln)
+        for mid, lines in candidates.items():
+            kept = held.get(mid) or min(lines, key=lambda x: (x.received_us, x.hour, x.order))
+            for ln in lines:
+                if ln is not kept:
+                    ln.fate, ln.tables, ln.kept_hour = DUPLICATE, kept.tables, kept.hour
+        for h, lines in fresh.items():
+            self.hours[h] = self.hours.get(h, []) + lines
         return self
 
     def _rehome(self, batch: dict[str, list[Line]]) -> None:
@@ -418,10 +462,17 @@ def segment_archive_lines(store, segment_root: str, segment_id: str):
             by_hour.setdefault(ln.hour, []).append(ln)
 
     def hour_lines(hour: str) -> list[Line]:  # fresh lines: a sync classifies them in place
-        return [Line(ln.key, ln.hour, ln.raw, order=ln.order) for ln in by_hour.get(hour, [])]
+        return [
+            Line(ln.key, ln.hour, ln.raw, order=ln.order, file=ln.file)
+            for ln in by_hour.get(hour, [])
+        ]
 
     hour_lines.hours = sorted(by_hour)  # type: ignore[attr-defined]
     return hour_lines
+
+
+def _names(lines: list[Line]) -> set[str]:
+    return {os.path.basename(ln.file) for ln in lines}
 
 
 def _hour_dt(hour: str) -> datetime:
