@@ -158,6 +158,27 @@ def test_a_failing_batch_is_one_line_and_the_loop_goes_on(tmp_path):
     assert all("\n" not in line for line in lines)
 
 
+def test_a_batch_gives_way_to_a_run_holding_its_source_in_one_line(tmp_path):
+    """The hour's close (or a backfill, an erasure) holds the source: its batch waits
+    ``LOCK_WAIT_S``, not the sync's 10 minutes, says so, and the other sources' batches go on."""
+    from datalake_assets.lake.lock import SourceLock
+
+    settings = load_lake_toml(tmp_path, settings_text(), table_format="iceberg")
+    now = datetime.now(UTC)
+    hour = str(ArchiveHour.of(now))
+    write_hour(settings.archive_root, SRC, hour, [msg("g1", hour, 0)])
+    write_hour(settings.archive_root, "app", hour, [msg("g2", hour, 0)])
+    lines: list[str] = []
+    with SourceLock(settings.lake_root, SRC, "the-hours-close"):
+        run_loop(settings, threading.Event(), say=lines.append, clock=lambda: now, once=True)
+    busy = [line for line in lines if line.startswith(f"batch {SRC} ")]
+    assert len(busy) == 1 and "waits for the run holding the source" in busy[0], lines
+    assert "run the-hours-close" in busy[0] and "failed" not in busy[0]
+    assert any(line.startswith(f"batch app {hour}: 1 lines, 1 rows") for line in lines), lines
+    run_loop(settings, threading.Event(), say=lines.append, clock=lambda: now, once=True)
+    assert any(line.startswith(f"batch {SRC} {hour}: 1 lines, 1 rows") for line in lines), lines
+
+
 def test_datalake_batches_once_as_a_user_runs_it(tmp_path):
     from datalake_assets_tests.test_cli import run_datalake
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from datalake_assets.lake.formats import table_format
@@ -34,6 +34,12 @@ from datalake_assets.orchestration.compute.spark_compute import SparkCompute
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.transform.sync_request import SyncError
+
+# A batch gives way to a run holding its source (the hour's close, a backfill, an erasure)
+# instead of waiting up to the sync's 10 minutes: the loop would stall every other source's
+# batches meanwhile, and the close takes the hour's files anyway. The next interval tries again.
+LOCK_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,7 @@ def run_batch(
 
     hours = open_hours(now, settings.automation.settle_minutes)
     request = request_from_settings(settings, source, hours, replay=False, batch=True)
-    return compute.run_sync(request)
+    return compute.run_sync(replace(request, lock_wait_seconds=LOCK_WAIT_S))
 
 
 def describe(source: SourceSettings, report: SourceReport) -> str:
@@ -137,7 +143,9 @@ def run_loop(
             try:
                 report = run_batch(settings, b.source, at, compute)
             except Exception as e:  # noqa: BLE001 - one line; the next interval tries again
-                say(f"batch {b.source.id} failed: {e}".splitlines()[0])
+                busy = isinstance(e, SyncError) and e.code == "locked"
+                what = f"waits for the run holding the source ({e})" if busy else f"failed: {e}"
+                say(f"batch {b.source.id} {what}".splitlines()[0])
                 continue
             if report.source.lines_in:
                 say(describe(b.source, report.source))
