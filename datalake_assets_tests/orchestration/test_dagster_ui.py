@@ -324,6 +324,9 @@ NOISE = (
     "ASSET_CHECK_EVALUATION",
     "STEP_START",
     "RUN_START",
+    # dbt's events, a line each (dagster-dbt prints them): in the models run's log in the UI
+    "Running with dbt=",
+    "Concurrency: ",
 )
 
 

@@ -10,6 +10,7 @@ not pay dagster-dbt's and dbt's imports in each of its processes.
 # no "from __future__ import annotations": Dagster reads the context annotation at runtime
 
 import contextlib
+import io
 import os
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
@@ -137,6 +138,20 @@ def project_assets(settings: LakeSettings, source: SourceSettings, project: Sour
     return [daily_models, table_models]
 
 
+def _quietly(context: AssetExecutionContext, stream) -> list:
+    """``stream()``'s events. dagster-dbt writes each of dbt's events to stdout as it streams
+    them, which ``datalake dev`` prints (about 25 lines a models run, every run): they go to
+    the run's log instead, at debug level (the run's page in the UI shows them), and the
+    terminal keeps the run's own lines and every warning and failure."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        events = list(stream())
+    for line in out.getvalue().splitlines():
+        if line.strip():
+            context.log.debug(f"dbt: {line}")
+    return events
+
+
 def _run(
     context: AssetExecutionContext,
     settings: LakeSettings,
@@ -162,7 +177,7 @@ def _run(
             target=project.target,
             dbt_executable=dbt_executable(),
         ).cli(args, context=context, raise_on_error=False)
-        events = list(invocation.stream())
+        events = _quietly(context, invocation.stream)
         built = built_models(
             invocation.get_artifact("manifest.json"),
             invocation.get_artifact("run_results.json"),
