@@ -250,6 +250,7 @@ class AnyOrderHistory(RuleBasedStateMachine):
             SRC,
             lookback_hours=lookback,
             hour_lines=self.model.hour_lines,
+            hour_files=self.model.hour_files,
         )
         self.settings = load_lake_toml(
             self.root,

@@ -165,6 +165,24 @@ def test_a_duplicate_follows_its_message_when_the_kept_hour_is_synced_again(hist
     state.sync(hours=[3])  # another hour: 22T10's copy is still a duplicate, now of 21T10
 
 
+def test_an_hour_of_blank_lines_is_synced_and_its_window_counts(histories):
+    """The oracle's bug, not the sync's (found by the histories with batches): an hour whose
+    only file holds blank lines gives no line, and the oracle left it out of the batch, so its
+    lookback window ended an hour early; the sync counts every hour with files."""
+    state = histories(
+        Archive(
+            messages=(Message("page", -1),),
+            files=(
+                ArchiveFile(0, "part-0000.jsonl.gz", (Copy(0, 0),)),
+                ArchiveFile(5, "part-0000.jsonl.gz", (Copy(0, 5),)),
+                ArchiveFile(3, "part-0000.jsonl.gz", (Hostile("blank_lines", 2),)),
+            ),
+        )
+    )
+    state.sync(hours=[5])  # kept in 23T11
+    state.sync(hours=[0, 3])  # 22T11 + 24 h reaches 23T11: 21T10's copy is a duplicate
+
+
 def test_a_line_nested_5000_deep_in_a_history(histories):
     """Found on the working tree of stage A's native parse before it was committed (a
     RecursionError on this corpus line failed the whole sync, and the kill of a sync

@@ -242,6 +242,14 @@ class ArchiveModel:
                     out.append(Line(key, hour, raw, order=(rank, n), file=location))
         return out
 
+    def hour_files(self, hour: str) -> set[str]:
+        """The names of the hour's files, a file of blank lines only included."""
+        return {
+            os.path.basename(loc)
+            for loc, h in self.hour_of.items()
+            if h == hour and loc in self.files
+        }
+
     def differences(self) -> list[str]:
         """Where the archive on disk differs from the model: files, or their non-blank lines
         and line numbers."""

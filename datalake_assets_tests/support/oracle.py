@@ -269,13 +269,21 @@ def lines_of_file(location: str, rank: int, hour: str, data: bytes, key_by_raw=F
     return out
 
 
-def archive_hour_lines(store, archive_root: str, source_id: str, hour: str) -> list[Line]:
+def archive_hour_files(store, archive_root: str, source_id: str, hour: str) -> list[str]:
+    """The locations of the hour's archive files, in the sync's order (by name)."""
     day, hr = hour.split("T")
     folder = f"{archive_root.rstrip('/')}/{source_id}/day={day}/hr={hr}"
+    return [
+        location
+        for location in sorted(store.list(folder))
+        if not os.path.basename(location).startswith((".", "_"))  # in progress: ignored
+    ]
+
+
+def archive_hour_lines(store, archive_root: str, source_id: str, hour: str) -> list[Line]:
     out = []
-    for rank, location in enumerate(sorted(store.list(folder))):
-        if not os.path.basename(location).startswith((".", "_")):  # in progress: ignored
-            out += lines_of_file(location, rank, hour, store.read(location))
+    for rank, location in enumerate(archive_hour_files(store, archive_root, source_id, hour)):
+        out += lines_of_file(location, rank, hour, store.read(location))
     return out
 
 
@@ -291,27 +299,40 @@ class Oracle:
         max_message_bytes: int = DEFAULT_MAX_BYTES,
         lookback_hours: int = 7 * 24,
         hour_lines=None,
+        hour_files=None,
     ) -> None:
         self.max_bytes = max_message_bytes
         self.lookback = timedelta(hours=lookback_hours)
         self.hour_lines = hour_lines or (
             lambda h: archive_hour_lines(store, archive_root, source_id, h)
         )
+        # the names of an hour's files: a file of blank lines only is a file of the hour too
+        # (the hour is synced, and its window counts), though it gives no line
+        if hour_files is None and hour_lines is not None:
+            hour_files = lambda h: _names(self.hour_lines(h))  # noqa: E731
+        self.hour_files = hour_files or (
+            lambda h: {
+                os.path.basename(loc)
+                for loc in archive_hour_files(store, archive_root, source_id, h)
+            }
+        )
         self.hours: dict[str, list[Line]] = {}  # what the lake holds, by hour
         self.forgotten: set[str] = set()  # identities erased and suppressed (``forget``)
         self.taken: dict[str, set[str]] = {}  # hour -> names of the files a run read
 
     def sync(self, hours) -> Oracle:
-        """One successful sync of ``hours`` (one batch)."""
-        for h in hours:  # a sync reads every file of its hours, suppressed lines' too
-            self.taken.setdefault(h, set()).update(_names(self.hour_lines(h)))
+        """One successful sync of ``hours`` (one batch): each hour with files is replaced
+        (hours without files are left alone), and the window spans those hours."""
+        files = {h: self.hour_files(h) for h in hours}
+        for h in hours:  # a sync reads every file of its hours
+            self.taken.setdefault(h, set()).update(files[h])
         batch = {
             h: [
                 classify(ln, self.max_bytes) for ln in self.hour_lines(h) if not self._forgotten(ln)
             ]  # suppressed: stored nowhere, not deduped
             for h in sorted(hours)
+            if files[h]
         }
-        batch = {h: lines for h, lines in batch.items() if lines}  # no files: left alone
         if not batch:
             return self
         lo = _hour_dt(min(batch)) - self.lookback
@@ -344,10 +365,14 @@ class Oracle:
         fresh: dict[str, list[Line]] = {}
         for h in sorted(set(hours)):
             taken = self.taken.setdefault(h, set())
-            new = [ln for ln in self.hour_lines(h) if os.path.basename(ln.file) not in taken]
-            if new:
-                taken.update(_names(new))
-                fresh[h] = [classify(ln, self.max_bytes) for ln in new if not self._forgotten(ln)]
+            untaken = self.hour_files(h) - taken
+            if untaken:  # the hour is one of the batch's, lines or not
+                taken.update(untaken)
+                fresh[h] = [
+                    classify(ln, self.max_bytes)
+                    for ln in self.hour_lines(h)
+                    if os.path.basename(ln.file) in untaken and not self._forgotten(ln)
+                ]
         if not fresh:
             return self
         lo = _hour_dt(min(fresh)) - self.lookback
