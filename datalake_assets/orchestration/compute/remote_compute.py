@@ -17,7 +17,7 @@ from typing import Any
 from dagster import Failure, MetadataValue
 from pydantic import Field
 
-from datalake_assets.lake.report import SyncReport
+from datalake_assets.lake.report import SourceReport, SyncReport
 from datalake_assets.orchestration.compute.spark_compute import SparkCompute
 from datalake_assets.spec import layout
 from datalake_assets.transform.pipes_entry import MESSAGE_KIND
@@ -193,10 +193,36 @@ class RemoteSparkCompute(SparkCompute):
                 if warning and not result.source.warning:
                     result.source.warning = warning  # added after the report was written
                 return result
+        if req.batch:
+            # An open hour's batch that found no new file records nothing, no report either
+            # (sync.py: one runs every few minutes), and a job without Pipes (the open hour's
+            # loop is no Dagster run) tells nothing else: a batch job that succeeded without
+            # a report found nothing new. Its report is the empty one a local batch returns
+            # (the loop prints no line for it), else every quiet interval on a cluster was a
+            # failure "no sync report was found".
+            return quiet_batch_report(req, message)
         raise Failure(
             description=f"{where}, but no sync report was found at {' or '.join(candidates)}",
             metadata=metadata,
         )
+
+
+def quiet_batch_report(req: SyncRequest, message: dict | None) -> SyncReport:
+    """The report of a batch job that found no new file and so wrote none: the job's source
+    row if a Pipes message brought it, else the empty report ``sync.py`` returns locally."""
+    source = (message or {}).get("source")
+    if source:
+        return SyncReport({}, SourceReport.from_dict(source))
+    return SyncReport(
+        {},
+        SourceReport(
+            run_id=req.run_id,
+            source_id=req.source_id,
+            database=req.database,
+            finish_time=datetime.now(UTC).isoformat(),
+            warning="no_archive_files",
+        ),
+    )
 
 
 def report_candidates(req: SyncRequest, submitted_at: datetime) -> list[str]:
