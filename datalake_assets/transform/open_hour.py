@@ -92,6 +92,19 @@ def untaken(run: SyncRun, files: list[ArchiveFile]) -> list[ArchiveFile]:
     return out
 
 
+def finds_files(lake_root: str, source_dir: str, files: list[ArchiveFile]) -> bool:
+    """Whether a batch would read one of ``files`` (``sync.list_archive_files``): one that no
+    run of its hour took in. Asked before a batch is sent to a cluster, where a batch that
+    finds nothing still costs a job."""
+    held: dict[str, set[str]] = {}
+    for location, hour, _ in files:
+        if hour not in held:
+            held[hour] = {name for name, _ in taken(lake_root, source_dir, hour)}
+        if _name(location) not in held[hour]:
+            return True
+    return False
+
+
 def batch_id(files: list[ArchiveFile]) -> str:
     """The batch's id: its hours and files (names and sizes), so the same files are the same
     batch in every run and every report."""

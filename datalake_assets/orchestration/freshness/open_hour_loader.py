@@ -30,10 +30,13 @@ from datetime import UTC, datetime, timedelta
 from datalake_assets.lake.formats import table_format
 from datalake_assets.lake.report import SourceReport, SyncReport
 from datalake_assets.orchestration.compute.compute_factory import build_compute
-from datalake_assets.orchestration.compute.spark_compute import SparkCompute
+from datalake_assets.orchestration.compute.remote_compute import quiet_batch_report
+from datalake_assets.orchestration.compute.spark_compute import LocalSparkCompute, SparkCompute
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec.layout import ArchiveHour
+from datalake_assets.transform import open_hour
+from datalake_assets.transform.sync import list_archive_files
 from datalake_assets.transform.sync_request import SyncError
 
 # A batch gives way to a run holding its source (the hour's close, a backfill, an erasure)
@@ -98,11 +101,16 @@ def run_batch(
     run on (``[compute] backend``, ``orchestration/compute/``). Local: in this process (a
     small batch needs no Spark job; a big one starts the process's session, kept for the
     next). EMR, EMR Serverless, Databricks: a job of the cluster, as an hour's sync, without
-    Pipes (the loop is no Dagster run; its record is ``reporter``'s)."""
+    Pipes (the loop is no Dagster run; its record is ``reporter``'s), sent only when the
+    open hours have a file no run took in."""
     from datalake_assets.transform.sync_request import request_from_settings
 
     hours = open_hours(now, settings.automation.settle_minutes)
     request = request_from_settings(settings, source, hours, replay=False, batch=True)
+    if not isinstance(compute, LocalSparkCompute):  # a job costs a cluster's step or run
+        req = request.resolved()
+        if not open_hour.finds_files(req.lake_root, req.source_dir, list_archive_files(req)):
+            return quiet_batch_report(req, None)  # what the job would have said
     return compute.run_sync(replace(request, lock_wait_seconds=LOCK_WAIT_S))
 
 
