@@ -10,6 +10,7 @@
     datalake sql "SELECT ..."    SQL on the lake's tables (DuckDB on Iceberg; Spark SQL, Segment layout)
     datalake status [--json]     each source's last synced hour, lag, failed runs, rows per day
     datalake convert --to iceberg   a Segment-layout lake's tables as Iceberg tables, in place
+    datalake plan validate FILE  a tracking plan is valid, and what it declares
 
 Every option and its help: ``cli_parser.py``. A user's mistake is raised as ``UsageError`` and
 told by ``main`` in one line, exit code 2.
@@ -40,6 +41,7 @@ from datalake_assets.cli_convert import cmd_convert
 from datalake_assets.cli_demo import cmd_demo, generate_dev_demo, start_demo_feed
 from datalake_assets.cli_forget import cmd_forget
 from datalake_assets.cli_parser import UsageError, build_parser, chosen_source
+from datalake_assets.cli_plan import cmd_plan
 from datalake_assets.cli_status import cmd_status
 from datalake_assets.settings import LakeSettings, load_settings
 from datalake_assets.settings.fields import SettingsError, default_home
@@ -306,6 +308,7 @@ COMMANDS = {
     "convert": cmd_convert,
     "status": cmd_status,
     "batches": cmd_batches,
+    "plan": cmd_plan,
 }
 
 

@@ -363,6 +363,26 @@ def build_parser() -> Parser:
         help="as at the start of this UTC hour, YYYY-MM-DDTHH (default: now)",
     )
 
+    pl = _command(
+        sub,
+        "plan",
+        "tracking plans: check one before a source uses it",
+        "Tracking plans: the events a team agreed on, in Segment's Public API rules, its "
+        "Config API shape, or a folder of one JSON Schema per event.",
+    )
+    plan_actions = pl.add_subparsers(
+        dest="action", required=True, metavar="action", parser_class=Parser
+    )
+    pv = _command(
+        plan_actions,
+        "validate",
+        "check a plan and print what it declares",
+        "Read a tracking plan as the sync will: print its shape, its rules and hash, and per "
+        "rule its properties; an invalid plan is one line naming the file and the JSON path, "
+        "exit code 1.",
+    )
+    pv.add_argument("file", help="a plan's JSON file, or a folder of JSON Schema files")
+
     f = _command(
         sub,
         "forget",
