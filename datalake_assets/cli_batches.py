@@ -15,18 +15,12 @@ from datalake_assets.settings import LakeSettings
 
 
 def cmd_batches(settings: LakeSettings, args: argparse.Namespace) -> int:
-    from datalake_assets.orchestration.freshness.open_hour_asset import dagster_reporter
     from datalake_assets.orchestration.freshness.open_hour_loader import run_loop
-    from datalake_assets.orchestration.sync.sync_records import existing_instance
+    from datalake_assets.settings.orchestration_section import dagster_home
 
-    # The source's open hour in the Dagster instance datalake dev uses, if there is one; an
-    # instance that cannot be opened (its database down) stops no batch: the lake comes first
-    try:
-        instance = existing_instance()
-    except Exception as e:  # noqa: BLE001 - one line, then batches without Dagster's record
-        print(f"freshness: the Dagster instance cannot be opened: {e}".splitlines()[0])
-        instance = None
-    reporter = dagster_reporter(instance, settings) if instance is not None else None
+    # The source's open hour in the Dagster instance datalake dev uses, if there is one
+    has_instance = (dagster_home() / "dagster.yaml").is_file()
+    reporter = _reporter_opening_instance(settings) if has_instance else None
     stop = threading.Event()
     # SIGTERM: the batch under way ends first (a kill would leave its journal to roll forward)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
@@ -42,6 +36,28 @@ def cmd_batches(settings: LakeSettings, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C: the journal rolls a batch cut short forward next time
         pass
     return 0
+
+
+def _reporter_opening_instance(settings: LakeSettings):
+    """The loop's record of each batch in the Dagster instance, opened at the first batch and
+    again at each batch until it opens: an instance that cannot be opened (its database down
+    when the loop starts, Postgres restarting) stops no batch, the lake comes first, and the
+    batch's line says it was not recorded; a later batch records the open hour with every
+    row so far (counted from the tables)."""
+    from datalake_assets.orchestration.freshness.open_hour_asset import dagster_reporter
+    from datalake_assets.orchestration.sync.sync_records import existing_instance
+
+    opened: list = []
+
+    def report(source, report, at) -> None:
+        if not opened:
+            instance = existing_instance()
+            if instance is None:
+                raise RuntimeError("no Dagster instance (its dagster.yaml is gone)")
+            opened.append(dagster_reporter(instance, settings))
+        opened[0](source, report, at)
+
+    return report
 
 
 def _stop_when_orphaned(stop: threading.Event) -> None:

@@ -179,6 +179,37 @@ def test_a_batch_gives_way_to_a_run_holding_its_source_in_one_line(tmp_path):
     assert any(line.startswith(f"batch {SRC} {hour}: 1 lines, 1 rows") for line in lines), lines
 
 
+def test_an_instance_that_cannot_be_opened_yet_is_opened_at_a_later_batch(tmp_path, monkeypatch):
+    """``datalake batches`` started while the instance's database is down: each batch says in
+    one line that it was not recorded, and the first batch after the instance opens records
+    the open hour with every row so far (before, the loop ran unrecorded for good)."""
+    from datalake_assets.cli_batches import _reporter_opening_instance
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        "storage:\n  postgres: {postgres_url: 'postgresql://x@127.0.0.1:1/none'}\n"
+    )
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    settings = load_lake_toml(tmp_path, settings_text(), table_format="iceberg")
+    now = datetime.now(UTC)
+    hour = str(ArchiveHour.of(now))
+    write_hour(settings.archive_root, SRC, hour, [msg("h1", hour, 0)])
+    reporter = _reporter_opening_instance(settings)
+    lines: list[str] = []
+    loop = dict(say=lines.append, clock=lambda: now, once=True, reporter=reporter)
+    run_loop(settings, threading.Event(), **loop)
+    assert any(ln.startswith(f"batch {SRC}: not recorded in Dagster: ") for ln in lines), lines
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # the database is back
+    write_hour(settings.archive_root, SRC, hour, [msg("h2", hour, 1)], name="part-0001.jsonl")
+    run_loop(settings, threading.Event(), **loop)
+    with DagsterInstance.from_config(str(home)) as instance:
+        event = instance.get_latest_materialization_event(open_hour_key(SRC))
+    assert event is not None
+    meta = event.asset_materialization.metadata
+    assert meta["messages_so_far"].value == 2  # the unrecorded batch's row counted too
+
+
 def test_datalake_batches_once_as_a_user_runs_it(tmp_path):
     from datalake_assets_tests.test_cli import run_datalake
 
