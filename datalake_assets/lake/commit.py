@@ -17,7 +17,8 @@ Then the driver commits, partition directory by partition directory:
    one atomic step (a new partition is a plain rename). A marker ``_COMMITTED_BY`` (ignored by
    Spark, Hive and ``*.parquet`` globs) in the new dir records the run, so a recovery knows
    whether a swap already happened. The old version, now in staging, is deleted.
-4. **Done.** The journal is removed; then the schema record and the report are written.
+4. **Done.** The schema record is written (it is in the journal too, so a roll-forward writes
+   it), the journal is removed; then the report is written.
 
 With a table format that commits tables itself (Iceberg, ``lake/formats/``), the journal
 also lists the run's table commits (``steps``); they are applied before the swaps (the run's
@@ -56,6 +57,7 @@ import orjson
 import pyarrow.fs as pafs
 
 from datalake_assets.lake import faults, storage
+from datalake_assets.lake.records import write_schema_record
 from datalake_assets.spec import layout
 
 MARKER = "_COMMITTED_BY"
@@ -90,15 +92,25 @@ def journal_location(lake_root: str, source_dir: str, run_id: str) -> str:
 STEP_THREADS = 4  # table commits applied at once
 SWAP_THREADS = 8  # partition swaps applied at once on an object store
 
+# A source's schema record: each table's columns and types (``records.py``)
+SchemaRecord = dict[str, list[tuple[str, str]]]
+
 # A table format's commit of one journaled step (``TableFormat.apply``), idempotent.
 ApplyStep = Callable[[dict, str], None]
 
 
 def write_journal(
-    lake_root: str, source_dir: str, run_id: str, swaps: list[Swap], steps: list[dict] = ()
+    lake_root: str,
+    source_dir: str,
+    run_id: str,
+    swaps: list[Swap],
+    steps: list[dict] = (),
+    record: SchemaRecord | None = None,
 ) -> str:
     location = journal_location(lake_root, source_dir, run_id)
     body = {"run_id": run_id, "swaps": [asdict(s) for s in swaps], "steps": list(steps)}
+    if record is not None:
+        body["record"] = record
     storage.write_bytes_atomic(location, orjson.dumps(body))
     return location
 
@@ -110,10 +122,18 @@ def commit(
     swaps: list[Swap],
     steps: list[dict] = (),
     apply_step: ApplyStep | None = None,
+    record: SchemaRecord | None = None,
 ) -> None:
-    """Steps 1-4 above. Raises on failure; a later ``recover`` finishes what was journaled."""
-    journal = write_journal(lake_root, source_dir, run_id, swaps, steps)
+    """Steps 1-4 above. Raises on failure; a later ``recover`` finishes what was journaled.
+    ``record``: the source's schema record after this commit (a sync's), written before the
+    journal goes, so it is never behind the tables: a run killed after its commit left
+    tables the record did not know, and the next sync typed its files from the stale record
+    (an Iceberg table refuses a file of another type), the next erasure staged tables without
+    their columns."""
+    journal = write_journal(lake_root, source_dir, run_id, swaps, steps, record)
     _apply(run_id, swaps, list(steps), apply_step)
+    if record is not None:
+        write_schema_record(lake_root, source_dir, record)
     _delete_file(journal)
 
 
@@ -175,6 +195,8 @@ def recover(lake_root: str, source_dir: str, apply_step: ApplyStep | None = None
         body = orjson.loads(storage.read_bytes(location))
         swaps = [Swap(s["staged"], s["target"], tuple(s["hours"])) for s in body["swaps"]]
         _apply(body["run_id"], swaps, body.get("steps", []), apply_step)
+        if body.get("record") is not None:
+            write_schema_record(lake_root, source_dir, body["record"])
         _delete_file(location)
         done.append(body["run_id"])
     return done

@@ -10,7 +10,6 @@ from collections import Counter, defaultdict
 from datalake_assets.catalog import step
 from datalake_assets.lake import commit, faults, storage
 from datalake_assets.lake.formats import TablesToCommit
-from datalake_assets.lake.records import write_schema_record
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.spec.schema import TableChange
@@ -103,8 +102,8 @@ def commit_sync(
     files: list[open_hour.ArchiveFile],
 ) -> None:
     """Commit the staged hours: the tables through the lake's table format (``lake/formats``),
-    the quarantine and the indexes as folder swaps, in one journal (``lake/commit.py``); then
-    record the tables' schemas. The catalog was prepared before (``sync.py``). The hours'
+    the quarantine and the indexes as folder swaps, and the tables' schema record, in one
+    journal (``lake/commit.py``). The catalog was prepared before (``sync.py``). The hours'
     ledgers of ``files`` go with their id index (``open_hour.py``). An open hour's batch
     (``req.batch``) appends to its hours instead of replacing them."""
     req = run.req
@@ -119,12 +118,19 @@ def commit_sync(
     faults.checkpoint("staged")
     run.held.check()  # an S3 lease lost during a long pause: fail here, before the lake changes
     t = time.monotonic()
-    commit.commit(req.lake_root, req.source_dir, req.run_id, swaps, steps, run.tables.apply)
+    commit.commit(
+        req.lake_root,
+        req.source_dir,
+        req.run_id,
+        swaps,
+        steps,
+        run.tables.apply,
+        record=tables_after,  # with the commit: never behind the tables
+    )
     run.timings["commit_s"] = time.monotonic() - t
     faults.checkpoint("committed")
     _files_readers_read(run, tally, hours)
     storage.delete_dir(run.staging)
-    write_schema_record(req.lake_root, req.source_dir, tables_after)
 
 
 def _files_readers_read(run: SyncRun, tally: Tally, hours: list[str]) -> None:

@@ -254,3 +254,25 @@ def test_an_iceberg_timestamp_column_widens_to_string(reliability):
         state.sync(hours=[0])  # two booleans, no timestamp: string, hour 2's row rewritten
     finally:
         state.teardown()
+
+
+def test_an_erasure_after_a_batch_rolled_forward_erases_its_rows(kills, reliability):
+    """Found by the histories with batches: a batch killed mid-commit and rolled forward by
+    the next run of the source (a batch that found nothing new) left the lake's schema record
+    without the tables it created (the record was written after the commit, by the run that
+    was killed); ``datalake forget`` staged those tables without columns, reported the person
+    erased and proved nothing remained, and their rows stayed. Fixed in ``lake/commit.py``:
+    the record is part of the commit's journal, written before the journal goes."""
+    state = BatchedHistory(HistoryEnv("local", None, kills, reliability, table_format="iceberg"))
+    try:
+        state.start(
+            archive=Archive(
+                messages=(Message("page", 2), Message(ORDER, 2), Message("identify", -1)),
+                files=(ArchiveFile(5, "part-0000.jsonl.gz", (Copy(0, 5), Copy(1, 5), Copy(2, 5))),),
+            ),
+            lookback=24,
+        )
+        state.kill_batch(hours=[5], point="mid_commit", then="rerun")
+        state.forget(person=2)  # their page and order: gone from every table
+    finally:
+        state.teardown()
