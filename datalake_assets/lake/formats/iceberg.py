@@ -39,7 +39,6 @@ hour), ``iceberg_files.py`` (expiry and orphan files), ``iceberg_compact.py`` (c
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -76,6 +75,7 @@ from datalake_assets.lake.formats.iceberg_schema import (
     lake_columns,
     new_table_schema,
 )
+from datalake_assets.lake.formats.iceberg_shared import append_shared
 from datalake_assets.lake.formats.iceberg_staged import append_staged, read_staged, replace_staged
 from datalake_assets.lake.records import QUARANTINE_SCHEMA
 from datalake_assets.spec import layout
@@ -88,7 +88,6 @@ BATCH_PROPERTY = "datalake.batch-id"  # an open hour's batch (transform/open_hou
 QUARANTINE_COLUMNS = tuple(
     (f.name, "bigint" if f.type == pa.int64() else "string") for f in QUARANTINE_SCHEMA
 )
-_APPEND_ATTEMPTS = 10  # concurrent appends to a shared table (the sync reports)
 
 
 def table_location(lake_root: str, source_dir: str, table: str) -> str:
@@ -230,6 +229,7 @@ class IcebergFormat(TableFormat):
         replace_in_place(
             tbl, columns, files, table, step["widened"], hours_filter(step["hours"]), props
         )
+        expire_batches(tbl)
 
     def _apply_staged(self, step: dict, run_id: str) -> None:
         """The table's hours replaced by staged rows (an erasure's, the quarantine's):
@@ -249,6 +249,7 @@ class IcebergFormat(TableFormat):
             append_staged(tbl, columns, staged, {**props, BATCH_PROPERTY: step["batch"]})
             return
         replace_staged(tbl, columns, staged, step["widened"], hours_filter(step["hours"]), props)
+        expire_batches(tbl)
 
     def location(self, src: SourceTables, table: str) -> str:
         return table_location(self.lake_root, src.source_dir, table)
@@ -296,45 +297,10 @@ class IcebergFormat(TableFormat):
     def append(
         self, database: str, table: str, rows: pa.Table, partition_by: tuple[str, ...]
     ) -> bool:
-        """One append (``<database>.<table>`` at ``<lake>/iceberg/_meta/<table>``, created on
-        first use). Every source's syncs append to the same table: a commit that lost the race
-        to another is retried on the table's new version."""
-        from pyiceberg.exceptions import (
-            CommitFailedException,
-            NoSuchTableError,
-            TableAlreadyExistsError,
+        location = _uri(layout.join(self.lake_root, "iceberg", "_meta", table))
+        return append_shared(
+            self.catalog(), (database, table), location, rows, partition_by, self._create_lock
         )
-
-        cat = self.catalog()
-        ident = (database, table)
-        for attempt in range(_APPEND_ATTEMPTS):
-            try:
-                tbl = cat.load_table(ident)
-            except NoSuchTableError:
-                with self._create_lock:
-                    cat.create_namespace_if_not_exists(database)
-                try:
-                    tbl = cat.create_table(
-                        ident,
-                        schema=rows.schema,
-                        location=_uri(layout.join(self.lake_root, "iceberg", "_meta", table)),
-                    )
-                    with tbl.update_spec() as spec:
-                        for c in partition_by:
-                            spec.add_identity(c)
-                    tbl = cat.load_table(ident)
-                except TableAlreadyExistsError:  # another source's sync created it first
-                    tbl = cat.load_table(ident)
-            try:
-                with tbl.transaction() as tx:
-                    tx.update_schema().union_by_name(rows.schema).commit()
-                    tx.append(rows)
-                return True
-            except CommitFailedException:
-                if attempt == _APPEND_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-        return True
 
     # -------------------------------------------------------------------- model tables
 
@@ -391,6 +357,27 @@ class IcebergFormat(TableFormat):
             compact_table(lambda t=table: self.load(src, t), table, cutoff, target_bytes)
             for table in tables
         ]
+
+
+def expire_batches(tbl) -> int:
+    """After a commit that replaced hours of the table (a sync, the hour's close, an
+    erasure): the snapshots of open hours' batches expired (metadata only; their rows are in
+    the current snapshot, and their files stay until ``maintain`` removes what no snapshot
+    references). Batches commit about 15 snapshots an hour per table; kept until
+    ``retention_hours``, a week of them would make every load of the table, and so every
+    batch, slower by the thousands of snapshots it parses. Time travel reaches the syncs'
+    snapshots, not each batch's. Returns how many were expired."""
+    current = tbl.current_snapshot()
+    ids = [
+        s.snapshot_id
+        for s in tbl.snapshots()
+        if s.summary is not None
+        and s.summary[BATCH_PROPERTY]
+        and (current is None or s.snapshot_id != current.snapshot_id)
+    ]
+    if ids:
+        tbl.maintenance.expire_snapshots().by_ids(ids).commit()
+    return len(ids)
 
 
 def applied(tbl, run_id: str) -> bool:
