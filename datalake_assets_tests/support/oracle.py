@@ -344,16 +344,7 @@ class Oracle:
             for ln in lines
             if ln.fate == ROW
         }  # no lookback: within the batch only
-        candidates: dict[str, list[Line]] = {}
-        for h in sorted(batch):
-            for ln in batch[h]:
-                if ln.fate == ROW:
-                    candidates.setdefault(ln.message_id, []).append(ln)
-        for mid, lines in candidates.items():
-            kept = held.get(mid) or min(lines, key=lambda x: (x.received_us, x.hour, x.order))
-            for ln in lines:
-                if ln is not kept:
-                    ln.fate, ln.tables, ln.kept_hour = DUPLICATE, kept.tables, kept.hour
+        _dedup(batch, held)
         self.hours.update(batch)
         self._rehome(batch)
         return self
@@ -384,16 +375,7 @@ class Oracle:
             for ln in lines
             if ln.fate == ROW
         }
-        candidates: dict[str, list[Line]] = {}
-        for h in sorted(fresh):
-            for ln in fresh[h]:
-                if ln.fate == ROW:
-                    candidates.setdefault(ln.message_id, []).append(ln)
-        for mid, lines in candidates.items():
-            kept = held.get(mid) or min(lines, key=lambda x: (x.received_us, x.hour, x.order))
-            for ln in lines:
-                if ln is not kept:
-                    ln.fate, ln.tables, ln.kept_hour = DUPLICATE, kept.tables, kept.hour
+        _dedup(fresh, held)
         for h, lines in fresh.items():
             self.hours[h] = self.hours.get(h, []) + lines
         return self
@@ -494,6 +476,22 @@ def segment_archive_lines(store, segment_root: str, segment_id: str):
 
     hour_lines.hours = sorted(by_hour)  # type: ignore[attr-defined]
     return hour_lines
+
+
+def _dedup(lines_by_hour: dict[str, list[Line]], held: dict[str, Line]) -> None:
+    """The README's dedup of a run's lines: a message the lake holds (``held``) stays where it
+    is, else the earliest ``receivedAt`` is kept (ties: the first hour, file and line); every
+    other line of its id is a duplicate pointing at the kept one."""
+    candidates: dict[str, list[Line]] = {}
+    for h in sorted(lines_by_hour):
+        for ln in lines_by_hour[h]:
+            if ln.fate == ROW:
+                candidates.setdefault(ln.message_id, []).append(ln)
+    for mid, lines in candidates.items():
+        kept = held.get(mid) or min(lines, key=lambda x: (x.received_us, x.hour, x.order))
+        for ln in lines:
+            if ln is not kept:
+                ln.fate, ln.tables, ln.kept_hour = DUPLICATE, kept.tables, kept.hour
 
 
 def _names(lines: list[Line]) -> set[str]:
