@@ -15,8 +15,8 @@ catalog is moto's Glue, as a lake on AWS is configured (Databricks on AWS for th
 Each test, on one backend (``assert_batches_on_the_backend``): a batch whose job fails (one
 line; the loop goes on and the next batch takes the files), a batch of the open hour's first
 file (its line; an append snapshot per table carrying the batch id of the job's report), a
-batch of the next file (only its rows: a message resent across the two files is one row; not
-on Serverless, whose job is the steps'), and a batch with nothing new (no job sent: the
+batch of the next file (only its rows: a message resent across the two files is one row; on
+EMR steps only, the other backends' job being the same code), and a batch with nothing new (no job sent: the
 loop reads the hours' ledgers first; no line, no snapshot, no report; not on Databricks: the
 loop's code for it is the same). A job that found nothing all the same (a file taken by the
 hour's close in between) is ``test_a_batch_job_that_wrote_no_report_found_nothing_new``'s. Job by job they cost 3-7 s on EMR, 10-15 s on
@@ -479,14 +479,14 @@ def test_the_open_hours_batches_run_as_databricks_runs(fake_databricks, aws, tmp
         else:
             fake_databricks.env.pop("SPARK_HOME")
 
-    # a batch that finds nothing new is the EMR tests' (a Spark session's start saved here:
-    # the remote compute's code for it is the same, remote_compute.py)
+    # the next file's batch and a batch that finds nothing new are the EMR steps' test's (a
+    # Spark session's start each saved here: the loop's and the remote compute's code for
+    # them is the same)
     failed = assert_batches_on_the_backend(
-        settings, moto_endpoint, jobs, failing, nothing_new=False
+        settings, moto_endpoint, jobs, failing, next_file=False, nothing_new=False
     )
     assert [(r.life, r.result) for r in runs()] == [
         ("TERMINATED", "FAILED"),
-        ("TERMINATED", "SUCCESS"),
         ("TERMINATED", "SUCCESS"),
     ], runs()[-1].stderr[-3000:]
     assert failed.startswith(
