@@ -33,6 +33,7 @@ class SourceHour:
     lines_quarantined: int = 0
     suppressed: int = 0
     values_quarantined: int = 0
+    violations: int = 0  # a tracking plan's violations recorded (rows of ``violations``)
 
     def __add__(self, other: SourceHour) -> SourceHour:
         """Two reads of the same hour added up: an hour's sync and the open hour's batches
@@ -142,6 +143,8 @@ class TableHour:
     misfits_by_column: dict[str, int] = field(default_factory=dict)
     conformance_failures: list[dict[str, Any]] = field(default_factory=list)
     repeated_message_ids: int | None = None
+    # a tracking plan's violations by the table's messages in the hour, by violation type
+    violations: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
 
     def to_dict(self) -> dict[str, Any]:

@@ -53,8 +53,11 @@ def load_plan(path: str | Path) -> TrackingPlan:
     path = Path(path)
     if path.is_dir():
         return _load_folder(path)
-    doc = _read_json(path)
-    where = str(path)
+    return plan_from_document(_read_json(path), str(path))
+
+
+def plan_from_document(doc: object, where: str) -> TrackingPlan:
+    """A plan from a file's decoded JSON (``where`` names it in errors)."""
     root, at = doc, "$"
     if isinstance(root, dict) and isinstance(root.get("data"), dict):
         root, at = root["data"], f"{at}.data"

@@ -51,6 +51,7 @@ capitalised the same way: ``Enum``, ``Pattern``, ``Minimum``, ``Maximum``, ``Min
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import functools
 import json
 import numbers
@@ -113,6 +114,8 @@ class Violation:
     description: str
     event: str
     rule_version: int | None
+    # the value's path in the message (keys and array indexes): what "omit" removes
+    path: tuple = dataclasses.field(default=(), compare=False)
 
 
 def verdict(plan: TrackingPlan, message: dict) -> list[Violation]:
@@ -168,7 +171,7 @@ def _rule_violations(rule: PlanRule, message: dict, event: str) -> Iterator[Viol
             continue
         value = message[section] if section in message else {}
         for vtype, path, description in check(schema, value, (section,)):
-            yield Violation(vtype, field_path(path), description, event, rule.version)
+            yield Violation(vtype, field_path(path), description, event, rule.version, path)
 
 
 # ------------------------------------------------------------------ one schema, one value

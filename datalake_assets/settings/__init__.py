@@ -52,6 +52,13 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, model_validator
 
+from datalake_assets.plans.plan_policy import (
+    CHECK_SEVERITIES,
+    KEEP,
+    UNPLANNED_EVENT_MODES,
+    UNPLANNED_PROPERTY_MODES,
+    VIOLATION_MODES,
+)
 from datalake_assets.settings.alerts_section import AlertsSettings
 from datalake_assets.settings.catalog_section import (
     CatalogSettings,
@@ -171,6 +178,15 @@ class SourceSettings:
     cors_origins: CorsOrigins = ("*",)
     # minutes between two batches of this source's open hour; absent: [freshness]'s
     freshness_minutes: SourceMinutes = None
+    # the source's tracking plan (plans/, docs/guides/tracking-plans.md): a Segment plan export
+    # (Public API or Config API JSON) or a folder of JSON Schemas, relative to this file's
+    # folder; "": none. What happens to a message the plan does not like, and how the
+    # tracking_plan asset check reports an hour with violations:
+    tracking_plan: Str = ""
+    unplanned_events: OneOf(UNPLANNED_EVENT_MODES, "unplanned events mode") = KEEP
+    unplanned_properties: OneOf(UNPLANNED_PROPERTY_MODES, "unplanned properties mode") = KEEP
+    violations: OneOf(VIOLATION_MODES, "violations mode") = KEEP
+    tracking_plan_check: OneOf(CHECK_SEVERITIES, "tracking plan check severity") = "warn"
 
     @model_validator(mode="after")
     def _derive(self) -> "SourceSettings":
@@ -191,6 +207,14 @@ class SourceSettings:
                 f"would add nothing to table names; allowed: {_PREFIX_RULE}",
                 key="table_prefix",
             )
+        if not self.tracking_plan:
+            for key in ("unplanned_events", "unplanned_properties", "violations"):
+                if getattr(self, key) != KEEP:
+                    raise SettingsError(
+                        "only applies with a tracking plan: set tracking_plan too (or remove "
+                        "this key)",
+                        key=key,
+                    )
         if not self.segment_archive:
             if self.segment_source_id:
                 raise SettingsError(

@@ -28,7 +28,7 @@ Rules (tested in ``test_naming.py``; the README repeats them):
 Tables: ``identify`` -> ``identifies``, ``page`` -> ``pages``, ``screen`` -> ``screens``,
 ``group`` -> ``groups``, ``alias`` -> ``aliases``; every ``track`` goes to ``tracks`` (its
 columns without ``properties_*``) *and* to a table named after its event by the rules above.
-An event whose name is a reserved table name (``tracks``, ``pages``, ... ``quarantine``) gets
+An event whose name is a reserved table name (``tracks``, ``pages``, ... ``quarantine``, ``violations``) gets
 the prefix ``track_``; an event whose name is empty after the rules is quarantined
 (``unusable_event_name``). Table names may start with a digit (Glue and Athena allow it).
 """
@@ -65,8 +65,14 @@ SYNC_REPORTS = "sync_reports"  # the syncs' reports
 RAW_ARCHIVE = "raw_archive"  # the archive's received hours (an asset, not a table)
 CATALOG = "catalog"  # the tables' registration in the catalog (an asset, not a table)
 OPEN_HOUR = "open_hour"  # the open hour's batches (an asset, not a table)
+# A source's tables whose rows are not messages: a tracking plan's violations (one row per
+# violation, ``plans/plan_gate.py``). They are synced, committed, registered and erased like
+# the message tables, but hold no message of their own: never in ``tracks``, the
+# reconciliation's rows, the id index or the duplicates.
+VIOLATIONS = "violations"
+SIDE_TABLES = frozenset({VIOLATIONS})
 RESERVED_TABLES = frozenset(
-    STANDARD_TABLES | {QUARANTINE, SYNC_REPORTS, RAW_ARCHIVE, CATALOG, OPEN_HOUR}
+    STANDARD_TABLES | SIDE_TABLES | {QUARANTINE, SYNC_REPORTS, RAW_ARCHIVE, CATALOG, OPEN_HOUR}
 )
 PARTITION_KEYS = frozenset({"segment_type", "year", "month", "day", "hr", "source_id"})
 
@@ -92,6 +98,16 @@ def limit(name: str, max_len: int) -> str:
         return name
     digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:8]
     return f"{name[: max_len - 9].rstrip('_')}_{digest}"
+
+
+def holds_messages(table: str) -> bool:
+    """Whether a table's rows are messages (a side table's are not: ``SIDE_TABLES``)."""
+    return table not in SIDE_TABLES
+
+
+def is_event_table(table: str) -> bool:
+    """Whether a table is a track event's own table (its rows are in ``tracks`` too)."""
+    return table not in STANDARD_TABLES and table not in SIDE_TABLES
 
 
 def column_name(path: tuple[str, ...]) -> str | None:

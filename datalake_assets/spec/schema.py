@@ -50,18 +50,28 @@ class TableChange:
 
 
 def plan_table(
-    table: str, existing: list[tuple[str, str]] | None, counts: dict[str, list[int]]
+    table: str,
+    existing: list[tuple[str, str]] | None,
+    counts: dict[str, list[int]],
+    planned: dict[str, str] | None = None,
 ) -> TableChange:
-    """Decide the table's columns and types for this batch (see ``types.decide_type``)."""
+    """Decide the table's columns and types for this batch (see ``types.decide_type``).
+    ``planned``: the types a tracking plan gives columns (``plans/plan_columns.py``): they
+    hold as the fixed columns' do, and an older, narrower column widens to them."""
+    planned = planned or {}
     old = dict(existing or [])
     columns = list(existing or [])
     change = TableChange(table, columns, is_new=existing is None)
     index = {c: i for i, (c, _) in enumerate(columns)}
     for column in sorted(counts):
         kinds = counts[column]
-        fixed = FIXED_TYPES.get(column)
-        if fixed is not None and old.get(column, fixed) == fixed:
-            # Fixed columns never change type: values that do not fit are quarantined.
+        fixed = FIXED_TYPES.get(column) or planned.get(column)
+        was = old.get(column, fixed)
+        if fixed is not None and (
+            was == fixed or (column in planned and is_widening(was, fixed))  # type: ignore[arg-type]
+        ):
+            # Fixed and planned columns never change type for what the data says: values
+            # that do not fit are quarantined.
             typ = fixed
             misfits = sum(n for k, n in enumerate(kinds) if fixed not in CASTABLE[k])
         else:

@@ -18,7 +18,12 @@ from __future__ import annotations
 from datalake_assets.lake import identities
 from datalake_assets.lake.hour_report import SourceHour, SourceHourEntry, TableHour
 from datalake_assets.spec import layout
-from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
+from datalake_assets.spec.naming import (
+    TRACKS_TABLE,
+    VIOLATIONS,
+    holds_messages,
+    is_event_table,
+)
 from datalake_assets.spec.schema import TableChange
 from datalake_assets.transform.dedup import Duplicates
 from datalake_assets.transform.tally import Tally
@@ -34,7 +39,7 @@ def _suppressed(tally: Tally, table: str, hour: str) -> int:
         return sum(
             n
             for (t, h), n in tally.suppressed.items()
-            if h == hour and t not in STANDARD_TABLES and t != identities.QUARANTINE
+            if h == hour and is_event_table(t) and t != identities.QUARANTINE
         )
     return tally.suppressed.get((table, hour), 0)
 
@@ -75,8 +80,10 @@ def table_hours(
         }
         readable = _readable(h)
         conformance = [f for f in tally.conformance.get(table, []) if f.get("hour") == readable]
+        violations = tally.violations.get((table, h), {})
         if (
-            not any(figures.values())
+            not violations
+            and not any(figures.values())
             and h not in new_in
             and h not in widened_in
             and not misfits
@@ -91,6 +98,7 @@ def table_hours(
                 widened_columns=widened_in.get(h, []),
                 misfits_by_column=dict(sorted(misfits.items())),
                 conformance_failures=conformance,
+                violations=dict(sorted(violations.items())),
             )
         )
     return out
@@ -106,7 +114,9 @@ def source_hours(tally: Tally, duplicates: Duplicates, hours: list[str]) -> list
             SourceHour(
                 lines_in=tally.lines_by_hour.get(h, 0),
                 messages_written=sum(
-                    n for (t, hh), n in tally.rows.items() if hh == h and t != TRACKS_TABLE
+                    n
+                    for (t, hh), n in tally.rows.items()
+                    if hh == h and t != TRACKS_TABLE and holds_messages(t)
                 ),
                 duplicates=sum(n for (_, hh), n in duplicates.counts.items() if hh == h),
                 cross_hour_duplicates=sum(
@@ -115,6 +125,7 @@ def source_hours(tally: Tally, duplicates: Duplicates, hours: list[str]) -> list
                 lines_quarantined=tally.quarantined_by_hour.get(h, 0),
                 suppressed=sum(n for (_, hh), n in tally.suppressed.items() if hh == h),
                 values_quarantined=sum(n for (_, hh), n in tally.values_by_hour.items() if hh == h),
+                violations=tally.rows.get((VIOLATIONS, h), 0),
             ),
         )
         for h in hours

@@ -11,7 +11,9 @@ entry fills its own fields:
 * ``MISFITS``: how many values (``rows``) of a ``column`` did not fit its type;
 * ``CONFORMANCE``: the pandera rules that failed (``failures``; ``rows``: failing values);
 * ``INDEX``: the id-index file of the hour (``location``; ``rows``: ids);
-* ``QUARANTINE``: the values' quarantine file of the hour (``location``, ``rows``, ``bytes``).
+* ``QUARANTINE``: the values' quarantine file of the hour (``location``, ``rows``, ``bytes``);
+* ``VIOLATION``: a tracking plan's violations written (``rows``) of one type (``column``) by
+  the messages of one table (``table``: the message's, not ``violations``).
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-FILE, MISFITS, CONFORMANCE, INDEX, QUARANTINE = (
+FILE, MISFITS, CONFORMANCE, INDEX, QUARANTINE, VIOLATION = (
     "file",
     "misfits",
     "conformance",
     "index",
     "quarantine",
+    "violation",
 )
 
 MANIFEST_SCHEMA = (
@@ -52,14 +55,14 @@ _MANIFEST_ARROW = pa.schema(
 
 @dataclass
 class ManifestEntry:
-    entry: str  # FILE, MISFITS, CONFORMANCE, INDEX or QUARANTINE
+    entry: str  # FILE, MISFITS, CONFORMANCE, INDEX, QUARANTINE or VIOLATION
     table: str
     hour: str  # compact, YYYYMMDDHH
     rows: int = 0
     bytes: int = 0
     values_quarantined: int = 0
     location: str | None = None  # FILE, INDEX, QUARANTINE: the file written
-    column: str | None = None  # MISFITS: the column
+    column: str | None = None  # MISFITS: the column; VIOLATION: the violation type
     failures: list[dict[str, Any]] = field(default_factory=list)  # CONFORMANCE: pandera's
     columns: list[str] = field(default_factory=list)  # FILE: the columns holding a value
 

@@ -11,7 +11,10 @@ from datalake_assets.catalog import step
 from datalake_assets.lake import commit, faults, storage
 from datalake_assets.lake.formats import TablesToCommit
 from datalake_assets.spec import layout
-from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
+from datalake_assets.spec.naming import (
+    TRACKS_TABLE,
+    is_event_table,
+)
 from datalake_assets.spec.schema import TableChange
 from datalake_assets.transform import open_hour
 from datalake_assets.transform.dedup import Duplicates
@@ -21,6 +24,7 @@ from datalake_assets.transform.manifest import (
     INDEX,
     MISFITS,
     QUARANTINE,
+    VIOLATION,
     ManifestEntry,
 )
 from datalake_assets.transform.run import SyncRun
@@ -74,6 +78,8 @@ def _tally(
                 tally.files[(m.table, m.hour)].append(m)
         elif m.entry == QUARANTINE:
             tally.quarantine_hours.add(m.hour)
+        elif m.entry == VIOLATION:
+            tally.violations[(m.table, m.hour)][m.column or ""] += m.rows
         elif m.entry == MISFITS:
             tally.misfits_by_column[m.table][m.column] += m.rows
             tally.misfits_by_hour[(m.table, m.hour)][m.column] += m.rows
@@ -84,9 +90,9 @@ def _tally(
             tally.index_ids_written += m.rows
     # ``tracks`` holds the track tables' rows: its count must match theirs, and an id
     # repeated in a track table is repeated in tracks.
-    track_rows = sum(n for (t, _), n in tally.rows.items() if t not in STANDARD_TABLES)
+    track_rows = sum(n for (t, _), n in tally.rows.items() if is_event_table(t))
     tally.repeated_ids[TRACKS_TABLE] = abs(tally.table_rows(TRACKS_TABLE) - track_rows) + sum(
-        n for t, n in tally.repeated_ids.items() if t not in STANDARD_TABLES
+        n for t, n in tally.repeated_ids.items() if is_event_table(t)
     )
     return tally
 

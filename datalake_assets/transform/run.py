@@ -10,8 +10,11 @@ from typing import Any
 from datalake_assets.catalog.catalog_interface import Catalog
 from datalake_assets.lake.formats import SourceTables, TableFormat, table_format
 from datalake_assets.lake.lock import SourceLock
+from datalake_assets.lake.plan_store import read_stored
+from datalake_assets.plans.plan_model import PlanError
+from datalake_assets.plans.plan_policy import PlanPolicy
 from datalake_assets.spec import layout
-from datalake_assets.transform.sync_request import SyncRequest
+from datalake_assets.transform.sync_request import SyncError, SyncRequest
 
 
 @dataclass
@@ -34,6 +37,24 @@ class SyncRun:
     # the tables stage B wrote in place (``TableFormat.write_targets``), not into staging
     in_place: frozenset[str] = frozenset()
     _tables: TableFormat | None = None
+    _plan: PlanPolicy | None = None
+
+    @property
+    def plan(self) -> PlanPolicy | None:
+        """The source's tracking plan and modes (``plans/``), read from the lake once."""
+        r = self.req
+        if r.tracking_plan and self._plan is None:
+            try:
+                plan = read_stored(r.tracking_plan)
+            except PlanError as e:
+                raise SyncError(str(e), "plan_invalid") from None
+            self._plan = PlanPolicy(
+                plan,
+                unplanned_events=r.unplanned_events,
+                unplanned_properties=r.unplanned_properties,
+                violations=r.violations,
+            )
+        return self._plan
 
     @property
     def tables(self) -> TableFormat:

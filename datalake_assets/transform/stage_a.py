@@ -29,6 +29,8 @@ import pyarrow.compute as pc
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.records import write_quarantine
+from datalake_assets.plans.plan_gate import VIOLATION_COLUMNS, Judged, PlanGate
+from datalake_assets.plans.plan_policy import PlanPolicy
 from datalake_assets.spec import layout
 from datalake_assets.spec.columnar import (
     NeedsRowPath,
@@ -46,7 +48,11 @@ from datalake_assets.spec.messages import (
     reparse_exact,
     validate,
 )
-from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
+from datalake_assets.spec.naming import (
+    TRACKS_TABLE,
+    VIOLATIONS,
+    is_event_table,
+)
 from datalake_assets.spec.types import N_KINDS, parse_timestamp
 from datalake_assets.transform import keys, native_parse
 from datalake_assets.transform.identity_tally import IdentityTally
@@ -79,10 +85,11 @@ class StageAConfig:
     identity_key: bytes = b""  # the lake's key (lake_key); empty: no identity index, no suppression
     identity_traits: tuple[str, ...] = ()  # the traits that identify a person ([privacy])
     suppressed: frozenset[str] = frozenset()  # identity hashes whose messages are dropped
+    plan: PlanPolicy | None = None  # the source's tracking plan (plans/plan_gate.py)
 
 
 class _TableBuffer:
-    __slots__ = ("objs", "raws", "lines", "ids", "seq")
+    __slots__ = ("objs", "raws", "lines", "ids", "seq", "omitted")
 
     def __init__(self) -> None:
         self.objs: list[dict] = []  # decoded, validated messages (flattened at flush)
@@ -90,6 +97,7 @@ class _TableBuffer:
         self.lines: list[int] = []
         self.ids: list[str] = []
         self.seq = 0
+        self.omitted: dict[int, list] = {}  # position -> values the plan's gate omitted
 
 
 @dataclass
@@ -102,6 +110,12 @@ class _File:
     rejected: list[dict] = field(default_factory=list)
     buffered: int = 0
     line_no: int = 0
+    # the plan's: lines of the current native chunk that take the Python path (chunk index ->
+    # line; an empty line holds their place), and the violations' rows and lines
+    diverted: dict[int, bytes] = field(default_factory=dict)
+    violations: list[tuple] = field(default_factory=list)
+    violation_lines: list[int] = field(default_factory=list)
+    violation_buffer: _TableBuffer = field(default_factory=_TableBuffer)
 
 
 class _StageA:
@@ -119,6 +133,7 @@ class _StageA:
         self.identities = IdentityTally(cfg.identity_key, cfg.identity_traits, cfg.suppressed)
         # The one seam of the native parse: without DuckDB, every line takes the Python path.
         self.native = native_parse.parser_for(cfg.source_id, cfg.max_message_bytes, cfg.max_depth)
+        self.gate = PlanGate(cfg.plan) if cfg.plan is not None else None
 
     def read_file(self, file_idx: int, location: str, hour: str) -> Iterator[pa.RecordBatch]:
         """The file's lines: in chunks through the native parser (``native_parse``) when the
@@ -134,10 +149,15 @@ class _StageA:
                 if self.native is None:
                     yield from self._python_line(f, raw, f.line_no)
                     continue
+                if self.gate is not None and self._diverts(raw):
+                    # the plan reports or changes it: the Python path takes the line
+                    f.diverted[len(chunk)] = raw
+                    raw = b""
                 chunk.add(raw)
                 if len(chunk) >= cfg.buffered_rows or len(chunk.data) >= NATIVE_CHUNK_BYTES:
                     yield from self._native_chunk(f, chunk, f.line_no - len(chunk) + 1)
                     chunk = native_parse.Chunk()
+                    f.diverted = {}
         except storage.ShortRead:
             raise  # a transient short read fails the sync (re-run); never a partial file
         except (OSError, zlib.error, EOFError) as e:
@@ -160,6 +180,8 @@ class _StageA:
         for table, b in f.buffers.items():
             if b.objs:
                 yield self._flush(table, b, file_idx, hour)
+        if f.violations:
+            self._write_violations(f)
         if f.rejected:
             location_q, size = write_quarantine(
                 cfg.quarantine_root, hour, file_idx, 1, cfg.run_id, f.rejected
@@ -197,8 +219,18 @@ class _StageA:
                 )
         left = np.flatnonzero(~handled)
         self.lines_in += len(chunk) - len(left)
+        diverted = f.diverted
         for i in left.tolist():
-            yield from self._python_line(f, chunk.line(i), first + i)
+            raw = diverted.get(i)
+            yield from self._python_line(f, chunk.line(i) if raw is None else raw, first + i)
+
+    def _diverts(self, raw: bytes) -> bool:
+        """Whether the plan has anything to say of a line (the native path then leaves it)."""
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return False  # not JSON: the native parse leaves it to the Python path anyway
+        return isinstance(obj, dict) and self.gate.judge(obj) is not None  # type: ignore[union-attr]
 
     def _python_line(self, f: _File, raw: bytes, line_no: int) -> Iterator[pa.RecordBatch]:
         """One line by the reference rules (``spec.messages``), buffered per table."""
@@ -214,12 +246,24 @@ class _StageA:
             if identities.keep_rejected(obj, raw, r.reason, f.hour):
                 f.rejected.append(self._line_record(f.file_idx, line_no, raw, r.reason, r.detail))
             return
+        judged = self.gate.judge(obj) if self.gate is not None else None
+        if judged is not None and judged.quarantine is not None:
+            reason, detail = judged.quarantine
+            if identities.keep_rejected(obj, raw, reason, f.hour):
+                f.rejected.append(self._line_record(f.file_idx, line_no, raw, reason, detail))
+                self._violations(f, obj, table, judged, line_no)
+            return
         if not identities.keep(obj, table, f.hour):
             return  # suppressed: stored nowhere, counted
         buffers = f.buffers
         buf = buffers.get(table)
         if buf is None:
             buf = buffers[table] = _TableBuffer()
+        if judged is not None:
+            self._violations(f, obj, table, judged, line_no)
+            if judged.omitted:
+                buf.omitted[len(buf.objs)] = judged.omitted
+            obj = judged.obj
         buf.objs.append(obj)  # type: ignore[arg-type]
         buf.raws.append(raw)
         buf.lines.append(line_no)
@@ -233,6 +277,35 @@ class _StageA:
                 if b.objs:
                     yield self._flush(t, b, f.file_idx, f.hour)
             f.buffered = 0
+
+    def _violations(self, f: _File, obj: dict, table: str, judged: Judged, line_no: int) -> None:
+        """The violations' rows of a judged message, written with the file's others."""
+        rows = self.gate.violation_rows(obj, table, judged)  # type: ignore[union-attr]
+        f.violations.extend(rows)
+        f.violation_lines.extend([line_no] * len(rows))
+        if len(f.violations) >= self.cfg.flush_rows:
+            self._write_violations(f)
+
+    def _write_violations(self, f: _File) -> None:
+        """The violations' rows as a work file of the ``violations`` table: no key rows (they
+        are no messages: a duplicate's rows are dropped with it by its line, stage B)."""
+        rows, n = f.violations, len(f.violations)
+        columns = {}
+        for i, name in enumerate(VIOLATION_COLUMNS):
+            values = [r[i] for r in rows]
+            if any(v is not None for v in values):
+                columns[name] = column_array(values)
+        self._store(
+            VIOLATIONS,
+            f.violation_buffer,
+            f.file_idx,
+            f.hour,
+            columns,
+            pa.array(f.violation_lines, pa.int64()),
+            columns["message_id"],
+            pa.nulls(n, pa.binary()),
+        )
+        f.violations, f.violation_lines = [], []
 
     def _line_record(
         self, file_idx: int, line_no: int, raw: bytes, reason: str, detail: str
@@ -259,6 +332,7 @@ class _StageA:
         objs = buf.objs
         n = len(objs)
         problems: list[bytes | None] = [None] * n
+        omitted, buf.omitted = buf.omitted, {}
         try:
             columns = columnize(objs, self.cfg.max_depth, child_name)
         except NeedsRowPath:  # the exact per-row rules (collisions, unusable keys, ...)
@@ -274,6 +348,8 @@ class _StageA:
             for r in rows:
                 names.update(r)
             columns = {c: column_array(list(map(dict.get, rows, repeat(c)))) for c in names}
+        for i, values in omitted.items():  # the plan's omitted values, with flattening's
+            problems[i] = orjson.dumps((orjson.loads(problems[i]) if problems[i] else []) + values)
         received = [o.get("receivedAt") for o in objs]
         try:
             micros = parse_timestamps(pa.array(received, pa.string())).cast(pa.int64())
@@ -310,6 +386,34 @@ class _StageA:
         """Write one table's rows as a work file, counting each column's kinds; returns their
         key rows (one ``KEYS`` row, ``keys.py``)."""
         n = len(lines)
+        self._store(table, buf, file_idx, hour, columns, lines, ids, problems)
+        self.messages[table] = self.messages.get(table, 0) + n
+        rows = pa.RecordBatch.from_arrays(
+            [
+                pa.array([table] * n, pa.string()),
+                pa.array([hour] * n, pa.string()),
+                ids,
+                micros,
+                pa.array([file_idx] * n, pa.int32()),
+                lines,
+            ],
+            schema=KEY_SCHEMA,
+        )
+        return _one_row(KEYS, keys.encode(rows))
+
+    def _store(
+        self,
+        table: str,
+        buf: _TableBuffer,
+        file_idx: int,
+        hour: str,
+        columns: dict[str, pa.Array],
+        lines: pa.Array,
+        ids: pa.Array,
+        problems: pa.Array,
+    ) -> None:
+        """A work file of ``table``'s rows, each column's kinds counted."""
+        n = len(lines)
         counts = self.counts.setdefault(table, {})
         names_out = [W_LINE, W_MESSAGE_ID, W_PROBLEMS]
         arrays = [lines, ids, problems]
@@ -323,7 +427,6 @@ class _StageA:
         for column in sorted(columns):
             names_out.append(column)
             arrays.append(columns[column])
-        self.messages[table] = self.messages.get(table, 0) + n
         location = layout.join(
             self.cfg.work_root, table, f"{hour}-{file_idx:05d}-{buf.seq:04d}.arrow"
         )
@@ -334,18 +437,6 @@ class _StageA:
             w.write_batch(batch)
         self.work_files.append((table, hour, file_idx, location, n))
         buf.seq += 1
-        rows = pa.RecordBatch.from_arrays(
-            [
-                pa.array([table] * n, pa.string()),
-                pa.array([hour] * n, pa.string()),
-                ids,
-                micros,
-                pa.array([file_idx] * n, pa.int32()),
-                lines,
-            ],
-            schema=KEY_SCHEMA,
-        )
-        return _one_row(KEYS, keys.encode(rows))
 
     def stats(self) -> pa.RecordBatch:
         payload = marshal.dumps(
@@ -436,9 +527,9 @@ def merge_stats(payloads: list[bytes]) -> StageAStats:
         for hour, n in s.get("lines_by_hour", {}).items():
             out.lines_by_hour[hour] = out.lines_by_hour.get(hour, 0) + n
         for table, per_column in s["counts"].items():
-            n = s["messages"][table]
+            n = s["messages"].get(table, 0)  # a side table's rows are no messages
             add(table, per_column, n)
-            if table not in STANDARD_TABLES:
+            if is_event_table(table):
                 add(TRACKS_TABLE, per_column, n, keep=is_tracks_column)
         for hour, n in s["lines_quarantined"].items():
             out.lines_quarantined[hour] = out.lines_quarantined.get(hour, 0) + n

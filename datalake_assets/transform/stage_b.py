@@ -24,7 +24,12 @@ from datalake_assets.spec import layout
 from datalake_assets.spec.columnar import ARROW_TYPES, cast_array
 from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance
 from datalake_assets.spec.id_index import index_table
-from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
+from datalake_assets.spec.naming import (
+    TRACKS_TABLE,
+    VIOLATIONS,
+    holds_messages,
+    is_event_table,
+)
 from datalake_assets.transform.hour_files import DEFAULT_TARGET_FILE_BYTES, HourFiles
 from datalake_assets.transform.manifest import (
     CONFORMANCE,
@@ -32,6 +37,7 @@ from datalake_assets.transform.manifest import (
     INDEX,
     MISFITS,
     QUARANTINE,
+    VIOLATION,
     ManifestEntry,
     manifest_batch,
 )
@@ -73,8 +79,11 @@ def plan_stage_b_tasks(
     for table, hour, file_idx, location, rows in work_files:
         entry = (hour, file_idx, location, rows, table)
         by_table.setdefault(table, []).append(entry)
-        if table not in STANDARD_TABLES:
+        if is_event_table(table):
             by_table.setdefault(TRACKS_TABLE, []).append(entry)
+    if VIOLATIONS in by_table:
+        # a message's violations go where it goes: a duplicate's are dropped with it
+        drop = {**drop, **_drop_by_file(drop, by_table[VIOLATIONS])}
     groups: list[tuple[int, str, list]] = []
     for table in sorted(by_table):
         by_hour: dict[str, list[tuple[str, int, str, int, str]]] = {}
@@ -99,6 +108,18 @@ def plan_stage_b_tasks(
             groups.append((size, table, current))
     groups.sort(key=lambda g: -g[0])  # biggest first: better packing on few cores
     return [(i, table, orjson.dumps(items).decode()) for i, (_, table, items) in enumerate(groups)]
+
+
+def _drop_by_file(
+    drop: dict[tuple[str, int], list[int]], violations: list[tuple[str, int, str, int, str]]
+) -> dict[tuple[str, int], list[int]]:
+    """The violations' lines to drop in each archive file: every table's there."""
+    files = {e[1] for e in violations}
+    out: dict[tuple[str, int], list[int]] = {}
+    for (_, file_idx), lines in drop.items():
+        if file_idx in files:
+            out.setdefault((VIOLATIONS, file_idx), []).extend(lines)
+    return out
 
 
 def _item(entry: tuple[str, int, str, int, str], drop: dict[tuple[str, int], list[int]]) -> dict:
@@ -154,10 +175,14 @@ class _StageBTask:
         self.values_quarantined: dict[str, int] = {}
         self.misfits: dict[tuple[str, str], int] = {}  # (hour, column) -> values
         self.quarantine: dict[str, list[dict]] = {}
-        self.checked = [c for c, _ in self.columns if c in CHECKED_COLUMNS]
+        # a side table's rows are not messages: the messages' rules do not apply to them
+        self.checked = [
+            c for c, _ in self.columns if c in CHECKED_COLUMNS and holds_messages(table)
+        ]
         self.checked_data: dict[str, list[pa.Table]] = {}  # hour -> fixed columns written
         self.kept_ids: dict[str, list[pa.Array]] = {}  # hour -> message ids written
         self.valued: dict[str, set[str]] = {}  # hour -> columns holding a value in its rows
+        self.violations: dict[tuple[str, str, str], int] = {}  # (hour, table, type) -> rows
 
     def run(self, items: list[dict]) -> Iterator[pa.RecordBatch]:
         for item in items:
@@ -178,7 +203,17 @@ class _StageBTask:
         if n == 0:
             return
         ids = data.column(W_MESSAGE_ID).combine_chunks()
-        if self.table != TRACKS_TABLE and self.cfg.index_staging_root:
+        if self.table == VIOLATIONS:  # the checks' figures: each table's violations by type
+            by = data.group_by(["event_table", "violation_type"]).aggregate([(W_LINE, "count")])
+            counted = zip(*(by.column(c).to_pylist() for c in ("event_table", "violation_type")))
+            for (table, vtype), count in zip(counted, by.column(f"{W_LINE}_count").to_pylist()):
+                key = (hour, table, vtype)
+                self.violations[key] = self.violations.get(key, 0) + count
+        if (
+            self.table != TRACKS_TABLE
+            and holds_messages(self.table)
+            and self.cfg.index_staging_root
+        ):
             self.kept_ids.setdefault(hour, []).append(ids)
         present = set(data.column_names)
         valued = self.valued.setdefault(hour, set())
@@ -291,7 +326,10 @@ class _StageBTask:
                 manifest.append(ManifestEntry(FILE, t, hour, values_quarantined=n))
         for (hour, column), n in self.misfits.items():
             manifest.append(ManifestEntry(MISFITS, t, hour, column=column, rows=n))
-        for hour, parts in self.checked_data.items():  # schema conformance (pandera)
+        for (hour, table, vtype), n in self.violations.items():
+            manifest.append(ManifestEntry(VIOLATION, table, hour, column=vtype, rows=n))
+        # schema conformance (pandera); a side table has none
+        for hour, parts in self.checked_data.items() if self.checked else ():
             failures = check_conformance(t, pa.concat_tables(parts))
             if failures:
                 manifest.append(

@@ -36,7 +36,7 @@ from datalake_assets.lake.lock import LockLost, LockTimeout, SourceLock
 from datalake_assets.lake.records import read_schema_record
 from datalake_assets.lake.report import SyncReport
 from datalake_assets.spec import layout
-from datalake_assets.spec.naming import TRACKS_TABLE
+from datalake_assets.spec.naming import TRACKS_TABLE, holds_messages
 from datalake_assets.spec.schema import TableChange
 from datalake_assets.transform import catalog_phase, local_path, open_hour
 from datalake_assets.transform.dedup import (
@@ -286,6 +286,7 @@ def stage_a_config(run: SyncRun, files: list[tuple[str, str, int]]) -> StageACon
         identity_key=run.identity_key,
         identity_traits=tuple(run.req.identity_traits),
         suppressed=run.suppressed,
+        plan=run.plan,
     )
 
 
@@ -306,7 +307,9 @@ def collect_stats(run: SyncRun, keys) -> StageAStats:
 
 def _key_rows(stats: StageAStats) -> int:
     """How many key rows stage A emitted: one per message it kept (``tracks`` is derived)."""
-    return sum(n for table, n in stats.messages.items() if table != TRACKS_TABLE)
+    return sum(
+        n for table, n in stats.messages.items() if table != TRACKS_TABLE and holds_messages(table)
+    )
 
 
 # ------------------------------------------------------------------------------------- dedup
@@ -367,7 +370,7 @@ def write(
     manifest: list[ManifestEntry] = []
     repeated_ids: dict[str, int] = {}
     if tasks:
-        tables = [t for t in changes if t != TRACKS_TABLE]
+        tables = [t for t in changes if t != TRACKS_TABLE and holds_messages(t)]
         if local:
             manifest = local_path.write(run, b_cfg, tasks)
         else:

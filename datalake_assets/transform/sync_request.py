@@ -13,6 +13,15 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from datalake_assets.catalog.config import CatalogConfig, config_from_settings
+from datalake_assets.lake.plan_store import store_plan
+from datalake_assets.plans.plan_model import PlanError
+from datalake_assets.plans.plan_policy import (
+    KEEP,
+    UNPLANNED_EVENT_MODES,
+    UNPLANNED_PROPERTY_MODES,
+    VIOLATION_MODES,
+    policy_of,
+)
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.settings.transform_section import SyncSettings
@@ -69,6 +78,11 @@ class SyncRequest:
     # an open hour's batch: append the hours' archive files no run took in yet, instead of
     # replacing the hours (transform/open_hour.py)
     batch: bool = False
+    # the source's tracking plan as the lake keeps it (plans/plan_policy.store_plan); "": none
+    tracking_plan: str = ""
+    unplanned_events: str = "keep"  # keep | quarantine
+    unplanned_properties: str = "keep"  # keep | omit
+    violations: str = "keep"  # keep | omit | quarantine
 
     def resolved(self) -> SyncRequest:
         run_id = (
@@ -124,6 +138,17 @@ class SyncRequest:
             args += ["--catalog-only", self.catalog_only]
         if self.batch:
             args.append("--batch")
+        if self.tracking_plan:
+            args += [
+                "--tracking-plan",
+                self.tracking_plan,
+                "--unplanned-events",
+                self.unplanned_events,
+                "--unplanned-properties",
+                self.unplanned_properties,
+                "--violations",
+                self.violations,
+            ]
         return args + ["--hours", *self.hours]
 
 
@@ -175,6 +200,10 @@ def parse_args(argv: list[str]) -> SyncRequest:
         help="a table-hour's Parquet files are cut at this size",
     )
     p.add_argument("--hours", nargs="+", required=True, help="UTC hours, YYYY-MM-DDTHH")
+    p.add_argument("--tracking-plan", default="", help="the stored tracking plan's location")
+    p.add_argument("--unplanned-events", default=KEEP, choices=UNPLANNED_EVENT_MODES)
+    p.add_argument("--unplanned-properties", default=KEEP, choices=UNPLANNED_PROPERTY_MODES)
+    p.add_argument("--violations", default=KEEP, choices=VIOLATION_MODES)
     CatalogConfig.add_arguments(p)
     FormatConfig.add_arguments(p)
     a = p.parse_args(argv)
@@ -200,6 +229,10 @@ def parse_args(argv: list[str]) -> SyncRequest:
         target_file_bytes=a.target_file_bytes,
         table_format=FormatConfig.from_args(a),
         batch=a.batch,
+        tracking_plan=a.tracking_plan,
+        unplanned_events=a.unplanned_events,
+        unplanned_properties=a.unplanned_properties,
+        violations=a.violations,
     )
 
 
@@ -215,6 +248,12 @@ def request_from_settings(
 ) -> SyncRequest:
     """The sync of ``source``'s ``hours`` (any ``ArchiveHour`` spelling) as the settings say."""
     fmt = FormatConfig.of_settings(settings)
+    try:
+        policy = policy_of(settings, source)
+        # the plan as the lake keeps it: what the job reads, wherever it runs
+        plan_at = store_plan(settings.lake_root, source.lake_dir, policy.plan) if policy else ""
+    except PlanError as e:
+        raise SyncError(f"tracking plan of source {source.id}: {e}", "plan_invalid") from None
     return SyncRequest(
         lake_root=settings.lake_root,
         archive_root=settings.archive_root,
@@ -236,4 +275,8 @@ def request_from_settings(
         catalog_only=catalog_only,
         table_format=fmt,
         batch=batch,
+        tracking_plan=plan_at,
+        unplanned_events=source.unplanned_events,
+        unplanned_properties=source.unplanned_properties,
+        violations=source.violations,
     )

@@ -7,7 +7,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from datalake_assets.lake import identities
-from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
+from datalake_assets.spec.naming import (
+    TRACKS_TABLE,
+    holds_messages,
+    is_event_table,
+)
 from datalake_assets.transform.manifest import ManifestEntry
 
 
@@ -42,10 +46,13 @@ class Tally:
     valued: defaultdict[tuple[str, str], set[str]] = field(
         default_factory=lambda: defaultdict(set)
     )  # (table, hour) -> columns holding a value
+    violations: defaultdict[tuple[str, str], Counter[str]] = field(
+        default_factory=lambda: defaultdict(Counter)
+    )  # (table, hour) -> a tracking plan's violations by type, of the table's messages
 
     @property
     def messages_written(self) -> int:
-        return sum(n for (t, _), n in self.rows.items() if t != TRACKS_TABLE)
+        return sum(n for (t, _), n in self.rows.items() if t != TRACKS_TABLE and holds_messages(t))
 
     @property
     def lines_suppressed(self) -> int:
@@ -57,7 +64,7 @@ class Tally:
             return sum(
                 n
                 for (t, _), n in self.suppressed.items()
-                if t not in STANDARD_TABLES and t != identities.QUARANTINE
+                if is_event_table(t) and t != identities.QUARANTINE
             )
         return sum(n for (t, _), n in self.suppressed.items() if t == table)
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from datalake_assets.catalog.catalog_interface import CatalogError
 from datalake_assets.catalog.register import read_schemas
+from datalake_assets.plans.plan_columns import planned_columns
 from datalake_assets.spec.schema import TableChange, plan_table
-from datalake_assets.spec.types import TYPES, widen
+from datalake_assets.spec.types import N_KINDS, TYPES, is_widening, widen
 from datalake_assets.transform.run import SyncRun
 from datalake_assets.transform.stage_a import StageAStats
 from datalake_assets.transform.sync_request import SyncError
@@ -27,9 +28,31 @@ def plan_types(
     for table in stats.counts:
         if cols := run.tables.columns(run.src, table):
             existing[table] = _widest(existing.get(table, []), cols)
-    return {
-        table: plan_table(table, existing.get(table), cols) for table, cols in stats.counts.items()
-    }
+    plan = run.plan.plan if run.plan is not None else None
+    out = {}
+    for table, cols in stats.counts.items():
+        planned = planned_columns(plan, table) if plan is not None else {}
+        if planned:
+            _refuse_narrowing(table, existing.get(table), planned)
+            # the planned columns from the table's first sync, with or without values
+            cols = {**{c: [0] * N_KINDS for c in planned}, **cols}
+        out[table] = plan_table(table, existing.get(table), cols, planned)
+    return out
+
+
+def _refuse_narrowing(
+    table: str, existing: list[tuple[str, str]] | None, planned: dict[str, str]
+) -> None:
+    """A plan that types a column narrower than the lake holds it: nothing is synced."""
+    for column, typ in existing or []:
+        want = planned.get(column)
+        if want is not None and want != typ and not is_widening(typ, want):
+            raise SyncError(
+                f"the tracking plan types {table}.{column} as {want}, but the lake's column is "
+                f"{typ} and a column never narrows: plan it as {typ}, or plan the property "
+                "under a new name; nothing committed",
+                "plan_narrows",
+            )
 
 
 def _catalog_schemas(run: SyncRun, tables) -> dict[str, list[tuple[str, str]]]:
