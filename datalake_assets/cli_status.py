@@ -48,6 +48,7 @@ def source_statuses(settings: LakeSettings, source_ids: list[str], now: datetime
             {
                 "source": s.id,
                 "slug": s.slug,
+                "tracking_plan": s.tracking_plan or None,
                 **figures,
                 "failed_runs_24h": None if runs is None else len(runs),
                 "failed_run_ids": runs,
@@ -84,6 +85,11 @@ def render(status: dict[str, Any]) -> str:
             f"  lag                     {_duration(s['lag_seconds'])}",
             f"  failed runs, 24 h       {'-' if failed is None else failed}",
             f"  quarantined lines, 24 h {s['quarantined_lines_24h']}",
+            *(
+                [f"  plan violations, 24 h   {s['violations_24h']}"]
+                if s.get("tracking_plan")
+                else []
+            ),
             "  messages (rows) per day",
         ]
         lines += [f"    {day}  {n:>12,}" for day, n in s["messages_per_day"].items()]

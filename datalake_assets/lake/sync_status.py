@@ -44,6 +44,7 @@ class LakeStatus:
     lag_seconds: int | None  # now minus the end of the last synced hour
     quarantined_lines_24h: int  # lines quarantined of the hours that ended in the last 24 h
     messages_per_day: dict[str, int] = field(default_factory=dict)  # the last ROW_DAYS days, UTC
+    violations_24h: int = 0  # a tracking plan's violations in the hours of the last 24 h
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +52,7 @@ class LakeStatus:
             "lag_seconds": self.lag_seconds,
             "quarantined_lines_24h": self.quarantined_lines_24h,
             "messages_per_day": dict(self.messages_per_day),
+            "violations_24h": self.violations_24h,
         }
 
 
@@ -107,17 +109,18 @@ def lake_status(lake_root: str, source_id: str, now: datetime | None = None) -> 
     messages_per_day = {
         (today - timedelta(days=n)).isoformat(): 0 for n in range(ROW_DAYS - 1, -1, -1)
     }
-    quarantined = 0
+    quarantined = violations = 0
     for hour, entry in hours.items():
         start = layout.ArchiveHour.parse(hour).start
         if start.date().isoformat() in messages_per_day:
             messages_per_day[start.date().isoformat()] += entry.messages_written
         if now - QUARANTINE_WINDOW <= start + timedelta(hours=1) <= now:
             quarantined += entry.lines_quarantined
+            violations += entry.violations
     lag = None
     if last is not None:
         end = layout.ArchiveHour.parse(last).start + timedelta(hours=1)
         if last in batched and newest_batch.get(last):
             end = min(end, datetime.fromisoformat(newest_batch[last]).astimezone(UTC))
         lag = int((now - end).total_seconds())
-    return LakeStatus(last, lag, quarantined, messages_per_day)
+    return LakeStatus(last, lag, quarantined, messages_per_day, violations)

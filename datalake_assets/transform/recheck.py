@@ -12,6 +12,8 @@ written, so the same figures are measured from what the lake holds now, and retu
   ``type_mismatch`` (the quarantine);
 * **schema conformance**: the pandera rules (``spec/conformance.py``) on the files' fixed
   columns;
+* **tracking plan**: the hour's violations of each table's messages, by type (the
+  ``violations`` table);
 * **completeness**: the reconciliation of the hour as its latest sync report recorded it
   (``lines_in`` counts archive lines, which only a sync reads).
 """
@@ -37,7 +39,7 @@ from datalake_assets.settings.formats_section import FormatConfig
 from datalake_assets.spec import layout
 from datalake_assets.spec.column_build import ARROW_TYPES
 from datalake_assets.spec.conformance import CHECKED_COLUMNS, check_conformance
-from datalake_assets.spec.naming import QUARANTINE
+from datalake_assets.spec.naming import QUARANTINE, VIOLATIONS, holds_messages
 from datalake_assets.transform.dedup import index_files
 from datalake_assets.transform.index_lookup import prior_ids
 
@@ -82,6 +84,19 @@ def _misfits(src: LakeSource, hour: layout.ArchiveHour) -> dict[str, Counter[str
     return out
 
 
+def _violations(src: LakeSource, hour: layout.ArchiveHour) -> dict[str, Counter[str]]:
+    """table -> the violations of its messages in ``hour``, by type."""
+    out: dict[str, Counter[str]] = {}
+    for loc, _ in src.hour_files(VIOLATIONS, hour):
+        fs, path = storage.resolve(loc)
+        rows = _of_hour(
+            pq.ParquetFile(path, filesystem=fs), ["event_table", "violation_type"], hour
+        )
+        for r in rows.to_pylist():
+            out.setdefault(r["event_table"], Counter())[r["violation_type"]] += 1
+    return out
+
+
 def _of_hour(f: pq.ParquetFile, columns: list[str], hour: layout.ArchiveHour) -> pa.Table:
     """The file's rows of ``hour``: all of them, unless the file holds several hours (an
     Iceberg file of compacted data has ``day`` and ``hr`` columns:
@@ -99,6 +114,7 @@ def table_hour(
     hour: layout.ArchiveHour,
     columns: dict[str, str],
     misfits: Counter[str],
+    violations: Counter[str] | None = None,
 ) -> TableHour | None:
     """The check figures of ``table`` in ``hour`` from its files (``None``: no file)."""
     files = src.hour_files(table, hour)
@@ -118,11 +134,13 @@ def table_hour(
         rows += part.num_rows
         parts.append(part)
     data = pa.concat_tables(parts, promote_options="default")
-    ids = data.column("message_id")
-    repeated = len(ids) - len(pc.unique(ids))
-    held = prior_ids(
-        index_files(src.lake_root, src.source_dir, src.lookback_hours, [hour.compact]), ids
-    )
+    repeated, held = 0, []
+    if holds_messages(table):  # a side table's message ids repeat by design
+        ids = data.column("message_id")
+        repeated = len(ids) - len(pc.unique(ids))
+        held = prior_ids(
+            index_files(src.lake_root, src.source_dir, src.lookback_hours, [hour.compact]), ids
+        )
     return TableHour(
         hour=str(hour),
         rows=rows,
@@ -131,7 +149,10 @@ def table_hour(
         repeated_message_ids=repeated + len(held),
         widened_columns=sorted(widened.values(), key=lambda w: w["name"]),
         misfits_by_column=dict(sorted(misfits.items())),
-        conformance_failures=[{**f, "hour": str(hour)} for f in check_conformance(table, data)],
+        conformance_failures=[{**f, "hour": str(hour)} for f in check_conformance(table, data)]
+        if holds_messages(table)
+        else [],
+        violations=dict(sorted((violations or {}).items())),
     )
 
 
@@ -182,11 +203,18 @@ def recheck(src: LakeSource, tables: list[str], hours: list[layout.ArchiveHour])
     ``by_hour`` (the completeness check then says so)."""
     record = read_schema_record(src.lake_root, src.source_dir)
     misfits = {h: _misfits(src, h) for h in hours}
+    violations = {h: _violations(src, h) if VIOLATIONS in record else {} for h in hours}
     reports = {}
     for t in tables:
         columns = dict(record.get(t, []))
         entries = [
-            e for h in hours if (e := table_hour(src, t, h, columns, misfits[h].get(t, Counter())))
+            e
+            for h in hours
+            if (
+                e := table_hour(
+                    src, t, h, columns, misfits[h].get(t, Counter()), violations[h].get(t)
+                )
+            )
         ]
         if entries:
             reports[t] = TableReport(

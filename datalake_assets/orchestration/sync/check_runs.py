@@ -31,6 +31,7 @@ from datalake_assets.orchestration.sync.catalog_asset import (
 from datalake_assets.orchestration.sync.sync_checks import (
     CHECK_COMPLETENESS,
     completeness_results,
+    plan_check_of,
     table_check_results,
     targeted,
 )
@@ -103,7 +104,9 @@ def run_checks_alone(
     report = recheck(src, tables, hours)
     keys = [h.partition_key for h in hours]
     evaluations = [
-        e for t in tables for e in table_check_results(slug, t, report.tables.get(t), keys)
+        e
+        for t in tables
+        for e in table_check_results(slug, t, report.tables.get(t), keys, plan_check_of(source))
     ]
     if any(k.name == CHECK_COMPLETENESS for k in wanted):
         recorded = {e.hour for e in report.source.by_hour}

@@ -42,10 +42,15 @@ from datalake_assets.orchestration.sync.sync_checks import (
     CHECK_COMPLETENESS,
     CHECK_CONFORMANCE,
     CHECK_DUPLICATES,
+    CHECK_TRACKING_PLAN,
     CHECK_TYPE_DRIFT,
+    has_plan_check,
+    plan_check_of,
 )
 from datalake_assets.orchestration.sync.sync_hours import SyncFailed, sync_hours
 from datalake_assets.orchestration.sync.sync_metadata import table_name, table_uri
+from datalake_assets.plans.plan_model import PlanError
+from datalake_assets.plans.plan_policy import policy_of
 from datalake_assets.settings import LakeSettings, SourceSettings
 from datalake_assets.spec import layout
 from datalake_assets.spec.naming import QUARANTINE, RAW_ARCHIVE, STANDARD_TABLES, SYNC_REPORTS
@@ -63,7 +68,15 @@ warnings.filterwarnings("ignore", message=".*with_reconstruction_metadata", cate
 # apply them. Their code (comments and docstrings aside) is the sync's code_version, so
 # changing a rule shows every hour synced before as stale in the UI. spec/ is globbed so a
 # rule module added later counts without anyone remembering this list.
-_RULE_STAGES = ("transform/stage_a.py", "transform/identity_tally.py", "transform/stage_b.py")
+_RULE_STAGES = (
+    "transform/stage_a.py",
+    "transform/identity_tally.py",
+    "transform/stage_b.py",
+    # a tracking plan's rules: what a plan does to a message and to a column's type
+    "plans/plan_gate.py",
+    "plans/plan_verdict.py",
+    "plans/plan_columns.py",
+)
 
 
 def _rule_modules() -> list[str]:
@@ -93,7 +106,9 @@ def rules_code_version() -> str:
     return h.hexdigest()[:12]
 
 
-def _check_specs(slug: str, tables: list[str], partitions) -> list[AssetCheckSpec]:
+def _check_specs(
+    slug: str, tables: list[str], partitions, plan_check: str | None = None
+) -> list[AssetCheckSpec]:
     specs = [
         AssetCheckSpec(
             CHECK_COMPLETENESS,
@@ -129,7 +144,31 @@ def _check_specs(slug: str, tables: list[str], partitions) -> list[AssetCheckSpe
                 "received_at) hold on every written row",
             ),
         ]
+        if has_plan_check(plan_check, t):
+            specs.append(
+                AssetCheckSpec(
+                    CHECK_TRACKING_PLAN,
+                    asset=key,
+                    blocking=plan_check == "block",
+                    partitions_def=partitions,
+                    description="The hour's messages keep to the source's tracking plan "
+                    "(violations by type in the metadata; rows in the violations table)",
+                )
+            )
     return specs
+
+
+def plan_code_version(settings: LakeSettings, source: SourceSettings) -> str:
+    """The tracking plan's part of the sync's code version: its hash, so a changed plan shows
+    the hours synced under the older one as stale ("" without a plan; a plan that cannot be
+    read shows as such here and fails the sync with its reason)."""
+    if not source.tracking_plan:
+        return ""
+    try:
+        policy = policy_of(settings, source)
+    except PlanError:
+        return "-plan-unreadable"
+    return f"-plan-{policy.plan.hash[:12]}" if policy else ""
 
 
 def source_partitions(source: SourceSettings) -> HourlyPartitionsDefinition:
@@ -222,9 +261,9 @@ def build_source_assets(
         specs=table_specs + side_specs + catalog_spec,
         partitions_def=partitions,
         backfill_policy=BackfillPolicy.multi_run(settings.automation.backfill_hours_per_run),
-        check_specs=_check_specs(slug, tables, partitions) + catalog_checks,
+        check_specs=_check_specs(slug, tables, partitions, plan_check_of(source)) + catalog_checks,
         can_subset=True,  # any selection syncs the whole source-hour (module docstring)
-        code_version=rules_code_version(),
+        code_version=rules_code_version() + plan_code_version(settings, source),
         pool="spark_local",
     )
     def lake_sync(context: AssetExecutionContext, compute: SparkCompute):

@@ -26,7 +26,7 @@ from datalake_assets.orchestration.sync.report_hours import (
     source_hour,
     table_hour,
 )
-from datalake_assets.spec.naming import SYNC_REPORTS
+from datalake_assets.spec.naming import SYNC_REPORTS, holds_messages
 
 # Asset checks, evaluated on every sync from what its Spark job measured (never by loading the
 # partitions into Dagster), one result per hour synced. Blocking checks (ERROR) stop downstream
@@ -38,6 +38,19 @@ CHECK_DUPLICATES = "duplicates"  # per table: no message id written twice, in th
 CHECK_TYPE_DRIFT = "type_drift"  # per table: a column widened or values did not fit (WARN)
 CHECK_CONFORMANCE = "schema_conformance"  # per table: pandera rules of the fixed columns
 TABLE_CHECKS = (CHECK_DUPLICATES, CHECK_TYPE_DRIFT, CHECK_CONFORMANCE)
+# per table of a source with a tracking plan: the hour's messages kept to it (the violations
+# by type in the metadata); WARN, or ERROR (blocking) when the source's settings say "block"
+CHECK_TRACKING_PLAN = "tracking_plan"
+
+
+def plan_check_of(source) -> str | None:
+    """The ``tracking_plan`` check's severity setting of a source (None: it has no plan)."""
+    return source.tracking_plan_check if source.tracking_plan else None
+
+
+def has_plan_check(plan_check: str | None, table: str) -> bool:
+    """Whether ``table`` has a ``tracking_plan`` check (the violations table has none)."""
+    return plan_check is not None and holds_messages(table)
 
 
 def _evaluation(
@@ -65,12 +78,19 @@ def _evaluation(
 
 
 def table_check_results(
-    slug: str, table: str, report: TableReport | None, hours: list[str] | None = None
+    slug: str,
+    table: str,
+    report: TableReport | None,
+    hours: list[str] | None = None,
+    plan_check: str | None = None,
 ) -> list[AssetCheckEvaluation]:
-    """The three per-table checks, one evaluation per synced hour (``hours``: partition keys;
+    """The per-table checks, one evaluation per synced hour (``hours``: partition keys;
     ``None``: one unpartitioned evaluation of the batch), each from its hour's figures.
-    ``report`` ``None``: the table had no rows in these hours."""
+    ``report`` ``None``: the table had no rows in these hours. ``plan_check``: the source's
+    ``tracking_plan_check`` (``plan_check_of``), adding the ``tracking_plan`` check."""
     key = AssetKey([slug, table])
+    names = TABLE_CHECKS + ((CHECK_TRACKING_PLAN,) if has_plan_check(plan_check, table) else ())
+    plan_severity = AssetCheckSeverity.ERROR if plan_check == "block" else AssetCheckSeverity.WARN
     out = []
     for partition in hours or [None]:
         if report is None:
@@ -83,6 +103,7 @@ def table_check_results(
                 widened_columns=report.widened_columns,
                 misfits_by_column=report.checks.misfits_by_column,
                 conformance_failures=report.checks.conformance_failures,
+                violations=_summed(h.violations for h in report.by_hour),
             )
         else:
             entry = table_hour(report, partition, len(hours or []) == 1)
@@ -97,7 +118,7 @@ def table_check_results(
                     partition,
                     hours,
                 )
-                for name in TABLE_CHECKS
+                for name in names
             ]
             continue
         # A sync re-reads its batch's output as a whole: a repeat is counted for the batch;
@@ -144,11 +165,32 @@ def table_check_results(
                 },
             ),
         ]
+        if CHECK_TRACKING_PLAN in names:
+            violations = entry.violations
+            results.append(
+                (
+                    CHECK_TRACKING_PLAN,
+                    not violations,
+                    plan_severity,
+                    {
+                        "violations": sum(violations.values()),
+                        "violations_by_type": MetadataValue.json(violations),
+                    },
+                )
+            )
         out += [
             _evaluation(key, name, passed, severity, metadata, partition, hours)
             for name, passed, severity, metadata in results
         ]
     return out
+
+
+def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, n in c.items():
+            out[k] = out.get(k, 0) + n
+    return dict(sorted(out.items()))
 
 
 def completeness_results(

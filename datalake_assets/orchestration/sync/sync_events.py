@@ -35,6 +35,7 @@ from datalake_assets.orchestration.sync.catalog_asset import (
 from datalake_assets.orchestration.sync.report_hours import batch_metadata, source_hour, table_hour
 from datalake_assets.orchestration.sync.sync_checks import (
     completeness_results,
+    plan_check_of,
     table_check_results,
     targeted,
 )
@@ -163,7 +164,7 @@ def sync_events(
     evaluations = [
         ev
         for t in [*tables, *sorted(set(result.tables) - set(tables))]
-        for ev in table_check_results(slug, t, result.tables.get(t), keys)
+        for ev in table_check_results(slug, t, result.tables.get(t), keys, plan_check_of(source))
     ]
     evaluations += completeness_results(slug, src, keys)
     if has_catalog(settings):
