@@ -11,6 +11,9 @@
     datalake status [--json]     each source's last synced hour, lag, failed runs, rows per day
     datalake convert --to iceberg   a Segment-layout lake's tables as Iceberg tables, in place
     datalake plan validate FILE  a tracking plan is valid, and what it declares
+    datalake plan check --hours H   what a source's plan would do to archived hours
+    datalake plan diff OLD NEW   what changing a plan does to the tables
+    datalake plan infer          a first plan drafted from what a source sent
 
 Every option and its help: ``cli_parser.py``. A user's mistake is raised as ``UsageError`` and
 told by ``main`` in one line, exit code 2.

@@ -382,6 +382,51 @@ def build_parser() -> Parser:
         "exit code 1.",
     )
     pv.add_argument("file", help="a plan's JSON file, or a folder of JSON Schema files")
+    pc = _command(
+        plan_actions,
+        "check",
+        "what a plan would do to archived hours, without syncing",
+        "Judge every message of the source's archived hours by its tracking plan (or --plan) "
+        "under its modes (unplanned_events, unplanned_properties, violations), and print the "
+        "violations by type and by event, the lines it would quarantine and the values it "
+        "would omit. Nothing is written. Exit code 1 when a message breaks the plan.",
+    )
+    pc.add_argument("--source", help=SOURCE_HELP)
+    pc.add_argument(
+        "--hours", nargs="+", required=True, type=archive_hour, help="UTC hours, YYYY-MM-DDTHH"
+    )
+    pc.add_argument("--plan", help="a plan file or folder (default: the source's tracking_plan)")
+    pc.add_argument("--json", action="store_true", help="print one JSON object, for machines")
+    pd = _command(
+        plan_actions,
+        "diff",
+        "what changing a plan does to the tables",
+        "Compare two plans: the rules added, removed and changed, and for each table the planned "
+        "columns added, widened, narrowed (the sync refuses a narrowing once the table holds "
+        "the older type) or no longer planned. Exit code 1 when a column narrows.",
+    )
+    pd.add_argument("old", help="the plan now in use (file or folder)")
+    pd.add_argument("new", help="the plan to ship (file or folder)")
+    pi = _command(
+        plan_actions,
+        "infer",
+        "draft a plan from what a source sent",
+        "Draft a tracking plan in Segment's Public API rules shape from the source's archived "
+        "messages of the last days: one rule per track event (and identify, group, page, "
+        "screen), each property typed as it was sent, required when every message sent it. "
+        "Every message read keeps to the draft; review and tighten it before use.",
+    )
+    pi.add_argument("--source", help=SOURCE_HELP)
+    pi.add_argument(
+        "--days", type=whole_number(1, 366), default=7, help="how many days back (default 7)"
+    )
+    pi.add_argument(
+        "--max-messages",
+        type=whole_number(1),
+        default=200_000,
+        help="read at most this many messages (default 200000)",
+    )
+    pi.add_argument("--out", help="write the plan to this file (default: print it)")
 
     f = _command(
         sub,
