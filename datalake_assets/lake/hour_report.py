@@ -104,6 +104,8 @@ class SourceHourEntry:
         out: dict[str, Any] = {"hour": self.hour}
         if self.figures is not None:
             out.update(asdict(self.figures))
+            if not self.figures.violations:  # a source without a plan: as reports were
+                del out["violations"]
             out["reconciled"] = self.figures.reconciled
         if self.catalog is not None:
             out["catalog"] = self.catalog.to_dict()
@@ -151,6 +153,8 @@ class TableHour:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         if self.repeated_message_ids is None:
             del out["repeated_message_ids"]
+        if not self.violations:  # a source without a plan: as reports were
+            del out["violations"]
         out.update(self.extra)
         return out
 
