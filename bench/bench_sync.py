@@ -47,7 +47,9 @@ SOURCE_ID = "bench"
 HOUR = "2026-11-21T10"
 SEED = 7
 CONTENDERS = ("ours", "naive", "duckdb")
-EXTRA_CONTENDERS = ("duckdb_auto",)  # only with --only
+# only with --only; ours_plan: ours with a tracking plan of 20 events x 15 properties
+# (bench_plan.py), the plan's cost against ours in the same run
+EXTRA_CONTENDERS = ("duckdb_auto", "ours_plan")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1024 * 1024
 
@@ -267,14 +269,22 @@ def child_main(a: argparse.Namespace) -> int:
         Path(a.result).write_text(json.dumps(res))
         return 0
     hour_dir = f"{a.archive_root}/{SOURCE_ID}/day={HOUR[:10]}/hr={HOUR[11:13]}"
-    if a.child in ("ours", "naive"):
+    if a.child in ("ours", "naive", "ours_plan"):
         t = time.monotonic()
         spark = _spark(a.spark_memory, a.local_dir)
         res["session_s"] = time.monotonic() - t
         t = time.monotonic()
-        if a.child == "ours":
+        if a.child in ("ours", "ours_plan"):
             from datalake_assets.transform.job import SyncRequest, run_sync
 
+            plan_at = ""
+            if a.child == "ours_plan":  # the plan as the settings' source would store it
+                from datalake_assets.lake.plan_store import store_plan
+                from datalake_assets.plans.plan_load import plan_from_document
+
+                doc = json.loads((Path(a.archive_root).parent / "plan.json").read_text())
+                plan_at = store_plan(a.target, SOURCE_ID, plan_from_document(doc, "bench"))
+            t = time.monotonic()
             result = run_sync(
                 spark,
                 SyncRequest(
@@ -282,6 +292,7 @@ def child_main(a: argparse.Namespace) -> int:
                     archive_root=a.archive_root,
                     source_id=SOURCE_ID,
                     hours=(HOUR,),
+                    tracking_plan=plan_at,
                 ),
             )
             res["job_s"] = time.monotonic() - t
@@ -542,12 +553,13 @@ def run_contender(
     # sanity: what did it write?
     if target.exists():
         r["output_bytes"] = dir_bytes(str(target))
-        if name == "ours":
-            from datalake_assets.spec.naming import TRACKS_TABLE
+        if name in ("ours", "ours_plan"):
+            from datalake_assets.spec.naming import TRACKS_TABLE, VIOLATIONS
 
             per = count_rows(str(target / "data" / SOURCE_ID), "segment_type")
             r["rows_by_table"] = per
-            r["rows_out"] = sum(n for t, n in per.items() if t != TRACKS_TABLE)
+            r["rows_out"] = sum(n for t, n in per.items() if t not in (TRACKS_TABLE, VIOLATIONS))
+            r["violation_rows"] = per.get(VIOLATIONS, 0)
             r["rows_tracks_table"] = per.get(TRACKS_TABLE, 0)
             r["quarantine_rows"] = sum(count_rows(str(target / "quarantine"), "day").values())
         else:
@@ -703,7 +715,14 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    if a.warmup and any(c in ("ours", "naive") for c in only):
+    if "ours_plan" in only:
+        from bench_plan import bench_plan
+
+        from datalake_assets.spec.layout import ArchiveHour
+
+        plan = bench_plan(str(archive_root), SOURCE_ID, ArchiveHour.parse(HOUR).start)
+        (out / "plan.json").write_text(json.dumps(plan))
+    if a.warmup and any(c in ("ours", "naive", "ours_plan") for c in only):
         w = run_contender(a, "warmup", out, archive_root, quiet=True)
         print(f"(untimed Spark warm-up: {w['wall_s']:.1f} s, {w['status']})", flush=True)
     results = [run_contender(a, name, out, archive_root) for name in only]

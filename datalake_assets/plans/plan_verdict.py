@@ -50,15 +50,20 @@ capitalised the same way: ``Enum``, ``Pattern``, ``Minimum``, ``Maximum``, ``Min
 
 from __future__ import annotations
 
-import calendar
 import dataclasses
-import functools
 import json
-import numbers
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from datalake_assets.plans.json_values import (
+    is_date_time,
+    is_type,
+    json_equal,
+    json_kind,
+    regex,
+)
+from datalake_assets.plans.plan_conforms import conforms
 from datalake_assets.plans.plan_model import SECTIONS, PlanRule, TrackingPlan, select_rule
 
 UNPLANNED_EVENT = "Unplanned-Event"
@@ -170,6 +175,8 @@ def _rule_violations(rule: PlanRule, message: dict, event: str) -> Iterator[Viol
         if schema is None:
             continue
         value = message[section] if section in message else {}
+        if conforms(schema, value):  # the compiled fast path: most messages keep to it
+            continue
         for vtype, path, description in check(schema, value, (section,)):
             yield Violation(vtype, field_path(path), description, event, rule.version, path)
 
@@ -222,7 +229,7 @@ def check(schema: dict, value: object, path: tuple = ()) -> Iterator[tuple[str, 
 
 
 def _check_string(schema: dict, value: str, path: tuple, here: str) -> Iterator:
-    if "pattern" in schema and not _regex(schema["pattern"]).search(value):
+    if "pattern" in schema and not regex(schema["pattern"]).search(value):
         yield PATTERN, path, f"{here} must match the pattern {json.dumps(schema['pattern'])}"
     n = len(value)
     if "minLength" in schema and n < schema["minLength"]:
@@ -231,84 +238,6 @@ def _check_string(schema: dict, value: str, path: tuple, here: str) -> Iterator:
         yield MAX_LENGTH, path, f"{here} must be at most {schema['maxLength']} characters, not {n}"
     if schema.get("format") == "date-time" and not is_date_time(value):
         yield FORMAT, path, f"{here} must be an RFC 3339 date-time (format date-time)"
-
-
-@functools.lru_cache(maxsize=1024)
-def _regex(pattern: str) -> re.Pattern:
-    return re.compile(pattern)
-
-
-def is_type(value: object, name: str) -> bool:
-    """JSON Schema draft-07's types, as ``jsonschema``'s draft-07 type checker has them."""
-    if name == "string":
-        return isinstance(value, str)
-    if name == "object":
-        return isinstance(value, dict)
-    if name == "array":
-        return isinstance(value, list)
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "null":
-        return value is None
-    if isinstance(value, bool):
-        return False
-    if name == "number":
-        return isinstance(value, numbers.Number)
-    if name == "integer":
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    return False
-
-
-def json_kind(value: object) -> str:
-    """The value's JSON kind, as a description names it (``integer`` for a whole number)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, numbers.Number):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else type(value).__name__
-
-
-def json_equal(one: object, two: object) -> bool:
-    """JSON equality as ``enum`` compares: numbers by value, booleans apart from numbers,
-    arrays and objects member by member."""
-    if one is two:
-        return True
-    if isinstance(one, str) or isinstance(two, str):
-        return one == two
-    if isinstance(one, Sequence) and isinstance(two, Sequence):
-        return len(one) == len(two) and all(json_equal(a, b) for a, b in zip(one, two))
-    if isinstance(one, Mapping) and isinstance(two, Mapping):
-        return len(one) == len(two) and all(
-            k in two and json_equal(v, two[k]) for k, v in one.items()
-        )
-    if isinstance(one, bool) or isinstance(two, bool):
-        return isinstance(one, bool) and isinstance(two, bool) and one == two
-    return one == two
-
-
-# RFC 3339's date-time, as rfc3339-validator 0.1.4 matches it (on the upper-cased string)
-_RFC3339 = re.compile(
-    r"^(\d{4})-(0[1-9]|1[0-2])-(\d{2})T(?:[01]\d|2[0123]):(?:[0-5]\d):(?:[0-5]\d)(?:\.\d+)?"
-    r"(?:Z|[+-](?:[01]\d|2[0123]):[0-5]\d)$",
-    re.ASCII,
-)
-
-
-def is_date_time(value: str) -> bool:
-    """``format: date-time``: what ``jsonschema``'s format checker accepts."""
-    m = _RFC3339.match(value.upper())
-    if m is None:
-        return False
-    year, month, day = map(int, m.groups())
-    return year > 0 and 1 <= day <= calendar.monthrange(year, month)[1]
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_$-]+", re.ASCII)
