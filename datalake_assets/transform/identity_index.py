@@ -34,7 +34,7 @@ from datalake_assets.spec import layout
 from datalake_assets.spec.naming import STANDARD_TABLES, TRACKS_TABLE
 from datalake_assets.transform.identity_tally import read_entries
 from datalake_assets.transform.run import SyncRun
-from datalake_assets.transform.stage_a import StageAStats
+from datalake_assets.transform.stage_a_stats import StageAStats
 
 INDEX_ROW_GROUP_ROWS = 65_536
 _NOT_TRACK_TABLES = pa.array(sorted(STANDARD_TABLES | {QUARANTINE, LINK, SUPPRESSED}), pa.string())

@@ -37,10 +37,9 @@ from datalake_assets.transform.run import SyncRun
 from datalake_assets.transform.stage_a import (
     STATS,
     StageAConfig,
-    StageAStats,
-    merge_stats,
     run_stage_a,
 )
+from datalake_assets.transform.stage_a_stats import StageAStats, merge_stats
 from datalake_assets.transform.stage_b import StageBConfig, run_stage_b
 from datalake_assets.transform.sync_request import SyncError, SyncRequest
 

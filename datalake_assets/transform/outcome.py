@@ -28,7 +28,7 @@ from datalake_assets.transform.manifest import (
     ManifestEntry,
 )
 from datalake_assets.transform.run import SyncRun
-from datalake_assets.transform.stage_a import StageAStats
+from datalake_assets.transform.stage_a_stats import StageAStats
 from datalake_assets.transform.sync_request import SyncError
 from datalake_assets.transform.tally import Tally
 

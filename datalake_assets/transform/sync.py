@@ -54,10 +54,9 @@ from datalake_assets.transform.stage_a import (
     STAGE_A_SCHEMA,
     STATS,
     StageAConfig,
-    StageAStats,
-    merge_stats,
     run_stage_a,
 )
+from datalake_assets.transform.stage_a_stats import StageAStats, merge_stats
 from datalake_assets.transform.stage_b import (
     STAGE_B_TASK_SCHEMA,
     StageBConfig,

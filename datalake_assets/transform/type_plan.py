@@ -10,7 +10,7 @@ from datalake_assets.plans.plan_columns import planned_columns
 from datalake_assets.spec.schema import TableChange, plan_table
 from datalake_assets.spec.types import N_KINDS, TYPES, is_widening, widen
 from datalake_assets.transform.run import SyncRun
-from datalake_assets.transform.stage_a import StageAStats
+from datalake_assets.transform.stage_a_stats import StageAStats
 from datalake_assets.transform.sync_request import SyncError
 
 

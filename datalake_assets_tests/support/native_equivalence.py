@@ -20,7 +20,8 @@ from datalake_assets.spec.column_kinds import value_kinds
 from datalake_assets.spec.types import STRING, cast
 from datalake_assets.transform import keys, native_parse
 from datalake_assets.transform.identity_tally import IDENTITY, read_entries
-from datalake_assets.transform.stage_a import STATS, StageAConfig, merge_stats, run_stage_a
+from datalake_assets.transform.stage_a import STATS, StageAConfig, run_stage_a
+from datalake_assets.transform.stage_a_stats import merge_stats
 
 HOUR = "2026112110"
 

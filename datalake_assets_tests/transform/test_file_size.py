@@ -19,7 +19,8 @@ from datalake_assets.spec import layout
 from datalake_assets.spec import types as T
 from datalake_assets.spec.identity import identity
 from datalake_assets.transform.hour_files import row_group_bytes
-from datalake_assets.transform.stage_a import STATS, StageAConfig, merge_stats, run_stage_a
+from datalake_assets.transform.stage_a import STATS, StageAConfig, run_stage_a
+from datalake_assets.transform.stage_a_stats import merge_stats
 from datalake_assets.transform.stage_b import StageBConfig, plan_stage_b_tasks, run_stage_b
 from datalake_assets.transform.sync import run_sync
 from datalake_assets.transform.sync_request import parse_args, request_from_settings

@@ -8,7 +8,8 @@ import pytest
 
 from datalake_assets.spec import types as T
 from datalake_assets.transform import keys
-from datalake_assets.transform.stage_a import STATS, StageAConfig, merge_stats, run_stage_a
+from datalake_assets.transform.stage_a import STATS, StageAConfig, run_stage_a
+from datalake_assets.transform.stage_a_stats import merge_stats
 from datalake_assets.transform.stage_b import StageBConfig, plan_stage_b_tasks, run_stage_b
 from datalake_assets_tests.support.archive_builders import msg, write_hour
 
