@@ -370,3 +370,28 @@ def test_a_plan_that_cannot_be_read_fails_the_sync_in_one_line(tmp_path):
         request_from_settings(settings, settings.sources[0], (H,), replay=False)
     assert e.value.code == "plan_invalid" and "\n" not in str(e.value)
     assert "web.json: $.rules[0].key" in str(e.value)
+
+
+def test_the_open_hours_batches_apply_the_plan_and_the_close_equals_one_sync(tmp_path):
+    """Iceberg: two batches append each file's rows and violations; the hour's close replaces
+    them with exactly what one sync of the hour writes."""
+    settings = settings_for(tmp_path, "iceberg", violations="omit")
+    source = settings.sources[0]
+    sent = lines()
+
+    def batch():
+        request = request_from_settings(settings, source, (H,), replay=False, batch=True)
+        return run_sync(_no_spark, request)
+
+    write_hour(settings.archive_root, "web", H, sent[:6], name="part-0001.jsonl.gz")
+    assert batch().source.batch_id
+    first = table_rows(settings, "violations")
+    assert set(by_message(first)) == set(reference(sent[:6]))
+    write_hour(settings.archive_root, "web", H, sent[6:], name="part-0002.jsonl.gz")
+    assert batch().source.batch_id
+    batched = sorted(json.dumps(r, sort_keys=True, default=str) for r in table_rows(settings, "violations"))  # fmt: skip
+    assert by_message(table_rows(settings, "violations")) == reference(sent)
+    closed = sync(settings)
+    assert reconciled(closed)
+    after = sorted(json.dumps(r, sort_keys=True, default=str) for r in table_rows(settings, "violations"))  # fmt: skip
+    assert after == batched
