@@ -395,3 +395,36 @@ def test_the_open_hours_batches_apply_the_plan_and_the_close_equals_one_sync(tmp
     assert reconciled(closed)
     after = sorted(json.dumps(r, sort_keys=True, default=str) for r in table_rows(settings, "violations"))  # fmt: skip
     assert after == batched
+
+
+def _config_api(doc: dict) -> dict:
+    """The plan in Segment's older Config API shape."""
+    events, identify = [], []
+    for r in doc["rules"]:
+        if r["type"] == "TRACK":
+            events.append({"name": r["key"], "version": r["version"], "rules": r["jsonSchema"]})
+        elif r["type"] == "IDENTIFY":
+            identify.append({"name": "", "version": r["version"], "rules": r["jsonSchema"]})
+    return {"name": "Web", "rules": {"events": events, "identify_traits": identify}}
+
+
+@pytest.mark.parametrize("shape", ["config-api", "schema-folder"])
+def test_every_plan_shape_gives_the_sync_the_same_violations(tmp_path, shape):
+    """The Config API shape and a folder of schemas (track events only, version 1) judge the
+    same messages as the Public API rules they hold."""
+    expected_doc = _config_api(PLAN)
+    settings = settings_for(tmp_path)
+    plan_file = tmp_path / "plans" / "web.json"
+    plan_file.unlink()
+    if shape == "config-api":
+        plan_file.write_text(json.dumps(expected_doc))
+    else:
+        plan_file.mkdir()
+        v1 = [r for r in PLAN["rules"] if r["type"] == "TRACK" and r["version"] == 1]
+        for r in v1:
+            schema = r["jsonSchema"]["properties"]["properties"]
+            (plan_file / "order.json").write_text(json.dumps({"title": r["key"], **schema}))
+        expected_doc = {"rules": v1}
+    write_hour(settings.archive_root, "web", H, lines())
+    assert reconciled(sync(settings))
+    assert by_message(table_rows(settings, "violations")) == reference(lines(), expected_doc)
