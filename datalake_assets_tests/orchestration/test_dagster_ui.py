@@ -31,6 +31,7 @@ together (``Steps``), so one run tells everything that is wrong.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -220,7 +221,8 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
     hours = [ArchiveHour.of(last.start - timedelta(hours=1)), last]
     home = tmp_path / "home"
     home.mkdir()
-    settings = write_settings(home, hours[0], extra=models.SETTINGS, models=True)
+    plan = write_plan(tmp_path / "plan.json")
+    settings = write_settings(home, hours[0], extra=plan + models.SETTINGS, models=True)
     archive = home / "archive"
     for h in hours[:1]:
         write_hour(str(archive), SOURCE, str(h), archive_lines(h, new_events=False))
@@ -245,7 +247,7 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
         # Phase 2: hours with event types never seen before.
         for h in hours[1:]:
             write_hour(str(archive), SOURCE, str(h), archive_lines(h, new_events=True))
-        clean = start_clean_sync(tmp_path / "clean", archive, hours)
+        clean = start_clean_sync(tmp_path / "clean", archive, hours, plan)
         wait_sensor_runs(ui, hours[1:])
         print(f"phase 2 done at {time.monotonic() - t0:.0f} s")
 
@@ -292,6 +294,9 @@ def test_ui_backfills_and_new_event_tables(tmp_path):
         step("e", lambda: check_served_tables(dev, settings, home / "lake"))
         # (f) the catalog asset: each synced hour materialized, its in_step check passed
         step("f", lambda: check_catalog_asset(ui, hours))
+        # (i) the tracking plan's check of each table and hour, as the UI shows it (the
+        # violations table itself is compared with the clean sync's below)
+        step("i", lambda: check_tracking_plan(ui, hours))
         # (g) the demo source's daily models (dagster_ui_models.py)
         daily = models.ModelsChecks(ui, days, settings, home / "lake")
         step("g1 models: automation", daily.built_by_the_daemon)
@@ -417,6 +422,38 @@ def check_catalog_asset(ui: DagsterUI, hours: list[ArchiveHour]) -> None:
     assert all(checks["in_step"].get(h.partition_key) == "SUCCEEDED" for h in hours), checks
 
 
+def write_plan(path: Path) -> str:
+    """A tracking plan of the source's events (no ``type``: the columns stay as inferred, so
+    the models and the comparisons are those of a lake without one): every page breaks it
+    (``referrer`` is required and never sent), half the orders too (``revenue`` above 20);
+    identifies have no rule (planned by absence). Its settings line."""
+
+    def track(event: str, schema: dict) -> dict:
+        wrapper = {"properties": {"properties": {"type": "object", **schema}}}
+        return {"key": event, "type": "TRACK", "version": 1, "jsonSchema": wrapper}
+
+    plan = {
+        "rules": [
+            track("Signed Up", {"properties": {"plan": {"enum": ["free", "pro"]}}}),
+            track("Order Completed", {"required": ["order_id"], "properties": {"revenue": {"maximum": 20}}}),  # fmt: skip
+            track("Cart Viewed", {"required": ["cart_id"]}),
+            {"key": "Home", "type": "PAGE", "version": 1, "jsonSchema": {"properties": {
+                "properties": {"type": "object", "required": ["path", "title", "referrer"]}}}},
+        ]
+    }  # fmt: skip
+    path.write_text(json.dumps(plan))
+    return f'tracking_plan = "{path}"\n'
+
+
+def check_tracking_plan(ui: DagsterUI, hours: list[ArchiveHour]) -> None:
+    from datalake_assets_tests.orchestration.dagster_ui_status import check_statuses
+
+    for table, expected in (("pages", "FAILED"), ("identifies", "SUCCEEDED")):
+        _, checks = check_statuses(ui, f"{SOURCE}/{table}")
+        got = {h.partition_key: checks.get("tracking_plan", {}).get(h.partition_key) for h in hours}
+        assert got == {h.partition_key: expected for h in hours}, (table, got, sorted(checks))
+
+
 def describe_new_tables(ui: DagsterUI) -> dict:
     catalog = ui.catalog_keys()
     return {t: catalog.get(f"{SOURCE}/{t}", "absent") for t in NEW_TABLES}
@@ -425,11 +462,13 @@ def describe_new_tables(ui: DagsterUI) -> dict:
 # ------------------------------------------------------------------- the clean sync to compare
 
 
-def start_clean_sync(folder: Path, archive: Path, hours: list[ArchiveHour]):
+def start_clean_sync(folder: Path, archive: Path, hours: list[ArchiveHour], extra: str = ""):
     """``datalake sync`` of all hours into a fresh lake (own metastore), in the background: it
     overlaps the waits for Dagster instead of adding to the wall time."""
     folder.mkdir()
-    settings = write_settings(folder, hours[0], archive_root=str(archive), catalog="none")
+    settings = write_settings(
+        folder, hours[0], archive_root=str(archive), catalog="none", extra=extra
+    )
     env = dict(os.environ, DATALAKE_HOME=str(folder), SPARK_LOCAL_IP="127.0.0.1")
     env.pop("DAGSTER_HOME", None)
     log = open(folder / "sync.log", "wb")  # noqa: SIM115 - closed by finish_clean_sync
