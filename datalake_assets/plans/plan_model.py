@@ -10,6 +10,7 @@ A rule's JSON Schema is kept per section of the message it describes (``properti
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -111,7 +112,23 @@ class TrackingPlan:
     source: str = ""  # the file or folder it was read from
 
     def rules_of(self, kind: str) -> tuple[PlanRule, ...]:
-        return tuple(r for r in self.rules if r.kind == kind)
+        return self._by_kind.get(kind, ())
+
+    @functools.cached_property
+    def _by_kind(self) -> dict[str, tuple[PlanRule, ...]]:
+        # the sync asks for every message: an index, not a scan of the rules
+        out: dict[str, list[PlanRule]] = {}
+        for r in self.rules:
+            out.setdefault(r.kind, []).append(r)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @functools.cached_property
+    def by_key(self) -> dict[tuple[str, str], tuple[PlanRule, ...]]:
+        """``(kind, key) -> rules`` (every version)."""
+        out: dict[tuple[str, str], list[PlanRule]] = {}
+        for r in self.rules:
+            out.setdefault((r.kind, r.key), []).append(r)
+        return {k: tuple(v) for k, v in out.items()}
 
 
 def plan_hash(rules: tuple[PlanRule, ...]) -> str:
@@ -192,9 +209,9 @@ def select_rule(
     it (an unplanned event). ``common`` rules are not selected here: they apply to every
     message (``plan.rules_of("common")``). A page or screen rule keyed by a name applies to
     that name, else the kind's rule without a key."""
-    candidates = [r for r in plan.rules if r.kind == kind and r.key == event]
+    candidates = plan.by_key.get((kind, event), ())
     if not candidates and kind != "track":  # a page or screen rule for every name
-        candidates = [r for r in plan.rules if r.kind == kind and r.key == ""]
+        candidates = plan.by_key.get((kind, ""), ())
     if not candidates:
         return None
     if event_version is not None:
