@@ -10,7 +10,6 @@ untouched. ``violation_rows`` makes the ``violations`` table's rows of a judged 
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 from datalake_assets.plans.plan_model import MAIN_SECTION, PlanRule, select_rule
@@ -68,6 +67,7 @@ class Judged:
     actions: list[str]
     omitted: list[tuple[str, str, str]] = field(default_factory=list)
     quarantine: tuple[str, str] | None = None
+    removed: list[tuple] = field(default_factory=list)  # the omitted values' paths
 
 
 class PlanGate:
@@ -103,7 +103,9 @@ class PlanGate:
                 quarantine=(REASON_VIOLATION, _detail(others)),
             )
         if policy.violations == OMIT or unplanned:
-            obj = copy.deepcopy(obj)  # the message as sent stays whole (identities, erasure)
+            # the message as sent stays whole (identities, erasure): ``_omit`` copies each
+            # object on the way to a value it removes, and only those
+            obj = dict(obj)
         judged = Judged(obj, violations, [KEPT] * len(violations))
         if policy.violations == OMIT:
             for i, v in enumerate(violations):
@@ -113,13 +115,13 @@ class PlanGate:
                     continue  # a missing key of an object: nothing to omit (in an array's
                     # item, the array is the column's value that breaks the rule)
                 reason = f"{REASON_OMITTED}: {v.violation_type}: {v.description}"
-                if _omit(obj, v.path, reason, judged.omitted):
+                if _omit(judged, v.path, reason):
                     judged.actions[i] = OMITTED
                 elif _already_omitted(v.path, judged):
                     judged.actions[i] = OMITTED
         for path in unplanned:
             reason = f"{REASON_UNPLANNED_PROPERTY}: {field_path(path)} is not in the plan"
-            _omit(obj, path, reason, judged.omitted)
+            _omit(judged, path, reason)
         return judged
 
     def _rule(self, obj: dict) -> PlanRule | None:
@@ -186,24 +188,32 @@ def _stored_path(path: tuple) -> tuple:
     return path
 
 
-def _omit(obj: dict, path: tuple, reason: str, omitted: list) -> bool:
-    """Remove the value at ``path`` (its column's part) from ``obj``, noted in ``omitted``;
-    False when it is not there (already removed with its parent, or missing)."""
+def _omit(judged: Judged, path: tuple, reason: str) -> bool:
+    """Remove the value at ``path`` (its column's part) from the judged message, noted in
+    ``omitted`` (and its path in ``removed``); False when it is not there (already removed
+    with its parent, or missing)."""
+    obj = judged.obj
     path = _stored_path(path)
     if len(path) < 2:  # a section itself (not an object): the section goes
         if path and path[0] in obj:
             value = obj.pop(path[0])
-            omitted.append((path[0], value_text(value), reason))
+            judged.omitted.append((path[0], value_text(value), reason))
+            judged.removed.append(path)
             return True
         return False
     parent = obj
     for part in path[:-1]:
-        parent = parent.get(part) if isinstance(parent, dict) else None
-    if not isinstance(parent, dict) or path[-1] not in parent:
+        child = parent.get(part)
+        if not isinstance(child, dict):
+            return False
+        parent[part] = child = dict(child)  # copied: the message as sent keeps it
+        parent = child
+    if path[-1] not in parent:
         return False
     value = parent.pop(path[-1])
     column = naming.column_name(tuple(str(p) for p in path)) or field_path(path)
-    omitted.append((column, value_text(value), reason))
+    judged.omitted.append((column, value_text(value), reason))
+    judged.removed.append(path)
     return True
 
 
@@ -211,11 +221,7 @@ def _already_omitted(path: tuple, judged: Judged) -> bool:
     """Whether a value's column (or an object holding it) was omitted for another violation
     of the same message (two keywords failing on one value)."""
     stored = _stored_path(path)
-    for column, _, _ in judged.omitted:
-        for n in range(1, len(stored) + 1):
-            if naming.column_name(tuple(str(p) for p in stored[:n])) == column:
-                return True
-    return False
+    return any(stored[: len(gone)] == gone for gone in judged.removed)
 
 
 def _unplanned_paths(rule: PlanRule, obj: dict) -> list[tuple]:

@@ -227,7 +227,12 @@ class _StageA:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError:
             return False  # not JSON: the native parse leaves it to the Python path anyway
-        return isinstance(obj, dict) and self.gate.judge(obj) is not None  # type: ignore[union-attr]
+        if not isinstance(obj, dict):
+            return False
+        try:
+            return self.gate.judge(obj) is not None  # type: ignore[union-attr]
+        except RecursionError:  # nested past the sync's limit: the Python path rejects it
+            return True
 
     def _python_line(self, f: _File, raw: bytes, line_no: int) -> Iterator[pa.RecordBatch]:
         """One line by the reference rules (``spec.messages``), buffered per table."""

@@ -428,3 +428,19 @@ def test_every_plan_shape_gives_the_sync_the_same_violations(tmp_path, shape):
     write_hour(settings.archive_root, "web", H, lines())
     assert reconciled(sync(settings))
     assert by_message(table_rows(settings, "violations")) == reference(lines(), expected_doc)
+
+
+def test_omit_counts_a_value_that_fails_two_keywords_omitted_twice():
+    """A key that gives no column name (``!!!``) too: its value leaves the row once, and
+    both of its violations say so."""
+    from datalake_assets.plans.plan_gate import PlanGate
+    from datalake_assets.plans.plan_policy import PlanPolicy
+
+    two = {"pattern": "^x", "minLength": 3}
+    doc = {"rules": [{"key": "E", "type": "TRACK", "version": 1, "jsonSchema": {"properties": {"properties": {"properties": {"!!!": two, "a": two}}}}}]}  # fmt: skip
+    gate = PlanGate(PlanPolicy(plan_from_document(doc, "x"), violations="omit"))
+    sent = msg("m1", event="E", properties={"!!!": "A", "a": "C"})
+    judged = gate.judge(sent)
+    assert judged.actions == ["omitted"] * 4
+    assert len(judged.omitted) == 2 and judged.obj["properties"] == {}
+    assert sent["properties"] == {"!!!": "A", "a": "C"}  # the message as sent stays whole
