@@ -9,6 +9,11 @@ reliability ledger), and that no file or table name escapes the lake or is not a
 identifier.
 
 Cases marked ``isolated`` (known to crash a sync they share) get a small sync of their own.
+
+The corpus is synced under a tracking plan (``hostile_plan.py``: rules over the corpus's own
+events that type no column, in mode keep/keep/keep, so every case's fate stands), and its
+``violations`` table is held to the oracle. One more small sync (the corpus's hours 10 and 11,
+driver-local) runs under a plan that quarantines unplanned events and violations.
 """
 
 from __future__ import annotations
@@ -21,14 +26,16 @@ import os
 import re
 import time
 import traceback
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from datalake_assets.lake.plan_store import store_plan
 from datalake_assets.lake.report import SyncReport
+from datalake_assets.plans.plan_policy import PlanPolicy
 from datalake_assets.spec import naming
 from datalake_assets.spec.layout import ArchiveHour, archive_hour_dir
 from datalake_assets.transform.job import SyncRequest, run_sync
@@ -38,6 +45,8 @@ from datalake_assets_tests.reliability.hostile_corpus import (
     CASES,
     DAY_HOURS,
     DUPLICATE,
+    LATE_HOUR,
+    MAIN_HOUR,
     MAX_DEPTH,
     MAX_MESSAGE_BYTES,
     QUARANTINED,
@@ -47,7 +56,10 @@ from datalake_assets_tests.reliability.hostile_corpus import (
     Expect,
     ValueQ,
 )
-from datalake_assets_tests.support.lake_reader import LocalStore
+from datalake_assets_tests.reliability.hostile_plan import corpus_plan
+from datalake_assets_tests.support import oracle_plan
+from datalake_assets_tests.support.lake_reader import VIOLATION_FIELDS, VIOLATIONS, LocalStore
+from datalake_assets_tests.support.lake_reader import compare as compare_with_oracle
 from datalake_assets_tests.support.lake_reader import read_lake as read_lake_files
 from datalake_assets_tests.support.oracle import Oracle
 
@@ -65,6 +77,13 @@ _MID_RE = re.compile(rb'"messageId":"([^"\\]*)"')
 
 MAIN_CASES = [c for c in CASES if not c.isolated]
 ISOLATED_CASES = [c for c in CASES if c.isolated]
+# The main corpus's plan, reporting only: its violations are rows of ``violations``, nothing
+# else changes. The small sync's quarantines whole lines (oracle_plan.py has the rules).
+PLAN = corpus_plan(MAIN_CASES)
+REPORTING = PlanPolicy(PLAN)
+QUARANTINING = PlanPolicy(PLAN, unplanned_events="quarantine", violations="quarantine")
+# the small sync's cases: those of the main and late hours only (not the 24-hour case)
+SMALL_CASES = [c for c in MAIN_CASES if {ln.hour for ln in c.lines} <= {MAIN_HOUR, LATE_HOUR}]
 
 
 # ------------------------------------------------------------------------- running a corpus
@@ -102,6 +121,8 @@ class Outcome:
     tables: dict[str, TableOut] = field(default_factory=dict)
     q_lines: dict[tuple[str, int], list[dict]] = field(default_factory=lambda: defaultdict(list))
     q_values: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    violations: list[dict] = field(default_factory=list)  # the plan's table, rows with "hour"
+    policy: PlanPolicy | None = None
 
     def all_lines(self) -> list[Written]:
         return [w for ws in self.written.values() for w in ws]
@@ -162,6 +183,11 @@ def read_lake(out: Outcome) -> None:
     data = os.path.join(out.lake_root, "data", SRC)
     for entry in sorted(os.listdir(data)) if os.path.isdir(data) else []:
         table = entry.split("=", 1)[1]
+        if table == VIOLATIONS:  # the plan's side table: its rows are no messages
+            for path in _parquet_files(os.path.join(data, entry)):
+                rows = pq.ParquetFile(path).read().to_pylist()
+                out.violations += [{**r, "hour": _hour_of(path)} for r in rows]
+            continue
         t_out = out.tables.setdefault(table, TableOut())
         for path in _parquet_files(os.path.join(data, entry)):
             t = pq.ParquetFile(path).read()
@@ -185,10 +211,20 @@ def read_lake(out: Outcome) -> None:
                 out.q_values[r["message_id"]].append(r)
 
 
-def run_corpus(spark, root: str, cases: list[Case], **kw) -> Outcome:
+def run_corpus(
+    spark, root: str, cases: list[Case], policy: PlanPolicy | None = None, **kw
+) -> Outcome:
     archive_root, lake_root = os.path.join(root, "archive"), os.path.join(root, "lake")
     out = Outcome(root, archive_root, lake_root, write_archive(archive_root, cases))
+    out.policy = policy
     hours = sorted({line.hour for c in cases for line in c.lines})
+    if policy is not None:
+        kw.update(
+            tracking_plan=store_plan(lake_root, SRC, policy.plan),
+            unplanned_events=policy.unplanned_events,
+            unplanned_properties=policy.unplanned_properties,
+            violations=policy.violations,
+        )
     t0 = time.monotonic()
     try:
         out.result = run_sync(
@@ -213,10 +249,10 @@ def run_corpus(spark, root: str, cases: list[Case], **kw) -> Outcome:
 
 @pytest.fixture(scope="module")
 def corpus(spark, tmp_path_factory) -> Outcome:
-    """The whole corpus (but the isolated cases), synced once over its day."""
+    """The whole corpus (but the isolated cases), synced once over its day, under the plan."""
     hours = {line.hour for c in MAIN_CASES for line in c.lines}
     assert hours == set(DAY_HOURS), "the type-change case needs every hour of the day"
-    return run_corpus(spark, str(tmp_path_factory.mktemp("hostile")), MAIN_CASES)
+    return run_corpus(spark, str(tmp_path_factory.mktemp("hostile")), MAIN_CASES, REPORTING)
 
 
 @pytest.fixture(scope="module")
@@ -229,6 +265,7 @@ def corpus_in_iceberg(spark, tmp_path_factory) -> Outcome:
         spark,
         str(tmp_path_factory.mktemp("hostile-iceberg")),
         MAIN_CASES,
+        REPORTING,
         table_format=FormatConfig(format="iceberg"),
     )
 
@@ -238,7 +275,11 @@ def corpus_on_spark(spark, tmp_path_factory) -> Outcome:
     """The same corpus through the Spark path (``corpus`` is small: it takes the driver-local
     path, ``transform/local_path.py``)."""
     return run_corpus(
-        spark, str(tmp_path_factory.mktemp("hostile-spark")), MAIN_CASES, local_max_bytes=0
+        spark,
+        str(tmp_path_factory.mktemp("hostile-spark")),
+        MAIN_CASES,
+        REPORTING,
+        local_max_bytes=0,
     )
 
 
@@ -248,6 +289,19 @@ def isolated(spark, tmp_path_factory) -> dict[str, Outcome]:
         c.name: run_corpus(spark, str(tmp_path_factory.mktemp(f"hostile-{c.name}")), [c])
         for c in ISOLATED_CASES
     }
+
+
+@pytest.fixture(scope="module")
+def quarantining(spark, tmp_path_factory) -> Outcome:
+    """The corpus's hours 10 and 11 under a plan that quarantines unplanned events and
+    violations, driver-local (no Spark job: fast)."""
+    return run_corpus(
+        spark,
+        str(tmp_path_factory.mktemp("hostile-quarantining")),
+        SMALL_CASES,
+        QUARANTINING,
+        local_max_bytes=1 << 40,
+    )
 
 
 def outcome_of(case: Case, request) -> Outcome:
@@ -514,13 +568,29 @@ def test_the_lake_holds_what_the_oracle_says(
     by id with the independent oracle (``oracle.py``) over the same archive. Each case is one
     hostile input (one fault). The corpus's lake through each path (driver-local, Spark) and
     into Iceberg tables (read through their catalog)."""
-    from datalake_assets_tests.support.iceberg_reader import read_iceberg_lake, sql_catalog
+    from datalake_assets_tests.support.iceberg_reader import (
+        read_iceberg_lake,
+        sql_catalog,
+        tables,
+    )
 
     def segment(out: Outcome):
         return read_lake_files(LocalStore(), out.lake_root, SRC)
 
     def iceberg(out: Outcome):
-        return read_iceberg_lake(LocalStore(), sql_catalog(out.lake_root), out.lake_root, SRC, SRC)
+        catalog = sql_catalog(out.lake_root)
+        lake = read_iceberg_lake(LocalStore(), catalog, out.lake_root, SRC, SRC)
+        # the plan's side table: read apart, its rows are violations, not messages
+        for mid, where in list(lake.rows.items()):
+            for key in [k for k in where if k[0] == VIOLATIONS]:
+                del where[key]
+            if not where:
+                del lake.rows[mid]
+        side = tables(catalog, SRC).get(VIOLATIONS)
+        if side is not None:
+            rows = side.scan(selected_fields=(*VIOLATION_FIELDS, "day", "hr")).to_arrow()
+            lake.add_violations({**r, "hour": f"{r['day']}T{r['hr']}"} for r in rows.to_pylist())
+        return lake
 
     err = corpus_in_iceberg.error
     assert err is None, "".join(traceback.format_exception(err))[-4000:]
@@ -533,18 +603,103 @@ def test_the_lake_holds_what_the_oracle_says(
         *((isolated[c.name], [c], segment) for c in ISOLATED_CASES),
     ]
     for out, cases, reader in runs:
-        hours = sorted({line.hour for c in cases for line in c.lines})
-        expected = (
-            Oracle(LocalStore(), out.archive_root, SRC, max_message_bytes=MAX_MESSAGE_BYTES)
-            .sync(hours)
-            .expected()
-        )
+        expected = oracle_of(out, cases)
+        assert expected.planned == (out.policy is not None)
         reliability.expect(expected, lambda out=out, reader=reader: reader(out))
     found = reliability.compare()
     assert found.lines == sum(1 for c in CASES for line in c.lines if line.raw.strip()) + 2 * sum(
         1 for c in MAIN_CASES for line in c.lines if line.raw.strip()
     )
     assert found.ok, str(found)
+
+
+def oracle_of(out: Outcome, cases: list[Case]):
+    """What the oracle says the lake of ``out`` holds (under its plan, if it had one)."""
+    hours = sorted({line.hour for c in cases for line in c.lines})
+    return (
+        Oracle(
+            LocalStore(),
+            out.archive_root,
+            SRC,
+            max_message_bytes=MAX_MESSAGE_BYTES,
+            plan_policy=out.policy,
+        )
+        .sync(hours)
+        .expected()
+    )
+
+
+def _violation_keys(out: Outcome) -> Counter:
+    """The ``violations`` table as ``(message id, hour, type, field, action)``: n."""
+    return Counter(
+        (r["message_id"], r["hour"], r["violation_type"], r["violation_field"], r["action"])
+        for r in out.violations
+    )
+
+
+def _oracle_violation_keys(expected) -> Counter:
+    sure, maybe = oracle_plan.expected_violations(expected.lines)
+    assert not maybe, f"the corpus has unsure lines with violations: {sorted(maybe)[:5]}"
+    return Counter({(mid, *key): n for mid, counts in sure.items() for key, n in counts.items()})
+
+
+@pytest.mark.slow
+def test_the_violations_table_holds_the_oracles_violations(corpus: Outcome) -> None:
+    """Under the reporting plan: one row of ``violations`` per violation of each kept message
+    (none of a duplicate's), as the plan's reference verdict has them, in its message's hour,
+    each naming the plan, its message and the table its message is in; and no line's fate
+    changed (the per-case and oracle tests above hold every row where it was)."""
+    assert corpus.error is None, corpus.error
+    want = _oracle_violation_keys(oracle_of(corpus, MAIN_CASES))
+    types = {k[2] for k in want}
+    assert {"Unplanned-Event", "Required-Missing", "Additional-Properties"} < types, types
+    assert len(types) >= 6 and {k[4] for k in want} == {"kept"}, types
+    have = _violation_keys(corpus)
+    assert have == want, (
+        f"missing {sorted(want - have, key=repr)[:6]}, unexpected "
+        f"{sorted(have - want, key=repr)[:6]}"
+    )
+    by_hour = Counter(r["hour"] for r in corpus.violations)
+    for entry in corpus.result.source.by_hour:
+        assert entry.figures.violations == by_hour.get(entry.hour, 0), entry.hour
+    errs = []
+    for r in corpus.violations:
+        mid = r["message_id"]
+        homes = {(t, h) for t, h, _ in rows_of(corpus, mid)}
+        if (r["event_table"], r["hour"]) not in homes:
+            errs.append(f"{mid!r}: event_table {r['event_table']!r}, its rows {sorted(homes)}")
+        rule_version = r["tracking_plan_version"]
+        if (rule_version is None) != (r["violation_type"] == "Unplanned-Event"):
+            errs.append(f"{mid!r}: {r['violation_type']} of rule version {rule_version}")
+        if (r["tracking_plan_id"], r["tracking_plan_hash"]) != (PLAN.id, PLAN.hash):
+            errs.append(f"{mid!r}: plan {r['tracking_plan_id']} {r['tracking_plan_hash']}")
+    assert not errs, "\n".join(errs[:20])
+
+
+@pytest.mark.slow
+def test_a_quarantining_plan_holds_to_the_oracle(quarantining: Outcome) -> None:
+    """Hours 10 and 11 under a plan that quarantines unplanned events and violations: the lake
+    (rows, quarantined lines and their reasons, violations) is what the oracle says, the
+    plan's quarantined lines keep their violations (action ``quarantined``), and the report
+    still reconciles."""
+    out = quarantining
+    assert out.error is None, "".join(traceback.format_exception(out.error))[-4000:]
+    expected = oracle_of(out, SMALL_CASES)
+    found = compare_with_oracle(expected, read_lake_files(LocalStore(), out.lake_root, SRC))
+    assert found.ok, str(found)
+    reasons = Counter(r for ln in expected.lines if ln.fate == QUARANTINED for r in ln.reasons)
+    assert reasons[oracle_plan.REASON_UNPLANNED_EVENT] and reasons[oracle_plan.REASON_VIOLATION], (
+        reasons
+    )
+    want = _oracle_violation_keys(expected)
+    assert want and {k[4] for k in want} == {"quarantined"}
+    assert _violation_keys(out) == want
+    src = out.result.source
+    assert src.lines_in == src.messages_written + src.duplicates + src.lines_quarantined
+    assert src.lines_quarantined == sum(len(v) for v in out.q_lines.values())
+    assert src.messages_written == sum(
+        len(rs) for t, tab in out.tables.items() if t != TRACKS for rs in tab.rows.values()
+    )
 
 
 def _lake_view(out: Outcome) -> str:
@@ -571,7 +726,8 @@ def _lake_view(out: Outcome) -> str:
         for (f, n), rows in out.q_lines.items()
     )
     q_values = sorted(repr((mid, sorted(map(repr, rows)))) for mid, rows in out.q_values.items())
-    return repr((tables, q_lines, q_values))
+    violations = sorted(repr(sorted(r.items())) for r in out.violations)
+    return repr((tables, q_lines, q_values, violations))
 
 
 @pytest.mark.slow
@@ -628,7 +784,9 @@ def test_table_and_column_names_are_safe_identifiers(corpus: Outcome) -> None:
         for c in r["columns"]:
             assert SAFE_COLUMN.fullmatch(c["name"]), (r["table_name"], c["name"])
     # A table whose only messages were duplicates is reported with 0 rows and has no files.
-    assert {r["table_name"] for r in reports if r["row_count"]} == set(corpus.tables)
+    # (The plan's ``violations`` is a table too, read apart.)
+    assert corpus.violations, "the corpus's plan reports violations"
+    assert {r["table_name"] for r in reports if r["row_count"]} == set(corpus.tables) | {VIOLATIONS}
     with open(os.path.join(corpus.lake_root, "_schemas", SRC, "tables.json"), "rb") as f:
         record = json.load(f)["tables"]
     assert set(record) == {r["table_name"] for r in reports}

@@ -4,6 +4,11 @@ A reader's view, not the sync's: every ``*.parquet`` under ``data/<source>/`` an
 ``quarantine/<source>/`` (names starting with ``.`` or ``_`` are in-flight files, which
 Spark, Hive and Athena skip too), the partition hour from the path. On ``s3://`` through S3
 itself (boto3 at the tests' moto endpoint), never through the sync's storage layer.
+
+A lake synced under a tracking plan has a side table, ``violations`` (its rows are no
+messages): read apart (``Lake.violations``) and compared, message id by message id, with the
+violations the oracle expects (``oracle_plan.py``): each violation's type, field, action and
+hour, as a multiset. A lake without a plan has no such table, and compares as it always did.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from datalake_assets_tests.support.oracle import (
 )
 
 _PART = re.compile(r"segment_type=([^/]+)/(?:year=\d+/month=\d+/)?day=([\d-]+)/hr=(\d\d)/")
+VIOLATIONS = "violations"  # the tracking plan's side table (its rows are violations)
+VIOLATION_FIELDS = ("message_id", "violation_type", "violation_field", "action")
 _HOUR = re.compile(r"/(?:year=\d+/month=\d+/)?day=([\d-]+)/hr=(\d\d)/")
 
 
@@ -76,6 +83,15 @@ def store_for(root: str, endpoint: str | None = None):
 class Lake:
     rows: dict[str, Counter] = field(default_factory=dict)  # message id -> (table, hour): n
     lines_q: list[dict] = field(default_factory=list)  # quarantined lines
+    # message id -> (hour, violation type, field, action): n (the ``violations`` table)
+    violations: dict[str, Counter] = field(default_factory=dict)
+
+    def add_violations(self, rows, hour: str | None = None) -> None:
+        """Rows of the ``violations`` table (dicts of ``VIOLATION_FIELDS``, and ``hour``
+        unless given)."""
+        for r in rows:
+            key = (hour or r["hour"], r["violation_type"], r["violation_field"], r["action"])
+            self.violations.setdefault(r["message_id"], Counter())[key] += 1
 
 
 def _visible(location: str, base: str) -> bool:
@@ -90,6 +106,10 @@ def read_lake(store, lake_root: str, source_dir: str) -> Lake:
         if not loc.endswith(".parquet") or not _visible(loc, data) or not m:
             continue
         hour = f"{m.group(2)}T{m.group(3)}"
+        if m.group(1) == VIOLATIONS:
+            t = pq.read_table(io.BytesIO(store.read(loc)), columns=list(VIOLATION_FIELDS))
+            lake.add_violations(t.to_pylist(), hour)
+            continue
         t = pq.read_table(io.BytesIO(store.read(loc)), columns=["message_id"])
         for mid in t.column(0).to_pylist():
             lake.rows.setdefault(mid, Counter())[(m.group(1), hour)] += 1
@@ -226,7 +246,31 @@ def compare(expected: Expected, lake: Lake) -> Comparison:
         for r in lake.lines_q
         if id(r) not in used
     ]
+    _compare_violations(expected, lake, c)
     return c
+
+
+def _compare_violations(expected: Expected, lake: Lake, c: Comparison) -> None:
+    """The ``violations`` table, id by id: exactly the oracle's violations (those of unsure
+    lines may be there or not); without a plan, none at all."""
+    if not expected.planned:
+        c.extra += [f"violations of {mid!r}: {sorted(v)[:4]}" for mid, v in lake.violations.items()]
+        return
+    from datalake_assets_tests.support.oracle_plan import expected_violations
+
+    sure, maybe = expected_violations(expected.lines)
+    for mid in sorted(set(sure) | set(maybe) | set(lake.violations), key=repr):
+        want, found = sure.get(mid, Counter()), lake.violations.get(mid, Counter())
+        missing, unexpected = want - found, (found - want) - maybe.get(mid, Counter())
+        if not missing and not unexpected:
+            continue
+        if not want and mid not in maybe:
+            c.extra.append(f"violations of {mid!r}, no line's: {sorted(found)[:4]}")
+        else:
+            c.misplaced.append(
+                f"violations of {mid!r}: missing {sorted(missing)[:4]}, "
+                f"unexpected {sorted(unexpected)[:4]}"
+            )
 
 
 def check_lake(expected: Expected, store, lake_root: str, source_dir: str) -> Comparison:

@@ -19,6 +19,11 @@ For every non-blank archive line the oracle says one of:
 
 A damaged or truncated gzip adds one ``quarantined`` entry (``unreadable_file``) for the file.
 
+With a tracking plan (``Oracle(..., plan_policy=...)``, ``oracle_plan.py``), each line that
+would be a row is judged by the plan before the dedup: its violations (``Line.violations``)
+are rows of the ``violations`` table unless it loses the dedup, and the policy may quarantine
+it. That part alone takes the plan's verdict from the product (``plans/plan_verdict``).
+
 A history is modelled batch by batch (``Oracle.sync``): the lookback window spans the batch's
 first hour minus the lookback to its last plus it (none at all when it is 0), a re-synced hour
 replaces the lines it held, and a duplicate whose kept copy moved follows it. ``forget`` models
@@ -56,6 +61,7 @@ RESERVED = STANDARD_TABLES | {
     "raw_archive",
     "catalog",
     "open_hour",
+    "violations",  # the tracking plan's side table
 }
 MAX_NESTING = 200
 MAX_ID_CHARS = 255  # schema conformance: message_id is 1-255 characters
@@ -81,6 +87,7 @@ class Line:
     order: tuple = ()  # (file rank, line number): the tie-break of the dedup
     kept_hour: str = ""  # a duplicate's: the hour its kept message is in
     file: str = ""  # the archive file's location (an open hour's batch reads files by name)
+    violations: tuple[tuple[str, str, str], ...] = ()  # the plan's (type, field, action)
 
 
 @dataclass
@@ -89,6 +96,7 @@ class Expected:
 
     lines: list[Line] = field(default_factory=list)
     required_ids: set[str] = field(default_factory=set)  # see ``require``
+    planned: bool = False  # synced under a tracking plan: its ``violations`` table is compared
 
     def require(self, ids) -> Expected:
         """Ids that must be kept (e.g. messages a collector acknowledged). One the archive
@@ -300,8 +308,10 @@ class Oracle:
         lookback_hours: int = 7 * 24,
         hour_lines=None,
         hour_files=None,
+        plan_policy=None,
     ) -> None:
         self.max_bytes = max_message_bytes
+        self.plan_policy = plan_policy  # a ``PlanPolicy``: see ``oracle_plan.py``
         self.lookback = timedelta(hours=lookback_hours)
         self.hour_lines = hour_lines or (
             lambda h: archive_hour_lines(store, archive_root, source_id, h)
@@ -327,9 +337,9 @@ class Oracle:
         for h in hours:  # a sync reads every file of its hours
             self.taken.setdefault(h, set()).update(files[h])
         batch = {
-            h: [
-                classify(ln, self.max_bytes) for ln in self.hour_lines(h) if not self._forgotten(ln)
-            ]  # suppressed: stored nowhere, not deduped
+            h: self._classify(
+                ln for ln in self.hour_lines(h) if not self._forgotten(ln)
+            )  # suppressed: stored nowhere, not deduped
             for h in sorted(hours)
             if files[h]
         }
@@ -359,11 +369,11 @@ class Oracle:
             untaken = self.hour_files(h) - taken
             if untaken:  # the hour is one of the batch's, lines or not
                 taken.update(untaken)
-                fresh[h] = [
-                    classify(ln, self.max_bytes)
+                fresh[h] = self._classify(
+                    ln
                     for ln in self.hour_lines(h)
                     if os.path.basename(ln.file) in untaken and not self._forgotten(ln)
-                ]
+                )
         if not fresh:
             return self
         lo = _hour_dt(min(fresh)) - self.lookback
@@ -379,6 +389,16 @@ class Oracle:
         for h, lines in fresh.items():
             self.hours[h] = self.hours.get(h, []) + lines
         return self
+
+    def _classify(self, lines) -> list[Line]:
+        """Each line's fate before the dedup, the plan's word included."""
+        out = [classify(ln, self.max_bytes) for ln in lines]
+        if self.plan_policy is not None:
+            from datalake_assets_tests.support.oracle_plan import judge
+
+            for ln in out:
+                judge(self.plan_policy, ln)
+        return out
 
     def _rehome(self, batch: dict[str, list[Line]]) -> None:
         """A duplicate of an earlier sync whose kept copy was in a re-synced hour: its message
@@ -415,7 +435,10 @@ class Oracle:
         return bool(self.forgotten) and not self.forgotten.isdisjoint(line_identities(line.raw))
 
     def expected(self) -> Expected:
-        return Expected([ln for h in sorted(self.hours) for ln in self.hours[h]])
+        return Expected(
+            [ln for h in sorted(self.hours) for ln in self.hours[h]],
+            planned=self.plan_policy is not None,
+        )
 
 
 def line_identities(raw: bytes) -> set[str]:
