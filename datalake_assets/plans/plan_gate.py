@@ -201,20 +201,39 @@ def _omit(judged: Judged, path: tuple, reason: str) -> bool:
             judged.removed.append(path)
             return True
         return False
-    parent = obj
-    for part in path[:-1]:
-        child = parent.get(part)
-        if not isinstance(child, dict):
-            return False
-        parent[part] = child = dict(child)  # copied: the message as sent keeps it
-        parent = child
-    if path[-1] not in parent:
+    parent = _detach(obj, path)
+    if parent is None or path[-1] not in parent:
         return False
     value = parent.pop(path[-1])
     column = naming.column_name(tuple(str(p) for p in path)) or field_path(path)
     judged.omitted.append((column, value_text(value), reason))
     judged.removed.append(path)
     return True
+
+
+def _detach(obj: dict, path: tuple) -> dict | None:
+    """The object holding ``path``'s value, each object on the way copied (the message as
+    sent keeps its own); None when the path does not lead through objects."""
+    parent = obj
+    for part in path[:-1]:
+        child = parent.get(part)
+        if not isinstance(child, dict):
+            return None
+        parent[part] = child = dict(child)
+        parent = child
+    return parent
+
+
+def without(obj: dict, removed: list[tuple]) -> dict:
+    """Another decoding of a judged message (the sync's exact re-parse of a line whose
+    numbers need it) without the values the gate omitted (``Judged.removed``)."""
+    out = dict(obj)
+    for path in removed:
+        if len(path) == 1:
+            out.pop(path[0], None)
+        elif (parent := _detach(out, path)) is not None:
+            parent.pop(path[-1], None)
+    return out
 
 
 def _already_omitted(path: tuple, judged: Judged) -> bool:

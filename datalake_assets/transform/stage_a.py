@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.records import write_quarantine
-from datalake_assets.plans.plan_gate import VIOLATION_COLUMNS, Judged, PlanGate
+from datalake_assets.plans.plan_gate import VIOLATION_COLUMNS, Judged, PlanGate, without
 from datalake_assets.plans.plan_policy import PlanPolicy
 from datalake_assets.spec import layout
 from datalake_assets.spec.columnar import (
@@ -94,7 +94,7 @@ class _TableBuffer:
         self.lines: list[int] = []
         self.ids: list[str] = []
         self.seq = 0
-        self.omitted: dict[int, list] = {}  # position -> values the plan's gate omitted
+        self.omitted: dict[int, Judged] = {}  # position -> a message the plan's gate changed
 
 
 @dataclass
@@ -264,7 +264,7 @@ class _StageA:
         if judged is not None:
             self._violations(f, obj, table, judged, line_no)
             if judged.omitted:
-                buf.omitted[len(buf.objs)] = judged.omitted
+                buf.omitted[len(buf.objs)] = judged
             obj = judged.obj
         buf.objs.append(obj)  # type: ignore[arg-type]
         buf.raws.append(raw)
@@ -342,7 +342,10 @@ class _StageA:
             for i, (obj, raw) in enumerate(zip(objs, buf.raws)):
                 flat, probs, suspect = flatten_values(obj, self.cfg.max_depth)
                 if suspect:
-                    flat, probs, _ = flatten_values(reparse_exact(raw), self.cfg.max_depth)
+                    exact = reparse_exact(raw)
+                    if i in omitted:  # the line as sent: without what the plan omitted
+                        exact = without(exact, omitted[i].removed)
+                    flat, probs, _ = flatten_values(exact, self.cfg.max_depth)
                 rows.append(flat)
                 if probs:
                     problems[i] = orjson.dumps(probs)
@@ -350,8 +353,9 @@ class _StageA:
             for r in rows:
                 names.update(r)
             columns = {c: column_array(list(map(dict.get, rows, repeat(c)))) for c in names}
-        for i, values in omitted.items():  # the plan's omitted values, with flattening's
-            problems[i] = orjson.dumps((orjson.loads(problems[i]) if problems[i] else []) + values)
+        for i, judged in omitted.items():  # the plan's omitted values, with flattening's
+            before = orjson.loads(problems[i]) if problems[i] else []
+            problems[i] = orjson.dumps(before + judged.omitted)
         received = [o.get("receivedAt") for o in objs]
         try:
             micros = parse_timestamps(pa.array(received, pa.string())).cast(pa.int64())

@@ -444,3 +444,17 @@ def test_omit_counts_a_value_that_fails_two_keywords_omitted_twice():
     assert judged.actions == ["omitted"] * 4
     assert len(judged.omitted) == 2 and judged.obj["properties"] == {}
     assert sent["properties"] == {"!!!": "A", "a": "C"}  # the message as sent stays whole
+
+
+def test_an_omitted_value_stays_out_of_a_row_re_read_for_its_exact_numbers(tmp_path):
+    """A line whose integers are past 64 bits is flattened from an exact re-parse of the line
+    as sent: the plan's omissions hold there too."""
+    settings = settings_for(tmp_path, violations="omit")
+    huge = 123456789012345678901234567890
+    line = json.dumps(msg("big", userId="u1", properties={**GOOD, "total": "abc", "huge": huge}))  # fmt: skip
+    write_hour(settings.archive_root, "web", H, [line.encode()])
+    assert reconciled(sync(settings))
+    (row,) = table_rows(settings, "order_completed")
+    assert row["properties_total"] is None and str(huge) in str(row["properties_huge"])
+    values = [r for r in table_rows(settings, "quarantine") if r["level"] == "value"]
+    assert [(r["column_name"], r["reason"]) for r in values] == [("properties_total", "tracking_plan_omitted")]  # fmt: skip
