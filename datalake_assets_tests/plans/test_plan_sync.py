@@ -458,3 +458,22 @@ def test_an_omitted_value_stays_out_of_a_row_re_read_for_its_exact_numbers(tmp_p
     assert row["properties_total"] is None and str(huge) in str(row["properties_huge"])
     values = [r for r in table_rows(settings, "quarantine") if r["level"] == "value"]
     assert [(r["column_name"], r["reason"]) for r in values] == [("properties_total", "tracking_plan_omitted")]  # fmt: skip
+
+
+def test_a_job_started_elsewhere_gets_the_plan_and_its_modes(tmp_path):
+    """EMR, Databricks, ``python -m``: the request travels as argv; the plan as its place in
+    the lake, which the job reads."""
+    from datalake_assets.transform.sync_request import parse_args
+
+    settings = settings_for(tmp_path, unplanned_events="quarantine", violations="omit")
+    request = request_from_settings(settings, settings.sources[0], (H,), replay=False)
+    back = parse_args(request.to_args())
+    assert (back.tracking_plan, back.unplanned_events, back.violations) == (
+        request.tracking_plan,
+        "quarantine",
+        "omit",
+    )
+    assert back.unplanned_properties == "keep"
+    none = without_plan(tmp_path)
+    plain = request_from_settings(none, none.sources[0], (H,), replay=False)
+    assert parse_args(plain.to_args()).tracking_plan == ""
