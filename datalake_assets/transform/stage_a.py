@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from datalake_assets.lake import storage
 from datalake_assets.lake.records import write_quarantine
-from datalake_assets.plans.plan_gate import VIOLATION_COLUMNS, Judged, PlanGate, without
+from datalake_assets.plans.plan_gate import Judged, without
 from datalake_assets.plans.plan_policy import PlanPolicy
 from datalake_assets.spec import layout
 from datalake_assets.spec.columnar import (
@@ -54,6 +54,7 @@ from datalake_assets.spec.types import N_KINDS, parse_timestamp
 from datalake_assets.transform import keys, native_parse
 from datalake_assets.transform.identity_tally import IdentityTally
 from datalake_assets.transform.keys import KEY_SCHEMA, KEYS
+from datalake_assets.transform.stage_a_plan import PlanLines, ViolationRows
 
 STATS = 2  # and KEYS (1: a flush's key rows, keys.py), IDENTITY (3: index entries)
 
@@ -110,8 +111,7 @@ class _File:
     # the plan's: lines of the current native chunk that take the Python path (chunk index ->
     # line; an empty line holds their place), and the violations' rows and lines
     diverted: dict[int, bytes] = field(default_factory=dict)
-    violations: list[tuple] = field(default_factory=list)
-    violation_lines: list[int] = field(default_factory=list)
+    violations: ViolationRows = field(default_factory=ViolationRows)
     violation_buffer: _TableBuffer = field(default_factory=_TableBuffer)
 
 
@@ -130,7 +130,7 @@ class _StageA:
         self.identities = IdentityTally(cfg.identity_key, cfg.identity_traits, cfg.suppressed)
         # The one seam of the native parse: without DuckDB, every line takes the Python path.
         self.native = native_parse.parser_for(cfg.source_id, cfg.max_message_bytes, cfg.max_depth)
-        self.gate = PlanGate(cfg.plan) if cfg.plan is not None else None
+        self.plan = PlanLines(cfg.plan) if cfg.plan is not None else None
 
     def read_file(self, file_idx: int, location: str, hour: str) -> Iterator[pa.RecordBatch]:
         """The file's lines: in chunks through the native parser (``native_parse``) when the
@@ -146,7 +146,7 @@ class _StageA:
                 if self.native is None:
                     yield from self._python_line(f, raw, f.line_no)
                     continue
-                if self.gate is not None and self._diverts(raw):
+                if self.plan is not None and self.plan.diverts(raw):
                     # the plan reports or changes it: the Python path takes the line
                     f.diverted[len(chunk)] = raw
                     raw = b""
@@ -177,7 +177,7 @@ class _StageA:
         for table, b in f.buffers.items():
             if b.objs:
                 yield self._flush(table, b, file_idx, hour)
-        if f.violations:
+        if len(f.violations):
             self._write_violations(f)
         if f.rejected:
             location_q, size = write_quarantine(
@@ -221,19 +221,6 @@ class _StageA:
             raw = diverted.get(i)
             yield from self._python_line(f, chunk.line(i) if raw is None else raw, first + i)
 
-    def _diverts(self, raw: bytes) -> bool:
-        """Whether the plan has anything to say of a line (the native path then leaves it)."""
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return False  # not JSON: the native parse leaves it to the Python path anyway
-        if not isinstance(obj, dict):
-            return False
-        try:
-            return self.gate.judge(obj) is not None  # type: ignore[union-attr]
-        except RecursionError:  # nested past the sync's limit: the Python path rejects it
-            return True
-
     def _python_line(self, f: _File, raw: bytes, line_no: int) -> Iterator[pa.RecordBatch]:
         """One line by the reference rules (``spec.messages``), buffered per table."""
         if not raw.strip():
@@ -248,7 +235,7 @@ class _StageA:
             if identities.keep_rejected(obj, raw, r.reason, f.hour):
                 f.rejected.append(self._line_record(f.file_idx, line_no, raw, r.reason, r.detail))
             return
-        judged = self.gate.judge(obj) if self.gate is not None else None
+        judged = self.plan.gate.judge(obj) if self.plan is not None else None
         if judged is not None and judged.quarantine is not None:
             reason, detail = judged.quarantine
             if identities.keep_rejected(obj, raw, reason, f.hour):
@@ -282,32 +269,19 @@ class _StageA:
 
     def _violations(self, f: _File, obj: dict, table: str, judged: Judged, line_no: int) -> None:
         """The violations' rows of a judged message, written with the file's others."""
-        rows = self.gate.violation_rows(obj, table, judged)  # type: ignore[union-attr]
-        f.violations.extend(rows)
-        f.violation_lines.extend([line_no] * len(rows))
+        f.violations.add(self.plan.gate, obj, table, judged, line_no)  # type: ignore[union-attr]
         if len(f.violations) >= self.cfg.flush_rows:
             self._write_violations(f)
 
     def _write_violations(self, f: _File) -> None:
-        """The violations' rows as a work file of the ``violations`` table: no key rows (they
-        are no messages: a duplicate's rows are dropped with it by its line, stage B)."""
-        rows, n = f.violations, len(f.violations)
-        columns = {}
-        for i, name in enumerate(VIOLATION_COLUMNS):
-            values = [r[i] for r in rows]
-            if any(v is not None for v in values):
-                columns[name] = column_array(values)
+        """The violations' rows as a work file of the ``violations`` table (stage_a_plan.py)."""
+        columns, lines = f.violations.take()
+        n = len(lines)
+        ids = columns["message_id"]
+        problems = pa.nulls(n, pa.binary())
         self._store(
-            VIOLATIONS,
-            f.violation_buffer,
-            f.file_idx,
-            f.hour,
-            columns,
-            pa.array(f.violation_lines, pa.int64()),
-            columns["message_id"],
-            pa.nulls(n, pa.binary()),
+            VIOLATIONS, f.violation_buffer, f.file_idx, f.hour, columns, lines, ids, problems
         )
-        f.violations, f.violation_lines = [], []
 
     def _line_record(
         self, file_idx: int, line_no: int, raw: bytes, reason: str, detail: str

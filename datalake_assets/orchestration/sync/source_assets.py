@@ -72,6 +72,7 @@ _RULE_STAGES = (
     "transform/stage_a.py",
     "transform/identity_tally.py",
     "transform/stage_b.py",
+    "transform/stage_a_plan.py",
     # a tracking plan's rules: what a plan does to a message and to a column's type
     "plans/plan_gate.py",
     "plans/plan_verdict.py",
