@@ -69,7 +69,7 @@ def _check(settings: LakeSettings, args: argparse.Namespace) -> int:
             violations=source.violations,
         )
     else:
-        policy = policy_of(settings, source)
+        policy = policy_of(source)
         if policy is None:
             raise UsageError(
                 f"source {source.id} has no tracking_plan in its settings: give --plan FILE"

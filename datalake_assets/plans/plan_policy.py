@@ -8,7 +8,6 @@ keeps each plan a source was synced under, in Segment's Public API shape: ``stor
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from datalake_assets.plans.plan_load import load_plan
@@ -44,22 +43,12 @@ class PlanPolicy:
         )
 
 
-def plan_path(settings, source) -> str:
-    """The source's plan file or folder: relative to the settings file's folder (to the
-    current folder without a file)."""
-    path = os.path.expanduser(source.tracking_plan)
-    if os.path.isabs(path):
-        return path
-    base = os.path.dirname(settings.settings_file) if settings.settings_file else os.getcwd()
-    return os.path.join(base, path)
-
-
-def policy_of(settings, source) -> PlanPolicy | None:
+def policy_of(source) -> PlanPolicy | None:
     """The source's policy, its plan read now (``PlanError``: one line); None: no plan."""
     if not source.tracking_plan:
         return None
     return PlanPolicy(
-        plan=load_plan(plan_path(settings, source)),
+        plan=load_plan(source.tracking_plan),  # resolved by the settings' loader
         unplanned_events=source.unplanned_events,
         unplanned_properties=source.unplanned_properties,
         violations=source.violations,

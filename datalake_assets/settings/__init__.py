@@ -66,6 +66,7 @@ from datalake_assets.settings.catalog_section import (
 from datalake_assets.settings.environment import ENV_SETTINGS, ENV_TABLE_FORMAT, apply_env
 from datalake_assets.settings.fields import (
     Bool,
+    LocalFile,
     Match,
     NotInFile,
     OneOf,
@@ -182,7 +183,7 @@ class SourceSettings:
     # (Public API or Config API JSON) or a folder of JSON Schemas, relative to this file's
     # folder; "": none. What happens to a message the plan does not like, and how the
     # tracking_plan asset check reports an hour with violations:
-    tracking_plan: Str = ""
+    tracking_plan: LocalFile = ""
     unplanned_events: OneOf(UNPLANNED_EVENT_MODES, "unplanned events mode") = KEEP
     unplanned_properties: OneOf(UNPLANNED_PROPERTY_MODES, "unplanned properties mode") = KEEP
     violations: OneOf(VIOLATION_MODES, "violations mode") = KEEP

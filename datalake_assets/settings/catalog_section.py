@@ -10,6 +10,7 @@ from datalake_assets.settings.fields import (
     AwsAccountId,
     AwsRegion,
     HttpUrl,
+    LocalFile,
     LocalFolder,
     Match,
     OneOf,
@@ -103,15 +104,6 @@ def _jars(value: str, info: ValidationInfo) -> str:
     return ",".join(out)
 
 
-def _password_file(value: str, info: ValidationInfo) -> str:
-    base = base_of(info)
-    if not value:
-        return value
-    if "://" in value:
-        raise SettingsError(f"must be a local file, got {value!r}")
-    return os.path.normpath(os.path.join(base, os.path.expanduser(value))) if base else value
-
-
 def _derby_safe(folder: str) -> str:
     if any(c.isspace() or c == ";" for c in folder):
         raise SettingsError(
@@ -173,7 +165,7 @@ class CatalogSettings:
         empty=True,
     ) = ""
     # a file holding the password (a mounted secret); else $DATALAKE_METASTORE_PASSWORD
-    metastore_password_file: Annotated[Str, AfterValidator(_password_file)] = ""
+    metastore_password_file: LocalFile = ""
     # the JDBC driver's jar(s), comma-separated
     metastore_jars: Annotated[Str, AfterValidator(_jars)] = DEFAULT_METASTORE_JARS
     # "auto": while `datalake dev` runs, one Spark process of its own holds the embedded

@@ -378,6 +378,20 @@ def _root(value: str, info: ValidationInfo) -> str:
 Root = Annotated[str, Strict(), AfterValidator(_root)]
 
 
+def _local_file(value: str, info: ValidationInfo) -> str:
+    base = base_of(info)
+    if not value:
+        return value
+    if "://" in value:
+        raise SettingsError(f"must be a local file, got {value!r}")
+    return os.path.normpath(os.path.join(base, os.path.expanduser(value))) if base else value
+
+
+# A local file or folder, optional (""): from a file resolved relative to its folder, like the
+# roots; built directly, kept as given.
+LocalFile = Annotated[str, Strict(), AfterValidator(_local_file)]
+
+
 def LocalFolder(default: str, why: str, hint: str = "") -> Any:  # noqa: N802
     """A local folder; from a file resolved like the roots (omitted: ``<folder>/<default>``,
     see ``file_defaults``); built directly, ``""`` means ``<home>/<default>`` when used."""

@@ -249,7 +249,7 @@ def request_from_settings(
     """The sync of ``source``'s ``hours`` (any ``ArchiveHour`` spelling) as the settings say."""
     fmt = FormatConfig.of_settings(settings)
     try:
-        policy = policy_of(settings, source)
+        policy = policy_of(source)
         # the plan as the lake keeps it: what the job reads, wherever it runs
         plan_at = store_plan(settings.lake_root, source.lake_dir, policy.plan) if policy else ""
     except PlanError as e:

@@ -361,6 +361,10 @@ def test_the_settings_refuse_modes_without_a_plan_and_unknown_modes(tmp_path):
     assert e.value.key == "sources[0].violations"
     with pytest.raises(SettingsError, match="'drop'"):
         load_lake_toml(tmp_path, base + 'tracking_plan = "p.json"\nviolations = "drop"\n')
+    with pytest.raises(SettingsError, match="must be a local file"):
+        load_lake_toml(tmp_path, base + 'tracking_plan = "s3://bucket/p.json"\n')
+    loaded = load_lake_toml(tmp_path, base + 'tracking_plan = "plans/p.json"\n')
+    assert loaded.sources[0].tracking_plan == str(tmp_path / "plans" / "p.json")
 
 
 def test_a_plan_that_cannot_be_read_fails_the_sync_in_one_line(tmp_path):

@@ -159,14 +159,14 @@ def _check_specs(
     return specs
 
 
-def plan_code_version(settings: LakeSettings, source: SourceSettings) -> str:
+def plan_code_version(source: SourceSettings) -> str:
     """The tracking plan's part of the sync's code version: its hash, so a changed plan shows
     the hours synced under the older one as stale ("" without a plan; a plan that cannot be
     read shows as such here and fails the sync with its reason)."""
     if not source.tracking_plan:
         return ""
     try:
-        policy = policy_of(settings, source)
+        policy = policy_of(source)
     except PlanError:
         return "-plan-unreadable"
     return f"-plan-{policy.plan.hash[:12]}" if policy else ""
@@ -264,7 +264,7 @@ def build_source_assets(
         backfill_policy=BackfillPolicy.multi_run(settings.automation.backfill_hours_per_run),
         check_specs=_check_specs(slug, tables, partitions, plan_check_of(source)) + catalog_checks,
         can_subset=True,  # any selection syncs the whole source-hour (module docstring)
-        code_version=rules_code_version() + plan_code_version(settings, source),
+        code_version=rules_code_version() + plan_code_version(source),
         pool="spark_local",
     )
     def lake_sync(context: AssetExecutionContext, compute: SparkCompute):
