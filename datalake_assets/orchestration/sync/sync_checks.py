@@ -4,6 +4,7 @@ materialization so the UI counts it."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from dagster import (
@@ -103,7 +104,7 @@ def table_check_results(
                 widened_columns=report.widened_columns,
                 misfits_by_column=report.checks.misfits_by_column,
                 conformance_failures=report.checks.conformance_failures,
-                violations=_summed(h.violations for h in report.by_hour),
+                violations=dict(sum((Counter(h.violations) for h in report.by_hour), Counter())),
             )
         else:
             entry = table_hour(report, partition, len(hours or []) == 1)
@@ -183,14 +184,6 @@ def table_check_results(
             for name, passed, severity, metadata in results
         ]
     return out
-
-
-def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for c in counts:
-        for k, n in c.items():
-            out[k] = out.get(k, 0) + n
-    return dict(sorted(out.items()))
 
 
 def completeness_results(
